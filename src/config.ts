@@ -1,0 +1,109 @@
+import { z } from 'zod';
+
+/** Turns an empty string into `undefined`, so `FOO=` in a .env file means "unset". */
+const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+
+const int = (min: number, max: number, fallback: number) =>
+  z.preprocess(unsetIfEmpty, z.coerce.number().int().min(min).max(max).default(fallback));
+
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+
+/**
+ * Parses `RPC_OVERRIDE_ALLOWLIST`: comma-separated origins (`scheme://host[:port]`). Each entry is
+ * reduced to its WHATWG origin so `https://a.example/` and `https://a.example` compare equal.
+ */
+const originList = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .default('')
+    .transform((raw, ctx) => {
+      const origins: string[] = [];
+      for (const item of raw.split(',').map((s) => s.trim())) {
+        if (item === '') continue;
+        let origin: string;
+        try {
+          origin = new URL(item).origin;
+        } catch {
+          origin = 'null';
+        }
+        if (origin === 'null' || !/^https?:/.test(origin)) {
+          ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s) origin` });
+          continue;
+        }
+        origins.push(origin);
+      }
+      return Object.freeze(origins);
+    }),
+);
+
+/**
+ * The environment schema. Names and defaults come from DESIGN.md, "Configuration (environment)".
+ * Every value is validated here once; the rest of the code receives the frozen result.
+ */
+export const configSchema = z
+  .object({
+    ROLE: z.preprocess(unsetIfEmpty, z.enum(['api', 'worker', 'all']).default('all')),
+    PORT: int(0, 65535, 3000),
+    HOST: z.preprocess(unsetIfEmpty, z.string().default('0.0.0.0')),
+    REDIS_URL: z.preprocess(
+      unsetIfEmpty,
+      z
+        .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
+        .default('redis://127.0.0.1:6379'),
+    ),
+    RPC_URL: z.preprocess(unsetIfEmpty, httpUrl.optional()),
+    RPC_OVERRIDE: z.preprocess(unsetIfEmpty, z.enum(['on', 'off']).default('on')),
+    RPC_OVERRIDE_ALLOWLIST: originList,
+    CACHE_FRESH_SECONDS: int(1, 365 * 86400, 60),
+    CACHE_STALE_SECONDS: int(1, 365 * 86400, 86400),
+    SUBDOMAINS_WAIT_MS: int(1, 600_000, 15_000),
+    RPC_TIMEOUT_MS: int(1, 600_000, 10_000),
+    RPC_RETRIES: int(0, 10, 3),
+    RPC_MAX_PER_SECOND: int(1, 100_000, 5),
+    RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 512 * 1024 * 1024),
+    WORKER_CONCURRENCY: int(1, 1000, 4),
+    JOB_ATTEMPTS: int(1, 100, 5),
+    JOB_BACKOFF_MS: int(0, 3_600_000, 2_000),
+    QUEUE_PREFIX: z.preprocess(
+      unsetIfEmpty,
+      z
+        .string()
+        .regex(/^[^\s:]+$/, 'must be non-empty with no spaces or colons')
+        .default('sns'),
+    ),
+    QUEUE_MAX_WAITING: int(1, 10_000_000, 1000),
+    WORKER_METRICS_PORT: int(0, 65535, 9101),
+    DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),
+    SHUTDOWN_TIMEOUT_MS: int(100, 600_000, 10_000),
+    LOG_LEVEL: z.preprocess(
+      unsetIfEmpty,
+      z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    ),
+  })
+  .refine((c) => c.CACHE_STALE_SECONDS >= c.CACHE_FRESH_SECONDS, {
+    path: ['CACHE_STALE_SECONDS'],
+    message: 'must be at least CACHE_FRESH_SECONDS',
+  });
+
+export type Config = Readonly<z.infer<typeof configSchema>>;
+
+/** Thrown by {@link loadConfig}; the message names every bad variable. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/**
+ * Parses the environment into the frozen {@link Config}.
+ *
+ * @param env a map of variable names to values, usually `process.env`; unknown names are ignored.
+ * @throws ConfigError naming each variable that fails validation (`PORT: must be <= 65535`).
+ */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  return Object.freeze(parsed.data);
+}

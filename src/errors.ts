@@ -1,0 +1,61 @@
+/**
+ * Typed errors and the response envelope. The short texts are the spec's (service-spec.md §7);
+ * DESIGN.md, "Endpoints", extends the same envelope to every error the gateway answers.
+ */
+
+export type ErrorEnvelope = { s: 'error'; result: string };
+export type OkEnvelope<T> = { s: 'ok'; result: T };
+
+export const ERROR_TEXT = {
+  invalidInput: 'Invalid input',
+  rpcUnavailable: 'RPC unavailable',
+  internal: 'Internal error',
+} as const;
+
+/** Base class of every error that maps to a specific HTTP answer. */
+export abstract class GatewayError extends Error {
+  abstract readonly statusCode: number;
+  /** The text placed in the envelope's `result`; never an upstream message or a stack. */
+  abstract readonly publicMessage: string;
+  /** Extra response headers, e.g. `Retry-After` for 429/503. */
+  readonly headers: Readonly<Record<string, string>> = {};
+}
+
+/** 400 `Invalid input`: the request's shape is wrong (spec §7). */
+export class InvalidInputError extends GatewayError {
+  override readonly name = 'InvalidInputError';
+  readonly statusCode = 400;
+  readonly publicMessage = ERROR_TEXT.invalidInput;
+}
+
+/** 502 `RPC unavailable`: the selected RPC endpoint failed once retries were spent (DESIGN.md). */
+export class RpcUnavailableError extends GatewayError {
+  override readonly name = 'RpcUnavailableError';
+  readonly statusCode = 502;
+  readonly publicMessage = ERROR_TEXT.rpcUnavailable;
+}
+
+/** 500 `Internal error`: a fault of our own, or no RPC endpoint configured (spec §7). */
+export class InternalError extends GatewayError {
+  override readonly name = 'InternalError';
+  readonly statusCode = 500;
+  readonly publicMessage = ERROR_TEXT.internal;
+}
+
+/** 503 with `Retry-After`: the refresh queue is full, so a cold miss is shed (DESIGN.md). */
+export class OverloadedError extends GatewayError {
+  override readonly name = 'OverloadedError';
+  readonly statusCode = 503;
+  readonly publicMessage = 'Service overloaded';
+  override readonly headers: Readonly<Record<string, string>>;
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message);
+    this.headers = { 'retry-after': String(retryAfterSeconds) };
+  }
+}
+
+/** Builds the envelope of an error answer. */
+export const errorEnvelope = (text: string): ErrorEnvelope => ({ s: 'error', result: text });
+
+/** Builds the envelope of a success answer. */
+export const ok = <T>(result: T): OkEnvelope<T> => ({ s: 'ok', result });

@@ -1,0 +1,69 @@
+import cors from '@fastify/cors';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { SubdomainCache } from '../cache/subdomain-cache.js';
+import type { Config } from '../config.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { EndpointSelector } from '../rpc/endpoint.js';
+import type { RecordKeyDeriver } from '../sns/record-key.js';
+import type { SubdomainLookup } from '../subdomains/lookup.js';
+import { clientErrorHandler, installErrorHandling } from './error-handler.js';
+import { opsRoutes } from './routes/ops.js';
+import { recordKeyRoutes } from './routes/record-key.js';
+import { subdomainRoutes } from './routes/subdomains.js';
+
+/** Everything the HTTP app needs, made by the caller (the entry file, or a test). */
+export type AppDeps = {
+  config: Pick<Config, 'CACHE_STALE_SECONDS'>;
+  metrics: Metrics;
+  deriver: RecordKeyDeriver;
+  endpoints: EndpointSelector;
+  lookup?: SubdomainLookup;
+  cache?: SubdomainCache;
+  isReady: () => Promise<boolean>;
+  /** The process logger (`createLogger` in src/logger.ts: request URLs logged redacted). */
+  logger: FastifyBaseLogger;
+};
+
+/**
+ * Longest path parameter accepted. Labels of hundreds of characters must reach the route and get
+ * a JSON answer (DESIGN.md); Node's 16 KiB header limit bounds the URL anyway.
+ */
+const MAX_PARAM_LENGTH = 8192;
+
+/**
+ * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
+ * connection and listens on nothing; the caller does both, and closes what it passed in.
+ */
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    clientErrorHandler,
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  installErrorHandling(app);
+
+  app.addHook('onResponse', async (req, reply) => {
+    deps.metrics.httpDuration.observe(
+      {
+        method: req.method,
+        route: req.routeOptions.url ?? 'unmatched',
+        status_code: String(reply.statusCode),
+      },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  void app.register(cors, { origin: '*', methods: ['GET', 'HEAD', 'OPTIONS'] });
+  void app.register(recordKeyRoutes, { deriver: deps.deriver });
+  void app.register(subdomainRoutes, {
+    endpoints: deps.endpoints,
+    lookup: deps.lookup,
+    cache: deps.cache,
+    staleSeconds: deps.config.CACHE_STALE_SECONDS,
+  });
+  void app.register(opsRoutes, { registry: deps.metrics.registry, isReady: deps.isReady });
+  return app;
+}

@@ -1,0 +1,116 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Registry} from 'prom-client';
+import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
+
+/** Which endpoint a call went to; never the URL itself (DESIGN.md, "Metrics"). */
+export type EndpointLabel = 'default' | 'override';
+export type RpcOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout';
+export type CacheResult = 'hit' | 'stale' | 'miss';
+export type RefreshOutcome = 'completed' | 'failed' | 'retried';
+export type QueueState = 'waiting' | 'active' | 'delayed' | 'failed';
+
+/**
+ * Every metric of DESIGN.md's table, registered on one registry. One instance per process: with
+ * `ROLE=all` the API and the worker share it, so nothing is registered twice.
+ */
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Reads the refresh queue's job counts by state (BullMQ's `getJobCounts`). */
+export type QueueCountsSource = () => Promise<Partial<Record<QueueState, number>>>;
+const QUEUE_STATES: readonly QueueState[] = ['waiting', 'active', 'delayed', 'failed'];
+export const QUEUE_SCRAPE_TIMEOUT_MS = 500;
+
+const RPC_LABELS = ['method', 'endpoint'] as const;
+
+/**
+ * Creates the metrics on `registry` and, unless told not to, prom-client's default process
+ * metrics. The names, types and labels are the contract with the dashboard (DESIGN.md).
+ *
+ * @param registry a fresh registry; registering twice on one registry throws.
+ */
+export function createMetrics(registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
+  if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  let queueCounts: QueueCountsSource | undefined;
+  return {
+    /**
+     * Sets where `sns_queue_jobs` reads its counts at scrape time. A read slower than
+     * {@link QUEUE_SCRAPE_TIMEOUT_MS} keeps the last values, so a slow Redis never blocks a scrape.
+     */
+    setQueueCountsSource(source: QueueCountsSource | undefined) {
+      queueCounts = source;
+    },
+    registry,
+    rpcRequests: new Counter({
+      name: 'sns_rpc_requests_total',
+      help: 'Solana JSON-RPC HTTP round trips, by method, endpoint and outcome.',
+      labelNames: [...RPC_LABELS, 'outcome'] as const,
+      registers,
+    }),
+    rpcDuration: new Histogram({
+      name: 'sns_rpc_request_duration_seconds',
+      help: 'Duration of one Solana JSON-RPC HTTP round trip.',
+      labelNames: RPC_LABELS,
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    rpcResponseBytes: new Counter({
+      name: 'sns_rpc_response_bytes_total',
+      help: 'Bytes received in Solana JSON-RPC response bodies.',
+      labelNames: RPC_LABELS,
+      registers,
+    }),
+    rpcCredits: new Counter({
+      name: 'sns_rpc_credits_total',
+      help: 'Provider cost units spent, from the configured cost table (getProgramAccounts 10, others 1).',
+      labelNames: RPC_LABELS,
+      registers,
+    }),
+    rpcRetries: new Counter({
+      name: 'sns_rpc_retries_total',
+      help: 'Solana JSON-RPC calls retried after a transient failure.',
+      labelNames: RPC_LABELS,
+      registers,
+    }),
+    cacheLookups: new Counter({
+      name: 'sns_cache_lookups_total',
+      help: 'Subdomain cache lookups by result.',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    refreshJobs: new Counter({
+      name: 'sns_refresh_jobs_total',
+      help: 'Subdomain refresh job attempts by outcome.',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    refreshDuration: new Histogram({
+      name: 'sns_refresh_duration_seconds',
+      help: 'Duration of one subdomain refresh (RPC calls and derivations).',
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    }),
+    queueJobs: new Gauge({
+      name: 'sns_queue_jobs',
+      help: 'Refresh jobs in the queue by state, read from BullMQ at scrape time.',
+      labelNames: ['state'] as const,
+      registers,
+      async collect() {
+        if (!queueCounts) return;
+        const counts = await Promise.race([
+          queueCounts().catch(() => undefined),
+          sleep(QUEUE_SCRAPE_TIMEOUT_MS, undefined, { ref: false }),
+        ]);
+        if (!counts) return;
+        for (const state of QUEUE_STATES) this.set({ state }, counts[state] ?? 0);
+      },
+    }),
+    httpDuration: new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request duration by method, route pattern and status code.',
+      labelNames: ['method', 'route', 'status_code'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,99 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * What the worker tells waiting API requests after each attempt. The cache entry is the source of
+ * truth; an event only says "look now" (`ok`) or "this attempt failed" and why.
+ */
+export type RefreshEvent =
+  { key: string; ok: true } | { key: string; ok: false; reason: 'rpc' | 'internal' };
+
+/** The pub/sub channel of refresh events for one queue prefix. */
+export const refreshChannel = (prefix: string) => `${prefix}:subdomain-refresh:events`;
+
+/** Publishes one event; at-most-once, like any Redis pub/sub message. */
+export async function publishRefreshEvent(
+  redis: Redis,
+  prefix: string,
+  event: RefreshEvent,
+): Promise<void> {
+  await redis.publish(refreshChannel(prefix), JSON.stringify(event));
+}
+
+type Waiter = (event: RefreshEvent | null) => void;
+
+/**
+ * One shared subscription per process to the refresh events (DESIGN.md: one listener per process,
+ * not `job.waitUntilFinished` per request). Requests register a waiter per cache key.
+ */
+export class RefreshListener {
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly channel: string;
+
+  /** @param subscriber a connection of its own; it is put in subscriber mode. */
+  constructor(
+    private readonly subscriber: Redis,
+    prefix: string,
+  ) {
+    this.channel = refreshChannel(prefix);
+    subscriber.on('message', (channel: string, message: string) => {
+      if (channel === this.channel) this.dispatch(message);
+    });
+  }
+
+  /** Subscribes; ioredis subscribes again by itself after a reconnect. */
+  async start(): Promise<void> {
+    await this.subscriber.subscribe(this.channel);
+  }
+
+  /**
+   * Waits for the next event about `key`.
+   *
+   * @param timeoutMs after this many milliseconds `event` resolves with null.
+   * @returns `event`: the event, or null on time-out, on `cancel()` or when the listener closes.
+   */
+  next(
+    key: string,
+    timeoutMs: number,
+  ): { event: Promise<RefreshEvent | null>; cancel: () => void } {
+    let cancel: () => void = () => undefined;
+    const event = new Promise<RefreshEvent | null>((resolve) => {
+      let set = this.waiters.get(key);
+      if (!set) this.waiters.set(key, (set = new Set()));
+      const waiter: Waiter = (ev) => {
+        clearTimeout(timer);
+        set.delete(waiter);
+        if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
+        resolve(ev);
+      };
+      const timer = setTimeout(() => waiter(null), timeoutMs);
+      set.add(waiter);
+      cancel = () => waiter(null);
+    });
+    return { event, cancel };
+  }
+
+  /** How many requests wait right now, over all keys. */
+  get pending(): number {
+    let n = 0;
+    for (const set of this.waiters.values()) n += set.size;
+    return n;
+  }
+
+  /** Releases every waiter with null and unsubscribes. */
+  async close(): Promise<void> {
+    for (const set of [...this.waiters.values()]) for (const w of [...set]) w(null);
+    if (this.subscriber.status === 'ready')
+      await this.subscriber.unsubscribe(this.channel).catch(() => undefined);
+  }
+
+  private dispatch(message: string): void {
+    let event: RefreshEvent;
+    try {
+      event = JSON.parse(message) as RefreshEvent;
+    } catch {
+      return;
+    }
+    const set = this.waiters.get(event.key);
+    if (set) for (const w of [...set]) w(event);
+  }
+}

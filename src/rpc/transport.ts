@@ -1,0 +1,121 @@
+import http from 'node:http';
+import https from 'node:https';
+import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
+
+/** What one HTTP round trip brought back. */
+export type HttpReply = { status: number; headers: http.IncomingHttpHeaders; body: Buffer };
+
+/** The transport failed before a full reply arrived. */
+export class TransportError extends Error {
+  override readonly name = 'TransportError';
+  constructor(
+    message: string,
+    readonly kind: 'timeout' | 'network' | 'too_large',
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * Agents for the two trust levels of endpoint. `trusted` (the configured `RPC_URL`, allowlisted
+ * origins) may reach any address; `filtered` refuses private, loopback, link-local and metadata
+ * addresses at connect time, after DNS resolution, so DNS rebinding cannot reach them
+ * (request-filtering-agent). Keep-alive saves a TLS handshake per call.
+ */
+export class Agents {
+  readonly trusted = {
+    http: new http.Agent({ keepAlive: true }),
+    https: new https.Agent({ keepAlive: true }),
+  };
+  readonly filtered = {
+    http: new RequestFilteringHttpAgent({ keepAlive: true }),
+    https: new RequestFilteringHttpsAgent({ keepAlive: true }),
+  };
+
+  pick(url: URL, trusted: boolean): http.Agent {
+    const set = trusted ? this.trusted : this.filtered;
+    return url.protocol === 'https:' ? set.https : set.http;
+  }
+
+  destroy(): void {
+    for (const agent of [
+      this.trusted.http,
+      this.trusted.https,
+      this.filtered.http,
+      this.filtered.https,
+    ]) {
+      agent.destroy();
+    }
+  }
+}
+
+/**
+ * POSTs a JSON body and reads the whole reply. Redirects are not followed (a 3xx is returned as
+ * it is). The time-out covers connect, upload and the whole download.
+ *
+ * @param timeoutMs wall-clock bound for the round trip, in milliseconds.
+ * @param maxBytes bound on the response body; past it the socket is closed.
+ * @throws TransportError (`timeout`, `network`, `too_large`); HTTP error statuses are returned.
+ */
+export function postJson(
+  url: URL,
+  body: string,
+  opts: { agent: http.Agent; timeoutMs: number; maxBytes: number; signal?: AbortSignal },
+): Promise<HttpReply> {
+  const transport = url.protocol === 'https:' ? https : http;
+  return new Promise<HttpReply>((resolve, reject) => {
+    let settled = false;
+    const finish = (err: Error | null, reply?: HttpReply) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      if (err) {
+        req.destroy();
+        reject(err);
+      } else resolve(reply as HttpReply);
+    };
+    const onAbort = () =>
+      finish(new TransportError('aborted', 'network', { cause: opts.signal?.reason }));
+    const timer = setTimeout(
+      () => finish(new TransportError(`no reply within ${opts.timeoutMs} ms`, 'timeout')),
+      opts.timeoutMs,
+    );
+    const req = transport.request(url, {
+      method: 'POST',
+      agent: opts.agent,
+      headers: {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        accept: 'application/json',
+        'accept-encoding': 'identity',
+      },
+    });
+    req.on('error', (err) => finish(new TransportError(err.message, 'network', { cause: err })));
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > opts.maxBytes) {
+          finish(new TransportError(`reply over ${opts.maxBytes} bytes`, 'too_large'));
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.on('error', (err) => finish(new TransportError(err.message, 'network', { cause: err })));
+      res.on('aborted', () => finish(new TransportError('reply aborted', 'network')));
+      res.on('end', () =>
+        finish(null, {
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(chunks, size),
+        }),
+      );
+    });
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    req.end(body);
+  });
+}

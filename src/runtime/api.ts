@@ -1,0 +1,84 @@
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { SubdomainCache } from '../cache/subdomain-cache.js';
+import type { Config } from '../config.js';
+import { buildApp } from '../http/app.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { RefreshListener } from '../queue/refresh-events.js';
+import { createRefreshQueue } from '../queue/refresh-queue.js';
+import { closeRedis, createRedis } from '../redis.js';
+import { EndpointSelector } from '../rpc/endpoint.js';
+import { RecordKeyDeriver } from '../sns/record-key.js';
+import { SubdomainLookup } from '../subdomains/lookup.js';
+
+export type ApiRuntime = {
+  app: FastifyInstance;
+  /** Marks the API not ready, finishes in-flight requests, then closes its Redis connections. */
+  close(): Promise<void>;
+};
+
+/**
+ * Connects the API's dependencies (three Redis connections: commands, queue, pub/sub) and listens
+ * on `HOST:PORT`. It does not wait for Redis: derivations answer without it, and the subdomain
+ * route fails fast with the envelope until Redis is back.
+ */
+export async function startApi(
+  config: Config,
+  metrics: Metrics,
+  logger: Logger,
+): Promise<ApiRuntime> {
+  const command = createRedis(config.REDIS_URL, 'command', 'api');
+  const queueConnection = createRedis(config.REDIS_URL, 'queue', 'api');
+  const subscriber = createRedis(config.REDIS_URL, 'subscriber', 'api');
+  for (const conn of [command, queueConnection, subscriber]) {
+    conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
+  }
+  const queue = createRefreshQueue(queueConnection, config);
+  queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  const listener = new RefreshListener(subscriber, config.QUEUE_PREFIX);
+  listener
+    .start()
+    .catch((err: unknown) => logger.error({ err }, 'could not subscribe to refresh events'));
+  const cache = new SubdomainCache(
+    command,
+    config.QUEUE_PREFIX,
+    config.CACHE_FRESH_SECONDS * 1000,
+    config.CACHE_STALE_SECONDS * 1000,
+  );
+  metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
+
+  let closing = false;
+  const app = buildApp({
+    config,
+    metrics,
+    logger,
+    deriver: new RecordKeyDeriver(config.DERIVATION_CACHE_SIZE),
+    endpoints: new EndpointSelector(config),
+    cache,
+    lookup: new SubdomainLookup({
+      cache,
+      queue,
+      listener,
+      metrics,
+      logger,
+      waitMs: config.SUBDOMAINS_WAIT_MS,
+      maxWaiting: config.QUEUE_MAX_WAITING,
+    }),
+    isReady: async () => {
+      if (closing || command.status !== 'ready') return false;
+      return (await command.ping().catch(() => null)) === 'PONG';
+    },
+  });
+  await app.listen({ port: config.PORT, host: config.HOST });
+
+  return {
+    app,
+    async close() {
+      closing = true;
+      await app.close();
+      await listener.close();
+      await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+      await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+    },
+  };
+}

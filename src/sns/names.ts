@@ -1,0 +1,46 @@
+import { InvalidInputError } from '../errors.js';
+
+/** The registry suffix the 3.x SDK's names live under (DESIGN.md, "Registry suffix"). */
+export const REGISTRY_SUFFIX = '.sol';
+
+/**
+ * A name as the routes accept it, after normalization: trimmed, lower-cased, split on `.`.
+ * `labels` is `[label]` for a top-level domain or `[sub, parent]` for a one-level subdomain.
+ */
+export type DomainName = { readonly name: string; readonly labels: readonly string[] };
+
+/**
+ * Trims and lower-cases a raw path parameter (service-spec.md §1: "Both endpoints normalize the
+ * domain input by trimming whitespace and converting to lowercase").
+ */
+export function normalizeName(raw: string): string {
+  return raw.trim().toLowerCase();
+}
+
+function splitLabels(raw: string, maxLabels: number): DomainName {
+  const name = normalizeName(raw);
+  const labels = name.split('.');
+  if (labels.length > maxLabels || labels.some((l) => l.length === 0)) {
+    throw new InvalidInputError(`expected 1 to ${maxLabels} non-empty labels`);
+  }
+  return { name, labels };
+}
+
+/**
+ * Parses the `:domain` of `/record-key-v2`: one label, or `sub.parent` (spec §4.1).
+ *
+ * @throws InvalidInputError for an empty name, an empty label or more than two labels.
+ */
+export function parseDerivationDomain(raw: string): DomainName {
+  return splitLabels(raw, 2);
+}
+
+/**
+ * Parses the `:parent` of `/subdomains`: exactly one non-empty label (spec §4.2).
+ *
+ * @throws InvalidInputError otherwise.
+ */
+export function parseParentLabel(raw: string): string {
+  const { labels } = splitLabels(raw, 1);
+  return labels[0] as string;
+}

@@ -1,0 +1,18 @@
+import { Record } from '@bonfida/spl-name-service';
+import { InvalidInputError } from '../errors.js';
+
+/** The SDK's `Record` enum object (name -> value), as `GET /types/record` returns it. */
+export const RECORD_ENUM: Readonly<{ [name: string]: string }> = Object.freeze({ ...Record });
+
+const RECORD_VALUES: ReadonlySet<string> = new Set(Object.values(RECORD_ENUM));
+
+/**
+ * Checks that `raw` is exactly one of the SDK's `Record` values (`SOL`, `email`, ...), with no
+ * trimming or case folding (spec §4.1: "exact match").
+ *
+ * @throws InvalidInputError for any other string.
+ */
+export function parseRecord(raw: string): Record {
+  if (!RECORD_VALUES.has(raw)) throw new InvalidInputError('unknown record');
+  return raw as Record;
+}

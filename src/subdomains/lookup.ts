@@ -1,0 +1,142 @@
+import type { Queue } from 'bullmq';
+import type { FastifyBaseLogger } from 'fastify';
+import type { CacheEntry, SubdomainCache } from '../cache/subdomain-cache.js';
+import { InternalError, OverloadedError, RpcUnavailableError } from '../errors.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { RefreshListener } from '../queue/refresh-events.js';
+import { REFRESH_JOB, refreshDedupId, type RefreshJobData } from '../queue/refresh-queue.js';
+import type { RpcEndpoint } from '../rpc/endpoint.js';
+
+/** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
+export type CacheState = 'HIT' | 'STALE' | 'MISS';
+export type LookupResult = { entry: CacheEntry; state: CacheState };
+
+export type SubdomainLookupDeps = {
+  cache: SubdomainCache;
+  queue: Queue<RefreshJobData>;
+  listener: RefreshListener;
+  metrics: Metrics;
+  logger: FastifyBaseLogger;
+  /** How long a miss waits for its refresh (`SUBDOMAINS_WAIT_MS`). */
+  waitMs: number;
+  /** Cold misses shed with 503 past this many waiting jobs (`QUEUE_MAX_WAITING`). */
+  maxWaiting: number;
+};
+
+/**
+ * The API side of the subdomain cache (DESIGN.md, "The subdomain cache"): fresh entries are hits;
+ * stale ones are served at once while one background refresh is queued (stale-while-revalidate);
+ * misses queue one refresh and wait for the worker's event. Concurrent misses for one key in this
+ * process share one wait (single flight); across processes BullMQ's deduplication makes one job.
+ * The API never calls the RPC itself.
+ */
+export class SubdomainLookup {
+  private readonly inflight = new Map<string, Promise<CacheEntry>>();
+
+  constructor(private readonly deps: SubdomainLookupDeps) {}
+
+  /**
+   * @param parent a normalized single label.
+   * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
+   * @throws OverloadedError when the queue is full and this miss would start a new refresh.
+   * @throws InternalError for Redis or worker faults.
+   */
+  async lookup(parent: string, endpoint: RpcEndpoint): Promise<LookupResult> {
+    const { cache, metrics } = this.deps;
+    const key = cache.key(endpoint.id, parent);
+    const entry = await this.read(key);
+    if (entry) {
+      if (cache.freshness(entry) === 'fresh') {
+        metrics.cacheLookups.inc({ result: 'hit' });
+        return { entry, state: 'HIT' };
+      }
+      metrics.cacheLookups.inc({ result: 'stale' });
+      this.enqueue(key, parent, endpoint).catch((err: unknown) =>
+        this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
+      );
+      return { entry, state: 'STALE' };
+    }
+    metrics.cacheLookups.inc({ result: 'miss' });
+    let flight = this.inflight.get(key);
+    if (!flight) {
+      flight = this.refreshAndWait(key, parent, endpoint).finally(() => this.inflight.delete(key));
+      this.inflight.set(key, flight);
+    }
+    return { entry: await flight, state: 'MISS' };
+  }
+
+  private async refreshAndWait(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+  ): Promise<CacheEntry> {
+    // Listen before queueing, then look again: a refresh that was already running may have
+    // finished between the first read and now, and its event would be lost to us.
+    const wait = this.deps.listener.next(key, this.deps.waitMs);
+    try {
+      const raced = await this.read(key);
+      if (raced) {
+        wait.cancel();
+        return raced;
+      }
+      await this.enqueue(key, parent, endpoint, { shed: true });
+    } catch (err) {
+      wait.cancel();
+      throw err;
+    }
+    const outcome = await wait.event;
+    if (outcome === null)
+      throw new RpcUnavailableError(`no refresh of ${parent} within ${this.deps.waitMs} ms`);
+    if (!outcome.ok) {
+      if (outcome.reason === 'rpc')
+        throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
+      throw new InternalError(`refresh of ${parent} failed in the worker`);
+    }
+    const entry = await this.read(key);
+    if (!entry) throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
+    return entry;
+  }
+
+  private async read(key: string): Promise<CacheEntry | null> {
+    try {
+      return await this.deps.cache.get(key);
+    } catch (err) {
+      throw new InternalError('cache read failed', { cause: err });
+    }
+  }
+
+  private async enqueue(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    opts: { shed?: boolean } = {},
+  ) {
+    const { queue } = this.deps;
+    const dedupId = refreshDedupId(key);
+    try {
+      if (opts.shed && (await queue.getDeduplicationJobId(dedupId)) === null) {
+        const waiting = await queue.getWaitingCount();
+        if (waiting >= this.deps.maxWaiting) {
+          throw new OverloadedError(`${waiting} refreshes waiting`, 5);
+        }
+      }
+      const override = endpoint.kind === 'override';
+      await queue.add(
+        REFRESH_JOB,
+        {
+          cacheKey: key,
+          parent,
+          endpoint: override ? { kind: 'override', url: endpoint.url } : { kind: 'default' },
+        },
+        {
+          deduplication: { id: dedupId },
+          // An override URL may carry a credential: keep it in Redis no longer than the job runs.
+          ...(override ? { removeOnComplete: true, removeOnFail: true } : {}),
+        },
+      );
+    } catch (err) {
+      if (err instanceof OverloadedError) throw err;
+      throw new InternalError('could not queue a refresh', { cause: err });
+    }
+  }
+}

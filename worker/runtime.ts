@@ -1,0 +1,82 @@
+import type { Logger } from 'pino';
+import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import type { Config } from '../src/config.js';
+import type { Metrics } from '../src/metrics/metrics.js';
+import { createRefreshQueue } from '../src/queue/refresh-queue.js';
+import { closeRedis, createRedis } from '../src/redis.js';
+import { RpcClient } from '../src/rpc/client.js';
+import { EndpointSelector } from '../src/rpc/endpoint.js';
+import { Agents } from '../src/rpc/transport.js';
+import { startMetricsServer } from './metrics-server.js';
+import { createRefreshWorker } from './refresh-worker.js';
+
+export type WorkerRuntime = {
+  metricsPort: number | undefined;
+  /** Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis. */
+  close(): Promise<void>;
+};
+
+/**
+ * Connects the worker's dependencies (a blocking connection for BullMQ, a command connection for
+ * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
+ *
+ * @param opts.serveMetrics serve `/metrics` on `WORKER_METRICS_PORT` (true for the worker roles).
+ */
+export async function startWorker(
+  config: Config,
+  metrics: Metrics,
+  logger: Logger,
+  opts: { serveMetrics: boolean },
+): Promise<WorkerRuntime> {
+  const workerConnection = createRedis(config.REDIS_URL, 'worker', 'worker');
+  const command = createRedis(config.REDIS_URL, 'command', 'worker');
+  const queueConnection = createRedis(config.REDIS_URL, 'queue', 'worker');
+  for (const conn of [workerConnection, command, queueConnection]) {
+    conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
+  }
+  const endpoints = new EndpointSelector(config);
+  const agents = new Agents();
+  const rpc = new RpcClient({
+    metrics,
+    agents,
+    timeoutMs: config.RPC_TIMEOUT_MS,
+    retries: config.RPC_RETRIES,
+    maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
+    isTrusted: (endpoint) =>
+      endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
+  });
+  const cache = new SubdomainCache(
+    command,
+    config.QUEUE_PREFIX,
+    config.CACHE_FRESH_SECONDS * 1000,
+    config.CACHE_STALE_SECONDS * 1000,
+  );
+  const worker = createRefreshWorker(workerConnection, config, {
+    rpc,
+    cache,
+    publisher: command,
+    prefix: config.QUEUE_PREFIX,
+    metrics,
+    logger,
+    defaultRpcUrl: config.RPC_URL,
+  });
+  const queue = createRefreshQueue(queueConnection, config);
+  queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
+  const server = opts.serveMetrics
+    ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)
+    : undefined;
+  if (!config.RPC_URL)
+    logger.warn('RPC_URL is not set: refreshes of the default endpoint will fail');
+
+  return {
+    metricsPort: server?.port,
+    async close() {
+      await worker.close();
+      await server?.close();
+      await queue.close().catch(() => undefined);
+      await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
+      agents.destroy();
+    },
+  };
+}
