@@ -7,6 +7,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
+import { ERROR_TEXT, errorEnvelope } from '../errors.js';
 import { clientErrorHandler, installErrorHandling } from './error-handler.js';
 import { opsRoutes } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
@@ -40,6 +41,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     loggerInstance: deps.logger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     clientErrorHandler,
+    // Errors raised before routing (a broken percent-escape) get the envelope too.
+    frameworkErrors: (_err, _req, reply) =>
+      reply.code(400).send(errorEnvelope(ERROR_TEXT.invalidInput)),
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Registry} from 'prom-client';
+import type { Registry } from 'prom-client';
 import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
 
 /** Which endpoint a call went to; never the URL itself (DESIGN.md, "Metrics"). */

@@ -6,7 +6,7 @@ import { buildApp } from '../http/app.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { RefreshListener } from '../queue/refresh-events.js';
 import { createRefreshQueue } from '../queue/refresh-queue.js';
-import { closeRedis, createRedis } from '../redis.js';
+import { closeRedis, createRedis, waitReady } from '../redis.js';
 import { EndpointSelector } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
@@ -33,6 +33,11 @@ export async function startApi(
   for (const conn of [command, queueConnection, subscriber]) {
     conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
   }
+  // Give Redis a moment so the first requests find it, but start without it: derivations do not
+  // need it, and readiness tells the load balancer when the subdomain route can answer.
+  await Promise.all([command, queueConnection, subscriber].map((c) => waitReady(c, 5_000))).catch(
+    () => logger.warn('Redis is not reachable yet: the subdomain route answers 500 until it is'),
+  );
   const queue = createRefreshQueue(queueConnection, config);
   queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
   const listener = new RefreshListener(subscriber, config.QUEUE_PREFIX);

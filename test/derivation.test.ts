@@ -1,0 +1,185 @@
+import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../src/http/app.js';
+import { createMetrics } from '../src/metrics/metrics.js';
+import { EndpointSelector } from '../src/rpc/endpoint.js';
+import { RecordKeyDeriver } from '../src/sns/record-key.js';
+
+/** The app with no Redis at all: derivations must not need it (DESIGN.md, "Shape"). */
+function derivationApp(deriver = new RecordKeyDeriver(1000)): FastifyInstance {
+  return buildApp({
+    config: { CACHE_STALE_SECONDS: 86400 },
+    metrics: createMetrics(new Registry(), { defaultMetrics: false }),
+    logger: pino({ level: 'silent' }),
+    deriver,
+    endpoints: new EndpointSelector({
+      RPC_URL: undefined,
+      RPC_OVERRIDE: 'on',
+      RPC_OVERRIDE_ALLOWLIST: [],
+    }),
+    isReady: async () => true,
+  });
+}
+
+const RECORDS = Object.values(Record);
+const ALPHABET = [
+  ...'abcdefghijklmnopqrstuvwxyz0123456789-_',
+  'é',
+  'ß',
+  'ü',
+  '中',
+  '文',
+  '🦀',
+  'ñ',
+  'ø',
+];
+
+/** A deterministic generator, so a failure names a reproducible name. */
+function* names(count: number, seed = 42): Generator<string> {
+  let state = seed;
+  const next = (n: number) => {
+    state = (state * 1103515245 + 12345) % 2 ** 31;
+    return state % n;
+  };
+  const label = () =>
+    Array.from({ length: 1 + next(20) }, () => ALPHABET[next(ALPHABET.length)]).join('');
+  for (let i = 0; i < count; i++) {
+    let name = label();
+    if (next(2) === 0) name = `${name}.${label()}`;
+    if (name.endsWith('.sol')) name += 'x'; // the route would read `x.sol` as a subdomain of "sol"
+    yield name;
+  }
+}
+
+describe('GET /record-key-v2/:domain/:record', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = derivationApp();
+    await app.ready();
+  });
+  afterAll(() => app.close());
+
+  const get = async (url: string) => {
+    const res = await app.inject({ method: 'GET', url });
+    return { status: res.statusCode, body: res.json<{ s: string; result: unknown }>() };
+  };
+
+  it.each([
+    ['domain1', 'SOL', 'GBrd6Q53eu1T2PiaQAtm92r3DwxmoGvZ2D6xjtVtN1Qt'],
+    ['sub.domain2', 'SOL', 'A3EFmyCmK5rp73TdgLH8aW49PJ8SJw915arhydRZ6Sws'],
+    ['domain3', 'url', 'DMZmnjcAnUwSje4o2LGJhipCfNZ5b37GEbbkwbQBWEW1'],
+  ])('matches the SDK published vector %s/%s', async (domain, record, key) => {
+    expect(await get(`/record-key-v2/${domain}/${record}`)).toEqual({
+      status: 200,
+      body: { s: 'ok', result: key },
+    });
+  });
+
+  it('equals getRecordV2Key on 400 generated one- and two-label names, unicode included', async () => {
+    let i = 0;
+    for (const name of names(400)) {
+      const record = RECORDS[i++ % RECORDS.length] as Record;
+      const expected = getRecordV2Key(name, record).toBase58();
+      const res = await get(
+        `/record-key-v2/${encodeURIComponent(name)}/${encodeURIComponent(record)}`,
+      );
+      expect(res, name).toEqual({ status: 200, body: { s: 'ok', result: expected } });
+    }
+  });
+
+  it('trims and lower-cases the domain before deriving', async () => {
+    const expected = getRecordV2Key('bonfida', Record.SOL).toBase58();
+    for (const raw of ['BONFIDA', '  Bonfida ', '%20bonfida%09']) {
+      expect(await get(`/record-key-v2/${raw}/SOL`)).toEqual({
+        status: 200,
+        body: { s: 'ok', result: expected },
+      });
+    }
+  });
+
+  it('answers labels of several hundred characters with JSON', async () => {
+    const label = 'a'.repeat(700);
+    expect(await get(`/record-key-v2/${label}/SOL`)).toEqual({
+      status: 200,
+      body: { s: 'ok', result: getRecordV2Key(label, Record.SOL).toBase58() },
+    });
+    const sub = `${'ü'.repeat(300)}.${'b'.repeat(300)}`;
+    expect((await get(`/record-key-v2/${encodeURIComponent(sub)}/SOL`)).body.result).toBe(
+      getRecordV2Key(sub, Record.SOL).toBase58(),
+    );
+  });
+
+  it.each([
+    ['empty after trimming', '%20%20', 'SOL'],
+    ['empty first label', '.bonfida', 'SOL'],
+    ['empty last label', 'bonfida.', 'SOL'],
+    ['empty middle label', 'a..b', 'SOL'],
+    ['three labels', 'a.b.c', 'SOL'],
+    ['a lower-cased record', 'bonfida', 'sol'],
+    ['an unknown record', 'bonfida', 'NOPE'],
+    ['a record with spaces', 'bonfida', '%20SOL'],
+  ])('answers 400 Invalid input for %s', async (_why, domain, record) => {
+    expect(await get(`/record-key-v2/${domain}/${record}`)).toEqual({
+      status: 400,
+      body: { s: 'error', result: 'Invalid input' },
+    });
+  });
+
+  it('answers 500 Internal error when the derivation itself fails, without leaking the cause', async () => {
+    class BrokenDeriver extends RecordKeyDeriver {
+      override derive(): string {
+        throw new Error('secret upstream detail');
+      }
+    }
+    const broken = derivationApp(new BrokenDeriver(0));
+    const res = await broken.inject({ method: 'GET', url: '/record-key-v2/bonfida/SOL' });
+    expect(res.statusCode).toBe(500);
+    expect(res.json()).toEqual({ s: 'error', result: 'Internal error' });
+    expect(res.body).not.toContain('secret');
+    await broken.close();
+  });
+
+  it('serves repeated names from its LRU with the same answer', async () => {
+    const deriver = new RecordKeyDeriver(2);
+    const domain = { name: 'bonfida', labels: ['bonfida'] };
+    const first = deriver.derive(domain, Record.SOL);
+    expect(deriver.derive(domain, Record.SOL)).toBe(first);
+    deriver.derive({ name: 'x', labels: ['x'] }, Record.SOL);
+    deriver.derive({ name: 'y', labels: ['y'] }, Record.SOL);
+    expect(deriver.derive(domain, Record.SOL)).toBe(
+      getRecordV2Key('bonfida', Record.SOL).toBase58(),
+    );
+  });
+});
+
+describe('GET /types/record and unknown routes', () => {
+  it('returns the SDK Record enum object', async () => {
+    const app = derivationApp();
+    const res = await app.inject({ method: 'GET', url: '/types/record' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ s: 'ok', result: { ...Record } });
+    await app.close();
+  });
+
+  it('answers unknown routes and methods with the envelope', async () => {
+    const app = derivationApp();
+    const res = await app.inject({ method: 'GET', url: '/nope' });
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toEqual({ s: 'error', result: 'Not found' });
+    const post = await app.inject({ method: 'POST', url: '/record-key-v2/bonfida/SOL' });
+    expect(post.statusCode).toBe(404);
+    expect(post.json()).toMatchObject({ s: 'error' });
+    await app.close();
+  });
+
+  it('answers a broken percent-escape with 400 Invalid input', async () => {
+    const app = derivationApp();
+    const res = await app.inject({ method: 'GET', url: '/record-key-v2/%E0%A4%A/SOL' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ s: 'error', result: 'Invalid input' });
+    await app.close();
+  });
+});

@@ -1,0 +1,280 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
+import { sdkSubdomains } from './support/sdk.js';
+
+/** A chain with every shape of parent the SDK distinguishes. */
+function richChain(): SimChain {
+  const chain = seedDemo();
+  chain.addDomain('lonely'); // a parent with no subdomains
+  for (let i = 0; i < 1000; i++) chain.addSubdomain('big', `sub${i.toString().padStart(4, '0')}`);
+  chain.addSubdomain('mixed', 'listed');
+  chain.addSubdomain('mixed', 'noreverse', { reverse: false });
+  chain.addOrphanReverse('mixed', 'orphan');
+  chain.addSubdomain('mixed', 'ünïcödé-中文-🦀');
+  chain.addSubdomain('mixed', 'a-label-much-longer-than-the-inline-slice-of-reverse-text-bytes');
+  chain.addSubdomain('mixed', 'x'.repeat(200));
+  return chain;
+}
+
+describe('GET /subdomains/:parent', () => {
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({ chain: richChain() });
+  });
+  afterAll(() => gw.close());
+
+  it('answers 67679 with the mainnet truth', async () => {
+    const res = await gw.get('/subdomains/67679');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] });
+  });
+
+  it.each(['67679', 'demo', 'lonely', 'never-registered', 'big', 'mixed'])(
+    'equals the SDK findSubdomains on the same chain for %s',
+    async (parent) => {
+      const expected = await sdkSubdomains(gw.sim.url, parent);
+      const res = await gw.get(`/subdomains/${encodeURIComponent(parent)}`);
+      expect(res.status).toBe(200);
+      expect(res.body.result).toEqual(expected);
+    },
+  );
+
+  it('lists 1000 subdomains, skips those without reverse records and orphan reverses', async () => {
+    const big = (await gw.get('/subdomains/big')).body.result as string[];
+    expect(big).toHaveLength(1000);
+    const mixed = (await gw.get('/subdomains/mixed')).body.result as string[];
+    expect(mixed).toContain('listed');
+    expect(mixed).toContain('ünïcödé-中文-🦀');
+    expect(mixed).toContain('x'.repeat(200));
+    expect(mixed).not.toContain('noreverse');
+    expect(mixed).not.toContain('orphan');
+    expect((await gw.get('/subdomains/lonely')).body.result).toEqual([]);
+  });
+
+  it('normalizes the parent (trim, lower-case) onto the same cache entry', async () => {
+    await gw.get('/subdomains/demo');
+    const expected = await sdkSubdomains(gw.sim.url, 'demo');
+    gw.sim.resetCalls();
+    const res = await gw.get('/subdomains/%20DeMo%20');
+    expect(res.body.result).toEqual(expected);
+    expect(res.headers.get('x-cache')).toBe('HIT');
+    expect(gw.sim.callCount()).toBe(0);
+  });
+
+  it('serves warm hits without any RPC call', async () => {
+    await gw.get('/subdomains/67679');
+    gw.sim.resetCalls();
+    for (let i = 0; i < 20; i++) {
+      const res = await gw.get('/subdomains/67679');
+      expect(res.headers.get('x-cache')).toBe('HIT');
+    }
+    expect(gw.sim.callCount()).toBe(0);
+  });
+
+  it('makes one refresh, with one getProgramAccounts call, for 100 concurrent cold requests', async () => {
+    gw.sim.chain.addSubdomain('burst', 'one');
+    gw.sim.resetCalls();
+    const replies = await Promise.all(
+      Array.from({ length: 100 }, () => gw.get('/subdomains/burst')),
+    );
+    for (const r of replies) expect(r.body).toEqual({ s: 'ok', result: ['one'] });
+    expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
+    expect(gw.sim.callCount()).toBe(1);
+  });
+
+  it('sends Cache-Control with the freshness left and X-Cache', async () => {
+    const res = await gw.get('/subdomains/67679');
+    expect(res.headers.get('cache-control')).toMatch(
+      /^public, max-age=\d+, stale-while-revalidate=86400, stale-if-error=86400$/,
+    );
+    expect(res.headers.get('access-control-allow-origin')).toBe('*');
+  });
+
+  it.each([
+    ['an empty parent', '/subdomains/%20'],
+    ['two labels', '/subdomains/sub.parent'],
+    ['an empty label', '/subdomains/.parent'],
+    ['an empty rpc', '/subdomains/demo?rpc='],
+    ['a non-URL rpc', '/subdomains/demo?rpc=not%20a%20url'],
+    ['an http rpc', '/subdomains/demo?rpc=http://rpc.example.com/'],
+    ['a loopback rpc', '/subdomains/demo?rpc=https://127.0.0.1:8899/'],
+    ['an IPv6 rpc', '/subdomains/demo?rpc=https://[::1]/'],
+    ['a localhost rpc', '/subdomains/demo?rpc=https://localhost/'],
+    ['a .internal rpc', '/subdomains/demo?rpc=https://metadata.google.internal/'],
+    ['a single-label rpc host', '/subdomains/demo?rpc=https://intranet/'],
+    ['two rpc values', '/subdomains/demo?rpc=https://a.example.com&rpc=https://b.example.com'],
+  ])('answers 400 Invalid input for %s', async (_why, path) => {
+    const res = await gw.get(path);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ s: 'error', result: 'Invalid input' });
+  });
+
+  it('answers oversize URLs with the envelope, not a bare status line', async () => {
+    const res = await gw.get(`/subdomains/${'a'.repeat(20_000)}`);
+    expect(res.status).toBe(431);
+    expect(res.body).toEqual({ s: 'error', result: 'Request Header Fields Too Large' });
+  });
+});
+
+describe('stale-while-revalidate and stale-if-error', () => {
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({ env: { CACHE_FRESH_SECONDS: '1', JOB_ATTEMPTS: '1' } });
+  });
+  afterAll(() => gw.close());
+
+  it('serves a stale entry at once and refreshes it once in the background', async () => {
+    expect((await gw.get('/subdomains/demo')).headers.get('x-cache')).toBe('MISS');
+    const first = (await gw.get('/subdomains/demo')).body.result;
+    gw.sim.chain.addSubdomain('demo', 'delta');
+    await new Promise((r) => setTimeout(r, 1100));
+    gw.sim.resetCalls();
+    const stale = await Promise.all(Array.from({ length: 10 }, () => gw.get('/subdomains/demo')));
+    for (const r of stale) {
+      expect(r.headers.get('x-cache')).toBe('STALE');
+      expect(r.body.result).toEqual(first);
+    }
+    await waitFor(async () => (await gw.get('/subdomains/demo')).headers.get('x-cache') === 'HIT');
+    expect((await gw.get('/subdomains/demo')).body.result).toContain('delta');
+    expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
+  });
+
+  it('keeps serving the stale entry when its refresh fails', async () => {
+    const before = (await gw.get('/subdomains/67679')).body.result;
+    await new Promise((r) => setTimeout(r, 1100));
+    gw.sim.setFaults([{ kind: 'rpc-error', code: -32602, message: 'boom' }]);
+    gw.sim.resetCalls();
+    const stale = await gw.get('/subdomains/67679');
+    expect(stale.headers.get('x-cache')).toBe('STALE');
+    expect(stale.body.result).toEqual(before);
+    await waitFor(() => gw.sim.callCount('getProgramAccounts') >= 1);
+    await waitFor(async () =>
+      (await gw.metrics.refreshJobs.get()).values.some((v) => v.labels.outcome === 'failed'),
+    );
+    const after = await gw.get('/subdomains/67679');
+    expect(after.status).toBe(200);
+    expect(after.headers.get('x-cache')).toBe('STALE');
+    expect(after.body.result).toEqual(before);
+    gw.sim.setFaults([]);
+  });
+});
+
+describe('RPC failures on a cold miss', () => {
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      env: { RPC_TIMEOUT_MS: '300', JOB_ATTEMPTS: '2', JOB_BACKOFF_MS: '100' },
+    });
+  });
+  afterAll(() => gw.close());
+
+  it.each([
+    ['a JSON-RPC error', { kind: 'rpc-error', code: -32602 }],
+    ['HTTP 429 after retries', { kind: 'http', status: 429, retryAfterSeconds: 0 }],
+    ['HTTP 503 after retries', { kind: 'http', status: 503 }],
+    ['a garbage body', { kind: 'garbage' }],
+    ['a time-out', { kind: 'hang' }],
+    ['a reset connection', { kind: 'reset' }],
+  ] as const)('answers 502 RPC unavailable for %s', async (_why, fault) => {
+    const parent = `cold-${fault.kind}-${'status' in fault ? fault.status : ''}`;
+    gw.sim.chain.addSubdomain(parent, 'later');
+    gw.sim.setFaults([{ ...fault }]);
+    const started = Date.now();
+    const res = await gw.get(`/subdomains/${parent}`);
+    expect(res.status).toBe(502);
+    expect(res.body).toEqual({ s: 'error', result: 'RPC unavailable' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    gw.sim.setFaults([]);
+    // The job's next attempt fills the cache for the next request.
+    await waitFor(async () => (await gw.get(`/subdomains/${parent}`)).status === 200);
+    expect((await gw.get(`/subdomains/${parent}`)).body.result).toEqual(['later']);
+  });
+
+  it('answers 502 when the refresh outlasts SUBDOMAINS_WAIT_MS, and the refresh still fills the cache', async () => {
+    const slow = await startGateway({ env: { SUBDOMAINS_WAIT_MS: '200', RPC_TIMEOUT_MS: '5000' } });
+    try {
+      slow.sim.setFaults([{ kind: 'delay', ms: 800 }]);
+      const res = await slow.get('/subdomains/67679');
+      expect(res).toMatchObject({ status: 502, body: { s: 'error', result: 'RPC unavailable' } });
+      await waitFor(async () => (await slow.get('/subdomains/67679')).status === 200);
+      expect((await slow.get('/subdomains/67679')).headers.get('x-cache')).toBe('HIT');
+    } finally {
+      await slow.close();
+    }
+  });
+});
+
+describe('configuration edges', () => {
+  it('answers 500 Internal error when no RPC endpoint is configured', async () => {
+    const gw = await startGateway({ env: { RPC_URL: '' } });
+    try {
+      expect(await gw.get('/subdomains/67679')).toMatchObject({
+        status: 500,
+        body: { s: 'error', result: 'Internal error' },
+      });
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('refuses every override when RPC_OVERRIDE=off', async () => {
+    const gw = await startGateway({ env: { RPC_OVERRIDE: 'off' } });
+    try {
+      const res = await gw.get(
+        `/subdomains/67679?rpc=${encodeURIComponent('https://rpc.example.com/')}`,
+      );
+      expect(res).toMatchObject({ status: 400, body: { s: 'error', result: 'Invalid input' } });
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe('?rpc= override', () => {
+  let other: RpcSimulator;
+  let gw: Gateway;
+  beforeAll(async () => {
+    const chain = new SimChain();
+    chain.addSubdomain('67679', 'elsewhere');
+    other = await startRpcSimulator({ chain });
+    gw = await startGateway({ env: { RPC_OVERRIDE_ALLOWLIST: other.url } });
+  });
+  afterAll(async () => {
+    await gw.close();
+    await other.close();
+  });
+
+  it('uses the other endpoint and never mixes its entries with the default one', async () => {
+    const viaDefault = await gw.get('/subdomains/67679');
+    expect(viaDefault.body.result).toEqual(['bullish', 'hollaaa', 'testing']);
+    const url = `${other.url}/?api-key=sekret`;
+    const viaOverride = await gw.get(`/subdomains/67679?rpc=${encodeURIComponent(url)}`);
+    expect(viaOverride.status).toBe(200);
+    expect(viaOverride.headers.get('x-cache')).toBe('MISS');
+    expect(viaOverride.headers.get('cache-control')).toBe('no-store');
+    expect(viaOverride.body.result).toEqual(['elsewhere']);
+    expect(other.callCount('getProgramAccounts')).toBe(1);
+    // The default endpoint's entry is untouched, and the override's is its own.
+    expect((await gw.get('/subdomains/67679')).body.result).toEqual([
+      'bullish',
+      'hollaaa',
+      'testing',
+    ]);
+    expect((await gw.get(`/subdomains/67679?rpc=${encodeURIComponent(url)}`)).body.result).toEqual([
+      'elsewhere',
+    ]);
+    const keys = await gw.redis.keys(`${gw.config.QUEUE_PREFIX}:subdomains:*`);
+    expect(keys).toHaveLength(2);
+    for (const key of keys) expect(key).not.toContain('sekret');
+    // The key never reaches a log line.
+    expect(gw.logs.join('')).not.toContain('sekret');
+  });
+
+  it('refuses an origin that is not on the allowlist, even a public https one', async () => {
+    const res = await gw.get(
+      `/subdomains/67679?rpc=${encodeURIComponent('https://api.mainnet-beta.solana.com/')}`,
+    );
+    expect(res).toMatchObject({ status: 400, body: { s: 'error', result: 'Invalid input' } });
+  });
+});

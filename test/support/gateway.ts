@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { inject } from 'vitest';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
+import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
+import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
+import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
+
+export type Reply = { status: number; headers: Headers; body: { s: string; result: unknown } };
+
+export type Gateway = {
+  config: Config;
+  sim: RpcSimulator;
+  api: ApiRuntime;
+  worker: WorkerRuntime | undefined;
+  metrics: Metrics;
+  /** A command connection of the test's own, for looking at what the gateway wrote. */
+  redis: Redis;
+  baseUrl: string;
+  /** Every log line the gateway wrote, as text. */
+  logs: string[];
+  get(path: string, init?: RequestInit): Promise<Reply>;
+  close(): Promise<void>;
+};
+
+/** A key prefix no other test (nor anything else on this Redis) uses. */
+export const uniquePrefix = () => `snsgw-test-${process.pid}-${randomBytes(4).toString('hex')}`;
+
+/** Deletes every key under `prefix`: only what this test created, never the whole database. */
+export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.del(...keys);
+  } while (cursor !== '0');
+}
+
+/** GETs `baseUrl + path` over real HTTP and parses the JSON envelope. */
+export async function getJson(baseUrl: string, path: string, init?: RequestInit): Promise<Reply> {
+  const res = await fetch(baseUrl + path, init);
+  const text = await res.text();
+  let body: Reply['body'];
+  try {
+    body = JSON.parse(text) as Reply['body'];
+  } catch {
+    throw new Error(`${path}: HTTP ${res.status} with a non-JSON body: ${text.slice(0, 200)}`);
+  }
+  return { status: res.status, headers: res.headers, body };
+}
+
+/**
+ * Starts the real API (listening on an ephemeral loopback port) and, unless told otherwise, the
+ * real BullMQ worker, on the test Redis under a unique prefix, against a loopback RPC simulator
+ * seeded with the demo chain. `env` overrides configuration variables.
+ */
+export async function startGateway(
+  opts: {
+    env?: Record<string, string>;
+    worker?: boolean;
+    sim?: RpcSimulator;
+    chain?: SimChain;
+  } = {},
+): Promise<Gateway> {
+  const redisUrl = inject('redisUrl');
+  const ownSim = !opts.sim;
+  const sim = opts.sim ?? (await startRpcSimulator({ chain: opts.chain ?? seedDemo() }));
+  const config = loadConfig({
+    REDIS_URL: redisUrl,
+    RPC_URL: sim.url,
+    QUEUE_PREFIX: uniquePrefix(),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    WORKER_METRICS_PORT: '0',
+    LOG_LEVEL: 'info',
+    RPC_RETRIES: '1',
+    JOB_BACKOFF_MS: '200',
+    SUBDOMAINS_WAIT_MS: '10000',
+    ...opts.env,
+  });
+  const logs: string[] = [];
+  const logger = createLogger(
+    config.LOG_LEVEL,
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logs.push(chunk.toString());
+        done();
+      },
+    }),
+  );
+  const metrics = createMetrics(new Registry());
+  const api = await startApi(config, metrics, logger);
+  const worker =
+    opts.worker === false
+      ? undefined
+      : await startWorker(config, metrics, logger, { serveMetrics: false });
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const address = api.app.addresses()[0];
+  const baseUrl = `http://127.0.0.1:${address?.port}`;
+  return {
+    config,
+    sim,
+    api,
+    worker,
+    metrics,
+    redis,
+    baseUrl,
+    logs,
+    get: (path, init) => getJson(baseUrl, path, init),
+    async close() {
+      await api.close();
+      await worker?.close();
+      if (ownSim) await sim.close();
+      await deletePrefix(redis, config.QUEUE_PREFIX);
+      redis.disconnect();
+    },
+  };
+}
+
+/** A chain holding the demo names (67679 with bullish, hollaaa, testing; bonfida; demo). */
+export function seedDemo(): SimChain {
+  const chain = new SimChain();
+  seedDemoChain(chain);
+  return chain;
+}
+
+/** Polls `check` every 25 ms until it returns true, or throws after `timeoutMs`. */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP and
+ * faults), chain.ts (account store and SNS layouts), demo.ts (demo names).
+ */
+export {
+  DEFAULT_DOMAIN_SPACE,
+  DEFAULT_SIM_OWNER,
+  DEFAULT_SUBDOMAIN_SPACE,
+  NAME_HEADER_LEN,
+  SimChain,
+  ZERO_KEY,
+  encodeNameAccount,
+  encodeReverseData,
+  rentExemptLamports,
+} from './chain.js';
+export type {
+  AddDomainOptions,
+  AddSubdomainOptions,
+  NameHeader,
+  SimAccount,
+  SimAccountInput,
+  SubdomainKeys,
+} from './chain.js';
+export { DEMO_DOMAINS, seedDemoChain } from './demo.js';
+export type { DemoDomain, SeededDomain } from './demo.js';
+export { GARBAGE_BODY } from './faults.js';
+export type { Fault, FaultKind, FaultScope } from './faults.js';
+export {
+  MAX_BASE58_BYTES,
+  MAX_FILTERS,
+  MAX_MULTIPLE_ACCOUNTS,
+  RpcErrorCode,
+  SIM_SOLANA_VERSION,
+  SUPPORTED_METHODS,
+} from './methods.js';
+export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
+export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';

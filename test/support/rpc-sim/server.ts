@@ -1,0 +1,377 @@
+/**
+ * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection.
+ * Good enough for `@solana/web3.js` 1.x `Connection` and the SNS SDK to run against unchanged.
+ */
+import { STATUS_CODES, createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { SimChain } from './chain.js';
+import { FaultQueue, GARBAGE_BODY } from './faults.js';
+import type { Fault } from './faults.js';
+import { RpcError, RpcErrorCode, callMethod } from './methods.js';
+
+/** Default request body limit: 10 MiB. Larger bodies get HTTP 413. */
+export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+/** One JSON-RPC call the simulator received. */
+export interface RpcCallRecord {
+  /** The call's `method`; '' when the body or element had none (parse errors included). */
+  method: string;
+  /** The call's `params` as received (undefined if absent). */
+  params: unknown;
+  /**
+   * UTF-8 byte length of this call's own response: for a single call, the whole HTTP body;
+   * for a batch element, that element's JSON object inside the array (so a batch body is
+   * the sum of its rows + commas + 2 brackets). 0 for notifications and for calls that got
+   * no answer (`hang`, `reset`); the fault body length for `http` and `garbage` faults.
+   */
+  responseBytes: number;
+  /** Kind of the fault applied to this call's request, if any. */
+  fault?: Fault['kind'];
+}
+
+/** Options of `startRpcSimulator`. */
+export interface RpcSimulatorOptions {
+  /** Accounts to serve; default a new empty `SimChain`. */
+  chain?: SimChain;
+  /** Interface to listen on; default 127.0.0.1. */
+  host?: string;
+  /** TCP port; default 0 (an ephemeral port, see `url`). */
+  port?: number;
+  /** Request body limit in bytes; default `DEFAULT_MAX_BODY_BYTES`. */
+  maxBodyBytes?: number;
+  /** Called with each call record as it is added to `calls` (e.g. for logging). */
+  onCall?: (call: RpcCallRecord) => void;
+}
+
+/** A running simulator. */
+export interface RpcSimulator {
+  /** Base URL, e.g. `http://127.0.0.1:54321`; any path is accepted. */
+  readonly url: string;
+  readonly chain: SimChain;
+  /** One row per JSON-RPC call received (each batch element counts), oldest first. */
+  readonly calls: RpcCallRecord[];
+  /** Number of recorded calls, of `method` only if given. */
+  callCount(method?: string): number;
+  /** Empties `calls` (in place). */
+  resetCalls(): void;
+  /**
+   * Replaces the fault list ([] clears it). Per HTTP request, the first matching fault is
+   * applied and its `times` decremented.
+   * @throws TypeError on an invalid fault.
+   */
+  setFaults(faults: Fault[]): void;
+  /**
+   * Stops listening, cancels delayed answers and destroys all open sockets (hanging and
+   * keep-alive ones included). Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+interface Envelope {
+  method: string;
+  params: unknown;
+  /** Whether the element carries an `id`; if not, it is a notification and gets no answer. */
+  hasId: boolean;
+  id: unknown;
+  /** Set when the element is not a valid JSON-RPC request. */
+  invalid?: string;
+}
+
+type Body = { kind: 'unparsable' } | { kind: 'single' | 'batch'; elements: Envelope[] };
+
+const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
+
+/**
+ * Starts the simulator.
+ * @returns once it listens; `url` holds the real port when `port` was 0.
+ * @throws the listen error (e.g. EADDRINUSE).
+ */
+export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise<RpcSimulator> {
+  const chain = opts.chain ?? new SimChain();
+  const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const faults = new FaultQueue();
+  const calls: RpcCallRecord[] = [];
+  const sockets = new Set<Socket>();
+  const timers = new Set<NodeJS.Timeout>();
+  let closing: Promise<void> | undefined;
+
+  const record = (row: RpcCallRecord): void => {
+    calls.push(row);
+    opts.onCall?.(row);
+  };
+
+  const server = createServer((req, res) => {
+    if (closing) {
+      req.socket.destroy();
+      return;
+    }
+    readBody(req, res, maxBodyBytes, (text) => serve(text, res));
+  });
+  // Like the real RPC (web3.js keeps idle sockets 19 s, one second less than this).
+  server.keepAliveTimeout = 20_000;
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+
+  function serve(text: string, res: ServerResponse): void {
+    const body = parseBody(text);
+    const elements = body.kind === 'unparsable' ? [] : body.elements;
+    const fault = faults.take(elements.length ? elements.map((e) => e.method) : ['']);
+    const rows = (responseBytes: number): void => {
+      if (!elements.length) {
+        record({ method: '', params: undefined, responseBytes, fault: fault?.kind });
+      }
+      for (const e of elements) {
+        record({ method: e.method, params: e.params, responseBytes, fault: fault?.kind });
+      }
+    };
+    switch (fault?.kind) {
+      case 'hang':
+        rows(0);
+        return;
+      case 'reset':
+        rows(0);
+        res.socket?.resetAndDestroy();
+        return;
+      case 'http': {
+        const text = fault.body ?? STATUS_CODES[fault.status] ?? 'Error';
+        rows(Buffer.byteLength(text));
+        const headers: Record<string, string> = { 'Content-Type': contentTypeOf(text) };
+        if (fault.retryAfterSeconds !== undefined) {
+          headers['Retry-After'] = String(fault.retryAfterSeconds);
+        }
+        send(res, fault.status, text, headers);
+        return;
+      }
+      case 'garbage': {
+        const text = fault.body ?? GARBAGE_BODY;
+        rows(Buffer.byteLength(text));
+        send(res, 200, text, JSON_HEADERS);
+        return;
+      }
+      case 'delay': {
+        const timer = setTimeout(() => {
+          timers.delete(timer);
+          answer(body, res, fault);
+        }, fault.ms);
+        timers.add(timer);
+        return;
+      }
+      default:
+        answer(body, res, fault);
+    }
+  }
+
+  /** Answers normally, except `rpc-error` faults replace the matching elements' answers. */
+  function answer(body: Body, res: ServerResponse, fault: Fault | undefined): void {
+    const slot = chain.advanceSlot();
+    if (body.kind === 'unparsable') {
+      const text = errorJson(null, RpcErrorCode.parseError, 'Parse error');
+      const injected = fault?.kind === 'rpc-error' ? injectedError(null, fault) : text;
+      record({
+        method: '',
+        params: undefined,
+        responseBytes: Buffer.byteLength(injected),
+        fault: fault?.kind,
+      });
+      send(res, 200, injected, JSON_HEADERS);
+      return;
+    }
+    const parts: string[] = [];
+    for (const e of body.elements) {
+      const hit =
+        fault?.kind === 'rpc-error' && (fault.method === undefined || fault.method === e.method);
+      const text = hit ? injectedError(e.id, fault) : answerOne(e, slot);
+      const answered = e.hasId || e.invalid !== undefined;
+      if (answered) parts.push(text);
+      record({
+        method: e.method,
+        params: e.params,
+        responseBytes: answered ? Buffer.byteLength(text) : 0,
+        fault: fault?.kind,
+      });
+    }
+    if (body.kind === 'batch' && body.elements.length === 0) {
+      const text = errorJson(null, RpcErrorCode.invalidRequest, 'Invalid request');
+      record({ method: '', params: undefined, responseBytes: Buffer.byteLength(text) });
+      send(res, 200, text, JSON_HEADERS);
+      return;
+    }
+    // Only notifications: JSON-RPC 2.0 says to answer nothing at all.
+    if (parts.length === 0) send(res, 200, '', JSON_HEADERS);
+    else if (body.kind === 'single') send(res, 200, parts[0] ?? '', JSON_HEADERS);
+    else send(res, 200, `[${parts.join(',')}]`, JSON_HEADERS);
+  }
+
+  function answerOne(e: Envelope, slot: number): string {
+    if (e.invalid !== undefined) {
+      return errorJson(validId(e.id), RpcErrorCode.invalidRequest, e.invalid);
+    }
+    try {
+      const result = callMethod(chain, e.method, e.params, slot);
+      return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
+    } catch (err) {
+      if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);
+      return errorJson(e.id, RpcErrorCode.internalError, `Internal error: ${String(err)}`);
+    }
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  return {
+    url: `http://${host}:${address.port}`,
+    chain,
+    calls,
+    callCount: (method) =>
+      method === undefined ? calls.length : calls.filter((c) => c.method === method).length,
+    resetCalls: () => {
+      calls.length = 0;
+    },
+    setFaults: (list) => faults.set(list),
+    close: () => {
+      closing ??= new Promise<void>((resolve) => {
+        for (const timer of timers) clearTimeout(timer);
+        timers.clear();
+        server.close(() => resolve());
+        server.closeAllConnections();
+        for (const socket of sockets) socket.destroy();
+      });
+      return closing;
+    },
+  };
+}
+
+/**
+ * Reads the request body as UTF-8 and hands it to `onBody`, or answers the request itself:
+ * GET /health → 200 "ok" (like the real RPC), other non-POST → 405, a non-JSON
+ * Content-Type → 415, a body over `maxBodyBytes` → 413 (and the connection is closed).
+ */
+function readBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  maxBodyBytes: number,
+  onBody: (text: string) => void,
+): void {
+  if (req.method === 'GET' && req.url?.split('?')[0] === '/health') {
+    send(res, 200, 'ok', { 'Content-Type': 'text/plain' });
+    return;
+  }
+  if (req.method !== 'POST') {
+    send(res, 405, 'Used HTTP Method is not allowed. POST is required', {
+      'Content-Type': 'text/plain',
+      Allow: 'POST',
+    });
+    req.resume();
+    return;
+  }
+  const contentType = req.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
+  if (contentType !== 'application/json') {
+    send(
+      res,
+      415,
+      'Supplied content type is not allowed. Content-Type: application/json is required',
+      {
+        'Content-Type': 'text/plain',
+      },
+    );
+    req.resume();
+    return;
+  }
+  const tooLarge = (): void => {
+    send(res, 413, 'Request body too large', { 'Content-Type': 'text/plain', Connection: 'close' });
+    req.resume(); // drain what the client still sends; the socket closes after the answer
+  };
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (declared > maxBodyBytes) {
+    tooLarge();
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let rejected = false;
+  req.on('data', (chunk: Buffer) => {
+    if (rejected) return;
+    size += chunk.length;
+    if (size > maxBodyBytes) {
+      rejected = true;
+      chunks.length = 0;
+      tooLarge();
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (!rejected) onBody(Buffer.concat(chunks).toString('utf8'));
+  });
+  req.on('error', () => req.socket.destroy());
+}
+
+function parseBody(text: string): Body {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { kind: 'unparsable' };
+  }
+  if (Array.isArray(value)) return { kind: 'batch', elements: value.map(toEnvelope) };
+  return { kind: 'single', elements: [toEnvelope(value)] };
+}
+
+function toEnvelope(value: unknown): Envelope {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { method: '', params: undefined, hasId: false, id: null, invalid: 'Invalid request' };
+  }
+  const obj = value as Record<string, unknown>;
+  const method = typeof obj.method === 'string' ? obj.method : '';
+  const envelope: Envelope = { method, params: obj.params, hasId: 'id' in obj, id: obj.id };
+  const id = obj.id;
+  if (obj.jsonrpc !== '2.0') envelope.invalid = 'Invalid request: jsonrpc must be "2.0"';
+  else if (typeof obj.method !== 'string') envelope.invalid = 'Invalid request: missing method';
+  else if (envelope.hasId && id !== null && typeof id !== 'string' && typeof id !== 'number') {
+    envelope.invalid = 'Invalid request: id must be a string, number or null';
+  }
+  return envelope;
+}
+
+function validId(id: unknown): string | number | null {
+  return typeof id === 'string' || typeof id === 'number' ? id : null;
+}
+
+function errorJson(id: unknown, code: number, message: string, data?: unknown): string {
+  const error = data === undefined ? { code, message } : { code, message, data };
+  return JSON.stringify({ jsonrpc: '2.0', error, id: validId(id) });
+}
+
+function injectedError(id: unknown, fault: { code?: number; message?: string }): string {
+  return errorJson(id, fault.code ?? RpcErrorCode.internalError, fault.message ?? 'Internal error');
+}
+
+function contentTypeOf(text: string): string {
+  try {
+    JSON.parse(text);
+    return 'application/json';
+  } catch {
+    return 'text/plain';
+  }
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers: Readonly<Record<string, string>>,
+): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(status, { ...headers, 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}
