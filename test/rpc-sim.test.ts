@@ -659,11 +659,24 @@ describe('fault injection', () => {
   });
 
   it('delay answers normally after the delay', async () => {
+    sim.resetCalls();
     sim.setFaults([{ kind: 'delay', ms: 200, times: 1 }]);
     const started = performance.now();
-    const res = await post(sim.url, call);
+    const pending = post(sim.url, call);
+    // The call is recorded when it is answered, not while the delay runs.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(sim.callCount()).toBe(0);
+    const res = await pending;
     expect(performance.now() - started).toBeGreaterThanOrEqual(190);
     expect(JSON.parse(res.text)).toMatchObject({ id: 1, result: expect.any(Number) as unknown });
+    expect(sim.calls).toStrictEqual([
+      {
+        method: 'getSlot',
+        params: undefined,
+        responseBytes: Buffer.byteLength(res.text),
+        fault: 'delay',
+      },
+    ]);
   });
 
   it('reset destroys the connection', async () => {

@@ -69,14 +69,18 @@ export async function startWorker(
   if (!config.RPC_URL)
     logger.warn('RPC_URL is not set: refreshes of the default endpoint will fail');
 
+  let closed: Promise<void> | undefined;
   return {
     metricsPort: server?.port,
-    async close() {
-      await worker.close();
-      await server?.close();
-      await queue.close().catch(() => undefined);
-      await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
-      agents.destroy();
+    close() {
+      closed ??= (async () => {
+        await worker.close();
+        await server?.close();
+        await queue.close().catch(() => undefined);
+        await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
+        agents.destroy();
+      })();
+      return closed;
     },
   };
 }

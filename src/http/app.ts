@@ -44,10 +44,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // Errors raised before routing (a broken percent-escape) get the envelope too.
     frameworkErrors: (_err, _req, reply) =>
       reply.code(400).send(errorEnvelope(ERROR_TEXT.invalidInput)),
-    return503OnClosing: true,
+    // Requests that arrive on open connections while closing get the envelope (hook below).
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installErrorHandling(app);
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_req, reply) => {
+    if (closing) {
+      return reply.code(503).header('connection', 'close').send(errorEnvelope('Shutting down'));
+    }
+  });
+  // A keep-alive connection whose request was in flight when close began would otherwise stay
+  // open until its keep-alive time-out, holding close() up: end it with the answer.
+  app.addHook('onSend', async (_req, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
 
   app.addHook('onResponse', async (req, reply) => {
     deps.metrics.httpDuration.observe(
@@ -68,6 +84,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     cache: deps.cache,
     staleSeconds: deps.config.CACHE_STALE_SECONDS,
   });
-  void app.register(opsRoutes, { registry: deps.metrics.registry, isReady: deps.isReady });
+  void app.register(opsRoutes, {
+    registry: deps.metrics.registry,
+    isReady: async () => !closing && (await deps.isReady()),
+  });
   return app;
 }

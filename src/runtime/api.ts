@@ -76,14 +76,18 @@ export async function startApi(
   });
   await app.listen({ port: config.PORT, host: config.HOST });
 
+  let closed: Promise<void> | undefined;
   return {
     app,
-    async close() {
-      closing = true;
-      await app.close();
-      await listener.close();
-      await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
-      await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        await app.close();
+        await listener.close();
+        await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+      })();
+      return closed;
     },
   };
 }

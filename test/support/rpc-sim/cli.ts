@@ -5,7 +5,8 @@
  *   RPC_SIM_PORT=9000 RPC_SIM_HOST=0.0.0.0 npm run rpc:sim
  *   RPC_SIM_VERBOSE=1 npm run rpc:sim     # also log every call
  *
- * Prints the URL and the demo names it holds; stops on SIGINT/SIGTERM.
+ * Prints the URL and the demo names it holds; stops on SIGINT/SIGTERM (a second signal exits
+ * at once).
  */
 import { SimChain } from './chain.js';
 import { seedDemoChain } from './demo.js';
@@ -63,7 +64,7 @@ console.log(lines.join('\n'));
 
 let stopping = false;
 const stop = (signal: NodeJS.Signals): void => {
-  if (stopping) return;
+  if (stopping) process.exit(1); // second signal: do not wait for close()
   stopping = true;
   console.log(`\n${signal}: closing ${sim.url}`);
   sim.close().then(
@@ -74,5 +75,5 @@ const stop = (signal: NodeJS.Signals): void => {
     },
   );
 };
-process.once('SIGINT', stop);
-process.once('SIGTERM', stop);
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);

@@ -24,6 +24,8 @@ export interface RpcCallRecord {
    * for a batch element, that element's JSON object inside the array (so a batch body is
    * the sum of its rows + commas + 2 brackets). 0 for notifications and for calls that got
    * no answer (`hang`, `reset`); the fault body length for `http` and `garbage` faults.
+   * Rows are added when the answer is written (on arrival for `hang` and `reset`), so a call
+   * held by a `delay` fault shows up only once the delay is over.
    */
   responseBytes: number;
   /** Kind of the fault applied to this call's request, if any. */

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('loadConfig', () => {
+  it('applies DESIGN.md defaults and freezes the result', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      ROLE: 'all',
+      PORT: 3000,
+      HOST: '0.0.0.0',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      CACHE_FRESH_SECONDS: 60,
+      CACHE_STALE_SECONDS: 86400,
+      SUBDOMAINS_WAIT_MS: 15000,
+      RPC_TIMEOUT_MS: 10000,
+      RPC_MAX_PER_SECOND: 5,
+      WORKER_CONCURRENCY: 4,
+      QUEUE_PREFIX: 'sns',
+      QUEUE_MAX_WAITING: 1000,
+      WORKER_METRICS_PORT: 9101,
+      LOG_LEVEL: 'info',
+      RPC_OVERRIDE: 'on',
+      RPC_OVERRIDE_ALLOWLIST: [],
+    });
+    expect(config.RPC_URL).toBeUndefined();
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.RPC_OVERRIDE_ALLOWLIST)).toBe(true);
+  });
+
+  it('parses numbers and reduces allowlist entries to origins', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      RPC_URL: 'https://rpc.example.com/?api-key=x',
+      RPC_OVERRIDE_ALLOWLIST: 'http://127.0.0.1:8899/, https://rpc.example.com/path',
+      ROLE: 'worker',
+    });
+    expect(config.PORT).toBe(8080);
+    expect(config.ROLE).toBe('worker');
+    expect(config.RPC_OVERRIDE_ALLOWLIST).toEqual([
+      'http://127.0.0.1:8899',
+      'https://rpc.example.com',
+    ]);
+  });
+
+  it('treats empty values as unset', () => {
+    const config = loadConfig({ RPC_URL: '', PORT: '' });
+    expect(config.RPC_URL).toBeUndefined();
+    expect(config.PORT).toBe(3000);
+  });
+
+  it.each([
+    [{ PORT: 'eighty' }, 'PORT'],
+    [{ PORT: '70000' }, 'PORT'],
+    [{ RPC_URL: 'ftp://x' }, 'RPC_URL'],
+    [{ REDIS_URL: 'http://localhost' }, 'REDIS_URL'],
+    [{ ROLE: 'both' }, 'ROLE'],
+    [{ QUEUE_PREFIX: 'a:b' }, 'QUEUE_PREFIX'],
+    [{ RPC_OVERRIDE_ALLOWLIST: 'not a url' }, 'RPC_OVERRIDE_ALLOWLIST'],
+    [{ CACHE_FRESH_SECONDS: '100', CACHE_STALE_SECONDS: '10' }, 'CACHE_STALE_SECONDS'],
+  ])('refuses %j naming %s', (env, name) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(new RegExp(`${name}:`));
+  });
+});

@@ -1,0 +1,183 @@
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createMetrics } from '../src/metrics/metrics.js';
+import { startApi } from '../src/runtime/api.js';
+import { getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
+
+const silent = pino({ level: 'silent' });
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+describe('liveness and readiness', () => {
+  it('is live and ready with Redis, and not ready once shutdown begins', async () => {
+    const gw = await startGateway();
+    try {
+      expect(await gw.get('/healthz')).toEqual({
+        status: 200,
+        headers: expect.anything(),
+        body: { s: 'ok', result: 'live' },
+      });
+      expect((await gw.get('/readyz')).status).toBe(200);
+      // A slow request keeps the server open while close() begins.
+      gw.sim.setFaults([{ kind: 'delay', ms: 600 }]);
+      const inflight = gw.get('/subdomains/67679');
+      await waitFor(() => gw.sim.callCount('getProgramAccounts') === 1);
+      const closing = gw.api.close();
+      // Requests arriving while it drains (on a connection still open) get 503 in the envelope.
+      const during = await gw.api.app.inject({ method: 'GET', url: '/readyz' });
+      expect(during.statusCode).toBe(503);
+      expect(during.json()).toMatchObject({ s: 'error' });
+      const answered = await inflight;
+      expect(answered.status).toBe(200);
+      expect(answered.body.result).toEqual(['bullish', 'hollaaa', 'testing']);
+      await closing;
+    } finally {
+      await gw.worker?.close();
+      await gw.close().catch(() => undefined);
+    }
+  });
+
+  it('keeps derivations up and fails subdomain requests fast while Redis is unreachable', async () => {
+    const deadPort = await freePort();
+    const config = loadConfig({
+      REDIS_URL: `redis://127.0.0.1:${deadPort}`,
+      RPC_URL: 'http://127.0.0.1:1',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      QUEUE_PREFIX: uniquePrefix(),
+    });
+    const api = await startApi(config, createMetrics(new Registry()), silent);
+    try {
+      const base = `http://127.0.0.1:${api.app.addresses()[0]?.port}`;
+      expect((await getJson(base, '/healthz')).status).toBe(200);
+      expect(await getJson(base, '/readyz')).toMatchObject({ status: 503, body: { s: 'error' } });
+      expect((await getJson(base, '/record-key-v2/bonfida/SOL')).status).toBe(200);
+      const started = Date.now();
+      expect(await getJson(base, '/subdomains/67679')).toMatchObject({
+        status: 500,
+        body: { s: 'error', result: 'Internal error' },
+      });
+      expect(Date.now() - started).toBeLessThan(1_000);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('several API processes on one Redis', () => {
+  it('coalesces a cold burst spread over two APIs into one refresh, and both answer from one cache', async () => {
+    const gw = await startGateway();
+    const second = await startApi(gw.config, createMetrics(new Registry()), silent);
+    try {
+      const base2 = `http://127.0.0.1:${second.app.addresses()[0]?.port}`;
+      gw.sim.resetCalls();
+      const replies = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          i % 2 ? gw.get('/subdomains/demo') : getJson(base2, '/subdomains/demo'),
+        ),
+      );
+      for (const r of replies) expect(r.status).toBe(200);
+      expect(new Set(replies.map((r) => JSON.stringify(r.body.result))).size).toBe(1);
+      expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
+      expect((await getJson(base2, '/subdomains/demo')).headers.get('x-cache')).toBe('HIT');
+    } finally {
+      await second.close();
+      await gw.close();
+    }
+  });
+});
+
+describe('worker shutdown', () => {
+  it('finishes the active refresh before closing', async () => {
+    const gw = await startGateway({ env: { SUBDOMAINS_WAIT_MS: '100' } });
+    try {
+      gw.sim.setFaults([{ kind: 'delay', ms: 500 }]);
+      expect((await gw.get('/subdomains/67679')).status).toBe(502); // gave up waiting; the job runs on
+      await waitFor(() => gw.sim.callCount('getProgramAccounts') === 1);
+      await gw.worker?.close();
+      const key = `${gw.config.QUEUE_PREFIX}:subdomains:*`;
+      expect(await gw.redis.keys(key)).toHaveLength(1);
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe('the entry file', () => {
+  it('starts API and worker with ROLE=all, serves, and exits 0 on SIGTERM', async () => {
+    const chain = new SimChain();
+    seedDemoChain(chain);
+    const sim = await startRpcSimulator({ chain });
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const prefix = uniquePrefix();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: {
+        ...process.env,
+        REDIS_URL: inject('redisUrl'),
+        RPC_URL: sim.url,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        WORKER_METRICS_PORT: String(metricsPort),
+        QUEUE_PREFIX: prefix,
+        ROLE: 'all',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    try {
+      await waitFor(() => out.includes('sns-gateway started'), 20_000);
+      const base = `http://127.0.0.1:${port}`;
+      expect((await getJson(base, '/subdomains/67679')).body.result).toEqual([
+        'bullish',
+        'hollaaa',
+        'testing',
+      ]);
+      const workerMetrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) =>
+        r.text(),
+      );
+      expect(workerMetrics).toContain('sns_refresh_jobs_total{outcome="completed"} 1');
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(out).toContain('shut down cleanly');
+    } finally {
+      child.kill('SIGKILL');
+      await sim.close();
+      const { Redis } = await import('ioredis');
+      const redis = new Redis(inject('redisUrl'));
+      const keys = await redis.keys(`${prefix}:*`);
+      if (keys.length) await redis.del(...keys);
+      redis.disconnect();
+    }
+  });
+
+  it('refuses to start on a bad variable, naming it', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: { ...process.env, PORT: 'not-a-port' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(2);
+    expect(err).toContain('PORT:');
+  });
+});

@@ -1,0 +1,658 @@
+/**
+ * The metrics contract of DESIGN.md ("Metrics"), read the way Prometheus reads it: real traffic
+ * through the real API and BullMQ worker against the RPC simulator, then the `/metrics` text
+ * parsed (prom2javascript, and `promtool check metrics` when installed).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { Writable } from 'node:stream';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.js';
+import { startApi } from '../src/runtime/api.js';
+import { startWorker } from '../worker/runtime.js';
+import {
+  deletePrefix,
+  seedDemo,
+  startGateway,
+  uniquePrefix,
+  waitFor,
+  type Gateway,
+} from './support/gateway.js';
+import {
+  hasBinary,
+  histogramCount,
+  labelSets,
+  promtoolProblems,
+  scrape,
+  value,
+} from './support/prometheus.js';
+import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
+
+/** DESIGN.md's table: name, type, label names. The dashboard and alerts depend on it. */
+const DESIGN_METRICS: ReadonlyArray<readonly [string, string, readonly string[]]> = [
+  ['sns_rpc_requests_total', 'counter', ['method', 'endpoint', 'outcome']],
+  ['sns_rpc_request_duration_seconds', 'histogram', ['method', 'endpoint']],
+  ['sns_rpc_response_bytes_total', 'counter', ['method', 'endpoint']],
+  ['sns_rpc_credits_total', 'counter', ['method', 'endpoint']],
+  ['sns_rpc_retries_total', 'counter', ['method', 'endpoint']],
+  ['sns_cache_lookups_total', 'counter', ['result']],
+  ['sns_refresh_jobs_total', 'counter', ['outcome']],
+  ['sns_refresh_duration_seconds', 'histogram', []],
+  ['sns_queue_jobs', 'gauge', ['state']],
+  ['http_request_duration_seconds', 'histogram', ['method', 'route', 'status_code']],
+];
+
+/** prom-client's default metrics the dashboard and runbooks use (a sample, not all of them). */
+const DEFAULT_METRICS: ReadonlyArray<readonly [string, string]> = [
+  ['process_cpu_seconds_total', 'counter'],
+  ['process_resident_memory_bytes', 'gauge'],
+  ['process_start_time_seconds', 'gauge'],
+  ['process_open_fds', 'gauge'],
+  ['nodejs_eventloop_lag_p99_seconds', 'gauge'],
+  ['nodejs_heap_size_used_bytes', 'gauge'],
+  ['nodejs_gc_duration_seconds', 'histogram'],
+  ['nodejs_version_info', 'gauge'],
+];
+
+/** Every value a bounded label may take (DESIGN.md: no URL, parent or IP ever becomes a label). */
+const BOUNDED_VALUES: Record<string, RegExp> = {
+  method: /^(getProgramAccounts|getMultipleAccounts|getAccountInfo|getSlot|GET|HEAD|OPTIONS)$/,
+  endpoint: /^(default|override)$/,
+  outcome: /^(ok|rpc_error|http_error|timeout|completed|failed|retried)$/,
+  result: /^(hit|stale|miss)$/,
+  state: /^(waiting|active|delayed|failed)$/,
+  route:
+    /^(\/subdomains\/:parent|\/record-key-v2\/:domain\/:record|\/types\/record|\/healthz|\/readyz|\/metrics|unmatched)$/,
+  status_code: /^[1-5]\d\d$/,
+};
+
+/** Parents only this file asks for, so every first request is a cold miss. */
+const PARENTS = [
+  'coldparent',
+  'leakparentzq',
+  'faultrpc',
+  'faulthttp',
+  'faulttimeout',
+  'faultgarbage',
+  'faultfatal',
+  'staleparent',
+  'tableparent',
+];
+
+const SECRET = 'SEKRET123';
+
+function chain() {
+  const c = seedDemo();
+  for (const parent of PARENTS) c.addSubdomain(parent, 'child');
+  return c;
+}
+
+/** What a JSON-RPC method costs (DESIGN.md: getProgramAccounts 10, the others 1). */
+const cost = (method: string) => (method === 'getProgramAccounts' ? 10 : 1);
+
+/** Makes a cached entry stale by moving its `fetchedAt` back past the fresh window. */
+async function ageEntry(gw: Gateway, parent: string): Promise<void> {
+  const [, keys] = await gw.redis.scan(
+    '0',
+    'MATCH',
+    `${gw.config.QUEUE_PREFIX}:subdomains:*:${parent}`,
+    'COUNT',
+    1000,
+  );
+  const key = keys[0];
+  if (!key) throw new Error(`no cache entry for ${parent}`);
+  const entry = JSON.parse((await gw.redis.get(key)) ?? '{}') as { fetchedAt: number };
+  entry.fetchedAt -= (gw.config.CACHE_FRESH_SECONDS + 5) * 1000;
+  await gw.redis.set(key, JSON.stringify(entry), 'KEEPTTL');
+}
+
+describe('API /metrics after real traffic', () => {
+  let sim: RpcSimulator;
+  let gw: Gateway;
+  const metricsUrl = () => `${gw.baseUrl}/metrics`;
+  const read = () => scrape(metricsUrl());
+  let overrideUrl: string;
+
+  beforeAll(async () => {
+    sim = await startRpcSimulator({ chain: chain() });
+    overrideUrl = `${sim.url}/v1/rpc?api-key=${SECRET}`;
+    gw = await startGateway({
+      sim,
+      env: { RPC_OVERRIDE_ALLOWLIST: new URL(sim.url).origin, RPC_TIMEOUT_MS: '1000' },
+    });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await sim?.close();
+  });
+
+  it('a cold miss counts one miss and exactly the RPC calls its refresh made', async () => {
+    const before = await read();
+    sim.resetCalls();
+    const res = await gw.get('/subdomains/coldparent');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-cache')).toBe('MISS');
+    await waitFor(async () => {
+      const now = await read();
+      return (
+        value(now, 'sns_refresh_jobs_total', { outcome: 'completed' }) -
+          value(before, 'sns_refresh_jobs_total', { outcome: 'completed' }) ===
+        1
+      );
+    });
+    const after = await read();
+    const delta = (name: string, labels = {}) =>
+      value(after, name, labels) - value(before, name, labels);
+    const countDelta = (name: string, labels = {}) =>
+      histogramCount(after, name, labels) - histogramCount(before, name, labels);
+    const gpa = { method: 'getProgramAccounts', endpoint: 'default' };
+
+    expect(sim.calls.map((c) => c.method)).toEqual(['getProgramAccounts']);
+    expect(delta('sns_cache_lookups_total', { result: 'miss' })).toBe(1);
+    expect(delta('sns_cache_lookups_total', { result: 'hit' })).toBe(0);
+    expect(delta('sns_rpc_requests_total', { ...gpa, outcome: 'ok' })).toBe(1);
+    // Exactly the calls the simulator saw, nothing more (no call from the API itself).
+    expect(delta('sns_rpc_requests_total')).toBe(sim.calls.length);
+    expect(delta('sns_rpc_credits_total', gpa)).toBe(10);
+    expect(delta('sns_rpc_credits_total')).toBe(
+      sim.calls.reduce((sum, c) => sum + cost(c.method), 0),
+    );
+    expect(delta('sns_rpc_response_bytes_total', gpa)).toBeGreaterThan(0);
+    expect(delta('sns_rpc_response_bytes_total')).toBe(
+      sim.calls.reduce((sum, c) => sum + c.responseBytes, 0),
+    );
+    expect(countDelta('sns_rpc_request_duration_seconds', gpa)).toBe(1);
+    expect(delta('sns_rpc_retries_total')).toBe(0);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'completed' })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
+    await waitFor(
+      async () => histogramCount(await read(), 'sns_refresh_duration_seconds') > 0,
+      2_000,
+    );
+    expect(
+      histogramCount(await read(), 'sns_refresh_duration_seconds') -
+        histogramCount(before, 'sns_refresh_duration_seconds'),
+    ).toBe(1);
+    expect(
+      countDelta('http_request_duration_seconds', {
+        method: 'GET',
+        route: '/subdomains/:parent',
+        status_code: '200',
+      }),
+    ).toBe(1);
+  });
+
+  it('a warm hit counts a hit and no RPC call', async () => {
+    await gw.get('/subdomains/coldparent');
+    const before = await read();
+    sim.resetCalls();
+    const res = await gw.get('/subdomains/coldparent');
+    expect(res.headers.get('x-cache')).toBe('HIT');
+    const after = await read();
+    expect(
+      value(after, 'sns_cache_lookups_total', { result: 'hit' }) -
+        value(before, 'sns_cache_lookups_total', { result: 'hit' }),
+    ).toBe(1);
+    expect(value(after, 'sns_cache_lookups_total', { result: 'miss' })).toBe(
+      value(before, 'sns_cache_lookups_total', { result: 'miss' }),
+    );
+    expect(value(after, 'sns_rpc_requests_total')).toBe(value(before, 'sns_rpc_requests_total'));
+    expect(value(after, 'sns_rpc_credits_total')).toBe(value(before, 'sns_rpc_credits_total'));
+    expect(sim.calls).toHaveLength(0);
+  });
+
+  it('a stale entry counts a stale lookup and queues one refresh', async () => {
+    await gw.get('/subdomains/staleparent');
+    await ageEntry(gw, 'staleparent');
+    const before = await read();
+    const res = await gw.get('/subdomains/staleparent');
+    expect(res.headers.get('x-cache')).toBe('STALE');
+    await waitFor(
+      async () =>
+        value(await read(), 'sns_refresh_jobs_total', { outcome: 'completed' }) >
+        value(before, 'sns_refresh_jobs_total', { outcome: 'completed' }),
+    );
+    const after = await read();
+    expect(
+      value(after, 'sns_cache_lookups_total', { result: 'stale' }) -
+        value(before, 'sns_cache_lookups_total', { result: 'stale' }),
+    ).toBe(1);
+    expect(
+      value(after, 'sns_rpc_credits_total', { endpoint: 'default' }) -
+        value(before, 'sns_rpc_credits_total', { endpoint: 'default' }),
+    ).toBe(10);
+  });
+
+  it('an override counts endpoint="override" and leaks no URL, key, parent or address', async () => {
+    const before = await read();
+    const logsBefore = gw.logs.length;
+    const res = await gw.get(`/subdomains/leakparentzq?rpc=${encodeURIComponent(overrideUrl)}`);
+    expect(res.status).toBe(200);
+    expect(res.body.result).toEqual(['child']);
+    const after = await read();
+    const over = { method: 'getProgramAccounts', endpoint: 'override' };
+    expect(
+      value(after, 'sns_rpc_requests_total', { ...over, outcome: 'ok' }) -
+        value(before, 'sns_rpc_requests_total', { ...over, outcome: 'ok' }),
+    ).toBe(1);
+    expect(
+      value(after, 'sns_rpc_credits_total', over) - value(before, 'sns_rpc_credits_total', over),
+    ).toBe(10);
+    expect(
+      value(after, 'sns_rpc_requests_total', { endpoint: 'default' }) -
+        value(before, 'sns_rpc_requests_total', { endpoint: 'default' }),
+    ).toBe(0);
+
+    const simHost = new URL(sim.url).host;
+    for (const needle of [SECRET, 'api-key', overrideUrl, simHost, 'leakparentzq', '127.0.0.1']) {
+      expect(after.text, `metrics text contains ${needle}`).not.toContain(needle);
+    }
+    const lines = gw.logs.slice(logsBefore);
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of gw.logs) {
+      for (const needle of [SECRET, 'api-key', overrideUrl, encodeURIComponent(overrideUrl)]) {
+        expect(line, 'a log line holds the override URL or its key').not.toContain(needle);
+      }
+      // Client addresses are not logged (pino's request serializer keeps id, method, url).
+      expect(line).not.toMatch(/remoteAddress|remotePort|"ip"|"ips"|x-forwarded-for/i);
+    }
+    // The request line keeps the parent (for debugging) with the override redacted.
+    expect(lines.join('')).toContain('/subdomains/leakparentzq?rpc=[redacted]');
+  });
+
+  const faultCases: Array<{
+    parent: string;
+    fault: Fault;
+    outcome: string;
+    retries: number;
+  }> = [
+    {
+      parent: 'faultrpc',
+      fault: { kind: 'rpc-error', code: -32005, message: 'Node is behind', times: 1 },
+      outcome: 'rpc_error',
+      retries: 1,
+    },
+    {
+      parent: 'faulthttp',
+      fault: { kind: 'http', status: 503, times: 1 },
+      outcome: 'http_error',
+      retries: 1,
+    },
+    { parent: 'faulttimeout', fault: { kind: 'hang', times: 1 }, outcome: 'timeout', retries: 1 },
+    {
+      parent: 'faultgarbage',
+      fault: { kind: 'garbage', times: 1 },
+      outcome: 'http_error',
+      retries: 1,
+    },
+  ];
+
+  it.each(faultCases)(
+    'a $fault.kind fault counts outcome="$outcome" and a retry, then ok',
+    async ({ parent, fault, outcome, retries }) => {
+      const before = await read();
+      const labels = { method: 'getProgramAccounts', endpoint: 'default' };
+      sim.setFaults([fault]);
+      const res = await gw.get(`/subdomains/${parent}`);
+      sim.setFaults([]);
+      expect(res.status).toBe(200);
+      const after = await read();
+      const delta = (name: string, extra = {}) =>
+        value(after, name, { ...labels, ...extra }) - value(before, name, { ...labels, ...extra });
+      expect(delta('sns_rpc_requests_total', { outcome })).toBe(1);
+      expect(delta('sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
+      expect(delta('sns_rpc_retries_total')).toBe(retries);
+      expect(
+        histogramCount(after, 'sns_rpc_request_duration_seconds', labels) -
+          histogramCount(before, 'sns_rpc_request_duration_seconds', labels),
+      ).toBe(2);
+    },
+  );
+
+  it('a refresh that cannot succeed is not retried by the client; its job is retried', async () => {
+    const before = await read();
+    // -32602 (invalid params) cannot succeed on retry: one call, then BullMQ's job attempts.
+    sim.setFaults([{ kind: 'rpc-error', code: -32602, times: 1 }]);
+    const res = await gw.get('/subdomains/faultfatal');
+    sim.setFaults([]);
+    expect(res.status).toBe(502);
+    expect(res.body).toEqual({ s: 'error', result: 'RPC unavailable' });
+    // The job's next attempt (JOB_BACKOFF_MS later) succeeds and fills the cache.
+    await waitFor(async () => (await gw.get('/subdomains/faultfatal')).status === 200);
+    const after = await read();
+    const delta = (name: string, labels: Record<string, string>) =>
+      value(after, name, labels) - value(before, name, labels);
+    expect(delta('sns_rpc_requests_total', { outcome: 'rpc_error' })).toBe(1);
+    expect(delta('sns_rpc_retries_total', {})).toBe(0);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'retried' })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'completed' })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
+  });
+
+  it('http_request_duration_seconds labels the route pattern, never the raw URL', async () => {
+    const paths = [
+      '/subdomains/67679',
+      '/subdomains/%20DeMo%20',
+      '/subdomains/a.b.c',
+      '/record-key-v2/bonfida/SOL',
+      '/record-key-v2/rawdomainxyz/nope',
+      '/types/record',
+      '/no/such/route/rawpathxyz',
+      '/healthz',
+    ];
+    for (const path of paths) await fetch(gw.baseUrl + path).then((r) => r.arrayBuffer());
+    const exp = await read();
+    const routes = new Set(labelSets(exp, 'http_request_duration_seconds').map((l) => l.route));
+    expect(routes).toContain('/subdomains/:parent');
+    expect(routes).toContain('/record-key-v2/:domain/:record');
+    expect(routes).toContain('/types/record');
+    expect(routes).toContain('/healthz');
+    for (const route of routes) expect(route).toMatch(BOUNDED_VALUES.route as RegExp);
+    for (const raw of ['67679', 'demo', 'a.b.c', 'bonfida', 'rawdomainxyz', 'rawpathxyz']) {
+      expect(exp.text).not.toContain(raw);
+    }
+    const statuses = labelSets(exp, 'http_request_duration_seconds')
+      .filter((l) => l.route === '/subdomains/:parent')
+      .map((l) => l.status_code);
+    expect(new Set(statuses)).toEqual(new Set(['200', '400', '502']));
+  });
+
+  it('sns_queue_jobs shows the four states', async () => {
+    const exp = await read();
+    const states = labelSets(exp, 'sns_queue_jobs').map((l) => l.state);
+    expect(states.sort()).toEqual(['active', 'delayed', 'failed', 'waiting']);
+    for (const state of states) {
+      expect(value(exp, 'sns_queue_jobs', { state })).toBeGreaterThanOrEqual(0);
+    }
+  });
+
+  it('has every metric of DESIGN.md with its type and label names, and the default metrics', async () => {
+    // Make sure every labelled family has a series, so its label names show.
+    sim.setFaults([{ kind: 'http', status: 500, times: 1 }]);
+    await gw.get('/subdomains/tableparent');
+    sim.setFaults([]);
+    const exp = await read();
+    expect(exp.duplicates).toEqual([]);
+
+    const ours = Object.keys(exp.families).filter((n) => /^(sns|http)_/.test(n));
+    expect(ours.sort()).toEqual(DESIGN_METRICS.map(([name]) => name).sort());
+    for (const [name, type, labels] of DESIGN_METRICS) {
+      expect(exp.families[name]?.type, name).toBe(type);
+      const sets = labelSets(exp, name);
+      expect(sets.length, `${name} has series`).toBeGreaterThan(0);
+      for (const set of sets) expect(Object.keys(set).sort(), name).toEqual([...labels].sort());
+    }
+    for (const [name, type] of DEFAULT_METRICS) expect(exp.families[name]?.type, name).toBe(type);
+  });
+
+  it('keeps every label value in its bounded set', async () => {
+    const exp = await read();
+    for (const [name] of DESIGN_METRICS) {
+      for (const set of labelSets(exp, name)) {
+        for (const [label, val] of Object.entries(set)) {
+          expect(val, `${name}{${label}}`).toMatch(BOUNDED_VALUES[label] as RegExp);
+        }
+      }
+    }
+  });
+
+  it.runIf(hasBinary('promtool'))('passes promtool check metrics', async () => {
+    const exp = await read();
+    expect(promtoolProblems(exp.text)).toEqual([]);
+  });
+  if (!hasBinary('promtool'))
+    console.warn('metrics.test: promtool not installed; skipping `promtool check metrics`');
+
+  it.runIf(existsSync(new URL('../../shared/DESIGN.md', import.meta.url)))(
+    "matches DESIGN.md's metrics table",
+    () => {
+      const design = readFileSync(new URL('../../shared/DESIGN.md', import.meta.url), 'utf8');
+      const rows = [
+        ...design.matchAll(/^\| `([a-z_]+)` \| (counter|gauge|histogram) \| (.*) \|$/gm),
+      ];
+      const table = rows.map(([, name, type, labels]) => [
+        name,
+        type,
+        // Label names are the backquoted words outside the parentheses (which list values).
+        [...(labels ?? '').replace(/\([^)]*\)/g, '').matchAll(/`(\w+)`/g)].map((m) => m[1]),
+      ]);
+      expect(table).toEqual(DESIGN_METRICS.map(([n, t, l]) => [n, t, [...l]]));
+    },
+  );
+});
+
+describe('queue depth gauge', () => {
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({ worker: false, env: { SUBDOMAINS_WAIT_MS: '200' } });
+  });
+  afterAll(() => gw?.close());
+
+  it('counts a waiting refresh when no worker takes it', async () => {
+    const res = await gw.get('/subdomains/67679');
+    expect(res.status).toBe(502);
+    const exp = await scrape(`${gw.baseUrl}/metrics`);
+    expect(value(exp, 'sns_queue_jobs', { state: 'waiting' })).toBe(1);
+    expect(value(exp, 'sns_queue_jobs', { state: 'active' })).toBe(0);
+  });
+
+  it('answers a scrape at once while the queue counts source hangs, keeping the last values', async () => {
+    const metrics = gw.metrics;
+    metrics.setQueueCountsSource(async () => ({ waiting: 7, active: 1, delayed: 2, failed: 3 }));
+    expect(
+      value(await scrape(`${gw.baseUrl}/metrics`), 'sns_queue_jobs', { state: 'waiting' }),
+    ).toBe(7);
+    metrics.setQueueCountsSource(() => new Promise(() => undefined));
+    const started = performance.now();
+    const exp = await scrape(`${gw.baseUrl}/metrics`);
+    const elapsed = performance.now() - started;
+    expect(elapsed).toBeLessThan(QUEUE_SCRAPE_TIMEOUT_MS + 700);
+    expect(value(exp, 'sns_queue_jobs', { state: 'waiting' })).toBe(7);
+    expect(value(exp, 'sns_queue_jobs', { state: 'failed' })).toBe(3);
+    expect(value(exp, 'sns_rpc_requests_total')).toBe(0);
+  });
+
+  it('answers a scrape at once when the source fails', async () => {
+    gw.metrics.setQueueCountsSource(() => Promise.reject(new Error('Connection is closed.')));
+    const started = performance.now();
+    const res = await fetch(`${gw.baseUrl}/metrics`);
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(performance.now() - started).toBeLessThan(QUEUE_SCRAPE_TIMEOUT_MS);
+  });
+
+  it('answers a scrape at once when Redis accepts connections and never answers', async () => {
+    // A "dead" Redis: TCP accepts, nothing ever comes back (a hung server or a black hole).
+    const sockets = new Set<net.Socket>();
+    const blackhole = net.createServer((s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    });
+    await new Promise<void>((resolve) => blackhole.listen(0, '127.0.0.1', resolve));
+    const port = (blackhole.address() as net.AddressInfo).port;
+    const connection = new Redis(port, '127.0.0.1', {
+      maxRetriesPerRequest: null,
+      lazyConnect: false,
+    });
+    connection.on('error', () => undefined);
+    const queue = new Queue('subdomain-refresh', { connection, prefix: gw.config.QUEUE_PREFIX });
+    queue.on('error', () => undefined);
+    try {
+      gw.metrics.setQueueCountsSource(() =>
+        queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
+      );
+      for (let i = 0; i < 2; i++) {
+        const started = performance.now();
+        const res = await fetch(`${gw.baseUrl}/metrics`);
+        expect(res.status).toBe(200);
+        expect(await res.text()).toContain('sns_queue_jobs{state="waiting"}');
+        expect(performance.now() - started).toBeLessThan(QUEUE_SCRAPE_TIMEOUT_MS + 700);
+      }
+    } finally {
+      connection.disconnect();
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => blackhole.close(() => resolve()));
+    }
+  });
+});
+
+/** A logger that keeps its lines, and the lines. */
+function memoryLogger() {
+  const lines: string[] = [];
+  const logger = createLogger(
+    'warn',
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    }),
+  );
+  return { logger, lines };
+}
+
+describe("the worker's metrics server", () => {
+  it('serves the worker metrics on WORKER_METRICS_PORT (ROLE=api and ROLE=worker apart)', async () => {
+    // The API of one process, the worker of another: each has its own registry.
+    const gw = await startGateway({ worker: false });
+    const workerMetrics = createMetrics(new Registry());
+    const { logger } = memoryLogger();
+    const worker = await startWorker(gw.config, workerMetrics, logger, { serveMetrics: true });
+    try {
+      expect(worker.metricsPort).toBeGreaterThan(0);
+      const workerUrl = `http://127.0.0.1:${worker.metricsPort}`;
+      expect((await gw.get('/subdomains/67679')).status).toBe(200);
+      await waitFor(
+        async () =>
+          value(await scrape(`${workerUrl}/metrics`), 'sns_refresh_jobs_total', {
+            outcome: 'completed',
+          }) === 1,
+      );
+      const fromWorker = await scrape(`${workerUrl}/metrics`);
+      const fromApi = await scrape(`${gw.baseUrl}/metrics`);
+      // The worker makes every RPC call; the API makes none, and counts the lookup.
+      expect(value(fromWorker, 'sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
+      expect(value(fromWorker, 'sns_rpc_credits_total')).toBe(10);
+      expect(value(fromApi, 'sns_rpc_requests_total')).toBe(0);
+      expect(value(fromApi, 'sns_cache_lookups_total', { result: 'miss' })).toBe(1);
+      expect(value(fromWorker, 'sns_cache_lookups_total')).toBe(0);
+      // Both expose the whole contract and the process metrics.
+      for (const exp of [fromWorker, fromApi]) {
+        expect(exp.duplicates).toEqual([]);
+        for (const [name, type] of DESIGN_METRICS) expect(exp.families[name]?.type).toBe(type);
+        expect(exp.families.process_resident_memory_bytes?.type).toBe('gauge');
+        expect(labelSets(exp, 'sns_queue_jobs')).toHaveLength(4);
+      }
+      expect((await fetch(`${workerUrl}/healthz`)).status).toBe(200);
+      expect((await fetch(`${workerUrl}/nothing`)).status).toBe(404);
+    } finally {
+      await worker.close();
+      await gw.close();
+    }
+  });
+
+  it('ROLE=all in one process: API and worker share one registry, nothing registered twice', async () => {
+    const redisUrl = inject('redisUrl');
+    const sim = await startRpcSimulator({ chain: seedDemo() });
+    const config = loadConfig({
+      REDIS_URL: redisUrl,
+      RPC_URL: sim.url,
+      QUEUE_PREFIX: uniquePrefix(),
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_METRICS_PORT: '0',
+      ROLE: 'all',
+    });
+    const { logger } = memoryLogger();
+    // What src/main.ts does for ROLE=all: one registry, the API, then the worker.
+    const metrics = createMetrics(new Registry());
+    const api = await startApi(config, metrics, logger);
+    const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      const apiUrl = `http://127.0.0.1:${api.app.addresses()[0]?.port}`;
+      expect((await fetch(`${apiUrl}/subdomains/demo`)).status).toBe(200);
+      const fromApi = await scrape(`${apiUrl}/metrics`);
+      const fromWorker = await scrape(`http://127.0.0.1:${worker.metricsPort}/metrics`);
+      for (const exp of [fromApi, fromWorker]) {
+        expect(exp.duplicates).toEqual([]);
+        expect(value(exp, 'sns_cache_lookups_total', { result: 'miss' })).toBe(1);
+        expect(value(exp, 'sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
+      }
+      expect(Object.keys(fromWorker.families).sort()).toEqual(Object.keys(fromApi.families).sort());
+      // Registering the contract a second time on that registry is what would throw.
+      expect(() => createMetrics(metrics.registry, { defaultMetrics: false })).toThrow(
+        /already been registered/,
+      );
+    } finally {
+      await api.close();
+      await worker.close();
+      await sim.close();
+      await deletePrefix(redis, config.QUEUE_PREFIX);
+      redis.disconnect();
+    }
+  });
+
+  it('src/main.ts with ROLE=all serves both /metrics from one registry', async () => {
+    const redisUrl = inject('redisUrl');
+    const sim = await startRpcSimulator({ chain: seedDemo() });
+    const prefix = uniquePrefix();
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: new URL('..', import.meta.url),
+      env: {
+        ...process.env,
+        ROLE: 'all',
+        REDIS_URL: redisUrl,
+        RPC_URL: sim.url,
+        QUEUE_PREFIX: prefix,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        WORKER_METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      await waitFor(() => out.includes('sns-gateway started') || child.exitCode !== null, 20_000);
+      const started = out.split('\n').find((l) => l.includes('sns-gateway started')) ?? '';
+      expect(started, out).not.toBe('');
+      const { workerMetricsPort } = JSON.parse(started) as { workerMetricsPort: number };
+      expect((await fetch(`http://127.0.0.1:${port}/subdomains/bonfida`)).status).toBe(200);
+      const fromApi = await scrape(`http://127.0.0.1:${port}/metrics`);
+      const fromWorker = await scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`);
+      for (const exp of [fromApi, fromWorker]) {
+        expect(exp.duplicates).toEqual([]);
+        expect(value(exp, 'sns_rpc_credits_total')).toBe(10);
+        for (const [name, type] of DESIGN_METRICS) expect(exp.families[name]?.type).toBe(type);
+      }
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await sim.close();
+      await deletePrefix(redis, prefix);
+      redis.disconnect();
+    }
+  });
+});
+
+/** A TCP port that was free a moment ago (for a child process that cannot report port 0). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
