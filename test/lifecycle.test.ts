@@ -6,7 +6,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
-import { getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
+import { baseUrlOf, getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
 
 const silent = pino({ level: 'silent' });
@@ -26,9 +26,8 @@ describe('liveness and readiness', () => {
   it('is live and ready with Redis, and not ready once shutdown begins', async () => {
     const gw = await startGateway();
     try {
-      expect(await gw.get('/healthz')).toEqual({
+      expect(await gw.get('/healthz')).toMatchObject({
         status: 200,
-        headers: expect.anything(),
         body: { s: 'ok', result: 'live' },
       });
       expect((await gw.get('/readyz')).status).toBe(200);
@@ -62,7 +61,7 @@ describe('liveness and readiness', () => {
     });
     const api = await startApi(config, createMetrics(new Registry()), silent);
     try {
-      const base = `http://127.0.0.1:${api.app.addresses()[0]?.port}`;
+      const base = baseUrlOf(api.app);
       expect((await getJson(base, '/healthz')).status).toBe(200);
       expect(await getJson(base, '/readyz')).toMatchObject({ status: 503, body: { s: 'error' } });
       expect((await getJson(base, '/record-key-v2/bonfida/SOL')).status).toBe(200);
@@ -83,7 +82,7 @@ describe('several API processes on one Redis', () => {
     const gw = await startGateway();
     const second = await startApi(gw.config, createMetrics(new Registry()), silent);
     try {
-      const base2 = `http://127.0.0.1:${second.app.addresses()[0]?.port}`;
+      const base2 = baseUrlOf(second.app);
       gw.sim.resetCalls();
       const replies = await Promise.all(
         Array.from({ length: 60 }, (_, i) =>

@@ -1,6 +1,6 @@
 import cors from '@fastify/cors';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { SubdomainCache } from '../cache/subdomain-cache.js';
 import type { Config } from '../config.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -42,8 +42,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     clientErrorHandler,
     // Errors raised before routing (a broken percent-escape) get the envelope too.
-    frameworkErrors: (_err, _req, reply) =>
-      reply.code(400).send(errorEnvelope(ERROR_TEXT.invalidInput)),
+    frameworkErrors: (_err, _req, reply) => {
+      void (reply as FastifyReply).code(400).send(errorEnvelope(ERROR_TEXT.invalidInput));
+    },
     // Requests that arrive on open connections while closing get the envelope (hook below).
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();

@@ -52,8 +52,9 @@ const u = new Float64Array(16);
 const v = new Float64Array(16);
 const w = new Float64Array(16);
 const prod = new Float64Array(31);
-let ja = new Int32Array(9);
-let jb = new Int32Array(9);
+const w30 = new Int32Array(9);
+const ja = new Int32Array(9);
+const jb = new Int32Array(9);
 
 /** Spreads carries so every limb is in [0, 2^16); the top carry wraps as ×38 (2^256 ≡ 38). */
 function carry(o: Float64Array): void {
@@ -99,14 +100,15 @@ function toLimbs30(out: Int32Array, a: Float64Array): void {
 }
 
 /**
- * Whether `a` (30-bit limbs, not a multiple of p) is a square mod p: the Jacobi symbol `(a/p)`
+ * Whether `value` (nine 30-bit limbs, little-endian, not a multiple of p) is a square mod p: the Jacobi symbol `(a/p)`
  * by the binary algorithm. Invariant: `b` odd, and the answer is `(a/b)·(-1)^flip`. Each step
  * makes `a` odd, orders `a >= b` (quadratic reciprocity on a swap), then replaces `a` by
- * `(a - b) / 2^k` in one pass, `(2/b)^k` telling how the symbol changes.
+ * `(a - b) / 2^k` in one pass, `(2/b)^k` telling how the symbol changes. Exported for tests.
  */
-function isSquareModP(): boolean {
+export function isSquareModP(value: Int32Array): boolean {
   let a = ja;
   let b = jb;
+  a.set(value);
   b.set(P30);
   let flip = 0;
   let n = 9;
@@ -142,18 +144,20 @@ function isSquareModP(): boolean {
     }
     low = ((a[0] as number) - (b[0] as number)) & MASK30;
     if (low === 0) {
-      // Rare (2^-29): subtract, then drop zero limbs and shift as at the start.
+      // Rare (about 2^-30 a step): subtract, drop the zero limbs of the (positive, even)
+      // difference, then shift. 30·k + tz factors of two: only tz's parity counts.
       let borrow = 0;
       for (let j = 0; j < n; j++) {
         const d = (a[j] as number) - (b[j] as number) + borrow;
         a[j] = d & MASK30;
         borrow = d >> 30;
       }
-      let k = 1;
-      while (k < n && a[k] === 0) k++;
-      for (let j = 0; j < n; j++) a[j] = j + k < n ? (a[j + k] as number) : 0;
+      while (a[0] === 0) {
+        let k = 1;
+        while (a[k] === 0) k++;
+        for (let j = 0; j < n; j++) a[j] = j + k < n ? (a[j + k] as number) : 0;
+      }
       low = a[0] as number;
-      if (low === 0) continue; // more zero limbs: go round (a > 0, a < b now)
       tz = 31 - Math.clz32(low & -low);
       if (tz > 0) {
         const up = 30 - tz;
@@ -214,6 +218,6 @@ export function isOnCurve(bytes: Uint8Array): boolean {
   mul(v, D, s);
   v[0] = (v[0] as number) + 1; // v = d·y² + 1
   mul(w, u, v);
-  toLimbs30(ja, w);
-  return isSquareModP();
+  toLimbs30(w30, w);
+  return isSquareModP(w30);
 }

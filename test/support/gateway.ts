@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { inject } from 'vitest';
@@ -38,6 +39,13 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
     cursor = next;
     if (keys.length > 0) await redis.del(...keys);
   } while (cursor !== '0');
+}
+
+/** The loopback URL a listening app answers on. */
+export function baseUrlOf(app: FastifyInstance): string {
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('the app is not listening on TCP');
+  return `http://127.0.0.1:${address.port}`;
 }
 
 /** GETs `baseUrl + path` over real HTTP and parses the JSON envelope. */
@@ -99,8 +107,7 @@ export async function startGateway(
       ? undefined
       : await startWorker(config, metrics, logger, { serveMetrics: false });
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-  const address = api.app.addresses()[0];
-  const baseUrl = `http://127.0.0.1:${address?.port}`;
+  const baseUrl = baseUrlOf(api.app);
   return {
     config,
     sim,
