@@ -130,6 +130,8 @@ describe('stale-while-revalidate and stale-if-error', () => {
     gw.sim.chain.addSubdomain('demo', 'delta');
     await new Promise((r) => setTimeout(r, 1100));
     gw.sim.resetCalls();
+    // The refresh takes a while, so every request of the burst finds the entry still stale.
+    gw.sim.setFaults([{ kind: 'delay', ms: 400, times: 1 }]);
     const stale = await Promise.all(Array.from({ length: 10 }, () => gw.get('/subdomains/demo')));
     for (const r of stale) {
       expect(r.headers.get('x-cache')).toBe('STALE');
