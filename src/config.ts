@@ -73,6 +73,15 @@ export const configSchema = z
         .default('sns'),
     ),
     QUEUE_MAX_WAITING: int(1, 10_000_000, 1000),
+    COLD_MISS_LIMIT: int(1, 1_000_000, 30),
+    COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
+    TRUST_PROXY: z.preprocess(
+      unsetIfEmpty,
+      z
+        .enum(['true', 'false'])
+        .default('false')
+        .transform((v) => v === 'true'),
+    ),
     WORKER_METRICS_PORT: int(0, 65535, 9101),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000, 10_000),

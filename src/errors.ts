@@ -54,6 +54,21 @@ export class OverloadedError extends GatewayError {
   }
 }
 
+/**
+ * 429 with `Retry-After`: this client started too many new refreshes (cold misses) in the window.
+ * Hits, stale hits and requests joining a refresh already under way are never limited (DESIGN.md).
+ */
+export class RateLimitedError extends GatewayError {
+  override readonly name = 'RateLimitedError';
+  readonly statusCode = 429;
+  readonly publicMessage = 'Too many requests';
+  override readonly headers: Readonly<Record<string, string>>;
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message);
+    this.headers = { 'retry-after': String(retryAfterSeconds) };
+  }
+}
+
 /** Builds the envelope of an error answer. */
 export const errorEnvelope = (text: string): ErrorEnvelope => ({ s: 'error', result: text });
 

@@ -3,6 +3,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
+import { loadConfig } from '../src/config.js';
 import { buildApp } from '../src/http/app.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
@@ -11,7 +12,7 @@ import { RecordKeyDeriver } from '../src/sns/record-key.js';
 /** The app with no Redis at all: derivations must not need it (DESIGN.md, "Shape"). */
 function derivationApp(deriver = new RecordKeyDeriver(1000)): FastifyInstance {
   return buildApp({
-    config: { CACHE_STALE_SECONDS: 86400 },
+    config: loadConfig({}),
     metrics: createMetrics(new Registry(), { defaultMetrics: false }),
     logger: pino({ level: 'silent' }),
     deriver,

@@ -1,6 +1,8 @@
 import cors from '@fastify/cors';
+import rateLimit from '@fastify/rate-limit';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import type { Redis } from 'ioredis';
 import type { SubdomainCache } from '../cache/subdomain-cache.js';
 import type { Config } from '../config.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -15,7 +17,16 @@ import { subdomainRoutes } from './routes/subdomains.js';
 
 /** Everything the HTTP app needs, made by the caller (the entry file, or a test). */
 export type AppDeps = {
-  config: Pick<Config, 'CACHE_STALE_SECONDS'>;
+  config: Pick<
+    Config,
+    | 'CACHE_STALE_SECONDS'
+    | 'COLD_MISS_LIMIT'
+    | 'COLD_MISS_WINDOW_SECONDS'
+    | 'TRUST_PROXY'
+    | 'QUEUE_PREFIX'
+  >;
+  /** Where the per-client limit of cold misses counts (shared by every API replica); in memory if absent. */
+  rateLimitRedis?: Redis;
   metrics: Metrics;
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
@@ -40,6 +51,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.logger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Behind a CDN or load balancer, the client address (for the cold-miss limit) is X-Forwarded-For's.
+    trustProxy: deps.config.TRUST_PROXY,
     clientErrorHandler,
     // Errors raised before routing (a broken percent-escape) get the envelope too.
     frameworkErrors: (_err, _req, reply) => {
@@ -78,6 +91,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   void app.register(cors, { origin: '*', methods: ['GET', 'HEAD', 'OPTIONS'] });
+  // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
+  void app.register(rateLimit, {
+    global: false,
+    max: deps.config.COLD_MISS_LIMIT,
+    timeWindow: deps.config.COLD_MISS_WINDOW_SECONDS * 1000,
+    ...(deps.rateLimitRedis ? { redis: deps.rateLimitRedis } : {}),
+    nameSpace: `${deps.config.QUEUE_PREFIX}:cold-miss-limit:`,
+    // A Redis fault must not turn into refusals: the cache read fails on its own anyway.
+    skipOnError: true,
+  });
   void app.register(recordKeyRoutes, { deriver: deps.deriver });
   void app.register(subdomainRoutes, {
     endpoints: deps.endpoints,

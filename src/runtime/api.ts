@@ -57,6 +57,7 @@ export async function startApi(
     config,
     metrics,
     logger,
+    rateLimitRedis: command,
     deriver: new RecordKeyDeriver(config.DERIVATION_CACHE_SIZE),
     endpoints: new EndpointSelector(config),
     cache,

@@ -1,14 +1,14 @@
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import {
-  getDomainKeySync,
-  getReverseKeyFromDomainKey,
-  NAME_PROGRAM_ID,
-  REVERSE_LOOKUP_CLASS,
-} from '@bonfida/spl-name-service';
-import { PublicKey } from '@solana/web3.js';
 import type { RpcClient } from '../rpc/client.js';
 import { RpcCallError } from '../rpc/client.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
+import {
+  domainKey,
+  NAME_PROGRAM_ID,
+  REVERSE_LOOKUP_CLASS,
+  reverseKeyFromDomainKey,
+  toBase58,
+} from './pda.js';
 
 /**
  * Name-account layout (SPL Name Service): a 96-byte header `parent(32) | owner(32) | class(32)`,
@@ -35,7 +35,7 @@ type MultipleAccountsReply = { value: Array<{ data: [string, string] | string } 
 
 export type Discovery = { labels: string[]; slot: number | undefined; accounts: number };
 
-const REVERSE_CLASS_BYTES = REVERSE_LOOKUP_CLASS.toBuffer();
+const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 
 function decodeData(data: [string, string] | string): Buffer {
   if (typeof data === 'string' || data[1] !== 'base64') {
@@ -56,10 +56,16 @@ function reverseText(payload: Buffer): string | undefined {
 
 /**
  * Lists the subdomain labels of a top-level `.sol` parent, with the SDK's semantics
- * (`findSubdomains`): every account whose parent is the parent's name account counts when a
- * reverse record exists at `getReverseKeyFromDomainKey(account, parent)` with that parent and the
- * reverse-lookup class; its label is the reverse text. Empty texts are dropped, as the SDK drops
- * them. Labels come back sorted (DESIGN.md: stable answers).
+ * (`findSubdomains` of @bonfida/spl-name-service 3.x, utils/findSubdomains): every account whose
+ * parent is the parent's name account counts when a reverse record exists at
+ * `getReverseKeyFromDomainKey(account, parent)` with that parent and the reverse-lookup class; its
+ * label is the reverse text. Empty texts are dropped, as the SDK drops them. Labels come back
+ * sorted (DESIGN.md: stable answers).
+ *
+ * The keys come from ./pda.ts (`domainKey`, `reverseKeyFromDomainKey`): bit-identical to the
+ * SDK's `getDomainKeySync` and `getReverseKeyFromDomainKey` (test/pda.test.ts), and far faster
+ * (BENCHMARKS.md). A reverse key is derived from the base58 text the RPC returns (canonical, as
+ * the SDK's `toBase58()` writes it), without decoding it.
  *
  * Where the SDK makes two `getProgramAccounts` calls (reverse records in full, then every child
  * with no data), this makes one: `memcmp` on the parent, and a `dataSlice` over the class and the
@@ -73,16 +79,16 @@ export async function discoverSubdomains(
   parent: string,
   signal?: AbortSignal,
 ): Promise<Discovery> {
-  const parentKey = getDomainKeySync(parent).pubkey;
+  const parentKey = domainKey(parent);
   const reply = await rpc.call<ProgramAccountsReply>(
     endpoint,
     'getProgramAccounts',
     [
-      NAME_PROGRAM_ID.toBase58(),
+      NAME_PROGRAM,
       {
         encoding: 'base64',
         withContext: true,
-        filters: [{ memcmp: { offset: 0, bytes: parentKey.toBase58() } }],
+        filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
         dataSlice: { offset: CLASS_OFFSET, length: SLICE_LEN },
       },
     ],
@@ -98,7 +104,7 @@ export async function discoverSubdomains(
   const truncated: string[] = [];
   for (const { pubkey, account } of accounts) {
     const slice = decodeData(account.data);
-    if (slice.length < 32 || !slice.subarray(0, 32).equals(REVERSE_CLASS_BYTES)) continue;
+    if (slice.length < 32 || !slice.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) continue;
     const payload = slice.subarray(32);
     reverses.set(pubkey, payload);
     if (slice.length === SLICE_LEN && payload.readUInt32LE(0) > INLINE_TEXT_BYTES)
@@ -109,8 +115,10 @@ export async function discoverSubdomains(
   const labels: string[] = [];
   for (let i = 0; i < accounts.length; i++) {
     if (i > 0 && i % DERIVATIONS_PER_TICK === 0) await yieldToLoop(undefined, { signal });
-    const child = new PublicKey((accounts[i] as EncodedAccount).pubkey);
-    const payload = reverses.get(getReverseKeyFromDomainKey(child, parentKey).toBase58());
+    const child = (accounts[i] as EncodedAccount).pubkey;
+    if (typeof child !== 'string')
+      throw new RpcCallError('getProgramAccounts: account without a pubkey', 'http_error', true);
+    const payload = reverses.get(toBase58(reverseKeyFromDomainKey(child, parentKey)));
     const label = payload && reverseText(payload);
     if (label) labels.push(label);
   }

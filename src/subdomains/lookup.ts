@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import type { CacheEntry, SubdomainCache } from '../cache/subdomain-cache.js';
-import { InternalError, OverloadedError, RpcUnavailableError } from '../errors.js';
+import { GatewayError, InternalError, OverloadedError, RpcUnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RefreshListener } from '../queue/refresh-events.js';
 import { REFRESH_JOB, refreshDedupId, type RefreshJobData } from '../queue/refresh-queue.js';
@@ -37,11 +37,18 @@ export class SubdomainLookup {
 
   /**
    * @param parent a normalized single label.
+   * @param admitNewRefresh called only when this request would start a new refresh (a cold miss
+   *   that joins no job); throws to refuse it, e.g. the per-client limit's RateLimitedError.
    * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
    * @throws OverloadedError when the queue is full and this miss would start a new refresh.
+   * @throws RateLimitedError (from `admitNewRefresh`) when this client started too many.
    * @throws InternalError for Redis or worker faults.
    */
-  async lookup(parent: string, endpoint: RpcEndpoint): Promise<LookupResult> {
+  async lookup(
+    parent: string,
+    endpoint: RpcEndpoint,
+    admitNewRefresh: () => Promise<void> = async () => undefined,
+  ): Promise<LookupResult> {
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
     const entry = await this.read(key);
@@ -59,7 +66,9 @@ export class SubdomainLookup {
     metrics.cacheLookups.inc({ result: 'miss' });
     let flight = this.inflight.get(key);
     if (!flight) {
-      flight = this.refreshAndWait(key, parent, endpoint).finally(() => this.inflight.delete(key));
+      flight = this.refreshAndWait(key, parent, endpoint, admitNewRefresh).finally(() =>
+        this.inflight.delete(key),
+      );
       this.inflight.set(key, flight);
     }
     return { entry: await flight, state: 'MISS' };
@@ -69,6 +78,7 @@ export class SubdomainLookup {
     key: string,
     parent: string,
     endpoint: RpcEndpoint,
+    admitNewRefresh: () => Promise<void>,
   ): Promise<CacheEntry> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
@@ -79,7 +89,7 @@ export class SubdomainLookup {
         wait.cancel();
         return raced;
       }
-      await this.enqueue(key, parent, endpoint, { shed: true });
+      await this.enqueue(key, parent, endpoint, admitNewRefresh);
     } catch (err) {
       wait.cancel();
       throw err;
@@ -105,20 +115,26 @@ export class SubdomainLookup {
     }
   }
 
+  /**
+   * Queues a refresh, deduplicated on the cache key. With `admitNewRefresh` (cold misses), a
+   * request that would start a new job is first checked against the queue bound and the
+   * per-client limit; one that joins a queued or running job never is.
+   */
   private async enqueue(
     key: string,
     parent: string,
     endpoint: RpcEndpoint,
-    opts: { shed?: boolean } = {},
+    admitNewRefresh?: () => Promise<void>,
   ) {
     const { queue } = this.deps;
     const dedupId = refreshDedupId(key);
     try {
-      if (opts.shed && (await queue.getDeduplicationJobId(dedupId)) === null) {
+      if (admitNewRefresh && (await queue.getDeduplicationJobId(dedupId)) === null) {
         const waiting = await queue.getWaitingCount();
         if (waiting >= this.deps.maxWaiting) {
           throw new OverloadedError(`${waiting} refreshes waiting`, 5);
         }
+        await admitNewRefresh();
       }
       const override = endpoint.kind === 'override';
       await queue.add(
@@ -135,7 +151,7 @@ export class SubdomainLookup {
         },
       );
     } catch (err) {
-      if (err instanceof OverloadedError) throw err;
+      if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });
     }
   }

@@ -1,6 +1,6 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { SubdomainCache } from '../../cache/subdomain-cache.js';
-import { InternalError, ok } from '../../errors.js';
+import { InternalError, ok, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
@@ -20,6 +20,8 @@ export type SubdomainRouteDeps = {
  * freshness left, or `no-store` for an override (DESIGN.md, "HTTP caching").
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
+  // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
+  const checkColdMiss = app.createRateLimit();
   app.get(
     '/subdomains/:parent',
     {
@@ -37,7 +39,12 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       const parent = parseParentLabel(req.params.parent);
       const endpoint = await deps.endpoints.select(req.query.rpc);
       if (!deps.lookup || !deps.cache) throw new InternalError('no cache configured');
-      const { entry, state } = await deps.lookup.lookup(parent, endpoint);
+      const { entry, state } = await deps.lookup.lookup(parent, endpoint, async () => {
+        const limit = await checkColdMiss(req);
+        if (!limit.isAllowed && limit.isExceeded) {
+          throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds);
+        }
+      });
       reply.header('x-cache', state);
       if (endpoint.kind === 'override') {
         reply.header('cache-control', 'no-store');

@@ -1,0 +1,85 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { endpointId } from '../src/rpc/endpoint.js';
+import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
+import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+
+/** Headers that make a request come from `ip` (with TRUST_PROXY=true). */
+const from = (ip: string) => ({ headers: { 'x-forwarded-for': ip } });
+
+describe('load shedding and per-client limits', () => {
+  let gw: Gateway | undefined;
+  let sim: RpcSimulator | undefined;
+  afterEach(async () => {
+    await gw?.close();
+    await sim?.close();
+    gw = sim = undefined;
+  });
+
+  it('answers a cold miss 503 with Retry-After once QUEUE_MAX_WAITING refreshes wait, and keeps serving hits', async () => {
+    gw = await startGateway({
+      worker: false,
+      env: { QUEUE_MAX_WAITING: '2', SUBDOMAINS_WAIT_MS: '200' },
+    });
+    const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 60_000, 86_400_000);
+    await cache.put(cache.key(endpointId(gw.config.RPC_URL ?? ''), 'hot'), {
+      labels: ['a'],
+      fetchedAt: Date.now(),
+    });
+    expect((await gw.get('/subdomains/cold1')).status).toBe(502); // queued, nobody works on it
+    expect((await gw.get('/subdomains/cold2')).status).toBe(502);
+    const shed = await gw.get('/subdomains/cold3');
+    expect(shed.status).toBe(503);
+    expect(shed.body).toEqual({ s: 'error', result: 'Service overloaded' });
+    expect(Number(shed.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Joining a refresh already queued is not shed, and hits are untouched.
+    expect((await gw.get('/subdomains/cold1')).status).toBe(502);
+    expect(await gw.get('/subdomains/hot')).toMatchObject({ status: 200, body: { result: ['a'] } });
+  });
+
+  it('limits new refreshes per client (429 with Retry-After) but never hits or joined refreshes', async () => {
+    gw = await startGateway({ env: { COLD_MISS_LIMIT: '3', TRUST_PROXY: 'true' } });
+    for (const parent of ['p1', 'p2', 'p3']) {
+      expect((await gw.get(`/subdomains/${parent}`, from('203.0.113.7'))).status).toBe(200);
+    }
+    const limited = await gw.get('/subdomains/p4', from('203.0.113.7'));
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({ s: 'error', result: 'Too many requests' });
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Another client is not limited; the limited one still gets every hit.
+    expect((await gw.get('/subdomains/p4', from('198.51.100.9'))).status).toBe(200);
+    for (let i = 0; i < 20; i++) {
+      expect((await gw.get('/subdomains/p1', from('203.0.113.7'))).status).toBe(200);
+    }
+    expect((await gw.get('/subdomains/p4', from('203.0.113.7'))).status).toBe(200); // now a hit
+  });
+
+  it('counts a burst for one cold parent from one client as one new refresh', async () => {
+    gw = await startGateway({ env: { COLD_MISS_LIMIT: '1', TRUST_PROXY: 'true' } });
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, () => gw!.get('/subdomains/67679', from('203.0.113.8'))),
+    );
+    for (const r of replies) expect(r.status).toBe(200);
+  });
+
+  it('starts at most RPC_MAX_PER_SECOND refreshes per second during a flood of cold parents', async () => {
+    const arrivals: number[] = [];
+    sim = await startRpcSimulator({ chain: seedDemo(), onCall: () => arrivals.push(Date.now()) });
+    gw = await startGateway({
+      sim,
+      env: { RPC_MAX_PER_SECOND: '4', WORKER_CONCURRENCY: '8', COLD_MISS_LIMIT: '1000' },
+    });
+    const parents = Array.from({ length: 12 }, (_, i) => `flood${i}`);
+    const replies = await Promise.all(parents.map((p) => gw!.get(`/subdomains/${p}`)));
+    for (const r of replies) expect(r.status).toBe(200);
+    expect(arrivals).toHaveLength(12);
+    arrivals.sort((a, b) => a - b);
+    // BullMQ's limiter counts in fixed one-second windows: 12 jobs at 4 per window take three
+    // windows, and no sliding second holds more than two windows' worth.
+    for (let i = 0; i < arrivals.length; i++) {
+      const inWindow = arrivals.filter((t) => t >= arrivals[i]! && t < arrivals[i]! + 1000).length;
+      expect(inWindow).toBeLessThanOrEqual(8);
+    }
+    expect(arrivals[arrivals.length - 1]! - arrivals[0]!).toBeGreaterThanOrEqual(1900);
+  });
+});
