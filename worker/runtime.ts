@@ -1,3 +1,4 @@
+import type { LookupFunction } from 'node:net';
 import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Config } from '../src/config.js';
@@ -21,12 +22,13 @@ export type WorkerRuntime = {
  * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
  *
  * @param opts.serveMetrics serve `/metrics` on `WORKER_METRICS_PORT` (true for the worker roles).
+ * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
  */
 export async function startWorker(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { serveMetrics: boolean },
+  opts: { serveMetrics: boolean; lookup?: LookupFunction },
 ): Promise<WorkerRuntime> {
   const workerConnection = createRedis(config.REDIS_URL, 'worker', 'worker');
   const command = createRedis(config.REDIS_URL, 'command', 'worker');
@@ -35,7 +37,7 @@ export async function startWorker(
     conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
   }
   const endpoints = new EndpointSelector(config);
-  const agents = new Agents();
+  const agents = new Agents({ lookup: opts.lookup });
   const rpc = new RpcClient({
     metrics,
     agents,

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import type { LookupFunction } from 'node:net';
 import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
 
 /** What one HTTP round trip brought back. */
@@ -24,14 +25,21 @@ export class TransportError extends Error {
  * (request-filtering-agent). Keep-alive saves a TLS handshake per call.
  */
 export class Agents {
-  readonly trusted = {
-    http: new http.Agent({ keepAlive: true }),
-    https: new https.Agent({ keepAlive: true }),
-  };
-  readonly filtered = {
-    http: new RequestFilteringHttpAgent({ keepAlive: true }),
-    https: new RequestFilteringHttpsAgent({ keepAlive: true }),
-  };
+  readonly trusted: { http: http.Agent; https: https.Agent };
+  readonly filtered: { http: http.Agent; https: https.Agent };
+
+  /**
+   * @param opts.lookup DNS resolution for every connection (node's `dns.lookup` when absent); the
+   *   filtered agents check whatever it answers, so tests can stage a rebinding with a DNS stub.
+   */
+  constructor(opts: { lookup?: LookupFunction } = {}) {
+    const base = { keepAlive: true, ...(opts.lookup ? { lookup: opts.lookup } : {}) };
+    this.trusted = { http: new http.Agent(base), https: new https.Agent(base) };
+    this.filtered = {
+      http: new RequestFilteringHttpAgent(base),
+      https: new RequestFilteringHttpsAgent(base),
+    };
+  }
 
   pick(url: URL, trusted: boolean): http.Agent {
     const set = trusted ? this.trusted : this.filtered;

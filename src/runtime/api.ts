@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { RefreshListener } from '../queue/refresh-events.js';
 import { createRefreshQueue } from '../queue/refresh-queue.js';
 import { closeRedis, createRedis, waitReady } from '../redis.js';
-import { EndpointSelector } from '../rpc/endpoint.js';
+import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 
@@ -19,13 +19,16 @@ export type ApiRuntime = {
 
 /**
  * Connects the API's dependencies (three Redis connections: commands, queue, pub/sub) and listens
- * on `HOST:PORT`. It does not wait for Redis: derivations answer without it, and the subdomain
+ * on `HOST:PORT`. It waits at most 5 s for Redis, then starts anyway: derivations answer without it, and the subdomain
  * route fails fast with the envelope until Redis is back.
+ *
+ * @param opts.resolveHost DNS resolution for the `?rpc=` policy check (tests pass a stub).
  */
 export async function startApi(
   config: Config,
   metrics: Metrics,
   logger: Logger,
+  opts: { resolveHost?: HostResolver } = {},
 ): Promise<ApiRuntime> {
   const command = createRedis(config.REDIS_URL, 'command', 'api');
   const queueConnection = createRedis(config.REDIS_URL, 'queue', 'api');
@@ -59,7 +62,7 @@ export async function startApi(
     logger,
     rateLimitRedis: command,
     deriver: new RecordKeyDeriver(config.DERIVATION_CACHE_SIZE),
-    endpoints: new EndpointSelector(config),
+    endpoints: new EndpointSelector(config, opts.resolveHost),
     cache,
     lookup: new SubdomainLookup({
       cache,

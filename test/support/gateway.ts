@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
+import type { LookupFunction } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
@@ -7,6 +8,7 @@ import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
+import type { HostResolver } from '../../src/rpc/endpoint.js';
 import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
@@ -72,6 +74,10 @@ export async function startGateway(
     worker?: boolean;
     sim?: RpcSimulator;
     chain?: SimChain;
+    /** DNS stub for the API's `?rpc=` check. */
+    resolveHost?: HostResolver;
+    /** DNS stub for the worker's RPC connections. */
+    lookup?: LookupFunction;
   } = {},
 ): Promise<Gateway> {
   const redisUrl = inject('redisUrl');
@@ -101,11 +107,11 @@ export async function startGateway(
     }),
   );
   const metrics = createMetrics(new Registry());
-  const api = await startApi(config, metrics, logger);
+  const api = await startApi(config, metrics, logger, { resolveHost: opts.resolveHost });
   const worker =
     opts.worker === false
       ? undefined
-      : await startWorker(config, metrics, logger, { serveMetrics: false });
+      : await startWorker(config, metrics, logger, { serveMetrics: false, lookup: opts.lookup });
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
   const baseUrl = baseUrlOf(api.app);
   return {
