@@ -63,6 +63,10 @@ export const configSchema = z
     RPC_MAX_PER_SECOND: int(1, 100_000, 5),
     RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 512 * 1024 * 1024),
     WORKER_CONCURRENCY: int(1, 1000, 4),
+    /** BullMQ `lockDuration`: a job whose worker stops renewing its lock this long is stalled. */
+    WORKER_LOCK_MS: int(100, 3_600_000, 30_000),
+    /** BullMQ `stalledInterval`: how often a worker moves stalled jobs back to the wait list. */
+    WORKER_STALLED_INTERVAL_MS: int(100, 3_600_000, 30_000),
     JOB_ATTEMPTS: int(1, 100, 5),
     JOB_BACKOFF_MS: int(0, 3_600_000, 2_000),
     QUEUE_PREFIX: z.preprocess(
@@ -85,6 +89,10 @@ export const configSchema = z
     WORKER_METRICS_PORT: int(0, 65535, 9101),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000, 10_000),
+    ADMIN_TOKEN: z.preprocess(
+      unsetIfEmpty,
+      z.string().min(16, 'must be at least 16 characters').optional(),
+    ),
     LOG_LEVEL: z.preprocess(
       unsetIfEmpty,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { endpointId } from '../src/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
@@ -83,12 +84,31 @@ describe('GET /subdomains/:parent', () => {
     expect(gw.sim.callCount()).toBe(1);
   });
 
-  it('sends Cache-Control with the freshness left and X-Cache', async () => {
+  it('sends Cache-Control, Age and X-Cache so HTTP caches keep it for the freshness left', async () => {
     const res = await gw.get('/subdomains/67679');
-    expect(res.headers.get('cache-control')).toMatch(
-      /^public, max-age=\d+, stale-while-revalidate=86400, stale-if-error=86400$/,
+    expect(res.headers.get('cache-control')).toBe(
+      'public, max-age=60, stale-while-revalidate=86340, stale-if-error=86340',
     );
+    expect(Number(res.headers.get('age'))).toBeGreaterThanOrEqual(0);
     expect(res.headers.get('access-control-allow-origin')).toBe('*');
+  });
+
+  it('sends a strong ETag and answers 304 to If-None-Match', async () => {
+    const first = await fetch(`${gw.baseUrl}/subdomains/67679`);
+    const tag = first.headers.get('etag');
+    expect(tag).toMatch(/^"[^"]+"$/);
+    const again = await fetch(`${gw.baseUrl}/subdomains/67679`, {
+      headers: { 'if-none-match': tag! },
+    });
+    expect(again.status).toBe(304);
+    expect(await again.text()).toBe('');
+    gw.sim.chain.addSubdomain('67679', 'newcomer');
+    await gw.redis.del(`${gw.config.QUEUE_PREFIX}:subdomains:${endpointId(gw.sim.url)}:67679`);
+    const changed = await fetch(`${gw.baseUrl}/subdomains/67679`, {
+      headers: { 'if-none-match': tag! },
+    });
+    expect(changed.status).toBe(200);
+    expect(changed.headers.get('etag')).not.toBe(tag);
   });
 
   it.each([

@@ -1,5 +1,7 @@
 import cors from '@fastify/cors';
+import etag from '@fastify/etag';
 import rateLimit from '@fastify/rate-limit';
+import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -11,6 +13,9 @@ import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
 import { clientErrorHandler, installErrorHandling } from './error-handler.js';
+import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
+import { docsPlugin } from './plugins/docs.js';
+import { homeRoutes } from './routes/home.js';
 import { opsRoutes } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { subdomainRoutes } from './routes/subdomains.js';
@@ -19,7 +24,9 @@ import { subdomainRoutes } from './routes/subdomains.js';
 export type AppDeps = {
   config: Pick<
     Config,
+    | 'CACHE_FRESH_SECONDS'
     | 'CACHE_STALE_SECONDS'
+    | 'ADMIN_TOKEN'
     | 'COLD_MISS_LIMIT'
     | 'COLD_MISS_WINDOW_SECONDS'
     | 'TRUST_PROXY'
@@ -33,6 +40,8 @@ export type AppDeps = {
   lookup?: SubdomainLookup;
   cache?: SubdomainCache;
   isReady: () => Promise<boolean>;
+  /** The refresh queue, for the queue UI (shown only when `ADMIN_TOKEN` is set). */
+  queue?: Queue;
   /** The process logger (`createLogger` in src/logger.ts: request URLs logged redacted). */
   logger: FastifyBaseLogger;
 };
@@ -91,6 +100,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   void app.register(cors, { origin: '*', methods: ['GET', 'HEAD', 'OPTIONS'] });
+  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2).
+  void app.register(etag);
+  void app.register(docsPlugin);
   // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
   void app.register(rateLimit, {
     global: false,
@@ -106,8 +118,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     endpoints: deps.endpoints,
     lookup: deps.lookup,
     cache: deps.cache,
+    freshSeconds: deps.config.CACHE_FRESH_SECONDS,
     staleSeconds: deps.config.CACHE_STALE_SECONDS,
   });
+  void app.register(homeRoutes);
+  if (deps.config.ADMIN_TOKEN && deps.queue) {
+    void app.register(adminPlugin, {
+      prefix: ADMIN_PREFIX,
+      queue: deps.queue,
+      token: deps.config.ADMIN_TOKEN,
+    });
+  }
   void app.register(opsRoutes, {
     registry: deps.metrics.registry,
     isReady: async () => !closing && (await deps.isReady()),

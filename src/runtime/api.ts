@@ -61,6 +61,7 @@ export async function startApi(
     metrics,
     logger,
     rateLimitRedis: command,
+    queue,
     deriver: new RecordKeyDeriver(config.DERIVATION_CACHE_SIZE),
     endpoints: new EndpointSelector(config, opts.resolveHost),
     cache,

@@ -22,7 +22,7 @@ const HEADER_LEN = 96;
  * the parent returns this slice, so it is kept small; longer reverse texts (rare) are completed
  * with one `getMultipleAccounts` call per 100 accounts.
  */
-const INLINE_TEXT_BYTES = 28;
+export const INLINE_TEXT_BYTES = 28;
 const SLICE_LEN = 32 + 4 + INLINE_TEXT_BYTES;
 const MULTIPLE_ACCOUNTS_BATCH = 100;
 /** Derivations between two yields to the event loop, so lock renewals and scrapes keep running. */

@@ -26,6 +26,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     '/readyz',
     {
       schema: {
+        tags: ['ops'],
+        summary: 'Readiness: Redis answers and no shutdown has begun',
         response: {
           200: Type.Object({ s: Type.Literal('ok'), result: Type.String() }),
           503: errorEnvelopeSchema,
@@ -38,8 +40,18 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     },
   );
 
-  app.get('/metrics', { schema: { response: { 200: Type.String() } } }, async (_req, reply) => {
-    const text = await deps.registry.metrics();
-    return reply.type(deps.registry.contentType).send(text);
-  });
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        tags: ['ops'],
+        summary: 'Prometheus text format',
+        response: { 200: Type.String() },
+      },
+    },
+    async (_req, reply) => {
+      const text = await deps.registry.metrics();
+      return reply.type(deps.registry.contentType).send(text);
+    },
+  );
 };

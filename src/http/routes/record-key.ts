@@ -17,7 +17,12 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<{ deriver: RecordKeyDeri
     '/record-key-v2/:domain/:record',
     {
       schema: {
-        params: Type.Object({ domain: Type.String(), record: Type.String() }),
+        tags: ['sns'],
+        summary: 'The V2 record-account key of a domain and record type, derived offline',
+        params: Type.Object({
+          domain: Type.String({ description: 'One label or sub.parent, without .sol' }),
+          record: Type.String({ description: 'Exactly one value of GET /types/record' }),
+        }),
         response: {
           200: Type.Object({ s: Type.Literal('ok'), result: Type.String() }),
           '4xx': errorEnvelopeSchema,
@@ -25,11 +30,14 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<{ deriver: RecordKeyDeri
         },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const domain = parseDerivationDomain(req.params.domain);
       const record = parseRecord(req.params.record);
       try {
-        return ok(deriver.derive(domain, record));
+        const key = deriver.derive(domain, record);
+        // A derivation never changes: caches may keep it for good.
+        reply.header('cache-control', 'public, max-age=31536000, immutable');
+        return ok(key);
       } catch (err) {
         if (err instanceof InvalidInputError) throw err;
         throw new InternalError('derivation failed', { cause: err });
@@ -49,6 +57,9 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<{ deriver: RecordKeyDeri
         },
       },
     },
-    async () => ok(RECORD_ENUM),
+    async (_req, reply) => {
+      reply.header('cache-control', 'public, max-age=3600');
+      return ok(RECORD_ENUM);
+    },
   );
 };

@@ -1,5 +1,5 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { SubdomainCache } from '../../cache/subdomain-cache.js';
+import type { CacheEntry, SubdomainCache } from '../../cache/subdomain-cache.js';
 import { InternalError, ok, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
@@ -11,23 +11,50 @@ export type SubdomainRouteDeps = {
   /** Absent when the API was built without Redis: the route then answers 500. */
   lookup: SubdomainLookup | undefined;
   cache: SubdomainCache | undefined;
+  freshSeconds: number;
   staleSeconds: number;
 };
 
 /**
+ * HTTP caching of one answer (RFC 9111): `max-age` is the entry's freshness lifetime and `Age` how
+ * long ago the worker fetched it, so a CDN or browser keeps it exactly for the freshness left;
+ * after that it may serve it stale while revalidating, or on error, for the rest of the stale
+ * window (DESIGN.md, "HTTP caching").
+ */
+function cacheHeaders(entry: CacheEntry, fresh: number, stale: number, now = Date.now()) {
+  const age = Math.max(0, Math.floor((now - entry.fetchedAt) / 1000));
+  const afterExpiry = Math.max(0, stale - fresh);
+  return {
+    age: String(age),
+    'cache-control': `public, max-age=${fresh}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
+  };
+}
+
+/**
  * `GET /subdomains/:parent[?rpc=URL]` (spec §4.2), answered from the Redis cache
- * ({@link SubdomainLookup}). Headers: `X-Cache: HIT|STALE|MISS`, and `Cache-Control` with the
- * freshness left, or `no-store` for an override (DESIGN.md, "HTTP caching").
+ * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`. Answers through an override are
+ * `Cache-Control: no-store`: they must not be shared under the gateway's URL.
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
   const checkColdMiss = app.createRateLimit();
+
   app.get(
     '/subdomains/:parent',
     {
       schema: {
-        params: Type.Object({ parent: Type.String() }),
-        querystring: Type.Object({ rpc: Type.Optional(Type.String({ minLength: 1 })) }),
+        tags: ['sns'],
+        summary:
+          'Subdomain labels of a top-level .sol name (only those with a reverse record), sorted',
+        params: Type.Object({ parent: Type.String({ description: 'One label, without .sol' }) }),
+        querystring: Type.Object({
+          rpc: Type.Optional(
+            Type.String({
+              minLength: 1,
+              description: 'Another Solana JSON-RPC endpoint, for this request',
+            }),
+          ),
+        }),
         response: {
           200: Type.Object({ s: Type.Literal('ok'), result: Type.Array(Type.String()) }),
           '4xx': errorEnvelopeSchema,
@@ -46,15 +73,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         }
       });
       reply.header('x-cache', state);
-      if (endpoint.kind === 'override') {
-        reply.header('cache-control', 'no-store');
-      } else {
-        const maxAge = deps.cache.freshSecondsLeft(entry);
-        reply.header(
-          'cache-control',
-          `public, max-age=${maxAge}, stale-while-revalidate=${deps.staleSeconds}, stale-if-error=${deps.staleSeconds}`,
-        );
-      }
+      if (endpoint.kind === 'override') reply.header('cache-control', 'no-store');
+      else reply.headers(cacheHeaders(entry, deps.freshSeconds, deps.staleSeconds));
       return ok(entry.labels as string[]);
     },
   );

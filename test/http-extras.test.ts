@@ -1,0 +1,99 @@
+import { validate, compileErrors } from '@readme/openapi-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from './support/gateway.js';
+
+describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway();
+  });
+  afterAll(() => gw.close());
+
+  it('serves an OpenAPI 3 document that a parser validates, with every public route', async () => {
+    const doc = (await (await fetch(`${gw.baseUrl}/openapi.json`)).json()) as {
+      openapi: string;
+      paths: Record<string, unknown>;
+    };
+    expect(doc.openapi).toMatch(/^3\./);
+    const result = await validate(structuredClone(doc) as never);
+    expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+    expect(Object.keys(doc.paths).sort()).toEqual(
+      [
+        '/healthz',
+        '/metrics',
+        '/readyz',
+        '/record-key-v2/{domain}/{record}',
+        '/subdomains/{parent}',
+        '/types/record',
+      ].sort(),
+    );
+  });
+
+  it('serves the docs page and the try-it page', async () => {
+    const docs = await fetch(`${gw.baseUrl}/docs/`);
+    expect(docs.status).toBe(200);
+    expect(docs.headers.get('content-type')).toContain('text/html');
+    const home = await fetch(`${gw.baseUrl}/`);
+    expect(home.status).toBe(200);
+    expect(await home.text()).toContain('<form id="lookup">');
+  });
+
+  it('answers CORS preflights for any origin', async () => {
+    const res = await fetch(`${gw.baseUrl}/subdomains/67679`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' },
+    });
+    expect(res.status).toBe(204);
+    expect(res.headers.get('access-control-allow-origin')).toBe('*');
+    expect(res.headers.get('access-control-allow-methods')).toContain('GET');
+  });
+
+  it('lets caches keep derivations for good', async () => {
+    const res = await fetch(`${gw.baseUrl}/record-key-v2/bonfida/SOL`);
+    expect(res.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    const again = await fetch(`${gw.baseUrl}/record-key-v2/bonfida/SOL`, {
+      headers: { 'if-none-match': res.headers.get('etag')! },
+    });
+    expect(again.status).toBe(304);
+  });
+
+  it('keeps the queue UI off without ADMIN_TOKEN', async () => {
+    expect((await fetch(`${gw.baseUrl}/admin/queues`)).status).toBe(404);
+  });
+});
+
+describe('the queue UI with ADMIN_TOKEN', () => {
+  const token = 'a-long-admin-token-123';
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({ env: { ADMIN_TOKEN: token } });
+  });
+  afterAll(() => gw.close());
+
+  it('refuses requests without the token, with the envelope', async () => {
+    const res = await fetch(`${gw.baseUrl}/admin/queues`);
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toContain('Basic');
+    expect(await res.json()).toEqual({ s: 'error', result: 'Unauthorized' });
+    const wrong = await fetch(`${gw.baseUrl}/admin/queues`, {
+      headers: { authorization: 'Bearer nope' },
+    });
+    expect(wrong.status).toBe(401);
+  });
+
+  it('serves the UI and its API with the token (Bearer or Basic)', async () => {
+    const page = await fetch(`${gw.baseUrl}/admin/queues`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<html');
+    await gw.get('/subdomains/67679');
+    const basic = Buffer.from(`ops:${token}`).toString('base64');
+    const api = await fetch(`${gw.baseUrl}/admin/queues/api/queues`, {
+      headers: { authorization: `Basic ${basic}` },
+    });
+    expect(api.status).toBe(200);
+    const body = (await api.json()) as { queues: Array<{ name: string }> };
+    expect(body.queues.map((q) => q.name)).toContain('subdomain-refresh');
+  });
+});
