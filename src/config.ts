@@ -77,6 +77,8 @@ export const configSchema = z
         .default('sns'),
     ),
     QUEUE_MAX_WAITING: int(1, 10_000_000, 1000),
+    HOT_KEYS_TOP_N: int(0, 100_000, 100),
+    HOT_KEYS_MAX_TRACKED: int(1, 10_000_000, 10_000),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
     TRUST_PROXY: z.preprocess(

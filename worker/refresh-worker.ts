@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../src/config.js';
 import type { Metrics } from '../src/metrics/metrics.js';
 import { REFRESH_QUEUE, type RefreshJobData } from '../src/queue/refresh-queue.js';
+import { HOT_SCAN_JOB } from './hot-refresh.js';
 import {
   createRefreshProcessor,
   type RefreshProcessorDeps,
@@ -18,23 +19,48 @@ import {
  */
 export function createRefreshWorker(
   connection: ConnectionOptions,
-  config: Pick<Config, 'QUEUE_PREFIX' | 'WORKER_CONCURRENCY' | 'RPC_MAX_PER_SECOND'>,
-  deps: RefreshProcessorDeps & { metrics: Metrics; logger: Logger },
+  config: Pick<
+    Config,
+    | 'QUEUE_PREFIX'
+    | 'WORKER_CONCURRENCY'
+    | 'RPC_MAX_PER_SECOND'
+    | 'WORKER_LOCK_MS'
+    | 'WORKER_STALLED_INTERVAL_MS'
+  >,
+  deps: RefreshProcessorDeps & {
+    metrics: Metrics;
+    logger: Logger;
+    /** Runs one hot-parent scan (`HOT_SCAN_JOB`), when hot refresh is on. */
+    hotScan?: () => Promise<unknown>;
+  },
   opts: { autorun?: boolean } = {},
-): Worker<RefreshJobData, RefreshResult> {
-  const worker = new Worker<RefreshJobData, RefreshResult>(
+): Worker<RefreshJobData, RefreshResult | undefined> {
+  const refresh = createRefreshProcessor(deps);
+  const worker = new Worker<RefreshJobData, RefreshResult | undefined>(
     REFRESH_QUEUE,
-    createRefreshProcessor(deps),
+    async (job, token, signal) => {
+      if (job.name !== HOT_SCAN_JOB) return refresh(job, token, signal);
+      await deps.hotScan?.();
+      return undefined;
+    },
     {
       connection,
       prefix: config.QUEUE_PREFIX,
       concurrency: config.WORKER_CONCURRENCY,
       limiter: { max: config.RPC_MAX_PER_SECOND, duration: 1000 },
+      // A job whose worker died (crash, SIGKILL) is taken over by another worker once its lock has
+      // expired and the next stalled-job check runs: at most about lock + 2 intervals later.
+      lockDuration: config.WORKER_LOCK_MS,
+      stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
       autorun: opts.autorun ?? true,
     },
   );
-  worker.on('completed', () => deps.metrics.refreshJobs.inc({ outcome: 'completed' }));
+  // Scans are bookkeeping, not refreshes: they stay out of the refresh metrics.
+  worker.on('completed', (job) => {
+    if (job.name !== HOT_SCAN_JOB) deps.metrics.refreshJobs.inc({ outcome: 'completed' });
+  });
   worker.on('failed', (job) => {
+    if (job?.name === HOT_SCAN_JOB) return;
     const attempts = job?.opts.attempts ?? 1;
     const final = !job || job.attemptsMade >= attempts || job.finishedOn !== undefined;
     deps.metrics.refreshJobs.inc({ outcome: final ? 'failed' : 'retried' });

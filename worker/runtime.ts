@@ -6,8 +6,9 @@ import type { Metrics } from '../src/metrics/metrics.js';
 import { createRefreshQueue } from '../src/queue/refresh-queue.js';
 import { closeRedis, createRedis } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
-import { EndpointSelector } from '../src/rpc/endpoint.js';
+import { endpointId, EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
+import { runHotScan, scheduleHotScans } from './hot-refresh.js';
 import { startMetricsServer } from './metrics-server.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
@@ -53,6 +54,22 @@ export async function startWorker(
     config.CACHE_FRESH_SECONDS * 1000,
     config.CACHE_STALE_SECONDS * 1000,
   );
+  const queue = createRefreshQueue(queueConnection, config);
+  queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  const freshMs = config.CACHE_FRESH_SECONDS * 1000;
+  const hotScan =
+    config.HOT_KEYS_TOP_N > 0 && config.RPC_URL
+      ? () =>
+          runHotScan({
+            redis: command,
+            cache,
+            queue,
+            prefix: config.QUEUE_PREFIX,
+            freshMs,
+            topN: config.HOT_KEYS_TOP_N,
+            defaultEndpointId: endpointId(config.RPC_URL as string),
+          })
+      : undefined;
   const worker = createRefreshWorker(workerConnection, config, {
     rpc,
     cache,
@@ -61,9 +78,13 @@ export async function startWorker(
     metrics,
     logger,
     defaultRpcUrl: config.RPC_URL,
+    hotScan,
   });
-  const queue = createRefreshQueue(queueConnection, config);
-  queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  if (hotScan) {
+    await scheduleHotScans(queue, freshMs).catch((err: unknown) =>
+      logger.warn({ err }, 'could not schedule hot-parent scans (retried at next start)'),
+    );
+  }
   metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
   const server = opts.serveMetrics
     ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)

@@ -38,6 +38,23 @@ export function refreshJobDefaults(
 }
 
 /**
+ * Queues one refresh of `data.cacheKey`, deduplicated on it: while a job for the key is waiting,
+ * delayed or active, adding another returns that job (BullMQ deduplication, "simple mode", which
+ * ends when the job completes or fails, so a stale entry can always queue its next refresh).
+ * Override jobs are removed as soon as they finish: their URL may carry a credential.
+ */
+export async function addRefreshJob(
+  queue: Queue<RefreshJobData>,
+  data: RefreshJobData,
+): Promise<void> {
+  const override = data.endpoint.kind === 'override';
+  await queue.add(REFRESH_JOB, data, {
+    deduplication: { id: refreshDedupId(data.cacheKey) },
+    ...(override ? { removeOnComplete: true, removeOnFail: true } : {}),
+  });
+}
+
+/**
  * Creates the refresh queue on a connection made for BullMQ (`maxRetriesPerRequest: null`).
  * The caller owns the connection and closes it after `queue.close()`.
  */

@@ -9,6 +9,7 @@ import { createRefreshQueue } from '../queue/refresh-queue.js';
 import { closeRedis, createRedis, waitReady } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
+import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 
 export type ApiRuntime = {
@@ -55,6 +56,17 @@ export async function startApi(
   );
   metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
 
+  const hotKeys =
+    config.HOT_KEYS_TOP_N > 0
+      ? new HotKeyTracker(
+          command,
+          config.QUEUE_PREFIX,
+          config.CACHE_FRESH_SECONDS * 1000,
+          config.HOT_KEYS_MAX_TRACKED,
+        )
+      : undefined;
+  hotKeys?.start();
+
   let closing = false;
   const app = buildApp({
     config,
@@ -73,6 +85,7 @@ export async function startApi(
       logger,
       waitMs: config.SUBDOMAINS_WAIT_MS,
       maxWaiting: config.QUEUE_MAX_WAITING,
+      hotKeys,
     }),
     isReady: async () => {
       if (closing || command.status !== 'ready') return false;
@@ -88,6 +101,7 @@ export async function startApi(
       closed ??= (async () => {
         closing = true;
         await app.close();
+        await hotKeys?.close();
         await listener.close();
         await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
         await Promise.all([command, queueConnection, subscriber].map(closeRedis));

@@ -4,8 +4,9 @@ import type { CacheEntry, SubdomainCache } from '../cache/subdomain-cache.js';
 import { GatewayError, InternalError, OverloadedError, RpcUnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RefreshListener } from '../queue/refresh-events.js';
-import { REFRESH_JOB, refreshDedupId, type RefreshJobData } from '../queue/refresh-queue.js';
+import { addRefreshJob, refreshDedupId, type RefreshJobData } from '../queue/refresh-queue.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
+import type { HotKeyTracker } from './hot-keys.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
@@ -21,6 +22,8 @@ export type SubdomainLookupDeps = {
   waitMs: number;
   /** Cold misses shed with 503 past this many waiting jobs (`QUEUE_MAX_WAITING`). */
   maxWaiting: number;
+  /** Counts requests per parent so the worker keeps the hottest fresh; off when absent. */
+  hotKeys?: HotKeyTracker;
 };
 
 /**
@@ -51,6 +54,7 @@ export class SubdomainLookup {
   ): Promise<LookupResult> {
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
+    if (endpoint.kind === 'default') this.deps.hotKeys?.hit(parent);
     const entry = await this.read(key);
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
@@ -136,20 +140,14 @@ export class SubdomainLookup {
         }
         await admitNewRefresh();
       }
-      const override = endpoint.kind === 'override';
-      await queue.add(
-        REFRESH_JOB,
-        {
-          cacheKey: key,
-          parent,
-          endpoint: override ? { kind: 'override', url: endpoint.url } : { kind: 'default' },
-        },
-        {
-          deduplication: { id: dedupId },
-          // An override URL may carry a credential: keep it in Redis no longer than the job runs.
-          ...(override ? { removeOnComplete: true, removeOnFail: true } : {}),
-        },
-      );
+      await addRefreshJob(queue, {
+        cacheKey: key,
+        parent,
+        endpoint:
+          endpoint.kind === 'override'
+            ? { kind: 'override', url: endpoint.url }
+            : { kind: 'default' },
+      });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });
