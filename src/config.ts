@@ -52,6 +52,16 @@ export const configSchema = z
         .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
         .default('redis://127.0.0.1:6379'),
     ),
+    REDIS_CLUSTER_NODES: z.preprocess(
+      unsetIfEmpty,
+      z
+        .string()
+        .regex(
+          /^\s*[^,\s]+:\d{1,5}(\s*,\s*[^,\s]+:\d{1,5})*\s*$/,
+          'must be host:port[,host:port...]',
+        )
+        .optional(),
+    ),
     RPC_URL: z.preprocess(unsetIfEmpty, httpUrl.optional()),
     RPC_OVERRIDE: z.preprocess(unsetIfEmpty, z.enum(['on', 'off']).default('on')),
     RPC_OVERRIDE_ALLOWLIST: originList,
@@ -103,7 +113,14 @@ export const configSchema = z
   .refine((c) => c.CACHE_STALE_SECONDS >= c.CACHE_FRESH_SECONDS, {
     path: ['CACHE_STALE_SECONDS'],
     message: 'must be at least CACHE_FRESH_SECONDS',
-  });
+  })
+  // On Redis Cluster every key of the gateway must hash to one slot, as BullMQ's multi-key
+  // scripts require: the prefix becomes a hash tag (`sns` -> `{sns}`, DESIGN.md).
+  .transform((c) =>
+    c.REDIS_CLUSTER_NODES && !/\{.+\}/.test(c.QUEUE_PREFIX)
+      ? { ...c, QUEUE_PREFIX: `{${c.QUEUE_PREFIX}}` }
+      : c,
+  );
 
 export type Config = Readonly<z.infer<typeof configSchema>>;
 

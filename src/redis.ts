@@ -1,4 +1,8 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import type { Config } from './config.js';
+
+/** A connection to a single Redis or to a Redis Cluster; both speak the commands the gateway uses. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * What a connection is for. Each role gets its own connection (DESIGN.md, BullMQ's advice):
@@ -17,23 +21,59 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   subscriber: { maxRetriesPerRequest: null },
 };
 
+/** Reconnect back-off in milliseconds, capped at 2 s, for as long as the process lives. */
+const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
+
 /**
- * Opens a connection for one role. ioredis reconnects by itself with this back-off (milliseconds,
- * capped at 2 s) for as long as the process lives.
+ * Parses `REDIS_CLUSTER_NODES` (`host:port,host:port,...`) into ioredis cluster seeds.
  *
- * @param url `redis://` or `rediss://` URL (`REDIS_URL`).
+ * @throws Error naming the entry that is not `host:port`.
+ */
+export function parseClusterNodes(raw: string): ClusterNode[] {
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(entry);
+      if (!match) throw new Error(`"${entry}" is not host:port`);
+      return { host: (match[1] as string).replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+    });
+}
+
+/**
+ * Opens a connection for one role: to `REDIS_URL`, or, when `REDIS_CLUSTER_NODES` is set, to that
+ * cluster (credentials and TLS of `REDIS_URL` apply to every node). ioredis reconnects by itself.
+ *
  * @param name shows in `CLIENT LIST`, to tell the gateway's connections apart.
  */
-export function createRedis(url: string, role: RedisRole, name: string): Redis {
-  return new Redis(url, {
+export function createRedis(
+  config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>,
+  role: RedisRole,
+  name: string,
+): RedisClient {
+  const options: RedisOptions = {
     ...ROLE_OPTIONS[role],
     connectionName: `sns-gateway:${name}:${role}`,
-    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
+    retryStrategy: backoff,
+  };
+  if (!config.REDIS_CLUSTER_NODES) return new Redis(config.REDIS_URL, options);
+  const url = new URL(config.REDIS_URL);
+  return new Cluster(parseClusterNodes(config.REDIS_CLUSTER_NODES), {
+    redisOptions: {
+      ...options,
+      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+    },
+    enableOfflineQueue: options.enableOfflineQueue ?? true,
+    maxRedirections: 16,
+    clusterRetryStrategy: backoff,
   });
 }
 
 /** Resolves once the connection is ready; rejects after `timeoutMs`. */
-export async function waitReady(redis: Redis, timeoutMs = 10_000): Promise<void> {
+export async function waitReady(redis: RedisClient, timeoutMs = 10_000): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -53,7 +93,7 @@ export async function waitReady(redis: Redis, timeoutMs = 10_000): Promise<void>
 }
 
 /** Closes a connection politely, or drops it when Redis does not answer. */
-export async function closeRedis(redis: Redis): Promise<void> {
+export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;
   try {
     await Promise.race([redis.quit(), new Promise((_, reject) => setTimeout(reject, 1_000))]);

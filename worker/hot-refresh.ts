@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../src/redis.js';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { hottestParents } from '../src/subdomains/hot-keys.js';
@@ -30,7 +30,7 @@ export async function scheduleHotScans(
 }
 
 export type HotScanDeps = {
-  redis: Redis;
+  redis: RedisClient;
   cache: SubdomainCache;
   queue: Queue<RefreshJobData>;
   prefix: string;

@@ -1,5 +1,5 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../src/redis.js';
 import type { Logger } from 'pino';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Metrics } from '../src/metrics/metrics.js';
@@ -13,7 +13,7 @@ export type RefreshProcessorDeps = {
   rpc: RpcClient;
   cache: SubdomainCache;
   /** Command connection used to publish refresh events. */
-  publisher: Redis;
+  publisher: RedisClient;
   prefix: string;
   metrics: Metrics;
   logger: Logger;

@@ -31,9 +31,9 @@ export async function startWorker(
   logger: Logger,
   opts: { serveMetrics: boolean; lookup?: LookupFunction },
 ): Promise<WorkerRuntime> {
-  const workerConnection = createRedis(config.REDIS_URL, 'worker', 'worker');
-  const command = createRedis(config.REDIS_URL, 'command', 'worker');
-  const queueConnection = createRedis(config.REDIS_URL, 'queue', 'worker');
+  const workerConnection = createRedis(config, 'worker', 'worker');
+  const command = createRedis(config, 'command', 'worker');
+  const queueConnection = createRedis(config, 'queue', 'worker');
   for (const conn of [workerConnection, command, queueConnection]) {
     conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
   }

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 
 /** One cached answer of `/subdomains` (DESIGN.md, "The subdomain cache"). */
 export type CacheEntry = {
@@ -18,7 +18,7 @@ export type Freshness = 'fresh' | 'stale';
  */
 export class SubdomainCache {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly freshMs: number,
     private readonly staleMs: number,

@@ -4,7 +4,7 @@ import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import type { SubdomainCache } from '../cache/subdomain-cache.js';
 import type { Config } from '../config.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -33,7 +33,7 @@ export type AppDeps = {
     | 'QUEUE_PREFIX'
   >;
   /** Where the per-client limit of cold misses counts (shared by every API replica); in memory if absent. */
-  rateLimitRedis?: Redis;
+  rateLimitRedis?: RedisClient;
   metrics: Metrics;
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;

@@ -97,7 +97,10 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       registers,
       async collect() {
         if (!queueCounts) return;
-        const counts = await queueCounts().catch(() => undefined); void sleep;
+        const counts = await Promise.race([
+          queueCounts().catch(() => undefined),
+          sleep(QUEUE_SCRAPE_TIMEOUT_MS, undefined, { ref: false }),
+        ]);
         if (!counts) return;
         for (const state of QUEUE_STATES) this.set({ state }, counts[state] ?? 0);
       },

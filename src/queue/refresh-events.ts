@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 
 /**
  * What the worker tells waiting API requests after each attempt. The cache entry is the source of
@@ -12,7 +12,7 @@ export const refreshChannel = (prefix: string) => `${prefix}:subdomain-refresh:e
 
 /** Publishes one event; at-most-once, like any Redis pub/sub message. */
 export async function publishRefreshEvent(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   event: RefreshEvent,
 ): Promise<void> {
@@ -31,13 +31,18 @@ export class RefreshListener {
 
   /** @param subscriber a connection of its own; it is put in subscriber mode. */
   constructor(
-    private readonly subscriber: Redis,
+    private readonly subscriber: RedisClient,
     prefix: string,
   ) {
     this.channel = refreshChannel(prefix);
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.channel) this.dispatch(message);
     });
+    // Pub/sub is at-most-once: once the subscription's connection drops, the event a request
+    // waits for may be lost, and while Redis is down no refresh can finish. Fail the waiters at
+    // once (their requests answer 500, as for any Redis fault) instead of leaving them to wait
+    // out SUBDOMAINS_WAIT_MS; the refresh itself stays queued and fills the cache later.
+    subscriber.on('close', () => this.failAll());
   }
 
   /** Subscribes; ioredis subscribes again by itself after a reconnect. */
@@ -84,6 +89,12 @@ export class RefreshListener {
     for (const set of [...this.waiters.values()]) for (const w of [...set]) w(null);
     if (this.subscriber.status === 'ready')
       await this.subscriber.unsubscribe(this.channel).catch(() => undefined);
+  }
+
+  private failAll(): void {
+    for (const [key, set] of [...this.waiters]) {
+      for (const w of [...set]) w({ key, ok: false, reason: 'internal' });
+    }
   }
 
   private dispatch(message: string): void {

@@ -31,9 +31,9 @@ export async function startApi(
   logger: Logger,
   opts: { resolveHost?: HostResolver } = {},
 ): Promise<ApiRuntime> {
-  const command = createRedis(config.REDIS_URL, 'command', 'api');
-  const queueConnection = createRedis(config.REDIS_URL, 'queue', 'api');
-  const subscriber = createRedis(config.REDIS_URL, 'subscriber', 'api');
+  const command = createRedis(config, 'command', 'api');
+  const queueConnection = createRedis(config, 'queue', 'api');
+  const subscriber = createRedis(config, 'subscriber', 'api');
   for (const conn of [command, queueConnection, subscriber]) {
     conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
   }

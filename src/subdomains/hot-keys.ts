@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 
 /**
  * Request counts per parent, for refreshing hot entries ahead of expiry (DESIGN.md: "Hot parents
@@ -12,7 +12,7 @@ export class HotKeyTracker {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     /** One counting window, in milliseconds: the freshness lifetime. */
     private readonly windowMs: number,
@@ -67,7 +67,7 @@ export function hotKeysWindowKey(prefix: string, windowMs: number, now: number):
  * first.
  */
 export async function hottestParents(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   windowMs: number,
   topN: number,

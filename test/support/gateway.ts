@@ -2,13 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { LookupFunction } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import type { HostResolver } from '../../src/rpc/endpoint.js';
+import { parseClusterNodes, type RedisClient } from '../../src/redis.js';
 import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
@@ -22,7 +23,7 @@ export type Gateway = {
   worker: WorkerRuntime | undefined;
   metrics: Metrics;
   /** A command connection of the test's own, for looking at what the gateway wrote. */
-  redis: Redis;
+  redis: RedisClient;
   baseUrl: string;
   /** Every log line the gateway wrote, as text. */
   logs: string[];
@@ -34,12 +35,17 @@ export type Gateway = {
 export const uniquePrefix = () => `snsgw-test-${process.pid}-${randomBytes(4).toString('hex')}`;
 
 /** Deletes every key under `prefix`: only what this test created, never the whole database. */
-export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+export async function deletePrefix(redis: RedisClient, prefix: string): Promise<void> {
+  if (redis instanceof Cluster) {
+    for (const node of redis.nodes('master')) await deletePrefix(node, prefix);
+    return;
+  }
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
     cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
+    // One DEL per key: on a cluster node, a multi-key DEL across slots is refused.
+    for (const key of keys) await redis.del(key);
   } while (cursor !== '0');
 }
 
@@ -112,7 +118,9 @@ export async function startGateway(
     opts.worker === false
       ? undefined
       : await startWorker(config, metrics, logger, { serveMetrics: false, lookup: opts.lookup });
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const redis: RedisClient = config.REDIS_CLUSTER_NODES
+    ? new Cluster(parseClusterNodes(config.REDIS_CLUSTER_NODES))
+    : new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1 });
   const baseUrl = baseUrlOf(api.app);
   return {
     config,

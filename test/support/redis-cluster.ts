@@ -1,0 +1,118 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/** Is `bin` on the PATH? */
+export const hasBinary = (bin: string) => spawnSync('sh', ['-c', `command -v ${bin}`]).status === 0;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const probe = new Redis({
+      port,
+      host: '127.0.0.1',
+      lazyConnect: true,
+      retryStrategy: () => null,
+      maxRetriesPerRequest: 0,
+    });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      if ((await probe.ping()) === 'PONG') return;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`);
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      probe.disconnect();
+    }
+  }
+}
+
+export type LocalCluster = { nodes: string; stop: () => Promise<void> };
+
+/**
+ * Starts a Redis Cluster of `masters` masters and no replicas from the distribution's
+ * `redis-server` on free loopback ports (in a temp dir, nothing saved), joined with
+ * `redis-cli --cluster create`. Only this test's processes: the shared Redis is never touched.
+ *
+ * @returns the seed list for `REDIS_CLUSTER_NODES`, and `stop()` which kills the nodes.
+ */
+export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'snsgw-cluster-'));
+  const ports = await Promise.all(Array.from({ length: masters }, () => freePort()));
+  const procs: ChildProcess[] = ports.map((port) =>
+    spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        join(dir, `nodes-${port}.conf`),
+        '--cluster-node-timeout',
+        '2000',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+      ],
+      { stdio: 'ignore' },
+    ),
+  );
+  const stop = async () => {
+    for (const p of procs) p.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await Promise.all(ports.map((p) => waitForPing(p)));
+    const create = spawnSync(
+      'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    if (create.status !== 0)
+      throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
+    // Wait until every node agrees the cluster is up.
+    const deadline = Date.now() + 15_000;
+    for (const port of ports) {
+      for (;;) {
+        const info = spawnSync('redis-cli', ['-p', String(port), 'cluster', 'info'], {
+          encoding: 'utf8',
+        }).stdout;
+        if (info.includes('cluster_state:ok')) break;
+        if (Date.now() > deadline) throw new Error(`cluster not ok on ${port}: ${info}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
