@@ -83,3 +83,51 @@ describe('load shedding and per-client limits', () => {
     expect(arrivals[arrivals.length - 1]! - arrivals[0]!).toBeGreaterThanOrEqual(1900);
   });
 });
+
+describe('a flood of cold parents', () => {
+  it('keeps answering warm keys from the cache while thousands of cold parents queue up', async () => {
+    const gw = await startGateway({
+      env: {
+        QUEUE_MAX_WAITING: '500',
+        SUBDOMAINS_WAIT_MS: '300',
+        RPC_MAX_PER_SECOND: '20',
+        COLD_MISS_LIMIT: '100000',
+      },
+    });
+    try {
+      expect((await gw.get('/subdomains/67679')).status).toBe(200);
+      gw.sim.setFaults([{ kind: 'delay', ms: 200 }]); // a slow provider
+      let flooding = true;
+      const flood = (async () => {
+        const statuses = new Map<number, number>();
+        for (let batch = 0; batch < 30; batch++) {
+          const replies = await Promise.all(
+            Array.from({ length: 50 }, (_, i) => gw.get(`/subdomains/cold-${batch}-${i}`)),
+          );
+          for (const r of replies) statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        }
+        flooding = false;
+        return statuses;
+      })();
+      const warm: number[] = [];
+      while (flooding || warm.length < 100) {
+        const started = performance.now();
+        const res = await gw.get('/subdomains/67679');
+        warm.push(performance.now() - started);
+        expect(res.status).toBe(200);
+        expect(res.headers.get('x-cache')).toBe('HIT');
+      }
+      const statuses = await flood;
+      // Cold parents got 502 (no refresh within the wait) or 503 (queue full): never a hang or a crash.
+      for (const status of statuses.keys()) expect([200, 502, 503]).toContain(status);
+      expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
+      warm.sort((a, b) => a - b);
+      console.info(
+        `warm p50 ${warm[49]!.toFixed(1)} ms, p99 ${warm[98]!.toFixed(1)} ms during the flood`,
+      );
+    } finally {
+      gw.sim.setFaults([]);
+      await gw.close();
+    }
+  }, 60_000);
+});

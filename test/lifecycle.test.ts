@@ -6,6 +6,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
+import { startWorker } from '../worker/runtime.js';
 import { baseUrlOf, getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
 
@@ -77,10 +78,13 @@ describe('liveness and readiness', () => {
   });
 });
 
-describe('several API processes on one Redis', () => {
+describe('several API and worker processes on one Redis', () => {
   it('coalesces a cold burst spread over two APIs into one refresh, and both answer from one cache', async () => {
     const gw = await startGateway();
     const second = await startApi(gw.config, createMetrics(new Registry()), silent);
+    const secondWorker = await startWorker(gw.config, createMetrics(new Registry()), silent, {
+      serveMetrics: false,
+    });
     try {
       const base2 = baseUrlOf(second.app);
       gw.sim.resetCalls();
@@ -93,8 +97,10 @@ describe('several API processes on one Redis', () => {
       expect(new Set(replies.map((r) => JSON.stringify(r.body.result))).size).toBe(1);
       expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
       expect((await getJson(base2, '/subdomains/demo')).headers.get('x-cache')).toBe('HIT');
+      expect((await gw.get('/subdomains/demo')).headers.get('x-cache')).toBe('HIT');
     } finally {
       await second.close();
+      await secondWorker.close();
       await gw.close();
     }
   });
