@@ -3,6 +3,8 @@
 // dependency that needs a newer Node is caught by `npm test` rather than in production.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import console from 'node:console';
+import process from 'node:process';
 import semver from 'semver';
 
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
