@@ -8,7 +8,9 @@ export type RedisClient = Redis | Cluster;
  * What a connection is for. Each role gets its own connection (DESIGN.md, BullMQ's advice):
  * - `command`: cache reads and writes on request paths; fails fast while Redis is down
  *   (`enableOfflineQueue: false`, one retry per command) so a request gets an answer, not a hang.
- * - `queue`: BullMQ's producer; BullMQ requires `maxRetriesPerRequest: null`; fails fast as well.
+ * - `queue`: BullMQ's producer; BullMQ requires `maxRetriesPerRequest: null`; fails fast as well,
+ *   and a command in flight when Redis stalls or dies is bounded by `commandTimeout` (else ioredis
+ *   holds it until Redis is back, and the request waiting on it hangs as long).
  * - `worker`: BullMQ's blocking worker connection; waits out Redis restarts.
  * - `subscriber`: pub/sub for refresh events; re-subscribes after a reconnect by itself.
  */
@@ -16,7 +18,7 @@ export type RedisRole = 'command' | 'queue' | 'worker' | 'subscriber';
 
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   command: { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 2_000 },
-  queue: { maxRetriesPerRequest: null, enableOfflineQueue: false },
+  queue: { maxRetriesPerRequest: null, enableOfflineQueue: false, commandTimeout: 2_000 },
   worker: { maxRetriesPerRequest: null },
   subscriber: { maxRetriesPerRequest: null },
 };

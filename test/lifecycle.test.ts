@@ -186,3 +186,18 @@ describe('the entry file', () => {
     expect(err).toContain('PORT:');
   });
 });
+
+describe('closing with silent connections', () => {
+  it('does not wait for a connection that never sent a request', async () => {
+    const gw = await startGateway({ worker: false });
+    const { connect } = await import('node:net');
+    const url = new URL(gw.baseUrl);
+    const socket = connect(Number(url.port), url.hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const started = Date.now();
+    await gw.api.close();
+    expect(Date.now() - started).toBeLessThan(2_000);
+    socket.destroy();
+    await gw.close();
+  });
+});

@@ -3,6 +3,7 @@ import etag from '@fastify/etag';
 import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { SubdomainCache } from '../cache/subdomain-cache.js';
@@ -60,6 +61,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.logger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // A connection silent this long is dropped (slow-loris, forgotten sockets), in milliseconds.
+    connectionTimeout: 60_000,
     // Behind a CDN or load balancer, the client address (for the cold-miss limit) is X-Forwarded-For's.
     trustProxy: deps.config.TRUST_PROXY,
     clientErrorHandler,
@@ -73,9 +76,22 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   installErrorHandling(app);
 
+  // Connections that have not sent a byte yet (browsers and load balancers open spare ones) are
+  // neither idle keep-alives nor in flight, so close() would wait for them forever: track them
+  // from 'connection' to their first byte, and drop them when closing begins.
+  const silentSockets = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    silentSockets.add(socket);
+    const forget = () => silentSockets.delete(socket);
+    socket.once('data', forget);
+    socket.once('close', forget);
+  });
+
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    for (const socket of silentSockets) socket.destroy();
+    silentSockets.clear();
   });
   app.addHook('onRequest', async (_req, reply) => {
     if (closing) {
@@ -99,7 +115,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     );
   });
 
-  void app.register(cors, { origin: '*', methods: ['GET', 'HEAD', 'OPTIONS'] });
+  void app.register(cors, {
+    origin: '*',
+    methods: ['GET', 'HEAD', 'OPTIONS'],
+    // Let pages on other origins read the cache state and revalidate.
+    exposedHeaders: ['X-Cache', 'Age', 'ETag', 'Retry-After'],
+  });
   // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2).
   void app.register(etag);
   void app.register(docsPlugin);

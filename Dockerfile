@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# sns-gateway: one image for the API (ROLE=api), the refresh worker (ROLE=worker) or both (ROLE=all).
+
+# --- build: compile TypeScript with the dev dependencies ----------------------------------------
+FROM node:22-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY worker ./worker
+RUN npm run build
+
+# --- runtime: production dependencies and the compiled output only ------------------------------
+FROM node:22-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# The page of `GET /`, read at start-up (src/http/routes/home.ts).
+COPY public ./public
+USER node
+# API on PORT (3000); the worker's /metrics and /healthz on WORKER_METRICS_PORT (9101).
+EXPOSE 3000 9101
+# Liveness with node (the slim image has no curl): the API's /healthz, or the worker's for ROLE=worker.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
+  CMD ["node", "-e", "const w=process.env.ROLE==='worker';const p=w?(process.env.WORKER_METRICS_PORT||9101):(process.env.PORT||3000);fetch('http://127.0.0.1:'+p+'/healthz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+CMD ["node", "dist/src/main.js"]

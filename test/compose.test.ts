@@ -1,0 +1,291 @@
+/**
+ * The docker-compose stack, checked without a Docker engine: docker-compose.yml against the
+ * Compose Specification's JSON schema (the copy the `dclint` package ships), every file it mounts
+ * or builds from present in the repo, and the wiring between compose, Dockerfile, prometheus.yml
+ * and Grafana's provisioning consistent.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv } from 'ajv';
+import { describe, expect, it } from 'vitest';
+import { parseDocument } from 'yaml';
+import { hasBinary } from './support/prometheus.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const read = (path: string) => readFileSync(join(root, path), 'utf8');
+
+/** Parses YAML the way Compose does (merge keys `<<:` resolved); throws on any YAML error. */
+function parseYaml(text: string): unknown {
+  const doc = parseDocument(text, { merge: true, prettyErrors: true });
+  const [error] = doc.errors;
+  if (error) throw error;
+  return doc.toJS();
+}
+
+type Healthcheck = { test?: string[] | string; disable?: boolean };
+type Service = {
+  image?: string;
+  build?: string | { context?: string; dockerfile?: string };
+  command?: string[] | string;
+  environment?: Record<string, string>;
+  volumes?: Array<string | { type?: string; source?: string; target?: string }>;
+  ports?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: Healthcheck;
+};
+type Compose = { services: Record<string, Service>; volumes?: Record<string, unknown> };
+
+const composeText = read('docker-compose.yml');
+const compose = parseYaml(composeText) as Compose;
+const services = compose.services;
+const service = (name: string): Service => {
+  const s = services[name];
+  if (!s) throw new Error(`docker-compose.yml has no service ${name}`);
+  return s;
+};
+
+/**
+ * The Compose Specification schema (draft-07), as vendored by the dclint package. Its `$schema`
+ * spells the draft-07 meta-schema as `https://...` without `#`, an id Ajv does not know; Ajv's
+ * default is draft-07 anyway, so the key is dropped.
+ */
+function composeSchema(): object {
+  const require = createRequire(import.meta.url);
+  const dir = dirname(require.resolve('dclint/package.json'));
+  const schema = JSON.parse(readFileSync(join(dir, 'schemas/compose.schema.json'), 'utf8')) as {
+    $schema?: string;
+    title?: string;
+  };
+  expect(schema.$schema).toMatch(/draft-07/);
+  expect(schema.title).toBe('Compose Specification');
+  delete schema.$schema;
+  return schema;
+}
+const ajv = new Ajv({ allErrors: true, strictSchema: false, allowUnionTypes: true });
+const validateCompose = ajv.compile(composeSchema());
+
+/** Bind mounts of a service: [host path, container path]; named volumes excluded. */
+function bindMounts(s: Service): Array<[string, string]> {
+  return (s.volumes ?? []).flatMap((v): Array<[string, string]> => {
+    if (typeof v === 'string') {
+      const [source = '', target = ''] = v.split(':');
+      return /^[./~]/.test(source) ? [[source, target]] : [];
+    }
+    return v.type === 'bind' && v.source && v.target ? [[v.source, v.target]] : [];
+  });
+}
+
+describe('docker-compose.yml', () => {
+  it('is valid against the Compose Specification schema', () => {
+    const ok = validateCompose(compose);
+    expect(validateCompose.errors ?? [], JSON.stringify(validateCompose.errors, null, 2)).toEqual(
+      [],
+    );
+    expect(ok).toBe(true);
+  });
+
+  it('the schema check has teeth: it refuses what Compose refuses', () => {
+    const broken = structuredClone(compose);
+    (broken.services.api as Service).depends_on = { redis: { condition: 'service_ready' } };
+    expect(validateCompose(broken)).toBe(false);
+    const typo = structuredClone(compose);
+    (typo.services.worker as Record<string, unknown>).healthchek = { test: ['CMD', 'true'] };
+    expect(validateCompose(typo)).toBe(false);
+  });
+
+  it('has the five services, and every file or folder it mounts or builds from exists', () => {
+    expect(Object.keys(services).sort()).toEqual([
+      'api',
+      'grafana',
+      'prometheus',
+      'redis',
+      'worker',
+    ]);
+    const missing: string[] = [];
+    for (const [name, s] of Object.entries(services)) {
+      if (s.build !== undefined) {
+        const context = typeof s.build === 'string' ? s.build : (s.build.context ?? '.');
+        const dockerfile =
+          typeof s.build === 'string' ? 'Dockerfile' : (s.build.dockerfile ?? 'Dockerfile');
+        if (!existsSync(join(root, context))) missing.push(`${name}: build context ${context}`);
+        if (!existsSync(join(root, context, dockerfile))) missing.push(`${name}: ${dockerfile}`);
+      }
+      for (const [source] of bindMounts(s)) {
+        if (!existsSync(join(root, source))) missing.push(`${name}: ${source}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('runs Redis as BullMQ needs it, on a persistent volume, with a health check', () => {
+    const redis = service('redis');
+    expect(redis.image).toBe('redis:7-alpine');
+    const command = Array.isArray(redis.command) ? redis.command.join(' ') : (redis.command ?? '');
+    expect(command).toMatch(/--appendonly yes/);
+    expect(command).toMatch(/--maxmemory-policy noeviction/);
+    const named = (redis.volumes ?? []).map((v) =>
+      typeof v === 'string' ? v.split(':')[0] : v.source,
+    );
+    expect(named.some((v) => v !== undefined && compose.volumes && v in compose.volumes)).toBe(
+      true,
+    );
+    expect(JSON.stringify(redis.healthcheck?.test)).toMatch(/redis-cli.*ping/);
+  });
+
+  it('builds api and worker from the one Dockerfile with their ROLE and RPC_URL from the environment', () => {
+    for (const [name, role] of [
+      ['api', 'api'],
+      ['worker', 'worker'],
+    ] as const) {
+      const s = service(name);
+      expect(s.build).toMatchObject({ context: '.', dockerfile: 'Dockerfile' });
+      expect(s.environment?.ROLE).toBe(role);
+      expect(s.environment?.RPC_URL).toBe('${RPC_URL:-}');
+      expect(s.environment?.REDIS_URL).toBe('redis://redis:6379');
+      expect(s.depends_on?.redis).toEqual({ condition: 'service_healthy' });
+      expect(JSON.stringify(s.healthcheck?.test)).toMatch(/node.*\/healthz/);
+    }
+    expect(service('api').ports).toContain('3000:3000');
+    expect(service('worker').environment?.WORKER_METRICS_PORT).toBe('9101');
+  });
+
+  it('waits on health: every depends_on is service_healthy on a service with a health check', () => {
+    const problems: string[] = [];
+    for (const [name, s] of Object.entries(services)) {
+      for (const [dep, { condition }] of Object.entries(s.depends_on ?? {})) {
+        if (condition !== 'service_healthy') problems.push(`${name} -> ${dep}: ${condition}`);
+        const target = services[dep];
+        if (!target?.healthcheck?.test || target.healthcheck.disable) {
+          problems.push(`${dep} has no health check`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(Object.keys(service('prometheus').depends_on ?? {}).sort()).toEqual(['api', 'worker']);
+    expect(Object.keys(service('grafana').depends_on ?? {})).toEqual(['prometheus']);
+  });
+
+  it('wires Prometheus and Grafana to the files that configure them', () => {
+    const prometheus = service('prometheus');
+    expect(prometheus.image).toMatch(/^prom\/prometheus(:|$)/);
+    expect(bindMounts(prometheus)).toContainEqual([
+      './prometheus.yml',
+      '/etc/prometheus/prometheus.yml',
+    ]);
+    expect(prometheus.ports).toContain('9090:9090');
+
+    const grafana = service('grafana');
+    expect(grafana.image).toMatch(/^grafana\/grafana(:|$)/);
+    const mounts = bindMounts(grafana);
+    expect(mounts).toContainEqual(['./grafana/provisioning', '/etc/grafana/provisioning']);
+    const provider = parseYaml(read('grafana/provisioning/dashboards/provider.yml')) as {
+      providers: Array<{ type: string; options: { path: string } }>;
+    };
+    const path = provider.providers[0]?.options.path;
+    expect(provider.providers[0]?.type).toBe('file');
+    expect(mounts).toContainEqual(['./grafana/dashboards', path]);
+    const datasource = parseYaml(read('grafana/provisioning/datasources/prometheus.yml')) as {
+      datasources: Array<{ uid: string; url: string }>;
+    };
+    expect(datasource.datasources[0]).toMatchObject({
+      uid: 'prometheus',
+      url: 'http://prometheus:9090',
+    });
+    const env = grafana.environment ?? {};
+    const anonymous = env.GF_AUTH_ANONYMOUS_ENABLED === 'true';
+    expect(anonymous || /GRAFANA_ADMIN_PASSWORD/.test(env.GF_SECURITY_ADMIN_PASSWORD ?? '')).toBe(
+      true,
+    );
+    if (anonymous) expect(env.GF_AUTH_ANONYMOUS_ORG_ROLE).toBe('Viewer');
+    expect(grafana.ports).toContain('3001:3000');
+  });
+});
+
+describe('prometheus.yml', () => {
+  type PromConfig = {
+    scrape_configs: Array<{
+      job_name: string;
+      metrics_path?: string;
+      static_configs: Array<{ targets: string[] }>;
+    }>;
+  };
+  const config = parseYaml(read('prometheus.yml')) as PromConfig;
+
+  it('scrapes api:3000/metrics and worker:9101/metrics, the ports the services listen on', () => {
+    const targets = config.scrape_configs.flatMap((job) =>
+      job.static_configs.flatMap((c) =>
+        c.targets.map((t) => `${t}${job.metrics_path ?? '/metrics'}`),
+      ),
+    );
+    expect(targets.sort()).toEqual(['api:3000/metrics', 'worker:9101/metrics']);
+    expect(service('api').environment?.PORT ?? '3000').toBe('3000');
+    expect(service('worker').environment?.WORKER_METRICS_PORT).toBe('9101');
+  });
+
+  it.runIf(hasBinary('promtool'))('passes promtool check config', () => {
+    const run = spawnSync('promtool', ['check', 'config', join(root, 'prometheus.yml')], {
+      encoding: 'utf8',
+    });
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+  });
+  if (!hasBinary('promtool'))
+    console.warn('compose.test: promtool not installed; skipping `promtool check config`');
+});
+
+describe('Dockerfile and .dockerignore', () => {
+  const dockerfile = read('Dockerfile');
+  const stages = dockerfile.split(/^FROM /m).slice(1);
+
+  it('builds in one stage and runs in a slim, non-root one', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    const build = stages[0] ?? '';
+    const runtime = stages[stages.length - 1] ?? '';
+    expect(build).toMatch(/RUN npm ci\b/);
+    expect(build).toMatch(/RUN npm run build\b/);
+    expect(runtime).toMatch(/^node:22-slim\b/);
+    expect(runtime).toMatch(/RUN npm ci --omit=dev\b/);
+    expect(runtime).toMatch(/COPY --from=\w+ \/app\/dist \.\/dist/);
+    expect(runtime).toMatch(/^USER node$/m);
+    // Files the app reads at run time, next to dist/ (the home page, src/http/routes/home.ts).
+    expect(runtime).toMatch(/^COPY public \.\/public$/m);
+    expect(runtime).toMatch(/^CMD \["node", "dist\/src\/main\.js"\]$/m);
+    // The entry the image runs is what `npm run build` emits for src/main.ts.
+    const build_ = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
+    expect(build_.include).toContain('src');
+    expect(existsSync(join(root, 'src/main.ts'))).toBe(true);
+    for (const copied of runtime.concat(build).matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
+      for (const source of (copied[1] ?? '').split(/\s+/)) {
+        expect(existsSync(join(root, source)), `COPY ${source}`).toBe(true);
+      }
+    }
+  });
+
+  it('checks health against /healthz with node, not curl', () => {
+    const healthcheck = /^HEALTHCHECK (?:.*\\\n)*.*$/m.exec(dockerfile)?.[0] ?? '';
+    expect(healthcheck).toMatch(/CMD \["node", "-e"/);
+    expect(healthcheck).toMatch(/\/healthz/);
+    expect(healthcheck).not.toMatch(/curl|wget/);
+  });
+
+  it('keeps the build context small without dropping what the build copies', () => {
+    const ignored = read('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    for (const must of ['node_modules', 'dist', '.git']) expect(ignored).toContain(must);
+    for (const needed of [
+      'src',
+      'worker',
+      'public',
+      'package.json',
+      'package-lock.json',
+      'tsconfig.json',
+    ]) {
+      expect(ignored, needed).not.toContain(needed);
+    }
+    expect(ignored.filter((p) => p.startsWith('!'))).toEqual([]);
+  });
+});
