@@ -3,6 +3,8 @@
 #
 #   nginx     test/http-cache-nginx.test.ts  (nginx-light: a real HTTP cache in front of the API)
 #   chromium  test/browser.test.ts           (headless Chromium, driven by playwright-core)
+#   prometheus test/metrics.test.ts, test/dashboard.test.ts (promtool check metrics; dashboard
+#             queries against a real Prometheus)
 #
 # Idempotent: what is installed already is left alone, and `apt-get update` runs only when
 # something is missing. Without these programs the two files skip themselves with a warning, so
@@ -21,9 +23,12 @@ fi
 if [[ ! -x /usr/bin/chromium ]]; then
   missing+=(chromium)
 fi
+if ! command -v promtool >/dev/null 2>&1; then
+  missing+=(prometheus)
+fi
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "== test dependencies present: nginx, chromium"
+  echo "== test dependencies present: nginx, chromium, prometheus"
   exit 0
 fi
 
@@ -51,3 +56,4 @@ echo "== installing ${missing[*]} from the distribution's packages"
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 "$nginx_bin" -v
 /usr/bin/chromium --version
+promtool --version | head -1

@@ -71,6 +71,27 @@ export const configSchema = z
     RPC_TIMEOUT_MS: int(1, 600_000, 10_000),
     RPC_RETRIES: int(0, 10, 3),
     RPC_MAX_PER_SECOND: int(1, 100_000, 5),
+    RPC_CREDITS: z.preprocess(
+      unsetIfEmpty,
+      z
+        .string()
+        .default('getProgramAccounts=10,*=1')
+        .transform((raw, ctx) => {
+          const table: Record<string, number> = {};
+          for (const item of raw
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)) {
+            const match = /^([A-Za-z*]+)=(\d+(?:\.\d+)?)$/.exec(item);
+            if (!match) {
+              ctx.addIssue({ code: 'custom', message: `"${item}" is not method=cost` });
+              continue;
+            }
+            table[match[1] as string] = Number(match[2]);
+          }
+          return Object.freeze(table);
+        }),
+    ),
     RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 512 * 1024 * 1024),
     WORKER_CONCURRENCY: int(1, 1000, 4),
     /** BullMQ `lockDuration`: a job whose worker stops renewing its lock this long is stalled. */

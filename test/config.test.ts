@@ -42,6 +42,18 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('parses the RPC cost table', () => {
+    expect(loadConfig({}).RPC_CREDITS).toEqual({ getProgramAccounts: 10, '*': 1 });
+    expect(
+      loadConfig({ RPC_CREDITS: 'getProgramAccounts=100, getMultipleAccounts=2,*=1' }).RPC_CREDITS,
+    ).toEqual({
+      getProgramAccounts: 100,
+      getMultipleAccounts: 2,
+      '*': 1,
+    });
+    expect(() => loadConfig({ RPC_CREDITS: 'gPA:10' })).toThrow(/RPC_CREDITS:/);
+  });
+
   it('treats empty values as unset', () => {
     const config = loadConfig({ RPC_URL: '', PORT: '' });
     expect(config.RPC_URL).toBeUndefined();

@@ -45,6 +45,7 @@ export async function startWorker(
     timeoutMs: config.RPC_TIMEOUT_MS,
     retries: config.RPC_RETRIES,
     maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
+    costs: config.RPC_CREDITS,
     isTrusted: (endpoint) =>
       endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
   });
