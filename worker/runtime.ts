@@ -1,4 +1,5 @@
 import type { LookupFunction } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Config } from '../src/config.js';
@@ -98,7 +99,17 @@ export async function startWorker(
     metricsPort: server?.port,
     close() {
       closed ??= (async () => {
-        await worker.close();
+        // Graceful: wait for the active jobs, but not past the shutdown bound (BullMQ's close can
+        // also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is
+        // stalled, and another worker takes it over once its lock expires: nothing is lost.
+        const graceful = await Promise.race([
+          worker.close().then(() => true),
+          sleep(config.SHUTDOWN_TIMEOUT_MS * 0.8, false, { ref: false }),
+        ]);
+        if (!graceful) {
+          logger.warn('active jobs did not finish in time: closing the worker without them');
+          await Promise.race([worker.close(true), sleep(1_000, undefined, { ref: false })]);
+        }
         await server?.close();
         await queue.close().catch(() => undefined);
         await Promise.all([workerConnection, command, queueConnection].map(closeRedis));

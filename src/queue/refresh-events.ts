@@ -5,7 +5,8 @@ import type { RedisClient } from '../redis.js';
  * truth; an event only says "look now" (`ok`) or "this attempt failed" and why.
  */
 export type RefreshEvent =
-  { key: string; ok: true } | { key: string; ok: false; reason: 'rpc' | 'internal' };
+  | { key: string; ok: true }
+  | { key: string; ok: false; reason: 'rpc' | 'internal' | 'disconnected' };
 
 /** The pub/sub channel of refresh events for one queue prefix. */
 export const refreshChannel = (prefix: string) => `${prefix}:subdomain-refresh:events`;
@@ -93,7 +94,7 @@ export class RefreshListener {
 
   private failAll(): void {
     for (const [key, set] of [...this.waiters]) {
-      for (const w of [...set]) w({ key, ok: false, reason: 'internal' });
+      for (const w of [...set]) w({ key, ok: false, reason: 'disconnected' });
     }
   }
 

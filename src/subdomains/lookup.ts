@@ -104,6 +104,9 @@ export class SubdomainLookup {
     if (!outcome.ok) {
       if (outcome.reason === 'rpc')
         throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
+      if (outcome.reason === 'disconnected') {
+        throw new InternalError(`lost the refresh events of ${parent}: Redis connection closed`);
+      }
       throw new InternalError(`refresh of ${parent} failed in the worker`);
     }
     const entry = await this.read(key);

@@ -1,0 +1,157 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/** A free loopback TCP port (the OS picks it; it is released before it is returned). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export type RedisProcess = {
+  readonly port: number;
+  readonly url: string;
+  /** The data directory (append-only file), kept across `stop()` and `start()`. */
+  readonly dir: string;
+  /** True between a `start()` and the next `stop()`. */
+  readonly running: boolean;
+  /** Starts the server on the same port and directory; resolves once it answers PING. */
+  start(): Promise<void>;
+  /** SIGKILL: no shutdown, no final save; resolves once the process has exited. */
+  stop(): Promise<void>;
+  /**
+   * SIGSTOP: the server stalls with its connections open (no reset, nothing answered), as a
+   * Redis stuck in a long command, a swap storm or a network partition looks to its clients.
+   */
+  pause(): void;
+  /** SIGCONT after `pause()`: the server answers again, queued commands included. */
+  resume(): void;
+  /** Stops the server (if running) and deletes its directory. */
+  destroy(): Promise<void>;
+};
+
+/**
+ * A private `redis-server` for fault tests, on a free loopback port with its own temporary
+ * directory. It is never the shared Redis: tests may kill and restart this one at will.
+ * Persistence is the append-only file only (`--appendonly yes`, fsync on every write, no RDB
+ * snapshots), so a restart after SIGKILL finds every write acknowledged before the kill.
+ *
+ * @param bin the server binary (`REDIS_SERVER_BIN`, else `redis-server` on the PATH).
+ */
+export async function startRedisProcess(
+  bin = process.env.REDIS_SERVER_BIN ?? 'redis-server',
+): Promise<RedisProcess> {
+  const dir = await mkdtemp(join(tmpdir(), 'sns-gateway-redis-'));
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  let output = '';
+
+  const start = async () => {
+    if (child) throw new Error('this redis-server is already running');
+    output = '';
+    const proc = spawn(
+      bin,
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--protected-mode',
+        'no',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    child = proc;
+    // Killed when the test process exits without destroy() (not when it is itself killed).
+    const reap = () => proc.kill('SIGKILL');
+    process.once('exit', reap);
+    proc.once('exit', () => process.off('exit', reap));
+    proc.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+    proc.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<never>((_, reject) => {
+      proc.once('error', reject);
+      proc.once('exit', (code) =>
+        reject(new Error(`redis-server exited (${code}) on start:\n${output.slice(-2000)}`)),
+      );
+    });
+    exited.catch(() => undefined);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      if (await answers(url)) return;
+      if (Date.now() > deadline) {
+        await stop();
+        throw new Error(`redis-server did not answer on ${url}:\n${output.slice(-2000)}`);
+      }
+      await Promise.race([new Promise((r) => setTimeout(r, 50)), exited]);
+    }
+  };
+
+  const stop = async () => {
+    const proc = child;
+    child = undefined;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGKILL');
+    await exited;
+  };
+
+  const signal = (sig: NodeJS.Signals) => {
+    if (!child) throw new Error('this redis-server is not running');
+    child.kill(sig);
+  };
+
+  await start();
+  return {
+    port,
+    url,
+    dir,
+    get running() {
+      return child !== undefined;
+    },
+    start,
+    stop,
+    pause: () => signal('SIGSTOP'),
+    resume: () => signal('SIGCONT'),
+    async destroy() {
+      if (child) signal('SIGCONT');
+      await stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function answers(url: string): Promise<boolean> {
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 500,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
