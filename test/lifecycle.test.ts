@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, inject, it } from 'vitest';
@@ -9,19 +8,9 @@ import { startApi } from '../src/runtime/api.js';
 import { startWorker } from '../worker/runtime.js';
 import { baseUrlOf, getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
+import { freePort } from './support/redis-process.js';
 
 const silent = pino({ level: 'silent' });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 describe('liveness and readiness', () => {
   it('is live and ready with Redis, and not ready once shutdown begins', async () => {

@@ -1,44 +1,17 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { freePort, redisAnswers } from './redis-process.js';
 
 /** Is `bin` on the PATH? */
 export const hasBinary = (bin: string) => spawnSync('sh', ['-c', `command -v ${bin}`]).status === 0;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const probe = new Redis({
-      port,
-      host: '127.0.0.1',
-      lazyConnect: true,
-      retryStrategy: () => null,
-      maxRetriesPerRequest: 0,
-    });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`);
-      await new Promise((r) => setTimeout(r, 50));
-    } finally {
-      probe.disconnect();
-    }
+  while (!(await redisAnswers(`redis://127.0.0.1:${port}`))) {
+    if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 

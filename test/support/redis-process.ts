@@ -95,7 +95,7 @@ export async function startRedisProcess(
     exited.catch(() => undefined);
     const deadline = Date.now() + 10_000;
     for (;;) {
-      if (await answers(url)) return;
+      if (await redisAnswers(url)) return;
       if (Date.now() > deadline) {
         await stop();
         throw new Error(`redis-server did not answer on ${url}:\n${output.slice(-2000)}`);
@@ -138,11 +138,12 @@ export async function startRedisProcess(
   };
 }
 
-async function answers(url: string): Promise<boolean> {
+/** True when a Redis at `url` answers PING within about half a second. */
+export async function redisAnswers(url: string, connectTimeoutMs = 500): Promise<boolean> {
   const probe = new Redis(url, {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
-    connectTimeout: 500,
+    connectTimeout: connectTimeoutMs,
     retryStrategy: () => null,
   });
   probe.on('error', () => undefined);

@@ -1,24 +1,6 @@
-import { Redis } from 'ioredis';
+import { redisAnswers } from './redis-process.js';
 
 const LOCAL_REDIS = 'redis://127.0.0.1:6379';
-
-async function answers(url: string): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 1_000,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
 
 /**
  * Finds the Redis the tests use (DESIGN.md, "Tests"): `REDIS_URL` if set, else 127.0.0.1:6379 if
@@ -30,7 +12,7 @@ async function answers(url: string): Promise<boolean> {
 export async function resolveTestRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
   const none = async () => undefined;
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, stop: none };
-  if (await answers(LOCAL_REDIS)) return { url: LOCAL_REDIS, stop: none };
+  if (await redisAnswers(LOCAL_REDIS, 1_000)) return { url: LOCAL_REDIS, stop: none };
   try {
     const { GenericContainer, Wait } = await import('testcontainers');
     const container = await new GenericContainer('redis:7-alpine')

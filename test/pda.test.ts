@@ -1,0 +1,280 @@
+import { createHash } from 'node:crypto';
+import {
+  getDomainKeySync,
+  getHashedNameSync,
+  getNameAccountKeySync,
+  getRecordV2Key,
+  getReverseKeyFromDomainKey,
+  NAME_PROGRAM_ID as SDK_NAME_PROGRAM_ID,
+  Record,
+  REVERSE_LOOKUP_CLASS as SDK_REVERSE_LOOKUP_CLASS,
+  ROOT_DOMAIN_ACCOUNT as SDK_ROOT_DOMAIN_ACCOUNT,
+} from '@bonfida/spl-name-service';
+import { PublicKey } from '@solana/web3.js';
+import { describe, expect, it } from 'vitest';
+import { isOnCurve, isSquareModP } from '../src/sns/ed25519.js';
+import {
+  CENTRAL_STATE_SNS_RECORDS,
+  domainKey,
+  fromBase58,
+  hashName,
+  NAME_PROGRAM_ID,
+  nameAccountKey,
+  recordKeyV2,
+  REVERSE_LOOKUP_CLASS,
+  reverseKeyFromDomainKey,
+  ROOT_DOMAIN_ACCOUNT,
+  SNS_RECORDS_ID,
+  toBase58,
+} from '../src/sns/pda.js';
+
+/**
+ * The fast derivations of src/sns/pda.ts against the SDK and web3.js they replace, on published
+ * vectors and generated corpora. Everything generated is deterministic (sha256 of a counter, a
+ * seeded LCG), so a failure names an input that reproduces.
+ */
+
+const P = 2n ** 255n - 19n;
+
+/** 32 pseudo-random bytes: sha256 of a label and a counter. */
+const bytesOf = (label: string, i: number): Buffer =>
+  createHash('sha256').update(`${label}:${i}`).digest();
+
+/** A 32-byte little-endian encoding of `y` with the sign bit set or not. */
+function encodeY(y: bigint, sign: boolean): Uint8Array {
+  const out = new Uint8Array(32);
+  let v = y;
+  for (let i = 0; i < 32; i++) {
+    out[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  if (sign) out[31] = (out[31] as number) | 0x80;
+  return out;
+}
+
+/**
+ * The eight points of small order (the torsion subgroup), as computed once with @noble/curves as
+ * `n·P` for points P (n the group order) and checked to satisfy `8·T = 0`.
+ */
+const SMALL_ORDER = [
+  '0000000000000000000000000000000000000000000000000000000000000000',
+  '0000000000000000000000000000000000000000000000000000000000000080',
+  '0100000000000000000000000000000000000000000000000000000000000000',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
+  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
+  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
+  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+].map((hex) => Uint8Array.from(Buffer.from(hex, 'hex')));
+
+const webIsOnCurve = (bytes: Uint8Array): boolean => PublicKey.isOnCurve(bytes);
+
+describe('isOnCurve equals web3.js PublicKey.isOnCurve', () => {
+  it('on 25,000 pseudo-random 32-byte strings (about half of them points)', () => {
+    let onCurve = 0;
+    for (let i = 0; i < 25_000; i++) {
+      const bytes = bytesOf('curve', i);
+      const expected = webIsOnCurve(bytes);
+      if (isOnCurve(bytes) !== expected) {
+        expect.fail(`bytes ${bytes.toString('hex')}: web3.js says ${expected}`);
+      }
+      if (expected) onCurve++;
+    }
+    expect(onCurve).toBeGreaterThan(11_000);
+    expect(onCurve).toBeLessThan(14_000);
+  });
+
+  it('on edge encodings: y >= p, y = ±1 (x = 0) with either sign, zero, all ones, small order', () => {
+    const cases: Uint8Array[] = [new Uint8Array(32), new Uint8Array(32).fill(0xff)];
+    for (const sign of [false, true]) {
+      // Every non-canonical y (p .. 2^255 - 1), the values around them, and small y.
+      for (let y = P - 40n; y < 2n ** 255n; y++) cases.push(encodeY(y, sign));
+      for (let y = 0n; y < 64n; y++) cases.push(encodeY(y, sign));
+      cases.push(encodeY(2n ** 254n, sign), encodeY(2n ** 254n - 1n, sign));
+    }
+    for (const t of SMALL_ORDER) {
+      cases.push(
+        t,
+        Uint8Array.from(t, (b, i) => (i === 31 ? b ^ 0x80 : b)),
+      );
+    }
+    let onCurve = 0;
+    for (const bytes of cases) {
+      const expected = webIsOnCurve(bytes);
+      expect(isOnCurve(bytes), Buffer.from(bytes).toString('hex')).toBe(expected);
+      if (expected) onCurve++;
+    }
+    // Every small-order point is accepted (web3.js does not check the order).
+    for (const t of SMALL_ORDER) expect(isOnCurve(t)).toBe(true);
+    // The decoding is RFC 8032's, not ZIP-215's: y = 1 and y = p - 1 with the sign bit set (x = 0)
+    // and every y >= p are refused, as web3.js 1.99 refuses them.
+    expect(isOnCurve(encodeY(1n, true))).toBe(false);
+    expect(isOnCurve(encodeY(P - 1n, true))).toBe(false);
+    expect(isOnCurve(encodeY(1n, false))).toBe(true);
+    expect(isOnCurve(encodeY(P, false))).toBe(false);
+    expect(isOnCurve(encodeY(P + 1n, false))).toBe(false);
+    expect(onCurve).toBeGreaterThan(0);
+  });
+
+  it('on random y in the top and bottom 2^32 of the field, where limbs are all ones or zeros', () => {
+    for (let i = 0; i < 2_000; i++) {
+      const r = BigInt(`0x${bytesOf('edge-y', i).subarray(0, 4).toString('hex')}`);
+      for (const y of [P - 1n - r, r, 2n ** 128n + r, P - 2n ** 128n - r]) {
+        const bytes = encodeY(y, i % 2 === 0);
+        expect(isOnCurve(bytes), y.toString()).toBe(webIsOnCurve(bytes));
+      }
+    }
+  });
+
+  it('refuses anything but 32 bytes', () => {
+    expect(() => isOnCurve(new Uint8Array(31))).toThrow(RangeError);
+  });
+});
+
+describe('isSquareModP (binary Jacobi symbol) equals Euler’s criterion', () => {
+  const limbs30 = (value: bigint): Int32Array =>
+    Int32Array.from({ length: 9 }, (_, i) => Number((value >> BigInt(30 * i)) & 0x3fffffffn));
+  const euler = (a: bigint): boolean => {
+    let result = 1n;
+    let base = a % P;
+    for (let e = (P - 1n) / 2n; e > 0n; e >>= 1n) {
+      if (e & 1n) result = (result * base) % P;
+      base = (base * base) % P;
+    }
+    return result === 1n;
+  };
+
+  it('on random values below 2^256, and on values sharing low limbs with p (the rare branch)', () => {
+    const values: bigint[] = [1n, 2n, 3n, P - 1n, P + 1n, 2n ** 256n - 1n, 2n ** 255n];
+    for (let i = 0; i < 300; i++) {
+      const r = BigInt(`0x${bytesOf('jacobi', i).toString('hex')}`);
+      values.push(r % P || 1n, r);
+      // Low 30, 60 or 90 bits equal to p's: a - b has whole zero limbs.
+      const k = BigInt(30 * (1 + (i % 3)));
+      const high = (r >> k) << k;
+      const v = high | (P & ((1n << k) - 1n));
+      if (v % P !== 0n) values.push(v);
+      const below = v % P;
+      if (below !== 0n) values.push(below);
+    }
+    for (const v of values) expect(isSquareModP(limbs30(v)), v.toString()).toBe(euler(v));
+  });
+});
+
+describe('base58', () => {
+  it('writes keys as web3.js does, leading zero bytes included, and reads them back', () => {
+    for (let i = 0; i < 5_000; i++) {
+      const bytes = bytesOf('b58', i);
+      bytes.fill(0, 0, i % 5 === 0 ? i % 33 : 0);
+      const text = new PublicKey(bytes).toBase58();
+      expect(toBase58(bytes)).toBe(text);
+      expect(fromBase58(text).equals(bytes)).toBe(true);
+    }
+    expect(toBase58(new Uint8Array(0))).toBe('');
+    expect(() => fromBase58('0OIl')).toThrow(TypeError);
+  });
+});
+
+describe('constants', () => {
+  it('equal the SDK’s', () => {
+    expect(toBase58(NAME_PROGRAM_ID)).toBe(SDK_NAME_PROGRAM_ID.toBase58());
+    expect(toBase58(ROOT_DOMAIN_ACCOUNT)).toBe(SDK_ROOT_DOMAIN_ACCOUNT.toBase58());
+    expect(toBase58(REVERSE_LOOKUP_CLASS)).toBe(SDK_REVERSE_LOOKUP_CLASS.toBase58());
+    const [central] = PublicKey.findProgramAddressSync(
+      [SNS_RECORDS_ID],
+      new PublicKey(SNS_RECORDS_ID),
+    );
+    expect(toBase58(CENTRAL_STATE_SNS_RECORDS)).toBe(central.toBase58());
+  });
+});
+
+describe('derivations equal the SDK', () => {
+  it.each([
+    ['domain1', Record.SOL, 'GBrd6Q53eu1T2PiaQAtm92r3DwxmoGvZ2D6xjtVtN1Qt'],
+    ['sub.domain2', Record.SOL, 'A3EFmyCmK5rp73TdgLH8aW49PJ8SJw915arhydRZ6Sws'],
+    ['domain3', Record.Url, 'DMZmnjcAnUwSje4o2LGJhipCfNZ5b37GEbbkwbQBWEW1'],
+  ])('recordKeyV2 gives the published vector %s/%s', (name, record, key) => {
+    expect(toBase58(recordKeyV2(name, record))).toBe(key);
+  });
+
+  it('domainKey gives the published vector for bonfida', () => {
+    expect(toBase58(domainKey('bonfida'))).toBe('Crf8hzfthWGbGbLTVCiqRqV5MVnbpHB1L9KQMd6gsinb');
+  });
+
+  const ALPHABET = [
+    ...'abcdefghijklmnopqrstuvwxyz0123456789-_',
+    'é',
+    'ß',
+    'ü',
+    'İ',
+    '中',
+    '文',
+    '🦀',
+    '\u0000',
+    '\u200d',
+    '\ud800', // a lone surrogate: U+FFFD in UTF-8, for the SDK and for Node alike
+  ];
+  /** Deterministic names: one or two labels, 1 to 24 characters each, some very long. */
+  function* names(count: number, seed: number): Generator<string> {
+    let state = seed;
+    const next = (n: number) => {
+      state = (state * 1103515245 + 12345) % 2 ** 31;
+      return state % n;
+    };
+    const label = () => {
+      const len = next(50) === 0 ? 200 + next(400) : 1 + next(24);
+      return Array.from({ length: len }, () => ALPHABET[next(ALPHABET.length)]).join('');
+    };
+    for (let i = 0; i < count; i++) yield next(2) === 0 ? label() : `${label()}.${label()}`;
+  }
+  const RECORDS = Object.values(Record);
+
+  it('recordKeyV2 and domainKey on 2,500 generated names, every Record value', () => {
+    let i = 0;
+    for (const name of names(2_500, 7)) {
+      const record = RECORDS[i++ % RECORDS.length] as Record;
+      // What RecordKeyDeriver asked the SDK for: the name with the registry suffix.
+      const sdkRecord = getRecordV2Key(`${name}.sol`, record).toBase58();
+      expect(toBase58(recordKeyV2(name, record)), JSON.stringify([name, record])).toBe(sdkRecord);
+      if (i % 4 === 0) {
+        const sdkDomain = getDomainKeySync(`${name}.sol`).pubkey.toBase58();
+        expect(toBase58(domainKey(name)), JSON.stringify(name)).toBe(sdkDomain);
+      }
+    }
+  });
+
+  it('domainKey on names the route never sends: empty labels, a trailing ".sol"', () => {
+    for (const name of ['', '.', 'a.', '.a', 'x.sol', 'sol']) {
+      expect(toBase58(domainKey(name)), JSON.stringify(name)).toBe(
+        getDomainKeySync(`${name}.sol`).pubkey.toBase58(),
+      );
+    }
+    expect(() => domainKey('a.b.c')).toThrow(RangeError);
+  });
+
+  it('reverseKeyFromDomainKey on 1,500 generated keys, with and without a parent', () => {
+    for (let i = 0; i < 1_500; i++) {
+      const child = new PublicKey(bytesOf('child', i));
+      const parent = i % 5 === 0 ? undefined : new PublicKey(bytesOf('parent', i % 40));
+      const expected = getReverseKeyFromDomainKey(child, parent).toBase58();
+      const fromText = reverseKeyFromDomainKey(child.toBase58(), parent?.toBuffer());
+      const fromBytes = reverseKeyFromDomainKey(child.toBytes(), parent?.toBuffer());
+      expect(toBase58(fromText), child.toBase58()).toBe(expected);
+      expect(toBase58(fromBytes)).toBe(expected);
+    }
+  });
+
+  it('hashName and nameAccountKey on generated seeds, class and parent optional', () => {
+    for (let i = 0; i < 800; i++) {
+      const name = `name-${i}-${'ü'.repeat(i % 7)}`;
+      expect(hashName(name).equals(getHashedNameSync(name))).toBe(true);
+      const hashed = bytesOf('hashed', i);
+      const nameClass = i % 3 === 0 ? undefined : new PublicKey(bytesOf('class', i));
+      const parent = i % 4 === 0 ? undefined : new PublicKey(bytesOf('parent', i));
+      expect(toBase58(nameAccountKey(hashed, nameClass?.toBuffer(), parent?.toBuffer()))).toBe(
+        getNameAccountKeySync(hashed, nameClass, parent).toBase58(),
+      );
+    }
+    expect(() => nameAccountKey(new Uint8Array(31))).toThrow(RangeError);
+  });
+});
