@@ -1,0 +1,213 @@
+/**
+ * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
+ *
+ * - `api`, `worker`: the gateway, through src/runtime/api.ts and worker/runtime.ts, configured
+ *   from the environment like src/main.ts (logs go to stdout, which the bench discards).
+ * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
+ *   reference proxy does) and the ceiling routes (Fastify answering constant JSON).
+ * - `sim`: the loopback Solana RPC simulator of test/support/rpc-sim, seeded with the demo chain.
+ *
+ * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`)
+ * and `stop`.
+ */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import {
+  CENTRAL_STATE,
+  findSubdomains,
+  getDomainKeySync,
+  getRecordV2Key,
+  REVERSE_LOOKUP_CLASS,
+  type Record as SnsRecord,
+} from '@bonfida/spl-name-service';
+import { Connection, PublicKey } from '@solana/web3.js';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Registry } from 'prom-client';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { createMetrics } from '../src/metrics/metrics.js';
+import { startApi } from '../src/runtime/api.js';
+import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/sns/pda.js';
+import {
+  DEFAULT_SIM_OWNER,
+  DEFAULT_SUBDOMAIN_SPACE,
+  encodeNameAccount,
+  encodeReverseData,
+  seedDemoChain,
+  SimChain,
+  startRpcSimulator,
+  ZERO_KEY,
+} from '../test/support/rpc-sim/index.js';
+import { startWorker } from '../worker/runtime.js';
+import { labelMaker } from './lib.js';
+
+type Handler = (cmd: string, args: unknown) => Promise<unknown>;
+
+const loop = monitorEventLoopDelay({ resolution: 5 });
+loop.enable();
+
+function serve(
+  ready: { port?: number; url?: string },
+  handle: Handler,
+  close: () => Promise<void>,
+) {
+  process.on('message', (msg: { id: number; cmd: string; args: unknown }) => {
+    const answer = async (): Promise<unknown> => {
+      switch (msg.cmd) {
+        case 'stats': {
+          const cpu = process.cpuUsage();
+          return {
+            rss: process.memoryUsage().rss,
+            cpuUs: cpu.user + cpu.system,
+            loopMaxMs: loop.max / 1e6,
+            loopP99Ms: loop.percentile(99) / 1e6,
+          };
+        }
+        case 'resetLoop':
+          loop.reset();
+          return null;
+        case 'stop':
+          await close();
+          setImmediate(() => process.exit(0));
+          return null;
+        default:
+          return handle(msg.cmd, msg.args);
+      }
+    };
+    answer().then(
+      (result) => process.send?.({ id: msg.id, result }),
+      (err: unknown) => process.send?.({ id: msg.id, error: String(err) }),
+    );
+  });
+  process.send?.({ ready });
+}
+
+function portOf(app: FastifyInstance): number {
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('not listening on TCP');
+  return address.port;
+}
+
+const noCommands: Handler = async (cmd) => {
+  throw new Error(`unknown command ${cmd}`);
+};
+
+async function gatewayRole(role: 'api' | 'worker'): Promise<void> {
+  const config = loadConfig(process.env);
+  const logger = createLogger(config.LOG_LEVEL);
+  const metrics = createMetrics(new Registry());
+  if (role === 'api') {
+    const api = await startApi(config, metrics, logger);
+    serve({ port: portOf(api.app) }, noCommands, () => api.close());
+  } else {
+    const worker = await startWorker(config, metrics, logger, { serveMetrics: false });
+    serve({}, noCommands, () => worker.close());
+  }
+}
+
+/** The constant answers of the ceiling routes, as long as the gateway's real ones. */
+const CEILING_KEY = { s: 'ok', result: 'GBrd6Q53eu1T2PiaQAtm92r3DwxmoGvZ2D6xjtVtN1Qt' };
+const CEILING_LABELS = { s: 'ok', result: ['bullish', 'hollaaa', 'testing'] };
+
+async function baselineRole(): Promise<void> {
+  const rpcUrl = process.env.RPC_URL;
+  if (!rpcUrl) throw new Error('RPC_URL is required');
+  const connection = new Connection(rpcUrl, {
+    commitment: 'confirmed',
+    disableRetryOnRateLimit: true,
+  });
+  const app = Fastify({ routerOptions: { maxParamLength: 8192 } });
+  type DerivationParams = { domain: string; record: string };
+  app.get<{ Params: DerivationParams }>('/record-key-v2/:domain/:record', async (req) => {
+    const domain = req.params.domain.trim().toLowerCase();
+    const key = getRecordV2Key(`${domain}.sol`, req.params.record as SnsRecord);
+    return { s: 'ok', result: key.toBase58() };
+  });
+  app.get<{ Params: { parent: string } }>('/subdomains/:parent', async (req) => {
+    const parent = req.params.parent.trim().toLowerCase();
+    const labels = await findSubdomains(connection, getDomainKeySync(parent).pubkey);
+    return { s: 'ok', result: labels.sort() };
+  });
+  app.get('/ceiling/:domain/:record', async () => CEILING_KEY);
+  app.get('/ceiling/:parent', async () => CEILING_LABELS);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  serve({ port: portOf(app) }, noCommands, () => app.close());
+}
+
+type SeedArgs = { parent: string; count: number; seed: number };
+type CallSummary = { calls: number; byMethod: Record<string, number>; bytes: number };
+
+/**
+ * Writes `count` subdomains under `parent` exactly as `SimChain.addSubdomain` lays them out (name
+ * account with 2000 zero bytes, reverse record "\0" + label under the parent), with the fast
+ * derivations of src/sns/pda.ts: the SDK's would take most of a minute for 10,000. The bench
+ * checks the gateway's answer against the SDK's `findSubdomains` on this chain.
+ */
+function seedParent(chain: SimChain, { parent, count, seed }: SeedArgs): string[] {
+  const parentPk = chain.addDomain(parent);
+  const parentKey = parentPk.toBuffer();
+  const label = labelMaker(seed);
+  const labels: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const l = label(i);
+    labels.push(l);
+    const subKey = nameAccountKey(hashName(`\0${l}`), undefined, parentKey);
+    chain.setAccount(new PublicKey(subKey), {
+      data: encodeNameAccount(
+        { parent: parentPk, owner: DEFAULT_SIM_OWNER, nameClass: ZERO_KEY },
+        Buffer.alloc(DEFAULT_SUBDOMAIN_SPACE),
+      ),
+    });
+    chain.setAccount(new PublicKey(reverseKeyFromDomainKey(subKey, parentKey)), {
+      data: encodeNameAccount(
+        { parent: parentPk, owner: CENTRAL_STATE, nameClass: REVERSE_LOOKUP_CLASS },
+        encodeReverseData(`\0${l}`),
+      ),
+    });
+  }
+  return labels.sort();
+}
+
+async function simRole(): Promise<void> {
+  const chain = new SimChain();
+  seedDemoChain(chain);
+  const sim = await startRpcSimulator({ chain });
+  const handle: Handler = async (cmd, args) => {
+    switch (cmd) {
+      case 'seed':
+        return seedParent(chain, args as SeedArgs);
+      case 'addSubdomains': {
+        const { parent, labels } = args as { parent: string; labels: string[] };
+        for (const l of labels) chain.addSubdomain(parent, l);
+        return null;
+      }
+      case 'resetCalls':
+        sim.resetCalls();
+        return null;
+      case 'calls': {
+        const summary: CallSummary = { calls: sim.calls.length, byMethod: {}, bytes: 0 };
+        for (const call of sim.calls) {
+          summary.byMethod[call.method] = (summary.byMethod[call.method] ?? 0) + 1;
+          summary.bytes += call.responseBytes;
+        }
+        return summary;
+      }
+      default:
+        throw new Error(`unknown command ${cmd}`);
+    }
+  };
+  serve({ url: sim.url }, handle, () => sim.close());
+}
+
+const role = process.argv[2];
+const started =
+  role === 'api' || role === 'worker'
+    ? gatewayRole(role)
+    : role === 'baseline'
+      ? baselineRole()
+      : role === 'sim'
+        ? simRole()
+        : Promise.reject(new Error(`unknown role ${role}`));
+started.catch((err: unknown) => {
+  process.stderr.write(`bench child ${role}: ${String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,262 @@
+/**
+ * Shared pieces of the benchmarks: child processes spoken to over IPC, an autocannon run with
+ * sub-millisecond percentiles, the machine's description, and BENCHMARKS.md sections.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import * as prettier from 'prettier';
+
+export type Role = 'api' | 'worker' | 'baseline' | 'sim';
+
+/** What a child answers to `stats`. */
+export type ChildStats = {
+  rss: number;
+  /** User plus system CPU time of the process so far, in microseconds. */
+  cpuUs: number;
+  loopMaxMs: number;
+  loopP99Ms: number;
+};
+
+type Reply = { id: number; result?: unknown; error?: string };
+
+/**
+ * One process of the benchmark (bench/child.ts in a role), started with `tsx` so it runs the
+ * TypeScript sources as they are. Requests are IPC messages answered by id.
+ */
+export class Child {
+  private nextId = 1;
+  private readonly pending = new Map<number, (reply: Reply) => void>();
+
+  private constructor(
+    readonly role: Role,
+    private readonly proc: ChildProcess,
+    /** What the child sent when ready (its port, for the servers). */
+    readonly info: { port?: number; url?: string },
+  ) {
+    proc.on('message', (msg: Reply) => this.pending.get(msg.id)?.(msg));
+  }
+
+  /**
+   * Forks bench/child.ts as `role` with `env` added to this process's environment and `nodeArgs`
+   * given to Node (`--cpu-prof`, for instance).
+   */
+  static async start(
+    role: Role,
+    env: Record<string, string> = {},
+    nodeArgs: string[] = [],
+  ): Promise<Child> {
+    const proc = fork(fileURLToPath(new URL('./child.ts', import.meta.url)), [role], {
+      execArgv: ['--import', 'tsx', ...nodeArgs],
+      env: { ...process.env, ...env },
+      // The gateway logs JSON lines to stdout, as in production; the bench discards them.
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    });
+    const info = await new Promise<{ port?: number; url?: string }>((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`${role} exited with ${code}`));
+      proc.once('exit', onExit);
+      proc.once('message', (msg: { ready?: { port?: number; url?: string } }) => {
+        proc.off('exit', onExit);
+        if (msg.ready) resolve(msg.ready);
+        else reject(new Error(`${role}: unexpected first message`));
+      });
+    });
+    return new Child(role, proc, info);
+  }
+
+  get pid(): number | undefined {
+    return this.proc.pid;
+  }
+
+  /** Sends `cmd` and waits for the child's answer. */
+  request<T = unknown>(cmd: string, args?: unknown): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, (reply) => {
+        this.pending.delete(id);
+        if (reply.error !== undefined) reject(new Error(`${this.role}: ${reply.error}`));
+        else resolve(reply.result as T);
+      });
+      this.proc.send({ id, cmd, args });
+    });
+  }
+
+  stats(): Promise<ChildStats> {
+    return this.request<ChildStats>('stats');
+  }
+
+  /** Asks the child to close what it opened and exit; kills this child (only) after 15 s. */
+  async stop(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => this.proc.once('exit', () => resolve()));
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 15_000);
+    this.request('stop').catch(() => undefined);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+/** A key prefix of this run alone, deleted at the end. */
+export const benchPrefix = () => `snsgw-bench-${process.pid}-${randomBytes(4).toString('hex')}`;
+
+/** Deletes every key under `prefix` (only what the bench created; never the whole database). */
+export async function deletePrefix(redisUrl: string, prefix: string): Promise<number> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  let deleted = 0;
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) deleted += await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+  return deleted;
+}
+
+export type LoadResult = {
+  requests: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Answers that were not 2xx, plus connection errors and time-outs. */
+  failures: number;
+  /** CPU time the server process spent per request, in microseconds (when it was measured). */
+  cpuUsPerRequest?: number;
+};
+
+const toError = (err: unknown): Error =>
+  err instanceof Error ? err : new Error(typeof err === 'string' ? err : 'autocannon failed');
+
+/** The q-quantile of sorted values (nearest rank). */
+export function quantile(sorted: Float64Array | number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[i] as number;
+}
+
+/**
+ * Drives `baseUrl` with autocannon for `seconds` at `connections` closed-loop connections, after
+ * a warm-up of `warmupSeconds` that is not recorded. `nextPath` picks each request's path (the
+ * load generator does the same work for every server compared). Latencies are collected per
+ * response (autocannon's own histogram rounds to whole milliseconds). With `server`, the CPU time
+ * that process spent during the recorded run is reported per request: unlike requests per second,
+ * it barely depends on what else the machine is doing.
+ */
+export async function load(
+  baseUrl: string,
+  nextPath: () => string,
+  opts: { seconds: number; warmupSeconds: number; connections: number; server?: Child },
+): Promise<LoadResult> {
+  const run = async (seconds: number, record: boolean): Promise<LoadResult> => {
+    const latencies: number[] = [];
+    const result = await new Promise<autocannon.Result>((resolve, reject) => {
+      const instance = autocannon(
+        {
+          url: baseUrl,
+          connections: opts.connections,
+          duration: seconds,
+          requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: nextPath() }) }],
+        },
+        (err: unknown, res) => (err ? reject(toError(err)) : resolve(res)),
+      );
+      if (record) {
+        instance.on('response', (_client, _status, _bytes, responseTime) => {
+          latencies.push(responseTime);
+        });
+      }
+    });
+    const sorted = Float64Array.from(latencies).sort();
+    return {
+      requests: result.requests.total,
+      rps: result.requests.total / result.duration,
+      p50: quantile(sorted, 0.5),
+      p99: quantile(sorted, 0.99),
+      failures: result.non2xx + result.errors + result.timeouts,
+    };
+  };
+  if (opts.warmupSeconds > 0) await run(opts.warmupSeconds, false);
+  const before = await opts.server?.stats();
+  const result = await run(opts.seconds, true);
+  const after = await opts.server?.stats();
+  if (before && after) result.cpuUsPerRequest = (after.cpuUs - before.cpuUs) / result.requests;
+  return result;
+}
+
+/** Cores, CPU model, Node version, load average at the start: the first lines of a report. */
+export function machine(): { cores: number; cpu: string; node: string; load: string } {
+  return {
+    cores: os.availableParallelism(),
+    cpu: os.cpus()[0]?.model.trim() ?? 'unknown',
+    node: process.version,
+    load: os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' '),
+  };
+}
+
+const BENCHMARKS_MD = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
+
+/**
+ * Replaces the section between `<!-- bench:NAME:start -->` and `<!-- bench:NAME:end -->` in
+ * BENCHMARKS.md (appending it when absent), so hand-written text around it survives a re-run, and
+ * formats the file with the project's Prettier settings (`npm run lint` checks it).
+ */
+export async function writeSection(name: string, markdown: string): Promise<void> {
+  const start = `<!-- bench:${name}:start -->`;
+  const end = `<!-- bench:${name}:end -->`;
+  const block = `${start}\n${markdown.trim()}\n${end}`;
+  let text = existsSync(BENCHMARKS_MD)
+    ? readFileSync(BENCHMARKS_MD, 'utf8')
+    : '# Benchmarks\n\nWritten by `npm run bench` and `npm run bench:memory` (bench/).\n';
+  const from = text.indexOf(start);
+  const to = text.indexOf(end);
+  if (from >= 0 && to > from) text = text.slice(0, from) + block + text.slice(to + end.length);
+  else text = `${text.trimEnd()}\n\n${block}\n`;
+  const options = (await prettier.resolveConfig(BENCHMARKS_MD)) ?? {};
+  writeFileSync(
+    BENCHMARKS_MD,
+    await prettier.format(text, { ...options, filepath: BENCHMARKS_MD, parser: 'markdown' }),
+  );
+}
+
+/** A markdown table from a header and rows. */
+export function table(header: string[], rows: Array<Array<string | number>>): string {
+  const line = (cells: Array<string | number>) => `| ${cells.join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+export const fmt = {
+  int: (n: number) => Math.round(n).toLocaleString('en-US'),
+  ms: (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2)),
+  ratio: (n: number) => (n >= 10 ? `${n.toFixed(0)}x` : `${n.toFixed(2)}x`),
+  pct: (n: number) => `${(n * 100).toFixed(0)}%`,
+  bytes: (n: number) => `${(n / 1e6).toFixed(2)} MB`,
+};
+
+/**
+ * A deterministic label generator for seeded subdomains: mostly 3 to 16 characters, some up to 26,
+ * a few of 27 to 64 (longer than the inline slice), so every path of the discovery runs.
+ */
+export function labelMaker(seed: number): (i: number) => string {
+  let state = seed >>> 0;
+  const next = (n: number) => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return (state >>> 8) % n;
+  };
+  const chars = 'abcdefghijklmnopqrstuvwxyz0123456789-';
+  return (i: number) => {
+    const roll = next(100);
+    const len = roll < 90 ? 3 + next(14) : roll < 98 ? 17 + next(10) : 27 + next(38);
+    let label = '';
+    for (let k = 0; k < len; k++) label += chars[next(chars.length)];
+    return `${label}${i.toString(36)}`;
+  };
+}

@@ -1,0 +1,150 @@
+/**
+ * `npm run bench:memory`: mixed load on the gateway's API for five minutes (40% derivations of
+ * 100 hot names, 30% derivations of names never seen before, 30% warm /subdomains), sampling the
+ * API process's RSS; prints the samples and writes them to BENCHMARKS.md. The verdict compares
+ * the first sample with the last (target: within 10%); since RSS swings with each major GC, the
+ * medians of the first and last minute of load and the peak are reported too. The derivation LRU
+ * (`DERIVATION_CACHE_SIZE`, 100,000 by default) fills within the first minute.
+ *
+ * Flags: `--seconds N` (300), `--sample N` seconds between samples (5), `--connections N` (16).
+ */
+import { parseArgs } from 'node:util';
+import {
+  benchPrefix,
+  Child,
+  deletePrefix,
+  fmt,
+  load,
+  machine,
+  table,
+  writeSection,
+} from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '300' },
+    sample: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '16' },
+  },
+});
+const SECONDS = Number(flags.seconds);
+const SAMPLE = Number(flags.sample);
+const CONNECTIONS = Number(flags.connections);
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PARENTS = ['67679', 'demo', 'bonfida', 'empty'];
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+async function main(): Promise<void> {
+  const m = machine();
+  const started = new Date();
+  log(`sns-gateway memory check: ${SECONDS} s of mixed load; ${m.cores} cores, Node ${m.node}`);
+  const prefix = benchPrefix();
+  const children: Child[] = [];
+  try {
+    const sim = await Child.start('sim');
+    children.push(sim);
+    const env = {
+      REDIS_URL,
+      RPC_URL: sim.info.url as string,
+      QUEUE_PREFIX: prefix,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_METRICS_PORT: '0',
+      CACHE_FRESH_SECONDS: '3600',
+      LOG_LEVEL: 'info',
+    };
+    const api = await Child.start('api', env);
+    children.push(api);
+    children.push(await Child.start('worker', env));
+    const base = `http://127.0.0.1:${api.info.port}`;
+    for (const parent of PARENTS) {
+      const res = await fetch(`${base}/subdomains/${parent}`);
+      if (res.status !== 200) throw new Error(`priming /subdomains/${parent}: ${res.status}`);
+    }
+
+    let i = 0;
+    const next = () => {
+      const n = i++;
+      const kind = n % 10;
+      if (kind < 4) return `/record-key-v2/hot${n % 100}/SOL`;
+      if (kind < 7) return `/record-key-v2/${n % 3 === 0 ? `s${n}.p${n % 5000}` : `m${n}`}/SOL`;
+      return `/subdomains/${PARENTS[n % PARENTS.length] as string}`;
+    };
+
+    const samples: Array<{ t: number; rss: number }> = [];
+    const t0 = performance.now();
+    const sample = async () => {
+      const { rss } = await api.stats();
+      samples.push({ t: (performance.now() - t0) / 1000, rss });
+    };
+    await sample();
+    const timer = setInterval(() => void sample().catch(() => undefined), SAMPLE * 1000);
+    const result = await load(base, next, {
+      seconds: SECONDS,
+      warmupSeconds: 0,
+      connections: CONNECTIONS,
+    });
+    clearInterval(timer);
+    await sample();
+
+    const first = samples[0] as { t: number; rss: number };
+    const last = samples[samples.length - 1] as { t: number; rss: number };
+    const peak = Math.max(...samples.map((s) => s.rss));
+    const growth = last.rss / first.rss - 1;
+    const median = (from: number, to: number) => {
+      const rss = samples
+        .filter((s) => s.t >= from && s.t <= to)
+        .map((s) => s.rss)
+        .sort((a, b) => a - b);
+      return rss[Math.floor(rss.length / 2)] ?? NaN;
+    };
+    const window = Math.min(60, SECONDS / 4);
+    const early = median(SAMPLE / 2, window);
+    const late = median(SECONDS - window, SECONDS + 1);
+    const every = Math.max(1, Math.round(30 / SAMPLE));
+    const shown = samples.filter((_, k) => k % every === 0 || k === samples.length - 1);
+    const md = [
+      `## Memory under mixed load (${started.toISOString().slice(0, 10)})`,
+      '',
+      `Machine: ${m.cores} cores, ${m.cpu}, Node ${m.node}; load average at start ${m.load}.`,
+      `Run: \`npm run bench:memory -- --seconds ${SECONDS}\`: ${fmt.int(result.requests)}` +
+        ` requests (${fmt.int(result.rps)}/s, ${result.failures} failures), 40% hot derivations,` +
+        ' 30% derivations of new names, 30% warm /subdomains; RSS of the API process.',
+      '',
+      table(
+        ['t (s)', 'RSS'],
+        shown.map((s) => [s.t.toFixed(0), mb(s.rss)]),
+      ),
+      '',
+      table(
+        ['measure', 'value'],
+        [
+          ['first sample (before load)', mb(first.rss)],
+          ['last sample', mb(last.rss)],
+          [
+            'first → last (target: within 10%)',
+            `${fmt.pct(growth)}: ${Math.abs(growth) <= 0.1 ? 'met' : '**not met**'}`,
+          ],
+          [`median of the first ${window.toFixed(0)} s of load`, mb(early)],
+          [`median of the last ${window.toFixed(0)} s`, mb(late)],
+          ['first minute → last minute (medians)', fmt.pct(late / early - 1)],
+          ['peak (between major GCs)', mb(peak)],
+        ],
+      ),
+    ].join('\n');
+    log(`\n${md}\n`);
+    await writeSection('memory', md);
+  } finally {
+    for (const child of children.reverse()) await child.stop().catch(() => undefined);
+    await deletePrefix(REDIS_URL, prefix).catch(() => undefined);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(
+    `memory check failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
+  process.exitCode = 1;
+});

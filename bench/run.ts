@@ -1,0 +1,412 @@
+/**
+ * `npm run bench`: the gateway side by side with a naive server (the SDK on every request, no
+ * cache) and a ceiling (Fastify answering constant JSON), all on loopback, each in its own
+ * process, against the RPC simulator in another; prints the tables and writes them to
+ * BENCHMARKS.md.
+ *
+ * Flags: `--seconds N` per measured run (10), `--warmup N` unrecorded seconds before each (2),
+ * `--connections N` (16), `--big N` subdomains of the large parent (10000).
+ * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
+ */
+import { parseArgs } from 'node:util';
+import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
+import { INLINE_TEXT_BYTES } from '../src/sns/subdomain-discovery.js';
+import {
+  benchPrefix,
+  Child,
+  deletePrefix,
+  fmt,
+  labelMaker,
+  load,
+  machine,
+  table,
+  writeSection,
+  type LoadResult,
+} from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '16' },
+    big: { type: 'string', default: '10000' },
+  },
+});
+const SECONDS = Number(flags.seconds);
+const WARMUP = Number(flags.warmup);
+const CONNECTIONS = Number(flags.connections);
+const BIG = Number(flags.big);
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+/** Inline reverse-text bytes the discovery uses now. */
+const INLINE_TEXT_BYTES_NOW = INLINE_TEXT_BYTES;
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+
+type Json = { s: string; result: unknown };
+async function getJson(url: string): Promise<{ status: number; body: Json; cache: string | null }> {
+  const res = await fetch(url);
+  return {
+    status: res.status,
+    body: (await res.json()) as Json,
+    cache: res.headers.get('x-cache'),
+  };
+}
+
+/** Raw JSON-RPC to the simulator, for the byte counts of candidate slice sizes. */
+async function rpc(url: string, method: string, params: unknown[]): Promise<{ text: string }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  return { text: await res.text() };
+}
+
+type CallSummary = { calls: number; byMethod: Record<string, number>; bytes: number };
+
+/**
+ * Waits until the simulator has seen no call for half a second: a server may still be answering
+ * requests the load generator gave up on, and their RPC calls must not count for what follows.
+ */
+async function settle(sim: Child): Promise<void> {
+  let last = -1;
+  for (let i = 0; i < 120; i++) {
+    const { calls } = await sim.request<CallSummary>('calls');
+    if (calls === last) return;
+    last = calls;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+type Row = { scenario: string; server: string; r: LoadResult };
+
+async function main(): Promise<void> {
+  const m = machine();
+  const started = new Date();
+  log(`sns-gateway bench: ${m.cores} cores, ${m.cpu}, Node ${m.node}, load ${m.load}`);
+  const prefix = benchPrefix();
+  const children: Child[] = [];
+  const start = async (...args: Parameters<typeof Child.start>) => {
+    const child = await Child.start(...args);
+    children.push(child);
+    return child;
+  };
+  try {
+    const sim = await start('sim');
+    const simUrl = sim.info.url as string;
+    const gatewayEnv = {
+      REDIS_URL,
+      RPC_URL: simUrl,
+      QUEUE_PREFIX: prefix,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_METRICS_PORT: '0',
+      CACHE_FRESH_SECONDS: '3600',
+      SUBDOMAINS_WAIT_MS: '120000',
+      LOG_LEVEL: 'info',
+    };
+    const api = await start('api', gatewayEnv);
+    const apiQuiet = await start('api', { ...gatewayEnv, LOG_LEVEL: 'warn' });
+    const worker = await start('worker', gatewayEnv);
+    const baseline = await start('baseline', { RPC_URL: simUrl });
+    const url = (c: Child) => `http://127.0.0.1:${c.info.port}`;
+    const gw = url(api);
+    const naive = url(baseline);
+
+    const burstLabel = labelMaker(2);
+    const burstLabels = Array.from({ length: 50 }, (_, i) => burstLabel(i)).sort();
+    await sim.request('addSubdomains', { parent: 'burst', labels: burstLabels });
+
+    const opts = { seconds: SECONDS, warmupSeconds: WARMUP, connections: CONNECTIONS };
+    const rows: Row[] = [];
+    const measure = async (scenario: string, server: string, base: string, next: () => string) => {
+      const child = base === naive ? baseline : base === gw ? api : apiQuiet;
+      const r = await load(base, next, { ...opts, server: child });
+      rows.push({ scenario, server, r });
+      log(
+        `${scenario.padEnd(24)} ${server.padEnd(28)} ${fmt.int(r.rps).padStart(7)} req/s` +
+          `  p50 ${fmt.ms(r.p50)} ms  p99 ${fmt.ms(r.p99)} ms` +
+          `  ${fmt.int(r.cpuUsPerRequest ?? NaN)} µs CPU/req  failures ${r.failures}`,
+      );
+    };
+
+    // 1. Derivations of 100 hot names (one or two labels), cycled.
+    const hot = Array.from({ length: 100 }, (_, i) =>
+      i % 4 === 0 ? `sub${i}.hot${i}` : `hot${i}`,
+    );
+    let h = 0;
+    const hotName = () => hot[h++ % hot.length] as string;
+    await measure('derivation, 100 hot', 'ceiling', naive, () => `/ceiling/${hotName()}/SOL`);
+    await measure('derivation, 100 hot', 'gateway', gw, () => `/record-key-v2/${hotName()}/SOL`);
+    await measure('derivation, 100 hot', 'gateway, LOG_LEVEL=warn', url(apiQuiet), () => {
+      return `/record-key-v2/${hotName()}/SOL`;
+    });
+    await measure('derivation, 100 hot', 'naive (SDK)', naive, () => {
+      return `/record-key-v2/${hotName()}/SOL`;
+    });
+
+    // 2. Derivations of names never seen before (a quarter with two labels).
+    let c = 0;
+    const coldName = (tag: string) => {
+      const n = (c++).toString(36);
+      return c % 4 === 0 ? `s${n}.${tag}p${n}` : `${tag}${n}`;
+    };
+    await measure('derivation, cold', 'ceiling', naive, () => `/ceiling/${coldName('c')}/SOL`);
+    await measure('derivation, cold', 'gateway', gw, () => `/record-key-v2/${coldName('g')}/SOL`);
+    await measure('derivation, cold', 'naive (SDK)', naive, () => {
+      return `/record-key-v2/${coldName('n')}/SOL`;
+    });
+
+    // 3. /subdomains of a parent whose entry is cached (warm).
+    const primed = await getJson(`${gw}/subdomains/67679`);
+    if (primed.status !== 200) throw new Error(`priming /subdomains/67679: ${primed.status}`);
+    await measure('/subdomains, warm', 'ceiling', naive, () => '/ceiling/67679');
+    await measure('/subdomains, warm', 'gateway', gw, () => '/subdomains/67679');
+    await measure('/subdomains, warm', 'gateway, LOG_LEVEL=warn', url(apiQuiet), () => {
+      return '/subdomains/67679';
+    });
+    await measure('/subdomains, warm', 'naive (SDK)', naive, () => '/subdomains/67679');
+
+    // 4. A cold burst: 100 concurrent requests for one parent nobody asked for yet.
+    const burst = async (base: string) => {
+      await settle(sim);
+      await sim.request('resetCalls');
+      const t0 = performance.now();
+      const replies = await Promise.all(
+        Array.from({ length: 100 }, () => getJson(`${base}/subdomains/burst`)),
+      );
+      const ms = performance.now() - t0;
+      const ok = replies.filter(
+        (r) => r.status === 200 && JSON.stringify(r.body.result) === JSON.stringify(burstLabels),
+      ).length;
+      const calls = await sim.request<CallSummary>('calls');
+      return { ms, ok, calls };
+    };
+    const burstGw = await burst(gw);
+    const burstNaive = await burst(naive);
+    log(`cold burst: gateway ${fmt.ms(burstGw.ms)} ms, ${burstGw.calls.calls} RPC calls;`);
+    log(`            naive ${fmt.ms(burstNaive.ms)} ms, ${burstNaive.calls.calls} RPC calls`);
+
+    // 5. A cold parent with BIG subdomains: time to the first answer, calls, bytes, worker stall.
+    // Seeded only now: the simulator scans every account on each call, and the naive server's
+    // warm /subdomains run above should not pay for accounts it never asks about.
+    log(`seeding ${BIG} subdomains under big10k ...`);
+    const bigLabels = await sim.request<string[]>('seed', {
+      parent: 'big10k',
+      count: BIG,
+      seed: 1,
+    });
+    await settle(sim);
+    await sim.request('resetCalls');
+    await worker.request('resetLoop');
+    let t0 = performance.now();
+    const bigGw = await getJson(`${gw}/subdomains/big10k`);
+    const bigGwMs = performance.now() - t0;
+    const bigGwCalls = await sim.request<CallSummary>('calls');
+    const workerStats = await worker.stats();
+    await sim.request('resetCalls');
+    t0 = performance.now();
+    const bigSdk = await getJson(`${naive}/subdomains/big10k`);
+    const bigSdkMs = performance.now() - t0;
+    await settle(sim);
+    const bigSdkCalls = await sim.request<CallSummary>('calls');
+    const expectedBig = JSON.stringify(bigLabels);
+    const bigSame =
+      bigGw.status === 200 &&
+      JSON.stringify(bigGw.body.result) === expectedBig &&
+      JSON.stringify(bigSdk.body.result) === expectedBig;
+    log(
+      `big parent: gateway ${fmt.ms(bigGwMs)} ms, ${bigGwCalls.byMethod.getProgramAccounts ?? 0}` +
+        ` gPA, ${fmt.bytes(bigGwCalls.bytes)}, worker loop max ${fmt.ms(workerStats.loopMaxMs)} ms;` +
+        ` SDK ${fmt.ms(bigSdkMs)} ms, ${bigSdkCalls.byMethod.getProgramAccounts ?? 0} gPA,` +
+        ` ${fmt.bytes(bigSdkCalls.bytes)}; same labels: ${bigSame}`,
+    );
+
+    // 6. Bytes of the one-call discovery for candidate inline reverse-text sizes.
+    const inlineRows = await inlineSizes(simUrl, bigSdkCalls.bytes);
+
+    // Report.
+    const rps = (scenario: string, server: string) =>
+      rows.find((r) => r.scenario === scenario && r.server === server)?.r.rps ?? NaN;
+    const cpu = (scenario: string, server: string) =>
+      rows.find((r) => r.scenario === scenario && r.server === server)?.r.cpuUsPerRequest ?? NaN;
+    const ratioRows = rows.map(({ scenario, server, r }) => [
+      scenario,
+      server,
+      fmt.int(r.rps),
+      fmt.ms(r.p50),
+      fmt.ms(r.p99),
+      server === 'naive (SDK)' ? '1x' : fmt.ratio(r.rps / rps(scenario, 'naive (SDK)')),
+      fmt.pct(r.rps / rps(scenario, 'ceiling')),
+      fmt.int(r.cpuUsPerRequest ?? NaN),
+      fmt.pct(cpu(scenario, 'ceiling') / (r.cpuUsPerRequest ?? NaN)),
+      r.failures,
+    ]);
+    const hotPct = rps('derivation, 100 hot', 'gateway') / rps('derivation, 100 hot', 'ceiling');
+    const coldX = rps('derivation, cold', 'gateway') / rps('derivation, cold', 'naive (SDK)');
+    const warmPct = rps('/subdomains, warm', 'gateway') / rps('/subdomains, warm', 'ceiling');
+    const warmX = rps('/subdomains, warm', 'gateway') / rps('/subdomains, warm', 'naive (SDK)');
+    const gpa = bigGwCalls.byMethod.getProgramAccounts ?? 0;
+    const verdict = (ok: boolean) => (ok ? 'met' : '**not met**');
+    const targets = [
+      ['hot derivations >= 85% of ceiling', fmt.pct(hotPct), verdict(hotPct >= 0.85)],
+      ['cold derivations >= 5x naive', fmt.ratio(coldX), verdict(coldX >= 5)],
+      ['warm /subdomains >= 80% of ceiling', fmt.pct(warmPct), verdict(warmPct >= 0.8)],
+      ['warm /subdomains >= 40x naive', fmt.ratio(warmX), verdict(warmX >= 40)],
+      ['big parent: one getProgramAccounts per refresh', String(gpa), verdict(gpa === 1)],
+      [
+        'big parent: bytes <= the SDK’s',
+        `${fmt.bytes(bigGwCalls.bytes)} vs ${fmt.bytes(bigSdkCalls.bytes)}`,
+        verdict(bigGwCalls.bytes <= bigSdkCalls.bytes),
+      ],
+      [
+        'big parent: first answer <= 25% of the SDK’s findSubdomains',
+        `${fmt.pct(bigGwMs / bigSdkMs)} (${fmt.int(bigGwMs)} vs ${fmt.int(bigSdkMs)} ms)`,
+        verdict(bigGwMs <= 0.25 * bigSdkMs),
+      ],
+      [
+        'big parent: worker event-loop stall < 100 ms',
+        `${fmt.ms(workerStats.loopMaxMs)} ms`,
+        verdict(workerStats.loopMaxMs < 100),
+      ],
+    ];
+    const mAfter = machine();
+    const md = [
+      `## Results (${started.toISOString().slice(0, 10)})`,
+      '',
+      `Machine: ${m.cores} cores (\`nproc\`), ${m.cpu}, Node ${m.node}. Load average at start` +
+        ` ${m.load}, at end ${mAfter.load} (a shared machine: other work ran alongside).`,
+      `Run: \`npm run bench -- --seconds ${SECONDS} --warmup ${WARMUP} --connections` +
+        ` ${CONNECTIONS} --big ${BIG}\`; autocannon ${CONNECTIONS} connections, one process per` +
+        ' server, all on loopback, the load generator in its own process.',
+      '',
+      '### Throughput and latency',
+      '',
+      table(
+        [
+          'scenario',
+          'server',
+          'req/s',
+          'p50 ms',
+          'p99 ms',
+          'req/s vs naive',
+          'req/s of ceiling',
+          'server CPU µs/req',
+          'ceiling CPU / this CPU',
+          'failures',
+        ],
+        ratioRows,
+      ),
+      '',
+      '- gateway: the API process (src/runtime/api.ts) at `LOG_LEVEL=info`, its default;' +
+        ' "LOG_LEVEL=warn" is a second API process without the per-request log lines.',
+      '- naive (SDK): Fastify calling `getRecordV2Key` / `findSubdomains` (web3.js `Connection`)' +
+        ' on every request; ceiling: Fastify (no logger) answering constant JSON of the same size.',
+      '',
+      '### Cold bursts and the large parent',
+      '',
+      table(
+        ['measure', 'gateway', 'SDK / naive'],
+        [
+          [
+            '100 concurrent cold requests, one parent: all answered after',
+            `${fmt.int(burstGw.ms)} ms (${burstGw.ok}/100 right)`,
+            `${fmt.int(burstNaive.ms)} ms (${burstNaive.ok}/100 right)`,
+          ],
+          ['… RPC calls made', burstGw.calls.calls, burstNaive.calls.calls],
+          [
+            `parent with ${fmt.int(BIG)} subdomains: time to first answer`,
+            `${fmt.int(bigGwMs)} ms`,
+            `${fmt.int(bigSdkMs)} ms (findSubdomains)`,
+          ],
+          ['… getProgramAccounts calls', gpa, bigSdkCalls.byMethod.getProgramAccounts ?? 0],
+          [
+            '… other RPC calls',
+            bigGwCalls.calls - gpa,
+            bigSdkCalls.calls - (bigSdkCalls.byMethod.getProgramAccounts ?? 0),
+          ],
+          ['… response bytes', fmt.bytes(bigGwCalls.bytes), fmt.bytes(bigSdkCalls.bytes)],
+          ['… worker max event-loop delay', `${fmt.ms(workerStats.loopMaxMs)} ms`, '—'],
+          ['… same labels as the seeded ones', String(bigSame), String(bigSame)],
+        ],
+      ),
+      '',
+      `### Inline reverse-text bytes (\`INLINE_TEXT_BYTES\`, ${INLINE_TEXT_BYTES_NOW})`,
+      '',
+      'Bytes of one refresh of the large parent for each candidate size: the getProgramAccounts' +
+        ' reply, plus the getMultipleAccounts calls for reverse texts longer than the slice.' +
+        ' Labels: 90% of 4 to 19 characters, 8% of 18 to 29, 2% of 28 to 67.',
+      '',
+      table(
+        ['inline bytes', 'slice', 'getProgramAccounts', 'getMultipleAccounts', 'total', 'of SDK'],
+        inlineRows,
+      ),
+      '',
+      '### Targets',
+      '',
+      table(['target', 'measured', 'verdict'], targets),
+    ].join('\n');
+    log(`\n${md}\n`);
+    await writeSection('results', md);
+  } finally {
+    for (const child of children.reverse()) await child.stop().catch(() => undefined);
+    const deleted = await deletePrefix(REDIS_URL, prefix).catch(() => -1);
+    log(`deleted ${deleted} Redis keys under ${prefix}`);
+  }
+}
+
+/** The discovery's bytes for each candidate inline size, on the large parent. */
+async function inlineSizes(simUrl: string, sdkBytes: number): Promise<string[][]> {
+  const parentKey = domainKey('big10k');
+  const rows: string[][] = [];
+  for (const inline of [0, 8, 12, 16, 20, 24, 27, 28, 30, 32, 33, 44, 60]) {
+    const slice = 32 + 4 + inline;
+    const gpa = await rpc(simUrl, 'getProgramAccounts', [
+      toBase58(NAME_PROGRAM_ID),
+      {
+        encoding: 'base64',
+        withContext: true,
+        filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
+        dataSlice: { offset: 64, length: slice },
+      },
+    ]);
+    const accounts = (
+      JSON.parse(gpa.text) as {
+        result: { value: Array<{ pubkey: string; account: { data: [string, string] } }> };
+      }
+    ).result.value;
+    const truncated: string[] = [];
+    for (const { pubkey, account } of accounts) {
+      const data = Buffer.from(account.data[0], 'base64');
+      if (!data.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) continue;
+      if (data.length === slice && data.readUInt32LE(32) > inline) truncated.push(pubkey);
+    }
+    let gmaBytes = 0;
+    let gmaCalls = 0;
+    for (let i = 0; i < truncated.length; i += 100) {
+      const reply = await rpc(simUrl, 'getMultipleAccounts', [
+        truncated.slice(i, i + 100),
+        { encoding: 'base64', dataSlice: { offset: 96, length: 2 ** 20 } },
+      ]);
+      gmaBytes += Buffer.byteLength(reply.text);
+      gmaCalls++;
+    }
+    const gpaBytes = Buffer.byteLength(gpa.text);
+    const total = gpaBytes + gmaBytes;
+    rows.push([
+      inline === INLINE_TEXT_BYTES_NOW ? `**${inline}** (chosen)` : String(inline),
+      `${slice} B`,
+      fmt.bytes(gpaBytes),
+      `${gmaCalls} calls, ${fmt.bytes(gmaBytes)}`,
+      fmt.bytes(total),
+      fmt.pct(total / sdkBytes),
+    ]);
+  }
+  return rows;
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(
+    `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
+  process.exitCode = 1;
+});
