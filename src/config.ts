@@ -6,6 +6,16 @@ const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
 const int = (min: number, max: number, fallback: number) =>
   z.preprocess(unsetIfEmpty, z.coerce.number().int().min(min).max(max).default(fallback));
 
+/** `true` or `false`, as the environment spells booleans. */
+const bool = (fallback: boolean) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z
+      .enum(['true', 'false'])
+      .default(fallback ? 'true' : 'false')
+      .transform((v) => v === 'true'),
+  );
+
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
 
 /**
@@ -112,13 +122,7 @@ export const configSchema = z
     HOT_KEYS_MAX_TRACKED: int(1, 10_000_000, 10_000),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
-    TRUST_PROXY: z.preprocess(
-      unsetIfEmpty,
-      z
-        .enum(['true', 'false'])
-        .default('false')
-        .transform((v) => v === 'true'),
-    ),
+    TRUST_PROXY: bool(false),
     WORKER_METRICS_PORT: int(0, 65535, 9101),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000, 10_000),
@@ -126,6 +130,7 @@ export const configSchema = z
       unsetIfEmpty,
       z.string().min(16, 'must be at least 16 characters').optional(),
     ),
+    ACCESS_LOG: bool(false),
     LOG_LEVEL: z.preprocess(
       unsetIfEmpty,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -167,7 +167,12 @@ describe('API /metrics after real traffic', () => {
     overrideUrl = `${sim.url}/v1/rpc?api-key=${SECRET}`;
     gw = await startGateway({
       sim,
-      env: { RPC_OVERRIDE_ALLOWLIST: new URL(sim.url).origin, RPC_TIMEOUT_MS: '1000' },
+      // The access log on, so the redaction of ?rpc= in it is proven too.
+      env: {
+        RPC_OVERRIDE_ALLOWLIST: new URL(sim.url).origin,
+        RPC_TIMEOUT_MS: '1000',
+        ACCESS_LOG: 'true',
+      },
     });
   });
   afterAll(async () => {

@@ -4,7 +4,12 @@ import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Socket } from 'node:net';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+} from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { SubdomainCache } from '../cache/subdomain-cache.js';
 import type { Config } from '../config.js';
@@ -28,6 +33,7 @@ export type AppDeps = {
     | 'CACHE_FRESH_SECONDS'
     | 'CACHE_STALE_SECONDS'
     | 'ADMIN_TOKEN'
+    | 'ACCESS_LOG'
     | 'COLD_MISS_LIMIT'
     | 'COLD_MISS_WINDOW_SECONDS'
     | 'TRUST_PROXY'
@@ -53,6 +59,11 @@ export type AppDeps = {
  */
 const MAX_PARAM_LENGTH = 8192;
 
+/** Answers slower than this are logged at warn level even without the access log. */
+const SLOW_REQUEST_SECONDS = 1;
+
+type Observer = { observe(value: number): void };
+
 /**
  * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
  * connection and listens on nothing; the caller does both, and closes what it passed in.
@@ -60,6 +71,9 @@ const MAX_PARAM_LENGTH = 8192;
 export function buildApp(deps: AppDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.logger,
+    // Two log lines per request cost more than the whole derivation route (BENCHMARKS.md): the
+    // access log is opt-in (`ACCESS_LOG=true`); failures and slow answers are logged anyway.
+    logController: new LogController({ disableRequestLogging: !deps.config.ACCESS_LOG }),
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A connection silent this long is dropped (slow-loris, forgotten sockets), in milliseconds.
     connectionTimeout: 60_000,
@@ -93,26 +107,39 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     for (const socket of silentSockets) socket.destroy();
     silentSockets.clear();
   });
-  app.addHook('onRequest', async (_req, reply) => {
-    if (closing) {
-      return reply.code(503).header('connection', 'close').send(errorEnvelope('Shutting down'));
-    }
+  // Hooks on every request are callback-style: no promise per request on the hot path.
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!closing) return done();
+    void reply.code(503).header('connection', 'close').send(errorEnvelope('Shutting down'));
   });
   // A keep-alive connection whose request was in flight when close began would otherwise stay
   // open until its keep-alive time-out, holding close() up: end it with the answer.
-  app.addHook('onSend', async (_req, reply) => {
+  app.addHook('onSend', (_req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 
-  app.addHook('onResponse', async (req, reply) => {
-    deps.metrics.httpDuration.observe(
-      {
+  // One histogram child per (method, route, status), looked up by a string key instead of
+  // prom-client hashing a label object on every observation.
+  const durationByLabels = new Map<string, Observer>();
+  app.addHook('onResponse', (req, reply, done) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    const key = `${req.method} ${route} ${reply.statusCode}`;
+    let child = durationByLabels.get(key);
+    if (!child) {
+      child = deps.metrics.httpDuration.labels({
         method: req.method,
-        route: req.routeOptions.url ?? 'unmatched',
+        route,
         status_code: String(reply.statusCode),
-      },
-      reply.elapsedTime / 1000,
-    );
+      });
+      durationByLabels.set(key, child);
+    }
+    const seconds = reply.elapsedTime / 1000;
+    child.observe(seconds);
+    if (seconds >= SLOW_REQUEST_SECONDS) {
+      req.log.warn({ req, statusCode: reply.statusCode, seconds }, 'slow request');
+    }
+    done();
   });
 
   void app.register(cors, {
@@ -121,8 +148,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // Let pages on other origins read the cache state and revalidate.
     exposedHeaders: ['X-Cache', 'Age', 'ETag', 'Retry-After'],
   });
-  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2).
-  void app.register(etag);
+  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2). FNV-1a: a
+  // validator needs no cryptographic hash, and sha1 showed in the per-request cost.
+  void app.register(etag, { algorithm: 'fnv1a' });
   void app.register(docsPlugin);
   // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
   void app.register(rateLimit, {
