@@ -1,5 +1,5 @@
 import cors from '@fastify/cors';
-import etag from '@fastify/etag';
+import etag, { fnv1a } from '@fastify/etag';
 import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -150,7 +150,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2). FNV-1a: a
   // validator needs no cryptographic hash, and sha1 showed in the per-request cost.
-  void app.register(etag, { algorithm: 'fnv1a' });
+  void app.register(etag, { hashFn: fnv1a });
   void app.register(docsPlugin);
   // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
   void app.register(rateLimit, {
