@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
+import { LRUCache } from 'lru-cache';
 import type { CacheEntry, SubdomainCache } from '../cache/subdomain-cache.js';
 import { GatewayError, InternalError, OverloadedError, RpcUnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -35,6 +36,7 @@ export type SubdomainLookupDeps = {
  */
 export class SubdomainLookup {
   private readonly inflight = new Map<string, Promise<CacheEntry>>();
+  private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
 
   constructor(private readonly deps: SubdomainLookupDeps) {}
 
@@ -62,9 +64,14 @@ export class SubdomainLookup {
         return { entry, state: 'HIT' };
       }
       metrics.cacheLookups.inc({ result: 'stale' });
-      this.enqueue(key, parent, endpoint).catch((err: unknown) =>
-        this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
-      );
+      // A popular stale key would otherwise run BullMQ's add script on every request; one add
+      // per key per second and process is enough (the job is deduplicated anyway).
+      if (!this.recentlyQueued.has(key)) {
+        this.recentlyQueued.set(key, true);
+        this.enqueue(key, parent, endpoint).catch((err: unknown) =>
+          this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
+        );
+      }
       return { entry, state: 'STALE' };
     }
     metrics.cacheLookups.inc({ result: 'miss' });
