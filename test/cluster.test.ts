@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hasBinary, startLocalCluster, type LocalCluster } from './support/redis-cluster.js';
+import { hasBinary } from './support/programs.js';
+import { startLocalCluster, type LocalCluster } from './support/redis-cluster.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
-import { hasBinary } from './support/prometheus.js';
+import { hasBinary } from './support/programs.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const read = (path: string) => readFileSync(join(root, path), 'utf8');

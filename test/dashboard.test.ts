@@ -12,7 +12,8 @@ import { parser } from '@prometheus-io/lezer-promql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { hasBinary, labelSets, scrape, type Exposition } from './support/prometheus.js';
+import { hasBinary } from './support/programs.js';
+import { labelSets, scrape, type Exposition } from './support/prometheus.js';
 
 const root = new URL('..', import.meta.url);
 const readText = (path: string) => readFileSync(new URL(path, root), 'utf8');

@@ -25,7 +25,6 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import {
-  hasBinary,
   histogramCount,
   labelSets,
   parseExposition,
@@ -33,6 +32,7 @@ import {
   scrape,
   value,
 } from './support/prometheus.js';
+import { hasBinary } from './support/programs.js';
 import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
 
 /** DESIGN.md's table: name, type, label names. The dashboard and alerts depend on it. */

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
 import { startWorker } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
-import { hasBinary } from './support/redis-cluster.js';
+import { hasBinary } from './support/programs.js';
 import { startRedisProcess, type RedisProcess } from './support/redis-process.js';
 
 /**

@@ -213,12 +213,6 @@ export function labelSets(exp: Exposition, name: string): Labels[] {
   return family.samples.filter((s) => s.name === sample).map((s) => s.labels);
 }
 
-/** Whether an executable answers `--version` (so it is installed and runs). */
-export function hasBinary(name: string): boolean {
-  const run = spawnSync(name, ['--version'], { stdio: 'ignore', timeout: 10_000 });
-  return run.error === undefined && run.status === 0;
-}
-
 /**
  * prom-client's default metrics that `promtool check metrics` lints (gauges named `*_total`).
  * They are prom-client's names, not ours; anything else promtool reports is a finding.

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { freePort, redisAnswers } from './redis-process.js';
 
 /** Is `bin` on the PATH? */
-export const hasBinary = (bin: string) => spawnSync('sh', ['-c', `command -v ${bin}`]).status === 0;
 
 async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
