@@ -9,6 +9,7 @@ import { closeRedis, createRedis } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
 import { endpointId, EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
+import { closeDiscovery } from '../src/sns/subdomain-discovery.js';
 import { runHotScan, scheduleHotScans } from './hot-refresh.js';
 import { startMetricsServer } from './metrics-server.js';
 import { createRefreshWorker } from './refresh-worker.js';
@@ -114,6 +115,7 @@ export async function startWorker(
         await queue.close().catch(() => undefined);
         await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
         agents.destroy();
+        await closeDiscovery();
       })();
       return closed;
     },

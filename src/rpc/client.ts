@@ -2,35 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Metrics, RpcOutcome } from '../metrics/metrics.js';
 import type { RpcEndpoint } from './endpoint.js';
+import { decodeEnvelope, RpcCallError } from './envelope.js';
 import { postJson, TransportError, type Agents, type HttpReply } from './transport.js';
 
-/**
- * One failed JSON-RPC call, classified for metrics (`outcome`) and for retrying. The message may
- * quote the upstream; it is for logs only, never for a response body.
- */
-export class RpcCallError extends Error {
-  override readonly name = 'RpcCallError';
-  constructor(
-    message: string,
-    readonly outcome: Exclude<RpcOutcome, 'ok'>,
-    readonly retryable: boolean,
-    readonly retryAfterMs?: number,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
-  }
-}
+export { RpcCallError };
 
 /** Provider cost units per method (DESIGN.md: `getProgramAccounts` 10, others 1, as Helius bills). */
 export type CostTable = { readonly [method: string]: number };
 export const DEFAULT_COSTS: CostTable = Object.freeze({ getProgramAccounts: 10, '*': 1 });
-
-/**
- * JSON-RPC error codes that say "try again" rather than "this cannot succeed": node behind or
- * unhealthy (-32005), block or slot not yet available (-32004, -32016), internal error (-32603),
- * and the rate-limit codes some providers use instead of HTTP 429.
- */
-const RETRYABLE_RPC_CODES = new Set([-32005, -32004, -32016, -32603, 429, -32429]);
 
 /** Longest `Retry-After` honoured, so an upstream cannot park a job for hours. */
 const MAX_RETRY_AFTER_MS = 30_000;
@@ -50,6 +29,22 @@ export type RpcClientOptions = {
   minBackoffMs?: number;
 };
 
+/** What a {@link ReplyDecoder} knows of the call whose reply it decodes. */
+export type ReplyContext = { method: string; id: number; signal?: AbortSignal };
+
+/**
+ * Turns the body of an HTTP 200 reply into the call's result, inside the attempt: an RpcCallError
+ * it throws is that round trip's outcome and is retried when retryable (any other error counts as
+ * `http_error` and ends the call). It owns `body` (it may transfer its memory to a thread).
+ */
+export type ReplyDecoder<T> = (body: Buffer, context: ReplyContext) => T | Promise<T>;
+
+export type RpcCallOptions<T> = {
+  signal?: AbortSignal;
+  /** Defaults to the JSON-RPC envelope's `result`, parsed in-process. */
+  decode?: ReplyDecoder<T>;
+};
+
 /**
  * The one client every Solana JSON-RPC call goes through: time-outs, retries with exponential
  * back-off and jitter (p-retry), `Retry-After` on 429, and the cost metrics of DESIGN.md counted
@@ -64,18 +59,22 @@ export class RpcClient {
   }
 
   /**
-   * Calls `method` with `params` (JSON-RPC 2.0 over HTTP POST) and returns its `result`.
+   * Calls `method` with `params` (JSON-RPC 2.0 over HTTP POST) and returns its `result`, or what
+   * `options.decode` makes of the reply body.
    *
+   * @param options an AbortSignal, or `{ signal, decode }` (see {@link RpcCallOptions}).
    * @throws RpcCallError once retries are spent or for a failure that cannot succeed on retry.
    */
   async call<T>(
     endpoint: RpcEndpoint,
     method: string,
     params: unknown[],
-    signal?: AbortSignal,
+    options?: AbortSignal | RpcCallOptions<T>,
   ): Promise<T> {
+    const { signal, decode = parseReply<T> }: RpcCallOptions<T> =
+      options === undefined ? {} : 'aborted' in options ? { signal: options } : options;
     const labels = { method, endpoint: endpoint.kind };
-    return pRetry(() => this.once<T>(endpoint, method, params, signal), {
+    return pRetry(() => this.once<T>(endpoint, method, params, decode, signal), {
       retries: this.opts.retries,
       factor: 2,
       minTimeout: this.opts.minBackoffMs ?? 200,
@@ -96,6 +95,7 @@ export class RpcClient {
     endpoint: RpcEndpoint,
     method: string,
     params: unknown[],
+    decode: ReplyDecoder<T>,
     signal?: AbortSignal,
   ): Promise<T> {
     const { metrics } = this.opts;
@@ -128,7 +128,8 @@ export class RpcClient {
       metrics.rpcResponseBytes.inc(labels, reply.body.length);
       if (reply.status !== 429)
         metrics.rpcCredits.inc(labels, this.costs[method] ?? this.costs['*'] ?? 1);
-      return parseReply<T>(method, reply, id);
+      checkStatus(method, reply);
+      return await decode(reply.body, { method, id, signal });
     } catch (err) {
       outcome = err instanceof RpcCallError ? err.outcome : 'http_error';
       throw err;
@@ -139,44 +140,22 @@ export class RpcClient {
   }
 }
 
-function parseReply<T>(method: string, reply: HttpReply, id: number): T {
-  if (reply.status !== 200) {
-    const retryable =
-      reply.status === 408 || reply.status === 429 || (reply.status >= 500 && reply.status !== 501);
-    throw new RpcCallError(
-      `${method}: HTTP ${reply.status}`,
-      'http_error',
-      retryable,
-      parseRetryAfter(reply.headers['retry-after']),
-    );
-  }
-  let payload: unknown;
-  try {
-    payload = JSON.parse(reply.body.toString('utf8'));
-  } catch {
-    throw new RpcCallError(`${method}: malformed JSON body`, 'http_error', true);
-  }
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    throw new RpcCallError(`${method}: reply is not a JSON-RPC object`, 'http_error', true);
-  }
-  const msg = payload as {
-    id?: unknown;
-    result?: unknown;
-    error?: { code?: unknown; message?: unknown };
-  };
-  if (msg.error !== undefined && msg.error !== null) {
-    const code = typeof msg.error.code === 'number' ? msg.error.code : NaN;
-    const text = typeof msg.error.message === 'string' ? msg.error.message.slice(0, 200) : '';
-    throw new RpcCallError(
-      `${method}: JSON-RPC error ${code} ${text}`,
-      'rpc_error',
-      RETRYABLE_RPC_CODES.has(code),
-    );
-  }
-  if (!('result' in msg) || msg.id !== id) {
-    throw new RpcCallError(`${method}: reply has no result for id ${id}`, 'http_error', true);
-  }
-  return msg.result as T;
+/** Refuses a reply whose HTTP status is not 200: retryable for 408, 429 and 5xx other than 501. */
+function checkStatus(method: string, reply: HttpReply): void {
+  if (reply.status === 200) return;
+  const retryable =
+    reply.status === 408 || reply.status === 429 || (reply.status >= 500 && reply.status !== 501);
+  throw new RpcCallError(
+    `${method}: HTTP ${reply.status}`,
+    'http_error',
+    retryable,
+    parseRetryAfter(reply.headers['retry-after']),
+  );
+}
+
+/** The default decoder: the JSON-RPC envelope, parsed on the calling thread. */
+function parseReply<T>(body: Buffer, { method, id }: ReplyContext): T {
+  return decodeEnvelope<T>(method, body, id);
 }
 
 /** `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), in milliseconds. */

@@ -1,0 +1,104 @@
+import type { RpcOutcome } from '../metrics/metrics.js';
+
+/**
+ * The JSON-RPC envelope of a 200 reply, and the error every failed call becomes. Kept apart from
+ * ./client.ts (p-retry, sockets) so a worker thread can decode a reply without loading them.
+ */
+
+/**
+ * One failed JSON-RPC call, classified for metrics (`outcome`) and for retrying. The message may
+ * quote the upstream; it is for logs only, never for a response body.
+ */
+export class RpcCallError extends Error {
+  override readonly name = 'RpcCallError';
+  constructor(
+    message: string,
+    readonly outcome: Exclude<RpcOutcome, 'ok'>,
+    readonly retryable: boolean,
+    readonly retryAfterMs?: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * JSON-RPC error codes that say "try again" rather than "this cannot succeed": node behind or
+ * unhealthy (-32005), block or slot not yet available (-32004, -32016), internal error (-32603),
+ * and the rate-limit codes some providers use instead of HTTP 429.
+ */
+const RETRYABLE_RPC_CODES = new Set([-32005, -32004, -32016, -32603, 429, -32429]);
+
+/**
+ * The `result` of a JSON-RPC 2.0 reply body (HTTP 200) to request `id`.
+ *
+ * @throws RpcCallError `http_error` (retryable) for a body that is not JSON, not a JSON-RPC object
+ *   or without a result for `id`; `rpc_error` for a JSON-RPC error object, retryable for the
+ *   codes above.
+ */
+export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number): T {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(
+      Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'),
+    );
+  } catch {
+    throw new RpcCallError(`${method}: malformed JSON body`, 'http_error', true);
+  }
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+    throw new RpcCallError(`${method}: reply is not a JSON-RPC object`, 'http_error', true);
+  }
+  const msg = payload as {
+    id?: unknown;
+    result?: unknown;
+    error?: { code?: unknown; message?: unknown };
+  };
+  if (msg.error !== undefined && msg.error !== null) {
+    const code = typeof msg.error.code === 'number' ? msg.error.code : NaN;
+    const text = typeof msg.error.message === 'string' ? msg.error.message.slice(0, 200) : '';
+    throw new RpcCallError(
+      `${method}: JSON-RPC error ${code} ${text}`,
+      'rpc_error',
+      RETRYABLE_RPC_CODES.has(code),
+    );
+  }
+  if (!('result' in msg) || msg.id !== id) {
+    throw new RpcCallError(`${method}: reply has no result for id ${id}`, 'http_error', true);
+  }
+  return msg.result as T;
+}
+
+/**
+ * An error as it crosses a thread boundary (structured clone keeps an Error's class only for the
+ * built-in ones, so an RpcCallError travels as its fields).
+ */
+export type WireError =
+  | {
+      rpc: {
+        message: string;
+        outcome: Exclude<RpcOutcome, 'ok'>;
+        retryable: boolean;
+        retryAfterMs?: number;
+      };
+    }
+  | { error: Error }
+  | { thrown: string };
+
+export function toWireError(err: unknown): WireError {
+  if (err instanceof RpcCallError) {
+    const { message, outcome, retryable, retryAfterMs } = err;
+    return { rpc: { message, outcome, retryable, retryAfterMs } };
+  }
+  if (err instanceof Error) return { error: err };
+  return { thrown: String(err) };
+}
+
+/** The error {@link toWireError} describes, an RpcCallError again where it was one. */
+export function fromWireError(wire: WireError): Error {
+  if ('rpc' in wire) {
+    const { message, outcome, retryable, retryAfterMs } = wire.rpc;
+    return new RpcCallError(message, outcome, retryable, retryAfterMs);
+  }
+  if ('error' in wire) return wire.error;
+  return new Error(wire.thrown);
+}
