@@ -124,6 +124,7 @@ export const configSchema = z
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
     TRUST_PROXY: bool(false),
     WORKER_METRICS_PORT: int(0, 65535, 9101),
+    LOCAL_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000, 10_000),
     ADMIN_TOKEN: z.preprocess(

@@ -172,6 +172,8 @@ describe('API /metrics after real traffic', () => {
         RPC_OVERRIDE_ALLOWLIST: new URL(sim.url).origin,
         RPC_TIMEOUT_MS: '1000',
         ACCESS_LOG: 'true',
+        // ageEntry() moves fetchedAt back in Redis behind the API's back: no in-process copy.
+        LOCAL_CACHE_BYTES: '0',
       },
     });
   });

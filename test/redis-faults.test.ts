@@ -253,13 +253,18 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
         ]);
         expect(derive.reply).toMatchObject({ status: 200, body: { s: 'ok' } });
         expect(derive.ms).toBeLessThan(1_000);
-        for (const { reply, ms } of [warm, cold]) {
-          expect(reply).toMatchObject({
-            status: 500,
-            body: { s: 'error', result: 'Internal error' },
-          });
-          expect(ms).toBeLessThan(2_000 + 1_500);
-        }
+        // The warm key is served from the API's in-process copy (still fresh, and no event was
+        // missed: a stalled Redis drops no connection); the cold one fails fast.
+        expect(warm.reply).toMatchObject({
+          status: 200,
+          body: { s: 'ok', result: ['bullish', 'hollaaa', 'testing'] },
+        });
+        expect(warm.ms).toBeLessThan(1_000);
+        expect(cold.reply).toMatchObject({
+          status: 500,
+          body: { s: 'error', result: 'Internal error' },
+        });
+        expect(cold.ms).toBeLessThan(2_000 + 1_500);
         expect(ready.reply.status).toBe(503);
         expect(ready.ms).toBeLessThan(2_000 + 1_500);
       } finally {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishRefreshEvent } from '../src/queue/refresh-events.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
@@ -97,18 +98,37 @@ describe('GET /subdomains/:parent', () => {
     const first = await fetch(`${gw.baseUrl}/subdomains/67679`);
     const tag = first.headers.get('etag');
     expect(tag).toMatch(/^"[^"]+"$/);
+    expect(first.headers.get('content-type')).toBe('application/json; charset=utf-8');
     const again = await fetch(`${gw.baseUrl}/subdomains/67679`, {
       headers: { 'if-none-match': tag! },
     });
     expect(again.status).toBe(304);
     expect(await again.text()).toBe('');
-    gw.sim.chain.addSubdomain('67679', 'newcomer');
-    await gw.redis.del(`${gw.config.QUEUE_PREFIX}:subdomains:${endpointId(gw.sim.url)}:67679`);
-    const changed = await fetch(`${gw.baseUrl}/subdomains/67679`, {
+    // Another answer has another validator.
+    const other = await fetch(`${gw.baseUrl}/subdomains/demo`, {
       headers: { 'if-none-match': tag! },
     });
-    expect(changed.status).toBe(200);
-    expect(changed.headers.get('etag')).not.toBe(tag);
+    expect(other.status).toBe(200);
+    expect(other.headers.get('etag')).not.toBe(tag);
+  });
+
+  it('keeps fresh entries in process: warm hits skip Redis, and a refresh anywhere replaces them', async () => {
+    const expected = (await gw.get('/subdomains/67679')).body.result;
+    const key = `${gw.config.QUEUE_PREFIX}:subdomains:${endpointId(gw.sim.url)}:67679`;
+    // Gone from Redis behind the API's back (no refresh event): a Redis read would now miss.
+    await gw.redis.del(key);
+    for (let i = 0; i < 20; i++) {
+      const res = await gw.get('/subdomains/67679');
+      expect(res.headers.get('x-cache')).toBe('HIT');
+      expect(res.body.result).toEqual(expected);
+    }
+    // A worker's refresh event (any worker, in any process) drops the copy.
+    gw.sim.chain.addSubdomain('67679', 'fresh-label');
+    await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, { key, ok: true });
+    await waitFor(
+      async () => (await gw.get('/subdomains/67679')).headers.get('x-cache') === 'MISS',
+    );
+    expect((await gw.get('/subdomains/67679')).body.result).toContain('fresh-label');
   });
 
   it.each([

@@ -59,8 +59,8 @@ export class SubdomainCache {
     return now - entry.fetchedAt < this.freshMs ? 'fresh' : 'stale';
   }
 
-  /** Seconds of freshness left, for `Cache-Control: max-age`. */
-  freshSecondsLeft(entry: CacheEntry, now = Date.now()): number {
-    return Math.max(0, Math.floor((entry.fetchedAt + this.freshMs - now) / 1000));
+  /** Milliseconds of freshness left (0 once stale). */
+  freshMsLeft(entry: CacheEntry, now = Date.now()): number {
+    return Math.max(0, entry.fetchedAt + this.freshMs - now);
   }
 }

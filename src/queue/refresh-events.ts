@@ -29,6 +29,10 @@ type Waiter = (event: RefreshEvent | null) => void;
 export class RefreshListener {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly channel: string;
+  private readonly refreshedHandlers: Array<(key: string) => void> = [];
+  private readonly lostHandlers: Array<() => void> = [];
+  private subscribed = false;
+  private started = false;
 
   /** @param subscriber a connection of its own; it is put in subscriber mode. */
   constructor(
@@ -43,12 +47,40 @@ export class RefreshListener {
     // waits for may be lost, and while Redis is down no refresh can finish. Fail the waiters at
     // once (their requests answer 500, as for any Redis fault) instead of leaving them to wait
     // out SUBDOMAINS_WAIT_MS; the refresh itself stays queued and fills the cache later.
-    subscriber.on('close', () => this.failAll());
+    subscriber.on('close', () => {
+      this.subscribed = false;
+      for (const handler of this.lostHandlers) handler();
+      this.failAll();
+    });
+    // ioredis subscribes again by itself once the connection is ready after a reconnect.
+    subscriber.on('ready', () => {
+      if (this.started) this.subscribed = true;
+    });
   }
 
   /** Subscribes; ioredis subscribes again by itself after a reconnect. */
   async start(): Promise<void> {
+    this.started = true;
     await this.subscriber.subscribe(this.channel);
+    this.subscribed = true;
+  }
+
+  /**
+   * True while every event reaches this process: subscribed, and no drop since. A process-local
+   * copy of cache entries is coherent only then (see SubdomainLookup).
+   */
+  get live(): boolean {
+    return this.subscribed;
+  }
+
+  /** Calls `handler` with the key of every successful refresh, from any worker. */
+  onRefreshed(handler: (key: string) => void): void {
+    this.refreshedHandlers.push(handler);
+  }
+
+  /** Calls `handler` when the subscription drops: events may be lost from then on. */
+  onLost(handler: () => void): void {
+    this.lostHandlers.push(handler);
   }
 
   /**
@@ -87,6 +119,7 @@ export class RefreshListener {
 
   /** Releases every waiter with null and unsubscribes. */
   async close(): Promise<void> {
+    this.subscribed = false;
     for (const set of [...this.waiters.values()]) for (const w of [...set]) w(null);
     if (this.subscriber.status === 'ready')
       await this.subscriber.unsubscribe(this.channel).catch(() => undefined);
@@ -105,6 +138,7 @@ export class RefreshListener {
     } catch {
       return;
     }
+    if (event.ok) for (const handler of this.refreshedHandlers) handler(event.key);
     const set = this.waiters.get(event.key);
     if (set) for (const w of [...set]) w(event);
   }

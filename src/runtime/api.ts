@@ -86,6 +86,7 @@ export async function startApi(
       waitMs: config.SUBDOMAINS_WAIT_MS,
       maxWaiting: config.QUEUE_MAX_WAITING,
       hotKeys,
+      localCacheBytes: config.LOCAL_CACHE_BYTES,
     }),
     isReady: async () => {
       if (closing || command.status !== 'ready') return false;

@@ -25,6 +25,8 @@ export type SubdomainLookupDeps = {
   maxWaiting: number;
   /** Counts requests per parent so the worker keeps the hottest fresh; off when absent. */
   hotKeys?: HotKeyTracker;
+  /** Bytes of labels kept in the process-local copy of fresh entries (0: none). */
+  localCacheBytes?: number;
 };
 
 /**
@@ -33,12 +35,38 @@ export type SubdomainLookupDeps = {
  * misses queue one refresh and wait for the worker's event. Concurrent misses for one key in this
  * process share one wait (single flight); across processes BullMQ's deduplication makes one job.
  * The API never calls the RPC itself.
+ *
+ * Fresh entries are also kept in process, so a warm hit costs no Redis round trip. The copy stays
+ * coherent across replicas through the refresh events every process already listens to: an entry
+ * is dropped when any worker refreshes its key, everything is dropped when the subscription drops
+ * (events could be missed), and nothing is kept while it is down. A copy never outlives its
+ * freshness, so staleness is always decided on Redis's entry.
  */
 export class SubdomainLookup {
   private readonly inflight = new Map<string, Promise<CacheEntry>>();
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
 
-  constructor(private readonly deps: SubdomainLookupDeps) {}
+  private readonly local: LRUCache<string, CacheEntry> | undefined;
+
+  constructor(private readonly deps: SubdomainLookupDeps) {
+    const maxSize = deps.localCacheBytes ?? 0;
+    if (maxSize > 0) {
+      const local = new LRUCache<string, CacheEntry>({
+        maxSize,
+        sizeCalculation: (entry) => entry.labels.reduce((n, label) => n + label.length + 8, 64),
+      });
+      deps.listener.onRefreshed((key) => local.delete(key));
+      deps.listener.onLost(() => local.clear());
+      this.local = local;
+    }
+  }
+
+  /** Keeps a fresh entry in process until its freshness ends, if events are flowing. */
+  private remember(key: string, entry: CacheEntry): void {
+    if (!this.local || !this.deps.listener.live) return;
+    const ttl = this.deps.cache.freshMsLeft(entry);
+    if (ttl > 0) this.local.set(key, entry, { ttl });
+  }
 
   /**
    * @param parent a normalized single label.
@@ -57,10 +85,16 @@ export class SubdomainLookup {
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
     if (endpoint.kind === 'default') this.deps.hotKeys?.hit(parent);
+    const kept = this.local?.get(key);
+    if (kept && this.deps.listener.live) {
+      metrics.cacheLookups.inc({ result: 'hit' });
+      return { entry: kept, state: 'HIT' };
+    }
     const entry = await this.read(key);
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
         metrics.cacheLookups.inc({ result: 'hit' });
+        this.remember(key, entry);
         return { entry, state: 'HIT' };
       }
       metrics.cacheLookups.inc({ result: 'stale' });
@@ -82,7 +116,9 @@ export class SubdomainLookup {
       );
       this.inflight.set(key, flight);
     }
-    return { entry: await flight, state: 'MISS' };
+    const fetched = await flight;
+    this.remember(key, fetched);
+    return { entry: fetched, state: 'MISS' };
   }
 
   private async refreshAndWait(

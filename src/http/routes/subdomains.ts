@@ -1,3 +1,5 @@
+import { fnv1a } from '@fastify/etag';
+import type { FastifyReply } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CacheEntry, SubdomainCache } from '../../cache/subdomain-cache.js';
 import { InternalError, ok, RateLimitedError } from '../../errors.js';
@@ -35,6 +37,22 @@ function cacheHeaders(entry: CacheEntry, fresh: number, stale: number, now = Dat
  * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`. Answers through an override are
  * `Cache-Control: no-store`: they must not be shared under the gateway's URL.
  */
+/**
+ * The answer body and its ETag, made once per cache entry: a warm hit returns the same entry
+ * object (SubdomainLookup's in-process copy), so it is sent as a ready string, not serialized
+ * and hashed again. Same bytes and validator as the schema's serializer and @fastify/etag give.
+ */
+const rendered = new WeakMap<CacheEntry, { body: string; etag: string }>();
+function render(entry: CacheEntry): { body: string; etag: string } {
+  let out = rendered.get(entry);
+  if (!out) {
+    const body = JSON.stringify(ok(entry.labels));
+    out = { body, etag: `"${fnv1a(body)}"` };
+    rendered.set(entry, out);
+  }
+  return out;
+}
+
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
   const checkColdMiss = app.createRateLimit();
@@ -75,7 +93,12 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       reply.header('x-cache', state);
       if (endpoint.kind === 'override') reply.header('cache-control', 'no-store');
       else reply.headers(cacheHeaders(entry, deps.freshSeconds, deps.staleSeconds));
-      return ok(entry.labels as string[]);
+      const { body, etag } = render(entry);
+      // A ready string bypasses the schema serializer (the type provider only knows objects).
+      return (reply as FastifyReply)
+        .type('application/json; charset=utf-8')
+        .header('etag', etag)
+        .send(body);
     },
   );
 };
