@@ -42,31 +42,31 @@ export class InternalError extends GatewayError {
   readonly publicMessage = ERROR_TEXT.internal;
 }
 
+/** An answer that tells the client when to try again (`Retry-After`, RFC 9110 §10.2.3). */
+abstract class RetryLaterError extends GatewayError {
+  override readonly headers: Readonly<Record<string, string>>;
+  /** @param retryAfterSeconds whole seconds until a retry may succeed. */
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message);
+    this.headers = { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) };
+  }
+}
+
 /** 503 with `Retry-After`: the refresh queue is full, so a cold miss is shed (DESIGN.md). */
-export class OverloadedError extends GatewayError {
+export class OverloadedError extends RetryLaterError {
   override readonly name = 'OverloadedError';
   readonly statusCode = 503;
   readonly publicMessage = 'Service overloaded';
-  override readonly headers: Readonly<Record<string, string>>;
-  constructor(message: string, retryAfterSeconds: number) {
-    super(message);
-    this.headers = { 'retry-after': String(retryAfterSeconds) };
-  }
 }
 
 /**
  * 429 with `Retry-After`: this client started too many new refreshes (cold misses) in the window.
  * Hits, stale hits and requests joining a refresh already under way are never limited (DESIGN.md).
  */
-export class RateLimitedError extends GatewayError {
+export class RateLimitedError extends RetryLaterError {
   override readonly name = 'RateLimitedError';
   readonly statusCode = 429;
   readonly publicMessage = 'Too many requests';
-  override readonly headers: Readonly<Record<string, string>>;
-  constructor(message: string, retryAfterSeconds: number) {
-    super(message);
-    this.headers = { 'retry-after': String(retryAfterSeconds) };
-  }
 }
 
 /** Builds the envelope of an error answer. */

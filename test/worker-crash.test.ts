@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { REFRESH_JOB, REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
-import { startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
 import { DEMO_DOMAINS } from './support/rpc-sim/index.js';
 import { spawnWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
@@ -49,6 +49,17 @@ function childEnv(gw: Gateway, extra: Record<string, string> = {}): Record<strin
     RPC_MAX_PER_SECOND: '1000',
     ...extra,
   };
+}
+
+/** Every parent got its own labels: no refresh lost, none answered with another's list. */
+function expectEveryParentAnswered(parents: readonly string[], answers: Reply[]): void {
+  answers.forEach((reply, i) => {
+    const parent = parents[i] as string;
+    expect(reply, parent).toMatchObject({
+      status: 200,
+      body: { s: 'ok', result: LABELS.get(parent) ?? [] },
+    });
+  });
 }
 
 describe('a worker killed mid-refresh', () => {
@@ -134,14 +145,7 @@ describe('a worker shut down gracefully under load', () => {
 
       gw.sim.setFaults([]);
       second = await startWorker(gw.config, gw.metrics, silent, { serveMetrics: false });
-      const answers = await Promise.all(replies);
-      answers.forEach((reply, i) => {
-        const parent = parents[i] as string;
-        expect(reply, parent).toMatchObject({
-          status: 200,
-          body: { s: 'ok', result: LABELS.get(parent) ?? [] },
-        });
-      });
+      expectEveryParentAnswered(parents, await Promise.all(replies));
       expect(await queueState(gw)).toEqual({
         wait: 0,
         active: 0,
@@ -182,14 +186,7 @@ describe('a worker shut down gracefully under load', () => {
 
       gw.sim.setFaults([]);
       second = await startWorker(gw.config, gw.metrics, silent, { serveMetrics: false });
-      const answers = await Promise.all(replies);
-      answers.forEach((reply, i) => {
-        const parent = parents[i] as string;
-        expect(reply, parent).toMatchObject({
-          status: 200,
-          body: { s: 'ok', result: LABELS.get(parent) ?? [] },
-        });
-      });
+      expectEveryParentAnswered(parents, await Promise.all(replies));
       expect(await queueState(gw)).toMatchObject({
         wait: 0,
         active: 0,
