@@ -5,8 +5,6 @@ import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
 /** Which endpoint a call went to; never the URL itself (DESIGN.md, "Metrics"). */
 export type EndpointLabel = 'default' | 'override';
 export type RpcOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout';
-export type CacheResult = 'hit' | 'stale' | 'miss';
-export type RefreshOutcome = 'completed' | 'failed' | 'retried';
 export type QueueState = 'waiting' | 'active' | 'delayed' | 'failed';
 
 /**

@@ -110,13 +110,6 @@ export class RefreshListener {
     return { event, cancel };
   }
 
-  /** How many requests wait right now, over all keys. */
-  get pending(): number {
-    let n = 0;
-    for (const set of this.waiters.values()) n += set.size;
-    return n;
-  }
-
   /** Releases every waiter with null and unsubscribes. */
   async close(): Promise<void> {
     this.subscribed = false;

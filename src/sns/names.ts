@@ -1,8 +1,5 @@
 import { InvalidInputError } from '../errors.js';
 
-/** The registry suffix the 3.x SDK's names live under (DESIGN.md, "Registry suffix"). */
-export const REGISTRY_SUFFIX = '.sol';
-
 /**
  * A name as the routes accept it, after normalization: trimmed, lower-cased, split on `.`.
  * `labels` is `[label]` for a top-level domain or `[sub, parent]` for a one-level subdomain.
