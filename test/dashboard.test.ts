@@ -5,7 +5,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parser } from '@prometheus-io/lezer-promql';
@@ -14,6 +13,7 @@ import { parse as parseYaml } from 'yaml';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { hasBinary } from './support/programs.js';
 import { labelSets, scrape, type Exposition } from './support/prometheus.js';
+import { freePort } from './support/ports.js';
 
 const root = new URL('..', import.meta.url);
 const readText = (path: string) => readFileSync(new URL(path, root), 'utf8');
@@ -294,11 +294,3 @@ describe('the dashboard against a running gateway', () => {
   if (!hasBinary('prometheus'))
     console.warn('dashboard.test: prometheus not installed; skipping the real-Prometheus check');
 });
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}

@@ -9,12 +9,13 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { freePort } from './support/ports.js';
 
 /** nginx from the PATH, or where Debian puts it (`/usr/sbin` is not on every user's PATH). */
 function findNginx(): { bin?: string; why?: string } {
@@ -42,16 +43,6 @@ type Nginx = {
   log(): LogLine[];
   stop(): Promise<void>;
 };
-
-/** A loopback port nothing listens on right now (nginx cannot be told to pick one itself). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (!address || typeof address === 'string') throw new Error('no TCP address');
-  return address.port;
-}
 
 const accepts = (port: number) =>
   new Promise<boolean>((resolve) => {

@@ -8,7 +8,7 @@ import { startApi } from '../src/runtime/api.js';
 import { startWorker } from '../worker/runtime.js';
 import { baseUrlOf, getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
-import { freePort } from './support/redis-process.js';
+import { freePort } from './support/ports.js';
 
 const silent = pino({ level: 'silent' });
 

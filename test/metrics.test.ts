@@ -11,7 +11,6 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
@@ -20,6 +19,7 @@ import {
   deletePrefix,
   seedDemo,
   startGateway,
+  testConfig,
   uniquePrefix,
   waitFor,
   type Gateway,
@@ -34,6 +34,7 @@ import {
 } from './support/prometheus.js';
 import { hasBinary } from './support/programs.js';
 import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
+import { freePort } from './support/ports.js';
 
 /** DESIGN.md's table: name, type, label names. The dashboard and alerts depend on it. */
 const DESIGN_METRICS: ReadonlyArray<readonly [string, string, readonly string[]]> = [
@@ -628,15 +629,7 @@ describe("the worker's metrics server", () => {
   it('ROLE=all in one process: API and worker share one registry, nothing registered twice', async () => {
     const redisUrl = inject('redisUrl');
     const sim = await startRpcSimulator({ chain: seedDemo() });
-    const config = loadConfig({
-      REDIS_URL: redisUrl,
-      RPC_URL: sim.url,
-      QUEUE_PREFIX: uniquePrefix(),
-      PORT: '0',
-      HOST: '127.0.0.1',
-      WORKER_METRICS_PORT: '0',
-      ROLE: 'all',
-    });
+    const config = testConfig({ RPC_URL: sim.url, ROLE: 'all' });
     const { logger } = memoryLogger();
     // What src/main.ts does for ROLE=all: one registry, the API, then the worker.
     const metrics = createMetrics(new Registry());
@@ -715,12 +708,3 @@ describe("the worker's metrics server", () => {
     }
   });
 });
-
-/** A TCP port that was free a moment ago (for a child process that cannot report port 0). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}

@@ -70,6 +70,25 @@ export async function getJson(baseUrl: string, path: string, init?: RequestInit)
 }
 
 /**
+ * The configuration of a gateway under test: the test Redis, a fresh key prefix, ephemeral
+ * loopback ports, short retries; `env` overrides any of it.
+ */
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({
+    REDIS_URL: inject('redisUrl'),
+    QUEUE_PREFIX: uniquePrefix(),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    WORKER_METRICS_PORT: '0',
+    LOG_LEVEL: 'info',
+    RPC_RETRIES: '1',
+    JOB_BACKOFF_MS: '200',
+    SUBDOMAINS_WAIT_MS: '10000',
+    ...env,
+  });
+}
+
+/**
  * Starts the real API (listening on an ephemeral loopback port) and, unless told otherwise, the
  * real BullMQ worker, on the test Redis under a unique prefix, against a loopback RPC simulator
  * seeded with the demo chain. `env` overrides configuration variables.
@@ -86,22 +105,9 @@ export async function startGateway(
     lookup?: LookupFunction;
   } = {},
 ): Promise<Gateway> {
-  const redisUrl = inject('redisUrl');
   const ownSim = !opts.sim;
   const sim = opts.sim ?? (await startRpcSimulator({ chain: opts.chain ?? seedDemo() }));
-  const config = loadConfig({
-    REDIS_URL: redisUrl,
-    RPC_URL: sim.url,
-    QUEUE_PREFIX: uniquePrefix(),
-    PORT: '0',
-    HOST: '127.0.0.1',
-    WORKER_METRICS_PORT: '0',
-    LOG_LEVEL: 'info',
-    RPC_RETRIES: '1',
-    JOB_BACKOFF_MS: '200',
-    SUBDOMAINS_WAIT_MS: '10000',
-    ...opts.env,
-  });
+  const config = testConfig({ RPC_URL: sim.url, ...opts.env });
   const logs: string[] = [];
   const logger = createLogger(
     config.LOG_LEVEL,

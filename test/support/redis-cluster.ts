@@ -2,7 +2,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, redisAnswers } from './redis-process.js';
+import { freePort } from './ports.js';
+import { redisAnswers } from './redis-process.js';
 
 /** Is `bin` on the PATH? */
 
