@@ -7,9 +7,11 @@
  *   reference proxy does) and the ceiling routes (Fastify answering constant JSON).
  * - `sim`: the loopback Solana RPC simulator of test/support/rpc-sim, seeded with the demo chain.
  *
- * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`)
- * and `stop`.
+ * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`),
+ * `profileStart` and `profileStop` (a V8 CPU profile, written to the path given) and `stop`.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
   CENTRAL_STATE,
@@ -44,6 +46,8 @@ type Handler = (cmd: string, args: unknown) => Promise<unknown>;
 
 const loop = monitorEventLoopDelay({ resolution: 5 });
 loop.enable();
+/** V8's CPU profiler of this process, for bench/profile.ts; connected on `profileStart` only. */
+let profiler: Session | undefined;
 
 function serve(
   ready: { port?: number; url?: string },
@@ -65,6 +69,20 @@ function serve(
         case 'resetLoop':
           loop.reset();
           return null;
+        case 'profileStart':
+          profiler = new Session();
+          profiler.connect();
+          await profiler.post('Profiler.enable');
+          await profiler.post('Profiler.start');
+          return null;
+        case 'profileStop': {
+          if (!profiler) throw new Error('profileStart first');
+          const { profile } = await profiler.post('Profiler.stop');
+          profiler.disconnect();
+          profiler = undefined;
+          writeFileSync(msg.args as string, JSON.stringify(profile));
+          return msg.args;
+        }
         case 'stop':
           await close();
           setImmediate(() => process.exit(0));

@@ -10,9 +10,12 @@ import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { RecordKeyDeriver } from '../src/sns/record-key.js';
 
 /** The app with no Redis at all: derivations must not need it (DESIGN.md, "Shape"). */
-function derivationApp(deriver = new RecordKeyDeriver(1000)): FastifyInstance {
+function derivationApp(
+  deriver = new RecordKeyDeriver(),
+  env: { [name: string]: string } = {},
+): FastifyInstance {
   return buildApp({
-    config: loadConfig({}),
+    config: loadConfig(env),
     metrics: createMetrics(new Registry(), { defaultMetrics: false }),
     logger: pino({ level: 'silent' }),
     deriver,
@@ -135,7 +138,7 @@ describe('GET /record-key-v2/:domain/:record', () => {
         throw new Error('secret upstream detail');
       }
     }
-    const broken = derivationApp(new BrokenDeriver(0));
+    const broken = derivationApp(new BrokenDeriver());
     const res = await broken.inject({ method: 'GET', url: '/record-key-v2/bonfida/SOL' });
     expect(res.statusCode).toBe(500);
     expect(res.json()).toEqual({ s: 'error', result: 'Internal error' });
@@ -143,16 +146,41 @@ describe('GET /record-key-v2/:domain/:record', () => {
     await broken.close();
   });
 
-  it('serves repeated names from its LRU with the same answer', async () => {
-    const deriver = new RecordKeyDeriver(2);
-    const domain = { name: 'bonfida', labels: ['bonfida'] };
-    const first = deriver.derive(domain, Record.SOL);
-    expect(deriver.derive(domain, Record.SOL)).toBe(first);
-    deriver.derive({ name: 'x', labels: ['x'] }, Record.SOL);
-    deriver.derive({ name: 'y', labels: ['y'] }, Record.SOL);
-    expect(deriver.derive(domain, Record.SOL)).toBe(
-      getRecordV2Key('bonfida', Record.SOL).toBase58(),
-    );
+  it('serves repeated names from its bounded LRU with the same answer and ETag', async () => {
+    class CountingDeriver extends RecordKeyDeriver {
+      calls = 0;
+      override derive(...args: Parameters<RecordKeyDeriver['derive']>): string {
+        this.calls++;
+        return super.derive(...args);
+      }
+    }
+    const deriver = new CountingDeriver();
+    const small = derivationApp(deriver, { DERIVATION_CACHE_SIZE: '2' });
+    const get = (url: string) => small.inject({ method: 'GET', url });
+    const expected = getRecordV2Key('bonfida', Record.SOL).toBase58();
+    const first = await get('/record-key-v2/bonfida/SOL');
+    const again = await get('/record-key-v2/bonfida/SOL');
+    expect(deriver.calls).toBe(1);
+    expect(again.body).toBe(first.body);
+    expect(again.headers.etag).toBe(first.headers.etag);
+    expect(again.json()).toEqual({ s: 'ok', result: expected });
+    // Kept answers never stand in for a different record or an invalid one.
+    expect((await get('/record-key-v2/bonfida/ETH')).json()).toEqual({
+      s: 'ok',
+      result: getRecordV2Key('bonfida', Record.ETH).toBase58(),
+    });
+    expect((await get('/record-key-v2/bonfida/sol')).statusCode).toBe(400);
+    // Two other names push bonfida/SOL out: it is derived again, to the same key.
+    await get('/record-key-v2/x/SOL');
+    const calls = deriver.calls;
+    await get('/record-key-v2/bonfida/SOL');
+    expect(deriver.calls).toBe(calls + 1);
+    // Names longer than 128 characters are not kept (the LRU's bound is a count).
+    const long = `/record-key-v2/${'a'.repeat(129)}/SOL`;
+    await get(long);
+    await get(long);
+    expect(deriver.calls).toBe(calls + 3);
+    await small.close();
   });
 });
 

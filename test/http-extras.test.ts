@@ -48,6 +48,20 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     expect(res.headers.get('access-control-allow-methods')).toContain('GET');
   });
 
+  it('sends the same CORS headers on routes that set them itself as @fastify/cors does', async () => {
+    const corsHeaders = (res: Response) =>
+      [...res.headers].filter(([name]) => name.startsWith('access-control-'));
+    const init = { headers: { origin: 'https://app.example' } };
+    const byPlugin = corsHeaders(await fetch(`${gw.baseUrl}/types/record`, init));
+    expect(byPlugin).toEqual([
+      ['access-control-allow-origin', '*'],
+      ['access-control-expose-headers', 'X-Cache, Age, ETag, Retry-After'],
+    ]);
+    for (const path of ['/record-key-v2/bonfida/SOL', '/subdomains/67679']) {
+      expect(corsHeaders(await fetch(`${gw.baseUrl}${path}`, init)), path).toEqual(byPlugin);
+    }
+  });
+
   it('lets caches keep derivations for good', async () => {
     const res = await fetch(`${gw.baseUrl}/record-key-v2/bonfida/SOL`);
     expect(res.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');

@@ -176,7 +176,43 @@ describe('the entry file', () => {
   });
 });
 
-describe('closing with silent connections', () => {
+describe('closing with open connections', () => {
+  it('ends a keep-alive connection with the answer that was in flight when closing began', async () => {
+    const gw = await startGateway();
+    const { Agent, get } = await import('node:http');
+    const agent = new Agent({ keepAlive: true });
+    try {
+      gw.sim.setFaults([{ kind: 'delay', ms: 600 }]);
+      const url = new URL(`${gw.baseUrl}/subdomains/67679`);
+      const answered = new Promise<{ status?: number; connection?: string }>((resolve, reject) => {
+        get(url, { agent }, (res) => {
+          res.resume();
+          res.on('end', () =>
+            resolve({ status: res.statusCode, connection: res.headers.connection }),
+          );
+        }).on('error', reject);
+      });
+      // The API has counted the miss: the request waits for its refresh, which the simulator
+      // holds for 600 ms (its call is recorded only when answered, so it cannot be waited on).
+      await waitFor(async () =>
+        (await gw.metrics.cacheLookups.get()).values.some(
+          (v) => v.labels.result === 'miss' && v.value === 1,
+        ),
+      );
+      const started = Date.now();
+      const closing = gw.api.close();
+      // Without `Connection: close` the client would keep the socket for the keep-alive time-out
+      // (72 s), and close() would wait for it.
+      expect(await answered).toEqual({ status: 200, connection: 'close' });
+      await closing;
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      agent.destroy();
+      await gw.worker?.close();
+      await gw.close().catch(() => undefined);
+    }
+  });
+
   it('does not wait for a connection that never sent a request', async () => {
     const gw = await startGateway({ worker: false });
     const { connect } = await import('node:net');

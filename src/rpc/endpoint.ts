@@ -52,16 +52,23 @@ export class EndpointSelector {
   }
 
   /**
+   * The configured `RPC_URL`, synchronously (a request without `?rpc=`).
+   *
+   * @throws InternalError when `RPC_URL` is unset (spec §7: 500).
+   */
+  selectDefault(): RpcEndpoint {
+    if (!this.defaultEndpoint) throw new InternalError('RPC_URL is not configured');
+    return this.defaultEndpoint;
+  }
+
+  /**
    * @param rpcParam the raw `?rpc=` value, or undefined when absent.
    * @returns the endpoint to use for this request.
    * @throws InvalidInputError when the override is refused by policy.
    * @throws InternalError when no override is given and `RPC_URL` is unset (spec §7: 500).
    */
   async select(rpcParam: string | undefined): Promise<RpcEndpoint> {
-    if (rpcParam === undefined) {
-      if (!this.defaultEndpoint) throw new InternalError('RPC_URL is not configured');
-      return this.defaultEndpoint;
-    }
+    if (rpcParam === undefined) return this.selectDefault();
     if (this.config.RPC_OVERRIDE === 'off') throw new InvalidInputError('rpc override disabled');
     let url: URL;
     try {

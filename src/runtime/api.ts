@@ -74,7 +74,7 @@ export async function startApi(
     logger,
     rateLimitRedis: command,
     queue,
-    deriver: new RecordKeyDeriver(config.DERIVATION_CACHE_SIZE),
+    deriver: new RecordKeyDeriver(),
     endpoints: new EndpointSelector(config, opts.resolveHost),
     cache,
     lookup: new SubdomainLookup({

@@ -1,26 +1,19 @@
 import type { Record } from '@bonfida/spl-name-service';
-import { LRUCache } from 'lru-cache';
 import type { DomainName } from './names.js';
 import { recordKeyV2, toBase58 } from './pda.js';
 
 /**
- * Derives SNS V2 record keys, offline, with a bounded LRU of results for hot names.
+ * Derives SNS V2 record keys, offline. The HTTP route keeps its answers in an LRU; this class is
+ * the derivation alone, passed in so tests can replace it.
  *
  * The rule is the SDK's `getRecordV2Key(domain + ".sol", record)` (@bonfida/spl-name-service 3.x,
  * record_v2/getRecordV2Key): the record key is the name-program PDA of
  * `sha256("SPL Name Service" + "\x02" + record)` with class `CENTRAL_STATE_SNS_RECORDS` and parent
  * the domain's name account. It is computed by `recordKeyV2` of ./pda.ts, bit-identical to the SDK
  * (test/pda.test.ts) and about 15x faster (some 40 µs a key against the SDK's 640 µs on the bench
- * machine). The derivation is pure, so a cached answer never goes stale.
+ * machine).
  */
 export class RecordKeyDeriver {
-  private readonly cache: LRUCache<string, string> | undefined;
-
-  /** @param cacheSize how many (domain, record) results to keep; 0 turns the cache off. */
-  constructor(cacheSize: number) {
-    this.cache = cacheSize > 0 ? new LRUCache({ max: cacheSize }) : undefined;
-  }
-
   /**
    * @param domain a parsed name (one or two labels, no suffix): derived as the SDK derives
    *   `domain.name + ".sol"`.
@@ -30,11 +23,6 @@ export class RecordKeyDeriver {
    *   derive (the route maps it to 500).
    */
   derive(domain: DomainName, record: Record): string {
-    const cacheKey = `${record}\u0000${domain.name}`;
-    const cached = this.cache?.get(cacheKey);
-    if (cached !== undefined) return cached;
-    const key = toBase58(recordKeyV2(domain.name, record));
-    this.cache?.set(cacheKey, key);
-    return key;
+    return toBase58(recordKeyV2(domain.name, record));
   }
 }

@@ -1,21 +1,64 @@
+import type { Record } from '@bonfida/spl-name-service';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
+import { LRUCache } from 'lru-cache';
 import { InternalError, InvalidInputError, ok } from '../../errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
 import { parseRecord, RECORD_ENUM } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
+import { CORS_HEADERS } from '../cors.js';
+import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import { errorEnvelopeSchema } from '../schemas.js';
+
+export type RecordKeyRouteDeps = {
+  deriver: RecordKeyDeriver;
+  /** How many answers the LRU keeps (`DERIVATION_CACHE_SIZE`); 0 turns it off. */
+  cacheSize: number;
+};
+
+/**
+ * Longest `:domain` whose answer is kept: the LRU is bounded by count, so this bounds its bytes
+ * (about 100,000 × 300 B at the default size). Longer names are derived on every request.
+ */
+const MAX_CACHED_DOMAIN_LENGTH = 128;
+
+/** A derivation never changes: caches may keep it for good. */
+const DERIVATION_HEADERS = Object.freeze({
+  ...CORS_HEADERS,
+  'cache-control': 'public, max-age=31536000, immutable',
+});
 
 /**
  * `GET /record-key-v2/:domain/:record` (spec §4.1) and `GET /types/record` (§4.3). Pure CPU: no
  * Redis, no RPC, so both keep answering while Redis is down (DESIGN.md, "Shape").
+ *
+ * Answers are kept in a bounded LRU keyed by the raw path parameters, rendered (body and ETag), so
+ * a hot name costs one map lookup: no parsing, derivation, serialization or hashing. A derivation
+ * is pure, so a kept answer never goes stale.
  */
-export const recordKeyRoutes: FastifyPluginAsyncTypebox<{ deriver: RecordKeyDeriver }> = async (
+export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = async (
   app,
-  { deriver },
+  { deriver, cacheSize },
 ) => {
+  const answers =
+    cacheSize > 0 ? new LRUCache<string, RenderedAnswer>({ max: cacheSize }) : undefined;
+
+  /** @throws InvalidInputError for a bad name; InternalError if the derivation fails. */
+  const answer = (rawDomain: string, record: Record): RenderedAnswer => {
+    const domain = parseDerivationDomain(rawDomain);
+    try {
+      return renderOk(deriver.derive(domain, record));
+    } catch (err) {
+      if (err instanceof InvalidInputError) throw err;
+      throw new InternalError('derivation failed', { cause: err });
+    }
+  };
+
   app.get(
     '/record-key-v2/:domain/:record',
     {
+      // CORS headers come from DERIVATION_HEADERS (see ../cors.ts).
+      config: { cors: false },
       schema: {
         tags: ['sns'],
         summary: 'The V2 record-account key of a domain and record type, derived offline',
@@ -30,18 +73,20 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<{ deriver: RecordKeyDeri
         },
       },
     },
-    async (req, reply) => {
-      const domain = parseDerivationDomain(req.params.domain);
+    (req, reply) => {
+      const { domain } = req.params;
       const record = parseRecord(req.params.record);
-      try {
-        const key = deriver.derive(domain, record);
-        // A derivation never changes: caches may keep it for good.
-        reply.header('cache-control', 'public, max-age=31536000, immutable');
-        return ok(key);
-      } catch (err) {
-        if (err instanceof InvalidInputError) throw err;
-        throw new InternalError('derivation failed', { cause: err });
+      const cacheable = answers !== undefined && domain.length <= MAX_CACHED_DOMAIN_LENGTH;
+      // Unambiguous: a valid record never holds the separator.
+      const key = `${record}\u0000${domain}`;
+      let rendered = cacheable ? answers.get(key) : undefined;
+      if (!rendered) {
+        rendered = answer(domain, record);
+        if (cacheable) answers.set(key, rendered);
       }
+      // Sent here, not returned: a synchronous handler that sends needs no promise, and a ready
+      // string bypasses the schema serializer (the type provider only knows objects).
+      sendRendered((reply as FastifyReply).headers(DERIVATION_HEADERS), rendered);
     },
   );
 

@@ -1,11 +1,12 @@
-import { fnv1a } from '@fastify/etag';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CacheEntry, SubdomainCache } from '../../cache/subdomain-cache.js';
-import { InternalError, ok, RateLimitedError } from '../../errors.js';
-import type { EndpointSelector } from '../../rpc/endpoint.js';
+import { InternalError, RateLimitedError } from '../../errors.js';
+import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
-import type { SubdomainLookup } from '../../subdomains/lookup.js';
+import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
+import { CORS_HEADERS } from '../cors.js';
+import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import { errorEnvelopeSchema } from '../schemas.js';
 
 export type SubdomainRouteDeps = {
@@ -18,61 +19,89 @@ export type SubdomainRouteDeps = {
 };
 
 /**
- * HTTP caching of one answer (RFC 9111): `max-age` is the entry's freshness lifetime and `Age` how
- * long ago the worker fetched it, so a CDN or browser keeps it exactly for the freshness left;
- * after that it may serve it stale while revalidating, or on error, for the rest of the stale
- * window (DESIGN.md, "HTTP caching").
- */
-function cacheHeaders(entry: CacheEntry, fresh: number, stale: number, now = Date.now()) {
-  const age = Math.max(0, Math.floor((now - entry.fetchedAt) / 1000));
-  const afterExpiry = Math.max(0, stale - fresh);
-  return {
-    age: String(age),
-    'cache-control': `public, max-age=${fresh}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
-  };
-}
-
-/**
- * `GET /subdomains/:parent[?rpc=URL]` (spec §4.2), answered from the Redis cache
- * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`. Answers through an override are
- * `Cache-Control: no-store`: they must not be shared under the gateway's URL.
- */
-/**
  * The answer body and its ETag, made once per cache entry: a warm hit returns the same entry
  * object (SubdomainLookup's in-process copy), so it is sent as a ready string, not serialized
- * and hashed again. Same bytes and validator as the schema's serializer and @fastify/etag give.
+ * and hashed again.
  */
-const rendered = new WeakMap<CacheEntry, { body: string; etag: string }>();
-function render(entry: CacheEntry): { body: string; etag: string } {
+const rendered = new WeakMap<CacheEntry, RenderedAnswer>();
+function render(entry: CacheEntry): RenderedAnswer {
   let out = rendered.get(entry);
   if (!out) {
-    const body = JSON.stringify(ok(entry.labels));
-    out = { body, etag: `"${fnv1a(body)}"` };
+    out = renderOk(entry.labels);
     rendered.set(entry, out);
   }
   return out;
 }
 
+const querystring = Type.Object({
+  rpc: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'Another Solana JSON-RPC endpoint, for this request',
+    }),
+  ),
+});
+const params = Type.Object({ parent: Type.String({ description: 'One label, without .sol' }) });
+
+/**
+ * `GET /subdomains/:parent[?rpc=URL]` (spec §4.2), answered from the Redis cache
+ * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`.
+ *
+ * HTTP caching of one answer (RFC 9111; DESIGN.md, "HTTP caching"): `max-age` is the entry's
+ * freshness lifetime and `Age` how long ago the worker fetched it, so a CDN or browser keeps it
+ * exactly for the freshness left; after that it may serve it stale while revalidating, or on
+ * error, for the rest of the stale window. Answers through an override are
+ * `Cache-Control: no-store`: they must not be shared under the gateway's URL.
+ */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
   const checkColdMiss = app.createRateLimit();
+  const afterExpiry = Math.max(0, deps.staleSeconds - deps.freshSeconds);
+  // Constant per process: made once, with the CORS headers (the route opts out of the plugin's hook).
+  const sharedHeaders = Object.freeze({
+    ...CORS_HEADERS,
+    'cache-control': `public, max-age=${deps.freshSeconds}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
+  });
+  const overrideHeaders = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
+
+  const send = (reply: FastifyReply, endpoint: RpcEndpoint, { entry, state }: LookupResult) => {
+    if (endpoint.kind === 'override') reply.headers(overrideHeaders);
+    else {
+      const age = Math.max(0, Math.floor((Date.now() - entry.fetchedAt) / 1000));
+      reply.headers(sharedHeaders).header('age', String(age));
+    }
+    return sendRendered(reply.header('x-cache', state), render(entry));
+  };
+
+  /** Everything but a warm hit: Redis, the queue, the wait for a refresh. */
+  const lookUp = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    parent: string,
+    rpc: string | undefined,
+  ) => {
+    const endpoint = await deps.endpoints.select(rpc);
+    if (!deps.lookup) throw new InternalError('no cache configured');
+    const result = await deps.lookup.lookup(parent, endpoint, async () => {
+      const limit = await checkColdMiss(req);
+      if (!limit.isAllowed && limit.isExceeded) {
+        throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds);
+      }
+    });
+    return send(reply, endpoint, result);
+  };
 
   app.get(
     '/subdomains/:parent',
     {
+      // CORS headers come from sharedHeaders/overrideHeaders (see ../cors.ts).
+      config: { cors: false },
       schema: {
         tags: ['sns'],
         summary:
           'Subdomain labels of a top-level .sol name (only those with a reverse record), sorted',
-        params: Type.Object({ parent: Type.String({ description: 'One label, without .sol' }) }),
-        querystring: Type.Object({
-          rpc: Type.Optional(
-            Type.String({
-              minLength: 1,
-              description: 'Another Solana JSON-RPC endpoint, for this request',
-            }),
-          ),
-        }),
+        params,
+        querystring,
         response: {
           200: Type.Object({ s: Type.Literal('ok'), result: Type.Array(Type.String()) }),
           '4xx': errorEnvelopeSchema,
@@ -80,25 +109,18 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         },
       },
     },
-    async (req, reply) => {
+    (req, reply) => {
       const parent = parseParentLabel(req.params.parent);
-      const endpoint = await deps.endpoints.select(req.query.rpc);
-      if (!deps.lookup || !deps.cache) throw new InternalError('no cache configured');
-      const { entry, state } = await deps.lookup.lookup(parent, endpoint, async () => {
-        const limit = await checkColdMiss(req);
-        if (!limit.isAllowed && limit.isExceeded) {
-          throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds);
+      // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
+      if (req.query.rpc === undefined && deps.lookup) {
+        const endpoint = deps.endpoints.selectDefault();
+        const hit = deps.lookup.peek(parent, endpoint);
+        if (hit) {
+          send(reply, endpoint, hit);
+          return;
         }
-      });
-      reply.header('x-cache', state);
-      if (endpoint.kind === 'override') reply.header('cache-control', 'no-store');
-      else reply.headers(cacheHeaders(entry, deps.freshSeconds, deps.staleSeconds));
-      const { body, etag } = render(entry);
-      // A ready string bypasses the schema serializer (the type provider only knows objects).
-      return (reply as FastifyReply)
-        .type('application/json; charset=utf-8')
-        .header('etag', etag)
-        .send(body);
+      }
+      return lookUp(req, reply, parent, req.query.rpc);
     },
   );
 };

@@ -1,0 +1,155 @@
+/**
+ * `npm run bench:profile -- --scenario hot|cold|warm`: one load scenario of bench/run.ts against
+ * the API alone, with V8's CPU profiler on in the API process, then the functions that took the
+ * most self time, grouped by package. For finding what a request costs, not for the record:
+ * profiling slows the process, so its requests per second are not comparable with `npm run bench`.
+ *
+ * Flags: `--scenario` (hot), `--seconds N` profiled (10, after 2 s of warm-up), `--connections N`
+ * (16), `--top N` (40), `--dir PATH` where the `.cpuprofile` is kept (a temporary directory by
+ * default; open it in Chrome DevTools).
+ * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
+ */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { benchPrefix, Child, deletePrefix, fmt, load, table } from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    scenario: { type: 'string', default: 'hot' },
+    server: { type: 'string', default: 'gateway' },
+    seconds: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '16' },
+    top: { type: 'string', default: '40' },
+    dir: { type: 'string' },
+  },
+});
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+type ProfileNode = {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+};
+type Profile = { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+
+/** Where a script belongs: a package name, `sns-gateway` for our sources, or `node`. */
+function owner(url: string): string {
+  if (url === '') return '(vm)';
+  const inModules = url.lastIndexOf('node_modules/');
+  if (inModules >= 0) {
+    const rest = url.slice(inModules + 'node_modules/'.length).split('/');
+    return rest[0]?.startsWith('@') ? `${rest[0]}/${rest[1] ?? ''}` : (rest[0] ?? url);
+  }
+  if (url.startsWith('node:')) return 'node';
+  return 'sns-gateway';
+}
+
+/** Self time of each function and each owner, in microseconds, from a V8 `.cpuprofile`. */
+function summarize(profile: Profile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const selfUs = new Map<number, number>();
+  profile.samples.forEach((id, i) => {
+    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  const byFunction = new Map<string, number>();
+  const byOwner = new Map<string, number>();
+  let total = 0;
+  for (const [id, us] of selfUs) {
+    const frame = byId.get(id)?.callFrame;
+    if (!frame) continue;
+    const file = frame.url.replace(/^file:\/\//, '');
+    const where = file ? `${path.relative(process.cwd(), file)}:${frame.lineNumber + 1}` : '';
+    const name = `${frame.functionName || '(anonymous)'} ${where}`.trim();
+    byFunction.set(name, (byFunction.get(name) ?? 0) + us);
+    const who = owner(file);
+    byOwner.set(who, (byOwner.get(who) ?? 0) + us);
+    total += us;
+  }
+  const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]);
+  return { total, functions: sorted(byFunction), owners: sorted(byOwner) };
+}
+
+async function main(): Promise<void> {
+  const scenario = flags.scenario;
+  const dir = flags.dir ?? mkdtempSync(path.join(os.tmpdir(), 'snsgw-profile-'));
+  const prefix = benchPrefix();
+  const children: Child[] = [];
+  try {
+    const sim = await Child.start('sim');
+    children.push(sim);
+    const env = {
+      REDIS_URL,
+      RPC_URL: sim.info.url as string,
+      QUEUE_PREFIX: prefix,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_METRICS_PORT: '0',
+      CACHE_FRESH_SECONDS: '3600',
+      SUBDOMAINS_WAIT_MS: '120000',
+    };
+    const ceiling = flags.server === 'ceiling';
+    const api = ceiling
+      ? await Child.start('baseline', { RPC_URL: sim.info.url as string })
+      : await Child.start('api', env);
+    children.push(api);
+    const base = `http://127.0.0.1:${api.info.port}`;
+    const route = (path: string) => (ceiling ? path.replace(/^\/[^/]+/, '/ceiling') : path);
+    let next: () => string;
+    let i = 0;
+    if (scenario === 'hot') {
+      next = () => {
+        const n = i++ % 100;
+        return `/record-key-v2/${n % 4 === 0 ? `sub${n}.hot${n}` : `hot${n}`}/SOL`;
+      };
+    } else if (scenario === 'cold') {
+      next = () => {
+        const n = (i++).toString(36);
+        return `/record-key-v2/${i % 4 === 0 ? `s${n}.p${n}` : `c${n}`}/SOL`;
+      };
+    } else if (scenario === 'warm') {
+      const worker = await Child.start('worker', env);
+      children.push(worker);
+      const res = await fetch(`${base}/subdomains/67679`);
+      if (res.status !== 200) throw new Error(`priming /subdomains/67679: ${res.status}`);
+      next = () => '/subdomains/67679';
+    } else {
+      throw new Error(`unknown scenario ${scenario} (hot, cold or warm)`);
+    }
+    const pick = next;
+    next = () => route(pick());
+    const opts = { seconds: 2, warmupSeconds: 0, connections: Number(flags.connections) };
+    await load(base, next, opts); // warm-up: JIT, caches, connections
+    await api.request('profileStart');
+    const r = await load(base, next, { ...opts, seconds: Number(flags.seconds), server: api });
+    const file = path.join(dir, `api-${scenario}.cpuprofile`);
+    await api.request('profileStop', file);
+    process.stdout.write(
+      `${scenario}: ${fmt.int(r.rps)} req/s under the profiler, ` +
+        `${fmt.int(r.cpuUsPerRequest ?? NaN)} µs CPU/req, failures ${r.failures}\n`,
+    );
+    const { total, functions, owners } = summarize(
+      JSON.parse(readFileSync(file, 'utf8')) as Profile,
+    );
+    const share = (us: number) => fmt.pct(us / total);
+    const top = Number(flags.top);
+    process.stdout.write(
+      `\n${table(
+        ['owner', 'self', 'share'],
+        owners.map(([o, us]) => [o, `${fmt.int(us / 1000)} ms`, share(us)]),
+      )}\n\n${table(
+        ['function', 'self', 'share'],
+        functions.slice(0, top).map(([f, us]) => [f, `${fmt.int(us / 1000)} ms`, share(us)]),
+      )}\n\nprofile: ${file}\n`,
+    );
+  } finally {
+    await Promise.allSettled(children.map((c) => c.stop()));
+    await deletePrefix(REDIS_URL, prefix);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+});
