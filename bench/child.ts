@@ -4,7 +4,9 @@
  * - `api`, `worker`: the gateway, through src/runtime/api.ts and worker/runtime.ts, configured
  *   from the environment like src/main.ts (logs go to stdout, which the bench discards).
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
- *   reference proxy does) and the ceiling routes (Fastify answering constant JSON).
+ *   reference proxy does).
+ * - `ceiling`: Fastify answering constant JSON with the gateway's headers (`/ceiling/...`), and
+ *   without them (`/bare/...`).
  * - `sim`: the loopback Solana RPC simulator of test/support/rpc-sim, seeded with the demo chain.
  *
  * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`),
@@ -25,6 +27,7 @@ import { Connection, PublicKey } from '@solana/web3.js';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../src/config.js';
+import { CORS_HEADERS } from '../src/http/cors.js';
 import { createLogger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
@@ -122,9 +125,25 @@ async function gatewayRole(role: 'api' | 'worker'): Promise<void> {
   }
 }
 
-/** The constant answers of the ceiling routes, as long as the gateway's real ones. */
+/**
+ * The constant answers of the ceiling routes: bodies as long as the gateway's real ones, and the
+ * same headers with values of the same length (bench/run.ts checks both before measuring), so the
+ * ceiling and the gateway put the same bytes on the wire and differ only in the work per request.
+ */
 const CEILING_KEY = { s: 'ok', result: 'GBrd6Q53eu1T2PiaQAtm92r3DwxmoGvZ2D6xjtVtN1Qt' };
+const CEILING_KEY_HEADERS = {
+  ...CORS_HEADERS,
+  'cache-control': 'public, max-age=31536000, immutable',
+  etag: '"1e9ddwr"',
+};
 const CEILING_LABELS = { s: 'ok', result: ['bullish', 'hollaaa', 'testing'] };
+const CEILING_LABELS_HEADERS = {
+  ...CORS_HEADERS,
+  'cache-control': 'public, max-age=3600, stale-while-revalidate=82800, stale-if-error=82800',
+  age: '0',
+  'x-cache': 'HIT',
+  etag: '"1fk5c4h"',
+};
 
 async function baselineRole(): Promise<void> {
   const rpcUrl = process.env.RPC_URL;
@@ -145,8 +164,27 @@ async function baselineRole(): Promise<void> {
     const labels = await findSubdomains(connection, getDomainKeySync(parent).pubkey);
     return { s: 'ok', result: labels.sort() };
   });
-  app.get('/ceiling/:domain/:record', async () => CEILING_KEY);
-  app.get('/ceiling/:parent', async () => CEILING_LABELS);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  serve({ port: portOf(app) }, noCommands, () => app.close());
+}
+
+/**
+ * The ceiling: Fastify (no logger, no hooks) answering constant JSON, in a process of its own so
+ * that no other server's garbage or code paths slow it down.
+ */
+async function ceilingRole(): Promise<void> {
+  const app = Fastify({ routerOptions: { maxParamLength: 8192 } });
+  app.get('/ceiling/:domain/:record', async (_req, reply) => {
+    reply.headers(CEILING_KEY_HEADERS);
+    return CEILING_KEY;
+  });
+  app.get('/ceiling/:parent', async (_req, reply) => {
+    reply.headers(CEILING_LABELS_HEADERS);
+    return CEILING_LABELS;
+  });
+  // The same bodies with Fastify's headers only: what the contract's headers cost on the wire.
+  app.get('/bare/:domain/:record', async () => CEILING_KEY);
+  app.get('/bare/:parent', async () => CEILING_LABELS);
   await app.listen({ port: 0, host: '127.0.0.1' });
   serve({ port: portOf(app) }, noCommands, () => app.close());
 }
@@ -222,9 +260,11 @@ const started =
     ? gatewayRole(role)
     : role === 'baseline'
       ? baselineRole()
-      : role === 'sim'
-        ? simRole()
-        : Promise.reject(new Error(`unknown role ${role}`));
+      : role === 'ceiling'
+        ? ceilingRole()
+        : role === 'sim'
+          ? simRole()
+          : Promise.reject(new Error(`unknown role ${role}`));
 started.catch((err: unknown) => {
   process.stderr.write(`bench child ${role}: ${String(err)}\n`);
   process.exit(1);

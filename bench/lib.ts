@@ -11,7 +11,7 @@ import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import * as prettier from 'prettier';
 
-export type Role = 'api' | 'worker' | 'baseline' | 'sim';
+export type Role = 'api' | 'worker' | 'baseline' | 'ceiling' | 'sim';
 
 /** What a child answers to `stats`. */
 export type ChildStats = {
@@ -141,52 +141,111 @@ export function quantile(sorted: Float64Array | number[], q: number): number {
   return sorted[i] as number;
 }
 
+type Slice = { requests: number; seconds: number; failures: number };
+
 /**
- * Drives `baseUrl` with autocannon for `seconds` at `connections` closed-loop connections, after
- * a warm-up of `warmupSeconds` that is not recorded. `nextPath` picks each request's path (the
- * load generator does the same work for every server compared). Latencies are collected per
- * response (autocannon's own histogram rounds to whole milliseconds). With `server`, the CPU time
- * that process spent during the recorded run is reported per request: unlike requests per second,
- * it barely depends on what else the machine is doing.
+ * One autocannon run of `seconds` at `connections` closed-loop connections; `nextPath` picks each
+ * request's path (the load generator does the same work for every server compared). With
+ * `latencies`, each response time is pushed there (autocannon's own histogram rounds to whole
+ * milliseconds).
  */
+async function drive(
+  baseUrl: string,
+  nextPath: () => string,
+  seconds: number,
+  connections: number,
+  latencies?: number[],
+): Promise<Slice> {
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: baseUrl,
+        connections,
+        duration: seconds,
+        requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: nextPath() }) }],
+      },
+      (err: unknown, res) => (err ? reject(toError(err)) : resolve(res)),
+    );
+    if (latencies) {
+      instance.on('response', (_client, _status, _bytes, responseTime) => {
+        latencies.push(responseTime);
+      });
+    }
+  });
+  return {
+    requests: result.requests.total,
+    seconds: result.duration,
+    failures: result.non2xx + result.errors + result.timeouts,
+  };
+}
+
+/** A server under load: where to send requests, which paths, and its process (for CPU time). */
+export type Contender = { baseUrl: string; nextPath: () => string; server?: Child };
+export type LoadOptions = { seconds: number; warmupSeconds: number; connections: number };
+
+/**
+ * Drives each contender for `seconds` in all, after an unrecorded warm-up of `warmupSeconds`, in
+ * alternating slices of at most `sliceSeconds` (A B B A A B…): on a shared machine, slow phases
+ * then fall on every contender alike instead of on whichever ran during them, so ratios taken in
+ * one run compare like with like. With one contender it is a plain run. The CPU time a
+ * contender's process spent is reported per request: unlike requests per second, it barely
+ * depends on what else the machine is doing.
+ */
+export async function loadSideBySide(
+  contenders: Contender[],
+  opts: LoadOptions & { sliceSeconds?: number },
+): Promise<LoadResult[]> {
+  for (const c of contenders) {
+    if (opts.warmupSeconds > 0) {
+      await drive(c.baseUrl, c.nextPath, opts.warmupSeconds, opts.connections);
+    }
+  }
+  const slices = Math.max(1, Math.ceil(opts.seconds / (opts.sliceSeconds ?? opts.seconds)));
+  const sliceSeconds = Math.max(1, Math.round(opts.seconds / slices));
+  const totals = contenders.map(() => ({
+    requests: 0,
+    seconds: 0,
+    failures: 0,
+    cpuUs: 0,
+    latencies: [] as number[],
+  }));
+  for (let round = 0; round < slices; round++) {
+    const order = contenders.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) {
+      const c = contenders[i] as Contender;
+      const t = totals[i] as (typeof totals)[number];
+      const before = await c.server?.stats();
+      const slice = await drive(c.baseUrl, c.nextPath, sliceSeconds, opts.connections, t.latencies);
+      const after = await c.server?.stats();
+      t.requests += slice.requests;
+      t.seconds += slice.seconds;
+      t.failures += slice.failures;
+      if (before && after) t.cpuUs += after.cpuUs - before.cpuUs;
+    }
+  }
+  return contenders.map((c, i) => {
+    const t = totals[i] as (typeof totals)[number];
+    const sorted = Float64Array.from(t.latencies).sort();
+    return {
+      requests: t.requests,
+      rps: t.requests / t.seconds,
+      p50: quantile(sorted, 0.5),
+      p99: quantile(sorted, 0.99),
+      failures: t.failures,
+      ...(c.server ? { cpuUsPerRequest: t.cpuUs / t.requests } : {}),
+    };
+  });
+}
+
+/** {@link loadSideBySide} of one server. */
 export async function load(
   baseUrl: string,
   nextPath: () => string,
-  opts: { seconds: number; warmupSeconds: number; connections: number; server?: Child },
+  opts: LoadOptions & { server?: Child },
 ): Promise<LoadResult> {
-  const run = async (seconds: number, record: boolean): Promise<LoadResult> => {
-    const latencies: number[] = [];
-    const result = await new Promise<autocannon.Result>((resolve, reject) => {
-      const instance = autocannon(
-        {
-          url: baseUrl,
-          connections: opts.connections,
-          duration: seconds,
-          requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: nextPath() }) }],
-        },
-        (err: unknown, res) => (err ? reject(toError(err)) : resolve(res)),
-      );
-      if (record) {
-        instance.on('response', (_client, _status, _bytes, responseTime) => {
-          latencies.push(responseTime);
-        });
-      }
-    });
-    const sorted = Float64Array.from(latencies).sort();
-    return {
-      requests: result.requests.total,
-      rps: result.requests.total / result.duration,
-      p50: quantile(sorted, 0.5),
-      p99: quantile(sorted, 0.99),
-      failures: result.non2xx + result.errors + result.timeouts,
-    };
-  };
-  if (opts.warmupSeconds > 0) await run(opts.warmupSeconds, false);
-  const before = await opts.server?.stats();
-  const result = await run(opts.seconds, true);
-  const after = await opts.server?.stats();
-  if (before && after) result.cpuUsPerRequest = (after.cpuUs - before.cpuUs) / result.requests;
-  return result;
+  const [result] = await loadSideBySide([{ baseUrl, nextPath, server: opts.server }], opts);
+  return result as LoadResult;
 }
 
 /** Cores, CPU model, Node version, load average at the start: the first lines of a report. */

@@ -90,9 +90,7 @@ async function main(): Promise<void> {
       SUBDOMAINS_WAIT_MS: '120000',
     };
     const ceiling = flags.server === 'ceiling';
-    const api = ceiling
-      ? await Child.start('baseline', { RPC_URL: sim.info.url as string })
-      : await Child.start('api', env);
+    const api = ceiling ? await Child.start('ceiling') : await Child.start('api', env);
     children.push(api);
     const base = `http://127.0.0.1:${api.info.port}`;
     const route = (path: string) => (ceiling ? path.replace(/^\/[^/]+/, '/ceiling') : path);

@@ -4,8 +4,10 @@
  * process, against the RPC simulator in another; prints the tables and writes them to
  * BENCHMARKS.md.
  *
- * Flags: `--seconds N` per measured run (10), `--warmup N` unrecorded seconds before each (2),
- * `--connections N` (16), `--big N` subdomains of the large parent (10000).
+ * Flags: `--seconds N` of load per server and scenario (10), `--slice N` seconds of the
+ * alternating slices in which the ceiling and the gateway share them (2), `--warmup N`
+ * unrecorded seconds before (2), `--connections N` (16), `--big N` subdomains of the large
+ * parent (10000).
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
  */
 import { parseArgs } from 'node:util';
@@ -18,6 +20,7 @@ import {
   fmt,
   labelMaker,
   load,
+  loadSideBySide,
   machine,
   table,
   writeSection,
@@ -27,12 +30,14 @@ import {
 const { values: flags } = parseArgs({
   options: {
     seconds: { type: 'string', default: '10' },
+    slice: { type: 'string', default: '2' },
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '16' },
     big: { type: 'string', default: '10000' },
   },
 });
 const SECONDS = Number(flags.seconds);
+const SLICE = Number(flags.slice);
 const WARMUP = Number(flags.warmup);
 const CONNECTIONS = Number(flags.connections);
 const BIG = Number(flags.big);
@@ -65,6 +70,34 @@ async function rpc(url: string, method: string, params: unknown[]): Promise<{ te
 type CallSummary = { calls: number; byMethod: Record<string, number>; bytes: number };
 
 /**
+ * Checks that the ceiling answers with the same bytes on the wire as the gateway: the same status
+ * and header names, and as many bytes of header values and body give or take a few (an ETag or a
+ * base58 key is a character shorter now and then). Then the two differ only in the work each does
+ * per request, which is what the ratio is about.
+ *
+ * @throws Error when they differ.
+ */
+async function sameWireShape(gatewayUrl: string, ceilingUrl: string): Promise<void> {
+  const shape = async (target: string) => {
+    const res = await fetch(target);
+    const body = await res.text();
+    const headers = [...res.headers].filter(([name]) => name !== 'date');
+    return {
+      names: `${res.status} ${headers
+        .map(([name]) => name)
+        .sort()
+        .join(' ')}`,
+      bytes: Buffer.byteLength(body) + headers.reduce((n, [, value]) => n + value.length, 0),
+    };
+  };
+  const [gateway, ceiling] = await Promise.all([shape(gatewayUrl), shape(ceilingUrl)]);
+  if (gateway.names !== ceiling.names || Math.abs(gateway.bytes - ceiling.bytes) > 4) {
+    throw new Error(
+      `the ceiling's answer differs from the gateway's: ${JSON.stringify({ gateway, ceiling })}`,
+    );
+  }
+}
+/**
  * Waits until the simulator has seen no call for half a second: a server may still be answering
  * requests the load generator gave up on, and their RPC calls must not count for what follows.
  */
@@ -77,6 +110,7 @@ async function settle(sim: Child): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
 }
+
 type Row = { scenario: string; server: string; r: LoadResult };
 
 async function main(): Promise<void> {
@@ -105,12 +139,14 @@ async function main(): Promise<void> {
       LOG_LEVEL: 'info',
     };
     const api = await start('api', gatewayEnv);
-    const apiQuiet = await start('api', { ...gatewayEnv, LOG_LEVEL: 'warn' });
     const worker = await start('worker', gatewayEnv);
     const baseline = await start('baseline', { RPC_URL: simUrl });
+    const ceilingServer = await start('ceiling');
     const url = (c: Child) => `http://127.0.0.1:${c.info.port}`;
     const gw = url(api);
     const naive = url(baseline);
+
+    await sameWireShape(`${gw}/record-key-v2/hot1/SOL`, `${url(ceilingServer)}/ceiling/hot1/SOL`);
 
     const burstLabel = labelMaker(2);
     const burstLabels = Array.from({ length: 50 }, (_, i) => burstLabel(i)).sort();
@@ -118,15 +154,35 @@ async function main(): Promise<void> {
 
     const opts = { seconds: SECONDS, warmupSeconds: WARMUP, connections: CONNECTIONS };
     const rows: Row[] = [];
-    const measure = async (scenario: string, server: string, base: string, next: () => string) => {
-      const child = base === naive ? baseline : base === gw ? api : apiQuiet;
-      const r = await load(base, next, { ...opts, server: child });
+    const report = (scenario: string, server: string, r: LoadResult) => {
       rows.push({ scenario, server, r });
       log(
-        `${scenario.padEnd(24)} ${server.padEnd(28)} ${fmt.int(r.rps).padStart(7)} req/s` +
+        `${scenario.padEnd(24)} ${server.padEnd(12)} ${fmt.int(r.rps).padStart(7)} req/s` +
           `  p50 ${fmt.ms(r.p50)} ms  p99 ${fmt.ms(r.p99)} ms` +
           `  ${fmt.int(r.cpuUsPerRequest ?? NaN)} µs CPU/req  failures ${r.failures}`,
       );
+    };
+    /**
+     * The ceiling and the gateway side by side, in alternating slices (their ratio is a target),
+     * then the naive server alone (an order of magnitude away from both).
+     */
+    const measure = async (
+      scenario: string,
+      paths: { ceiling: () => string; app: () => string },
+    ) => {
+      const bare = () => paths.ceiling().replace(/^\/ceiling\//, '/bare/');
+      const [bareResult, ceiling, gateway] = await loadSideBySide(
+        [
+          { baseUrl: url(ceilingServer), nextPath: bare, server: ceilingServer },
+          { baseUrl: url(ceilingServer), nextPath: paths.ceiling, server: ceilingServer },
+          { baseUrl: gw, nextPath: paths.app, server: api },
+        ],
+        { ...opts, sliceSeconds: SLICE },
+      );
+      report(scenario, 'bare Fastify', bareResult as LoadResult);
+      report(scenario, 'ceiling', ceiling as LoadResult);
+      report(scenario, 'gateway', gateway as LoadResult);
+      report(scenario, 'naive (SDK)', await load(naive, paths.app, { ...opts, server: baseline }));
     };
 
     // 1. Derivations of 100 hot names (one or two labels), cycled.
@@ -135,36 +191,31 @@ async function main(): Promise<void> {
     );
     let h = 0;
     const hotName = () => hot[h++ % hot.length] as string;
-    await measure('derivation, 100 hot', 'ceiling', naive, () => `/ceiling/${hotName()}/SOL`);
-    await measure('derivation, 100 hot', 'gateway', gw, () => `/record-key-v2/${hotName()}/SOL`);
-    await measure('derivation, 100 hot', 'gateway, LOG_LEVEL=warn', url(apiQuiet), () => {
-      return `/record-key-v2/${hotName()}/SOL`;
-    });
-    await measure('derivation, 100 hot', 'naive (SDK)', naive, () => {
-      return `/record-key-v2/${hotName()}/SOL`;
+    await measure('derivation, 100 hot', {
+      ceiling: () => `/ceiling/${hotName()}/SOL`,
+      app: () => `/record-key-v2/${hotName()}/SOL`,
     });
 
-    // 2. Derivations of names never seen before (a quarter with two labels).
+    // 2. Derivations of names never seen before (a quarter with two labels); every request of
+    // every server gets a name no server has seen.
     let c = 0;
-    const coldName = (tag: string) => {
+    const coldName = () => {
       const n = (c++).toString(36);
-      return c % 4 === 0 ? `s${n}.${tag}p${n}` : `${tag}${n}`;
+      return c % 4 === 0 ? `s${n}.p${n}` : `c${n}`;
     };
-    await measure('derivation, cold', 'ceiling', naive, () => `/ceiling/${coldName('c')}/SOL`);
-    await measure('derivation, cold', 'gateway', gw, () => `/record-key-v2/${coldName('g')}/SOL`);
-    await measure('derivation, cold', 'naive (SDK)', naive, () => {
-      return `/record-key-v2/${coldName('n')}/SOL`;
+    await measure('derivation, cold', {
+      ceiling: () => `/ceiling/${coldName()}/SOL`,
+      app: () => `/record-key-v2/${coldName()}/SOL`,
     });
 
     // 3. /subdomains of a parent whose entry is cached (warm).
     const primed = await getJson(`${gw}/subdomains/67679`);
     if (primed.status !== 200) throw new Error(`priming /subdomains/67679: ${primed.status}`);
-    await measure('/subdomains, warm', 'ceiling', naive, () => '/ceiling/67679');
-    await measure('/subdomains, warm', 'gateway', gw, () => '/subdomains/67679');
-    await measure('/subdomains, warm', 'gateway, LOG_LEVEL=warn', url(apiQuiet), () => {
-      return '/subdomains/67679';
+    await sameWireShape(`${gw}/subdomains/67679`, `${url(ceilingServer)}/ceiling/67679`);
+    await measure('/subdomains, warm', {
+      ceiling: () => '/ceiling/67679',
+      app: () => '/subdomains/67679',
     });
-    await measure('/subdomains, warm', 'naive (SDK)', naive, () => '/subdomains/67679');
 
     // 4. A cold burst: 100 concurrent requests for one parent nobody asked for yet.
     const burst = async (base: string) => {
@@ -275,7 +326,7 @@ async function main(): Promise<void> {
       '',
       `Machine: ${m.cores} cores (\`nproc\`), ${m.cpu}, Node ${m.node}. Load average at start` +
         ` ${m.load}, at end ${mAfter.load} (a shared machine: other work ran alongside).`,
-      `Run: \`npm run bench -- --seconds ${SECONDS} --warmup ${WARMUP} --connections` +
+      `Run: \`npm run bench -- --seconds ${SECONDS} --slice ${SLICE} --warmup ${WARMUP} --connections` +
         ` ${CONNECTIONS} --big ${BIG}\`; autocannon ${CONNECTIONS} connections, one process per` +
         ' server, all on loopback, the load generator in its own process.',
       '',
@@ -297,10 +348,14 @@ async function main(): Promise<void> {
         ratioRows,
       ),
       '',
-      '- gateway: the API process (src/runtime/api.ts) at `LOG_LEVEL=info`, its default;' +
-        ' "LOG_LEVEL=warn" is a second API process without the per-request log lines.',
+      '- gateway: the API process (src/runtime/api.ts) with its defaults (`LOG_LEVEL=info`, no' +
+        ' access log). Ceiling and gateway ran side by side, in alternating slices of' +
+        ` ${SLICE} s; the naive server after them.`,
       '- naive (SDK): Fastify calling `getRecordV2Key` / `findSubdomains` (web3.js `Connection`)' +
-        ' on every request; ceiling: Fastify (no logger) answering constant JSON of the same size.',
+        ' on every request. ceiling: Fastify (no logger, no hooks) answering a constant: the same' +
+        ' status, header names and byte counts as the gateway (checked before the run), so the two' +
+        ' differ only in the work per request. bare Fastify: the same constant bodies with' +
+        " Fastify's own headers only (no CORS, cache or ETag headers).",
       '',
       '### Cold bursts and the large parent',
       '',
