@@ -93,16 +93,20 @@ async function main(): Promise<void> {
     const last = samples[samples.length - 1] as { t: number; rss: number };
     const peak = Math.max(...samples.map((s) => s.rss));
     const growth = last.rss / first.rss - 1;
-    const median = (from: number, to: number) => {
-      const rss = samples
+    const sortedRss = (from: number, to: number) =>
+      samples
         .filter((s) => s.t >= from && s.t <= to)
         .map((s) => s.rss)
         .sort((a, b) => a - b);
-      return rss[Math.floor(rss.length / 2)] ?? NaN;
-    };
+    const median = (rss: number[]) => rss[Math.floor(rss.length / 2)] ?? NaN;
     const window = Math.min(60, SECONDS / 4);
-    const early = median(SAMPLE / 2, window);
-    const late = median(SECONDS - window, SECONDS + 1);
+    const earlyRss = sortedRss(SAMPLE / 2, window);
+    const lateRss = sortedRss(SECONDS - window, SECONDS + 1);
+    const early = median(earlyRss);
+    const late = median(lateRss);
+    // The lowest samples come right after a major GC: what is live, without the garbage.
+    const earlyLow = earlyRss[0] ?? NaN;
+    const lateLow = lateRss[0] ?? NaN;
     const every = Math.max(1, Math.round(30 / SAMPLE));
     const shown = samples.filter((_, k) => k % every === 0 || k === samples.length - 1);
     const md = [
@@ -130,6 +134,10 @@ async function main(): Promise<void> {
           [`median of the first ${window.toFixed(0)} s of load`, mb(early)],
           [`median of the last ${window.toFixed(0)} s`, mb(late)],
           ['first minute → last minute (medians)', fmt.pct(late / early - 1)],
+          [
+            'first minute → last minute (lowest samples, after major GCs)',
+            `${mb(earlyLow)} → ${mb(lateLow)} (${fmt.pct(lateLow / earlyLow - 1)})`,
+          ],
           ['peak (between major GCs)', mb(peak)],
         ],
       ),
