@@ -60,6 +60,12 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     for (const path of ['/record-key-v2/bonfida/SOL', '/subdomains/67679']) {
       expect(corsHeaders(await fetch(`${gw.baseUrl}${path}`, init)), path).toEqual(byPlugin);
     }
+    // Their errors too, schema validation included: a page must be able to read them.
+    for (const path of ['/record-key-v2/bonfida/NOPE', '/subdomains/a.b', '/subdomains/x?rpc=']) {
+      const res = await fetch(`${gw.baseUrl}${path}`, init);
+      expect(res.status, path).toBe(400);
+      expect(corsHeaders(res), path).toEqual(byPlugin);
+    }
   });
 
   it('lets caches keep derivations for good', async () => {

@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_TEXT, errorEnvelope, GatewayError } from '../errors.js';
+import { CORS_HEADERS } from './cors.js';
 
 /** The envelope text of a framework-raised status (DESIGN.md: every error uses the envelope). */
 function textForStatus(status: number): string {
@@ -18,6 +19,9 @@ function textForStatus(status: number): string {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(
     (err: FastifyError | GatewayError, req: FastifyRequest, reply: FastifyReply) => {
+      // The hot routes set their CORS headers themselves, on success only (../cors.ts): a page on
+      // another origin must be able to read an error too.
+      reply.headers(CORS_HEADERS);
       if (err instanceof GatewayError) {
         if (err.statusCode >= 500) req.log.error({ err }, 'request failed');
         else req.log.info({ reason: err.message }, 'request refused');
