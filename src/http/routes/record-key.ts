@@ -2,6 +2,7 @@ import type { Record } from '@bonfida/spl-name-service';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { LRUCache } from 'lru-cache';
+import { Doorkeeper } from '../../cache/doorkeeper.js';
 import { InternalError, InvalidInputError, ok } from '../../errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
 import { parseRecord, RECORD_ENUM } from '../../sns/records.js';
@@ -22,6 +23,12 @@ export type RecordKeyRouteDeps = {
  */
 const MAX_CACHED_DOMAIN_LENGTH = 128;
 
+/**
+ * How many distinct names, in LRU sizes, the doorkeeper remembers before it forgets them all: a
+ * name asked for again within about that many other names is admitted.
+ */
+const DOORKEEPER_WINDOW = 4;
+
 /** A derivation never changes: caches may keep it for good. */
 const DERIVATION_HEADERS = Object.freeze({
   ...CORS_HEADERS,
@@ -34,7 +41,8 @@ const DERIVATION_HEADERS = Object.freeze({
  *
  * Answers are kept in a bounded LRU keyed by the raw path parameters, rendered (body and ETag), so
  * a hot name costs one map lookup: no parsing, derivation, serialization or hashing. A derivation
- * is pure, so a kept answer never goes stale.
+ * is pure, so a kept answer never goes stale. An answer is admitted on its name's second request
+ * ({@link Doorkeeper}): names asked for once, most of the cold traffic, never evict anything.
  */
 export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = async (
   app,
@@ -42,6 +50,8 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
 ) => {
   const answers =
     cacheSize > 0 ? new LRUCache<string, RenderedAnswer>({ max: cacheSize }) : undefined;
+  // Admits an answer on its name's second request: one-off names never churn the LRU.
+  const doorkeeper = cacheSize > 0 ? new Doorkeeper(cacheSize * DOORKEEPER_WINDOW) : undefined;
 
   /** @throws InvalidInputError for a bad name; InternalError if the derivation fails. */
   const answer = (rawDomain: string, record: Record): RenderedAnswer => {
@@ -82,7 +92,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
       let rendered = cacheable ? answers.get(key) : undefined;
       if (!rendered) {
         rendered = answer(domain, record);
-        if (cacheable) answers.set(key, rendered);
+        if (cacheable && doorkeeper?.seenBefore(key)) answers.set(key, rendered);
       }
       // Sent here, not returned: a synchronous handler that sends needs no promise, and a ready
       // string bypasses the schema serializer (the type provider only knows objects).
