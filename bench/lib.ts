@@ -100,6 +100,32 @@ export class Child {
   }
 }
 
+/**
+ * The environment of a gateway process (API or worker) of a benchmark: `redisUrl` under the
+ * run's own key `prefix`, the simulator at `rpcUrl`, ephemeral ports on loopback, entries fresh
+ * for an hour (no refresh during a measurement) and a cold miss allowed to wait two minutes (the
+ * large parent). `extra` overrides any of them.
+ */
+export function gatewayEnv(
+  redisUrl: string,
+  rpcUrl: string,
+  prefix: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    REDIS_URL: redisUrl,
+    RPC_URL: rpcUrl,
+    QUEUE_PREFIX: prefix,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    WORKER_METRICS_PORT: '0',
+    CACHE_FRESH_SECONDS: '3600',
+    SUBDOMAINS_WAIT_MS: '120000',
+    LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
 /** A key prefix of this run alone, deleted at the end. */
 export const benchPrefix = () => `snsgw-bench-${process.pid}-${randomBytes(4).toString('hex')}`;
 

@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchPrefix, Child, deletePrefix, fmt, load, table } from './lib.js';
+import { benchPrefix, Child, deletePrefix, fmt, gatewayEnv, load, table } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -79,16 +79,7 @@ async function main(): Promise<void> {
   try {
     const sim = await Child.start('sim');
     children.push(sim);
-    const env = {
-      REDIS_URL,
-      RPC_URL: sim.info.url as string,
-      QUEUE_PREFIX: prefix,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      WORKER_METRICS_PORT: '0',
-      CACHE_FRESH_SECONDS: '3600',
-      SUBDOMAINS_WAIT_MS: '120000',
-    };
+    const env = gatewayEnv(REDIS_URL, sim.info.url as string, prefix);
     const ceiling = flags.server === 'ceiling';
     const api = ceiling ? await Child.start('ceiling') : await Child.start('api', env);
     children.push(api);

@@ -17,6 +17,7 @@ import {
   benchPrefix,
   Child,
   deletePrefix,
+  gatewayEnv,
   fmt,
   labelMaker,
   load,
@@ -127,19 +128,9 @@ async function main(): Promise<void> {
   try {
     const sim = await start('sim');
     const simUrl = sim.info.url as string;
-    const gatewayEnv = {
-      REDIS_URL,
-      RPC_URL: simUrl,
-      QUEUE_PREFIX: prefix,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      WORKER_METRICS_PORT: '0',
-      CACHE_FRESH_SECONDS: '3600',
-      SUBDOMAINS_WAIT_MS: '120000',
-      LOG_LEVEL: 'info',
-    };
-    const api = await start('api', gatewayEnv);
-    const worker = await start('worker', gatewayEnv);
+    const env = gatewayEnv(REDIS_URL, simUrl, prefix);
+    const api = await start('api', env);
+    const worker = await start('worker', env);
     const baseline = await start('baseline', { RPC_URL: simUrl });
     const ceilingServer = await start('ceiling');
     const url = (c: Child) => `http://127.0.0.1:${c.info.port}`;
