@@ -30,7 +30,16 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let queueCounts: QueueCountsSource | undefined;
+  let pendingHits = 0;
   return {
+    /**
+     * Counts one cache hit in `sns_cache_lookups_total{result="hit"}`. Hits are the hot path: they
+     * are added up in a number and handed to the counter when the registry is read (its `collect`),
+     * instead of prom-client hashing the label set on every request.
+     */
+    countCacheHit() {
+      pendingHits++;
+    },
     /**
      * Sets where `sns_queue_jobs` reads its counts at scrape time. A read slower than
      * {@link QUEUE_SCRAPE_TIMEOUT_MS} keeps the last values, so a slow Redis never blocks a scrape.
@@ -75,6 +84,11 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Subdomain cache lookups by result.',
       labelNames: ['result'] as const,
       registers,
+      collect() {
+        if (pendingHits === 0) return;
+        this.inc({ result: 'hit' }, pendingHits);
+        pendingHits = 0;
+      },
     }),
     refreshJobs: new Counter({
       name: 'sns_refresh_jobs_total',

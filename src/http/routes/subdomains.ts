@@ -33,6 +33,10 @@ function render(entry: CacheEntry): RenderedAnswer {
   return out;
 }
 
+/** Bounds of the raw-parent memo below: entries, and characters of a raw value kept. */
+const MAX_PARSED_PARENTS = 10_000;
+const MAX_PARSED_PARENT_LENGTH = 64;
+
 const querystring = Type.Object({
   rpc: Type.Optional(
     Type.String({
@@ -73,6 +77,20 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     return sendRendered(reply.header('x-cache', state), render(entry));
   };
 
+  // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again.
+  // Only valid ones are kept; cleared whole when full (a bound, not a cache policy).
+  const parsed = new Map<string, string>();
+  const parentOf = (raw: string): string => {
+    let parent = parsed.get(raw);
+    if (parent === undefined) {
+      parent = parseParentLabel(raw);
+      if (raw.length > MAX_PARSED_PARENT_LENGTH) return parent;
+      if (parsed.size >= MAX_PARSED_PARENTS) parsed.clear();
+      parsed.set(raw, parent);
+    }
+    return parent;
+  };
+
   /** Everything but a warm hit: Redis, the queue, the wait for a refresh. */
   const lookUp = async (
     req: FastifyRequest,
@@ -110,7 +128,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       },
     },
     (req, reply) => {
-      const parent = parseParentLabel(req.params.parent);
+      const parent = parentOf(req.params.parent);
       // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
       if (req.query.rpc === undefined && deps.lookup) {
         const endpoint = deps.endpoints.selectDefault();
