@@ -20,7 +20,6 @@ import {
   gatewayEnv,
   fmt,
   labelMaker,
-  load,
   loadSideBySide,
   machine,
   table,
@@ -154,26 +153,27 @@ async function main(): Promise<void> {
       );
     };
     /**
-     * The ceiling and the gateway side by side, in alternating slices (their ratio is a target),
-     * then the naive server alone (an order of magnitude away from both).
+     * Every server of a scenario side by side, in alternating slices: the targets are ratios of
+     * the gateway to the ceiling and to the naive server, so all are measured in the same minutes.
      */
     const measure = async (
       scenario: string,
       paths: { ceiling: () => string; app: () => string },
     ) => {
       const bare = () => paths.ceiling().replace(/^\/ceiling\//, '/bare/');
-      const [bareResult, ceiling, gateway] = await loadSideBySide(
+      const [bareResult, ceiling, gateway, naiveResult] = await loadSideBySide(
         [
           { baseUrl: url(ceilingServer), nextPath: bare, server: ceilingServer },
           { baseUrl: url(ceilingServer), nextPath: paths.ceiling, server: ceilingServer },
           { baseUrl: gw, nextPath: paths.app, server: api },
+          { baseUrl: naive, nextPath: paths.app, server: baseline },
         ],
         { ...opts, sliceSeconds: SLICE },
       );
       report(scenario, 'bare Fastify', bareResult as LoadResult);
       report(scenario, 'ceiling', ceiling as LoadResult);
       report(scenario, 'gateway', gateway as LoadResult);
-      report(scenario, 'naive (SDK)', await load(naive, paths.app, { ...opts, server: baseline }));
+      report(scenario, 'naive (SDK)', naiveResult as LoadResult);
     };
 
     // 1. Derivations of 100 hot names (one or two labels), cycled.
@@ -340,8 +340,8 @@ async function main(): Promise<void> {
       ),
       '',
       '- gateway: the API process (src/runtime/api.ts) with its defaults (`LOG_LEVEL=info`, no' +
-        ' access log). Ceiling and gateway ran side by side, in alternating slices of' +
-        ` ${SLICE} s; the naive server after them.`,
+        ' access log). The four servers of a scenario ran side by side, in alternating slices of' +
+        ` ${SLICE} s.`,
       '- naive (SDK): Fastify calling `getRecordV2Key` / `findSubdomains` (web3.js `Connection`)' +
         ' on every request. ceiling: Fastify (no logger, no hooks) answering a constant: the same' +
         ' status, header names and byte counts as the gateway (checked before the run), so the two' +
