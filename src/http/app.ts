@@ -11,7 +11,6 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import type { RedisClient } from '../redis.js';
-import type { SubdomainCache } from '../cache/subdomain-cache.js';
 import type { Config } from '../config.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { EndpointSelector } from '../rpc/endpoint.js';
@@ -47,7 +46,6 @@ export type AppDeps = {
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
   lookup?: SubdomainLookup;
-  cache?: SubdomainCache;
   isReady: () => Promise<boolean>;
   /** The refresh queue, for the queue UI (shown only when `ADMIN_TOKEN` is set). */
   queue?: Queue;
@@ -169,7 +167,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(subdomainRoutes, {
     endpoints: deps.endpoints,
     lookup: deps.lookup,
-    cache: deps.cache,
     freshSeconds: deps.config.CACHE_FRESH_SECONDS,
     staleSeconds: deps.config.CACHE_STALE_SECONDS,
   });

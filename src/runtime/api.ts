@@ -76,7 +76,6 @@ export async function startApi(
     queue,
     deriver: new RecordKeyDeriver(),
     endpoints: new EndpointSelector(config, opts.resolveHost),
-    cache,
     lookup: new SubdomainLookup({
       cache,
       queue,

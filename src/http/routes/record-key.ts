@@ -3,7 +3,7 @@ import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typ
 import type { FastifyReply } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { Doorkeeper } from '../../cache/doorkeeper.js';
-import { InternalError, InvalidInputError, ok } from '../../errors.js';
+import { InternalError, ok } from '../../errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
 import { parseRecord, RECORD_ENUM } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
@@ -53,13 +53,12 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   // Admits an answer on its name's second request: one-off names never churn the LRU.
   const doorkeeper = cacheSize > 0 ? new Doorkeeper(cacheSize * DOORKEEPER_WINDOW) : undefined;
 
-  /** @throws InvalidInputError for a bad name; InternalError if the derivation fails. */
+  /** @throws InvalidInputError for a bad name (from the parser); InternalError if the derivation fails. */
   const answer = (rawDomain: string, record: Record): RenderedAnswer => {
     const domain = parseDerivationDomain(rawDomain);
     try {
       return renderOk(deriver.derive(domain, record));
     } catch (err) {
-      if (err instanceof InvalidInputError) throw err;
       throw new InternalError('derivation failed', { cause: err });
     }
   };

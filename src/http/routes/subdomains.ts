@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { CacheEntry, SubdomainCache } from '../../cache/subdomain-cache.js';
+import type { CacheEntry } from '../../cache/subdomain-cache.js';
 import { InternalError, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
@@ -13,7 +13,6 @@ export type SubdomainRouteDeps = {
   endpoints: EndpointSelector;
   /** Absent when the API was built without Redis: the route then answers 500. */
   lookup: SubdomainLookup | undefined;
-  cache: SubdomainCache | undefined;
   freshSeconds: number;
   staleSeconds: number;
 };
