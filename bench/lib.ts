@@ -39,19 +39,17 @@ export class Child {
     readonly info: { port?: number; url?: string },
   ) {
     proc.on('message', (msg: Reply) => this.pending.get(msg.id)?.(msg));
+    // A child that died answers nothing: fail what waits on it instead of hanging.
+    proc.once('exit', (code, signal) => {
+      const error = `exited (${signal ?? code})`;
+      for (const [id, settle] of [...this.pending]) settle({ id, error });
+    });
   }
 
-  /**
-   * Forks bench/child.ts as `role` with `env` added to this process's environment and `nodeArgs`
-   * given to Node (`--cpu-prof`, for instance).
-   */
-  static async start(
-    role: Role,
-    env: Record<string, string> = {},
-    nodeArgs: string[] = [],
-  ): Promise<Child> {
+  /** Forks bench/child.ts as `role` with `env` added to this process's environment. */
+  static async start(role: Role, env: Record<string, string> = {}): Promise<Child> {
     const proc = fork(fileURLToPath(new URL('./child.ts', import.meta.url)), [role], {
-      execArgv: ['--import', 'tsx', ...nodeArgs],
+      execArgv: ['--import', 'tsx'],
       env: { ...process.env, ...env },
       // The gateway logs JSON lines to stdout, as in production; the bench discards them.
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
@@ -68,20 +66,24 @@ export class Child {
     return new Child(role, proc, info);
   }
 
-  get pid(): number | undefined {
-    return this.proc.pid;
-  }
-
   /** Sends `cmd` and waits for the child's answer. */
   request<T = unknown>(cmd: string, args?: unknown): Promise<T> {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, (reply) => {
+      if (!this.proc.connected) {
+        reject(new Error(`${this.role}: not running`));
+        return;
+      }
+      const settle = (reply: Reply) => {
         this.pending.delete(id);
         if (reply.error !== undefined) reject(new Error(`${this.role}: ${reply.error}`));
         else resolve(reply.result as T);
+      };
+      this.pending.set(id, settle);
+      // With a callback, a failed send is this request's failure, not an unhandled 'error' event.
+      this.proc.send({ id, cmd, args }, (err) => {
+        if (err) settle({ id, error: err.message });
       });
-      this.proc.send({ id, cmd, args });
     });
   }
 

@@ -4,9 +4,10 @@
  * most self time, grouped by package. For finding what a request costs, not for the record:
  * profiling slows the process, so its requests per second are not comparable with `npm run bench`.
  *
- * Flags: `--scenario` (hot), `--seconds N` profiled (10, after 2 s of warm-up), `--connections N`
- * (16), `--top N` (40), `--dir PATH` where the `.cpuprofile` is kept (a temporary directory by
- * default; open it in Chrome DevTools).
+ * Flags: `--scenario` (hot), `--server gateway|ceiling` (gateway; `ceiling` profiles the ceiling
+ * process of bench/child.ts on the same paths instead), `--seconds N` profiled (10, after 2 s of
+ * warm-up), `--connections N` (16), `--top N` (40), `--dir PATH` where the `.cpuprofile` is kept
+ * (a temporary directory by default; open it in Chrome DevTools).
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -98,10 +99,11 @@ async function main(): Promise<void> {
         return `/record-key-v2/${i % 4 === 0 ? `s${n}.p${n}` : `c${n}`}/SOL`;
       };
     } else if (scenario === 'warm') {
-      const worker = await Child.start('worker', env);
-      children.push(worker);
-      const res = await fetch(`${base}/subdomains/67679`);
-      if (res.status !== 200) throw new Error(`priming /subdomains/67679: ${res.status}`);
+      if (!ceiling) {
+        children.push(await Child.start('worker', env));
+        const res = await fetch(`${base}/subdomains/67679`);
+        if (res.status !== 200) throw new Error(`priming /subdomains/67679: ${res.status}`);
+      }
       next = () => '/subdomains/67679';
     } else {
       throw new Error(`unknown scenario ${scenario} (hot, cold or warm)`);

@@ -12,7 +12,12 @@
  */
 import { parseArgs } from 'node:util';
 import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
-import { INLINE_TEXT_BYTES } from '../src/sns/subdomain-discovery.js';
+import {
+  CLASS_OFFSET,
+  HEADER_LEN,
+  INLINE_TEXT_BYTES,
+  SLICE_LEN,
+} from '../src/sns/discovery-decode.js';
 import {
   benchPrefix,
   Child,
@@ -42,8 +47,6 @@ const WARMUP = Number(flags.warmup);
 const CONNECTIONS = Number(flags.connections);
 const BIG = Number(flags.big);
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-/** Inline reverse-text bytes the discovery uses now. */
-const INLINE_TEXT_BYTES_NOW = INLINE_TEXT_BYTES;
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -376,7 +379,7 @@ async function main(): Promise<void> {
         ],
       ),
       '',
-      `### Inline reverse-text bytes (\`INLINE_TEXT_BYTES\`, ${INLINE_TEXT_BYTES_NOW})`,
+      `### Inline reverse-text bytes (\`INLINE_TEXT_BYTES\`, ${INLINE_TEXT_BYTES})`,
       '',
       'Bytes of one refresh of the large parent for each candidate size: the getProgramAccounts' +
         ' reply, plus the getMultipleAccounts calls for reverse texts longer than the slice.' +
@@ -405,14 +408,14 @@ async function inlineSizes(simUrl: string, sdkBytes: number): Promise<string[][]
   const parentKey = domainKey('big10k');
   const rows: string[][] = [];
   for (const inline of [0, 8, 12, 16, 20, 24, 27, 28, 30, 32, 33, 44, 60]) {
-    const slice = 32 + 4 + inline;
+    const slice = SLICE_LEN - INLINE_TEXT_BYTES + inline;
     const gpa = await rpc(simUrl, 'getProgramAccounts', [
       toBase58(NAME_PROGRAM_ID),
       {
         encoding: 'base64',
         withContext: true,
         filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
-        dataSlice: { offset: 64, length: slice },
+        dataSlice: { offset: CLASS_OFFSET, length: slice },
       },
     ]);
     const accounts = (
@@ -431,7 +434,7 @@ async function inlineSizes(simUrl: string, sdkBytes: number): Promise<string[][]
     for (let i = 0; i < truncated.length; i += 100) {
       const reply = await rpc(simUrl, 'getMultipleAccounts', [
         truncated.slice(i, i + 100),
-        { encoding: 'base64', dataSlice: { offset: 96, length: 2 ** 20 } },
+        { encoding: 'base64', dataSlice: { offset: HEADER_LEN, length: 2 ** 20 } },
       ]);
       gmaBytes += Buffer.byteLength(reply.text);
       gmaCalls++;
@@ -439,7 +442,7 @@ async function inlineSizes(simUrl: string, sdkBytes: number): Promise<string[][]
     const gpaBytes = Buffer.byteLength(gpa.text);
     const total = gpaBytes + gmaBytes;
     rows.push([
-      inline === INLINE_TEXT_BYTES_NOW ? `**${inline}** (chosen)` : String(inline),
+      inline === INLINE_TEXT_BYTES ? `**${inline}** (chosen)` : String(inline),
       `${slice} B`,
       fmt.bytes(gpaBytes),
       `${gmaCalls} calls, ${fmt.bytes(gmaBytes)}`,

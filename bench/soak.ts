@@ -24,7 +24,7 @@ import {
   startRpcSimulator,
   type Fault,
 } from '../test/support/rpc-sim/index.js';
-import { Child, fmt, machine, table, writeSection } from './lib.js';
+import { benchPrefix, Child, fmt, gatewayEnv, machine, table, writeSection } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -80,13 +80,7 @@ async function main(): Promise<void> {
   const chain = new SimChain();
   seedDemoChain(chain);
   const sim = await startRpcSimulator({ chain });
-  const env = {
-    REDIS_URL: redis.url,
-    RPC_URL: sim.url,
-    QUEUE_PREFIX: `snsgw-soak-${randomBytes(3).toString('hex')}`,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    WORKER_METRICS_PORT: '0',
+  const env = gatewayEnv(redis.url, sim.url, benchPrefix(), {
     LOG_LEVEL: 'warn',
     SUBDOMAINS_WAIT_MS: String(WAIT_MS),
     RPC_TIMEOUT_MS: '2000',
@@ -96,7 +90,7 @@ async function main(): Promise<void> {
     COLD_MISS_LIMIT: '1000000',
     WORKER_LOCK_MS: '5000',
     WORKER_STALLED_INTERVAL_MS: '5000',
-  };
+  });
   const api = await Child.start('api', env);
   const worker = await Child.start('worker', env);
   const base = `http://127.0.0.1:${api.info.port}`;
