@@ -7,8 +7,8 @@
 #             queries against a real Prometheus)
 #
 # Idempotent: what is installed already is left alone, and `apt-get update` runs only when
-# something is missing. Without these programs the two files skip themselves with a warning, so
-# calling this is what makes them run (in CI: from .ci/run, before `npm test`).
+# something is missing. Without these programs the test files that need them skip themselves with a
+# warning, so calling this is what makes them run (in CI: from .ci/run, before `npm test`).
 # Needs root (or passwordless sudo) when it has something to install. Never downloads a browser
 # through Playwright (`npx playwright install`): playwright-core uses /usr/bin/chromium.
 #

@@ -3,7 +3,7 @@ import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from './support/gateway.js';
-import { DEMO_DOMAINS } from './support/rpc-sim/index.js';
+import { demoLabels } from './support/rpc-sim/index.js';
 
 /**
  * Property-based tests of both routes through real HTTP (the listening API, the real worker, the
@@ -21,7 +21,7 @@ const NEAR_HEADER_LIMIT = 16 * 1024 - 512;
 const REQUEST_TIMEOUT_MS = 8_000;
 const RUNS = 400;
 
-const DEMO_LABELS = new Map(DEMO_DOMAINS.map((d) => [d.name, [...d.subdomains].sort()]));
+const DEMO_LABELS = demoLabels();
 
 /** A small deterministic generator, so a fast-check seed replays the same encoding choices. */
 function prng(seed: number): () => number {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { Agent, get } from 'node:http';
+import { connect } from 'node:net';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, inject, it } from 'vitest';
@@ -179,7 +181,6 @@ describe('the entry file', () => {
 describe('closing with open connections', () => {
   it('ends a keep-alive connection with the answer that was in flight when closing began', async () => {
     const gw = await startGateway();
-    const { Agent, get } = await import('node:http');
     const agent = new Agent({ keepAlive: true });
     try {
       gw.sim.setFaults([{ kind: 'delay', ms: 600 }]);
@@ -215,14 +216,16 @@ describe('closing with open connections', () => {
 
   it('does not wait for a connection that never sent a request', async () => {
     const gw = await startGateway({ worker: false });
-    const { connect } = await import('node:net');
     const url = new URL(gw.baseUrl);
     const socket = connect(Number(url.port), url.hostname);
-    await new Promise((resolve) => socket.once('connect', resolve));
-    const started = Date.now();
-    await gw.api.close();
-    expect(Date.now() - started).toBeLessThan(2_000);
-    socket.destroy();
-    await gw.close();
+    try {
+      await new Promise((resolve) => socket.once('connect', resolve));
+      const started = Date.now();
+      await gw.api.close();
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      socket.destroy();
+      await gw.close();
+    }
   });
 });

@@ -16,6 +16,7 @@ import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.j
 import { startApi } from '../src/runtime/api.js';
 import { startWorker } from '../worker/runtime.js';
 import {
+  baseUrlOf,
   deletePrefix,
   seedDemo,
   startGateway,
@@ -637,7 +638,7 @@ describe("the worker's metrics server", () => {
     const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
     const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
     try {
-      const apiUrl = `http://127.0.0.1:${(api.app.server.address() as net.AddressInfo).port}`;
+      const apiUrl = baseUrlOf(api.app);
       expect((await fetch(`${apiUrl}/subdomains/demo`)).status).toBe(200);
       const fromApi = await scrape(`${apiUrl}/metrics`);
       const fromWorker = await scrape(`http://127.0.0.1:${worker.metricsPort}/metrics`);

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { REFRESH_JOB, REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
-import { DEMO_DOMAINS } from './support/rpc-sim/index.js';
+import { demoLabels } from './support/rpc-sim/index.js';
 import { spawnWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
 /**
@@ -14,7 +14,7 @@ import { spawnWorkerProcess, type WorkerProcess } from './support/worker-process
  */
 
 const silent = pino({ level: 'silent' });
-const LABELS = new Map(DEMO_DOMAINS.map((d) => [d.name, [...d.subdomains].sort()]));
+const LABELS = demoLabels();
 
 /** Short lock and stalled-check period, so a dead worker's job is taken over in about 2 s. */
 const FAST_STALLED = { WORKER_LOCK_MS: '1000', WORKER_STALLED_INTERVAL_MS: '500' };

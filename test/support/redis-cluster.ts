@@ -5,8 +5,6 @@ import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { redisAnswers } from './redis-process.js';
 
-/** Is `bin` on the PATH? */
-
 async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await redisAnswers(`redis://127.0.0.1:${port}`))) {

@@ -31,6 +31,10 @@ export interface DemoDomain {
 }
 
 /** What `seedDemoChain` writes. */
+/** Each demo domain's subdomain labels as `/subdomains` lists them: sorted. */
+export const demoLabels = (): Map<string, string[]> =>
+  new Map(DEMO_DOMAINS.map((d) => [d.name, [...d.subdomains].sort()]));
+
 export const DEMO_DOMAINS: readonly DemoDomain[] = [
   {
     name: '67679',

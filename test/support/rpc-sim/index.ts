@@ -21,7 +21,7 @@ export type {
   SimAccountInput,
   SubdomainKeys,
 } from './chain.js';
-export { DEMO_DOMAINS, seedDemoChain } from './demo.js';
+export { DEMO_DOMAINS, demoLabels, seedDemoChain } from './demo.js';
 export type { DemoDomain, SeededDomain } from './demo.js';
 export { GARBAGE_BODY } from './faults.js';
 export type { Fault, FaultKind, FaultScope } from './faults.js';
