@@ -46,9 +46,16 @@ export class Child {
     });
   }
 
-  /** Forks bench/child.ts as `role` with `env` added to this process's environment. */
-  static async start(role: Role, env: Record<string, string> = {}): Promise<Child> {
-    const proc = fork(fileURLToPath(new URL('./child.ts', import.meta.url)), [role], {
+  /**
+   * Forks bench/child.ts as `role` with `env` added to this process's environment; `script` runs
+   * another checkout's child.ts instead (bench/ab.ts).
+   */
+  static async start(
+    role: Role,
+    env: Record<string, string> = {},
+    script = fileURLToPath(new URL('./child.ts', import.meta.url)),
+  ): Promise<Child> {
+    const proc = fork(script, [role], {
       execArgv: ['--import', 'tsx'],
       env: { ...process.env, ...env },
       // The gateway logs JSON lines to stdout, as in production; the bench discards them.
@@ -327,6 +334,43 @@ export const fmt = {
   pct: (n: number) => `${(n * 100).toFixed(0)}%`,
   bytes: (n: number) => `${(n / 1e6).toFixed(2)} MB`,
 };
+
+/** The steady-state load scenarios: 100 hot names, never-repeating names, one warm parent. */
+export const SCENARIOS = ['hot', 'cold', 'warm'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+/** The parent the warm scenario asks for (the simulator's demo chain has it). */
+export const WARM_PARENT = '67679';
+
+/**
+ * The gateway paths of a scenario, one per call: derivations of 100 hot names cycled (a quarter
+ * with two labels), of names no request has had before (a quarter with two labels), or
+ * `/subdomains` of {@link WARM_PARENT}. Each call to this function starts its own sequence.
+ */
+export function scenarioPaths(scenario: Scenario): () => string {
+  let i = 0;
+  switch (scenario) {
+    case 'hot':
+      return () => {
+        const n = i++ % 100;
+        return `/record-key-v2/${n % 4 === 0 ? `sub${n}.hot${n}` : `hot${n}`}/SOL`;
+      };
+    case 'cold':
+      return () => {
+        const n = (i++).toString(36);
+        return `/record-key-v2/${i % 4 === 0 ? `s${n}.p${n}` : `c${n}`}/SOL`;
+      };
+    case 'warm':
+      return () => `/subdomains/${WARM_PARENT}`;
+  }
+}
+
+/** The ceiling's path answering like `path` (bench/child.ts's `ceiling` role). */
+export const ceilingPath = (path: string) => path.replace(/^\/[^/]+/, '/ceiling');
+
+/** Whether `s` names a scenario of {@link SCENARIOS}. */
+export const isScenario = (s: string): s is Scenario =>
+  (SCENARIOS as readonly string[]).includes(s);
 
 /**
  * A deterministic label generator for seeded subdomains: mostly 3 to 16 characters, some up to 26,

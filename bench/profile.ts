@@ -14,7 +14,19 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchPrefix, Child, deletePrefix, fmt, gatewayEnv, load, table } from './lib.js';
+import {
+  benchPrefix,
+  ceilingPath,
+  Child,
+  deletePrefix,
+  fmt,
+  gatewayEnv,
+  isScenario,
+  load,
+  scenarioPaths,
+  table,
+  WARM_PARENT,
+} from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -74,6 +86,7 @@ function summarize(profile: Profile) {
 
 async function main(): Promise<void> {
   const scenario = flags.scenario;
+  if (!isScenario(scenario)) throw new Error(`unknown scenario ${scenario} (hot, cold or warm)`);
   const dir = flags.dir ?? mkdtempSync(path.join(os.tmpdir(), 'snsgw-profile-'));
   const prefix = benchPrefix();
   const children: Child[] = [];
@@ -85,31 +98,13 @@ async function main(): Promise<void> {
     const api = ceiling ? await Child.start('ceiling') : await Child.start('api', env);
     children.push(api);
     const base = `http://127.0.0.1:${api.info.port}`;
-    const route = (path: string) => (ceiling ? path.replace(/^\/[^/]+/, '/ceiling') : path);
-    let next: () => string;
-    let i = 0;
-    if (scenario === 'hot') {
-      next = () => {
-        const n = i++ % 100;
-        return `/record-key-v2/${n % 4 === 0 ? `sub${n}.hot${n}` : `hot${n}`}/SOL`;
-      };
-    } else if (scenario === 'cold') {
-      next = () => {
-        const n = (i++).toString(36);
-        return `/record-key-v2/${i % 4 === 0 ? `s${n}.p${n}` : `c${n}`}/SOL`;
-      };
-    } else if (scenario === 'warm') {
-      if (!ceiling) {
-        children.push(await Child.start('worker', env));
-        const res = await fetch(`${base}/subdomains/67679`);
-        if (res.status !== 200) throw new Error(`priming /subdomains/67679: ${res.status}`);
-      }
-      next = () => '/subdomains/67679';
-    } else {
-      throw new Error(`unknown scenario ${scenario} (hot, cold or warm)`);
+    const paths = scenarioPaths(scenario);
+    if (scenario === 'warm' && !ceiling) {
+      children.push(await Child.start('worker', env));
+      const res = await fetch(`${base}/subdomains/${WARM_PARENT}`);
+      if (res.status !== 200) throw new Error(`priming /subdomains/${WARM_PARENT}: ${res.status}`);
     }
-    const pick = next;
-    next = () => route(pick());
+    const next = ceiling ? () => ceilingPath(paths()) : paths;
     const opts = { seconds: 2, warmupSeconds: 0, connections: Number(flags.connections) };
     await load(base, next, opts); // warm-up: JIT, caches, connections
     await api.request('profileStart');

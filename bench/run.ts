@@ -20,6 +20,7 @@ import {
 } from '../src/sns/discovery-decode.js';
 import {
   benchPrefix,
+  ceilingPath,
   Child,
   deletePrefix,
   gatewayEnv,
@@ -27,9 +28,12 @@ import {
   labelMaker,
   loadSideBySide,
   machine,
+  scenarioPaths,
   table,
+  WARM_PARENT,
   writeSection,
   type LoadResult,
+  type Scenario,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -179,37 +183,22 @@ async function main(): Promise<void> {
       report(scenario, 'naive (SDK)', naiveResult as LoadResult);
     };
 
-    // 1. Derivations of 100 hot names (one or two labels), cycled.
-    const hot = Array.from({ length: 100 }, (_, i) =>
-      i % 4 === 0 ? `sub${i}.hot${i}` : `hot${i}`,
-    );
-    let h = 0;
-    const hotName = () => hot[h++ % hot.length] as string;
-    await measure('derivation, 100 hot', {
-      ceiling: () => `/ceiling/${hotName()}/SOL`,
-      app: () => `/record-key-v2/${hotName()}/SOL`,
-    });
-
-    // 2. Derivations of names never seen before (a quarter with two labels); every request of
-    // every server gets a name no server has seen.
-    let c = 0;
-    const coldName = () => {
-      const n = (c++).toString(36);
-      return c % 4 === 0 ? `s${n}.p${n}` : `c${n}`;
+    // 1. Derivations of 100 hot names; 2. of names never seen before (every request of every
+    // server gets a name no server has had); 3. /subdomains of a parent whose entry is cached.
+    const measureScenario = async (title: string, scenario: Scenario) => {
+      const app = scenarioPaths(scenario);
+      await measure(title, { ceiling: () => ceilingPath(app()), app });
     };
-    await measure('derivation, cold', {
-      ceiling: () => `/ceiling/${coldName()}/SOL`,
-      app: () => `/record-key-v2/${coldName()}/SOL`,
-    });
-
-    // 3. /subdomains of a parent whose entry is cached (warm).
-    const primed = await getJson(`${gw}/subdomains/67679`);
-    if (primed.status !== 200) throw new Error(`priming /subdomains/67679: ${primed.status}`);
-    await sameWireShape(`${gw}/subdomains/67679`, `${url(ceilingServer)}/ceiling/67679`);
-    await measure('/subdomains, warm', {
-      ceiling: () => '/ceiling/67679',
-      app: () => '/subdomains/67679',
-    });
+    await measureScenario('derivation, 100 hot', 'hot');
+    await measureScenario('derivation, cold', 'cold');
+    const primed = await getJson(`${gw}/subdomains/${WARM_PARENT}`);
+    if (primed.status !== 200)
+      throw new Error(`priming /subdomains/${WARM_PARENT}: ${primed.status}`);
+    await sameWireShape(
+      `${gw}/subdomains/${WARM_PARENT}`,
+      `${url(ceilingServer)}/ceiling/${WARM_PARENT}`,
+    );
+    await measureScenario('/subdomains, warm', 'warm');
 
     // 4. A cold burst: 100 concurrent requests for one parent nobody asked for yet.
     const burst = async (base: string) => {

@@ -1,0 +1,140 @@
+/**
+ * `npm run bench:ab -- --base REV`: the gateway's API as it is in this checkout (with uncommitted
+ * changes) against the same API at git revision REV, side by side with the ceiling, under one
+ * load scenario of bench/run.ts. For telling whether a change to a hot path helps: the three
+ * share the run's seconds in alternating slices, so this shared machine's slow phases fall on all
+ * of them alike, and a difference of a few percent stands out of the noise that separate runs of
+ * `npm run bench` have (±10%).
+ *
+ * REV is checked out into a temporary git worktree (removed at the end) that uses this checkout's
+ * node_modules; its bench/child.ts must speak the same IPC as this one's. Both APIs share one
+ * Redis prefix, simulator and worker (this checkout's).
+ *
+ * Flags: `--base REV` (HEAD), `--scenario hot|cold|warm` (warm), `--seconds N` of load per server
+ * (30), `--slice N` seconds per turn (2), `--warmup N` seconds per server first (2),
+ * `--connections N` (16). Environment: `REDIS_URL` (redis://127.0.0.1:6379).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import {
+  benchPrefix,
+  ceilingPath,
+  Child,
+  deletePrefix,
+  fmt,
+  gatewayEnv,
+  isScenario,
+  loadSideBySide,
+  machine,
+  scenarioPaths,
+  table,
+  WARM_PARENT,
+  type LoadResult,
+} from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    base: { type: 'string', default: 'HEAD' },
+    scenario: { type: 'string', default: 'warm' },
+    seconds: { type: 'string', default: '30' },
+    slice: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '16' },
+  },
+});
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+const git = (...args: string[]) =>
+  execFileSync('git', ['-C', ROOT, ...args], { encoding: 'utf8' }).trim();
+
+async function main(): Promise<void> {
+  const scenario = flags.scenario;
+  if (!isScenario(scenario)) throw new Error(`unknown scenario ${scenario} (hot, cold or warm)`);
+  const rev = git('rev-parse', '--short', flags.base);
+  const m = machine();
+  process.stdout.write(
+    `bench:ab ${scenario}: ${rev} against this checkout; ${m.cores} cores, Node ${m.node}, ` +
+      `load ${m.load}\n`,
+  );
+  const worktree = mkdtempSync(path.join(os.tmpdir(), 'snsgw-ab-'));
+  git('worktree', 'add', '--detach', '--quiet', worktree, rev);
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(worktree, 'node_modules'));
+  const prefix = benchPrefix();
+  const children: Child[] = [];
+  const start = async (...args: Parameters<typeof Child.start>) => {
+    const child = await Child.start(...args);
+    children.push(child);
+    return child;
+  };
+  try {
+    const sim = await start('sim');
+    const env = gatewayEnv(REDIS_URL, sim.info.url as string, prefix);
+    const ceiling = await start('ceiling');
+    const before = await start('api', env, path.join(worktree, 'bench', 'child.ts'));
+    const after = await start('api', env);
+    const url = (c: Child) => `http://127.0.0.1:${c.info.port}`;
+    if (scenario === 'warm') {
+      await start('worker', env);
+      const res = await fetch(`${url(after)}/subdomains/${WARM_PARENT}`);
+      if (res.status !== 200) throw new Error(`priming /subdomains/${WARM_PARENT}: ${res.status}`);
+    }
+    const paths = scenarioPaths(scenario);
+    const results = await loadSideBySide(
+      [
+        { baseUrl: url(ceiling), nextPath: () => ceilingPath(paths()), server: ceiling },
+        { baseUrl: url(before), nextPath: paths, server: before },
+        { baseUrl: url(after), nextPath: paths, server: after },
+      ],
+      {
+        seconds: Number(flags.seconds),
+        sliceSeconds: Number(flags.slice),
+        warmupSeconds: Number(flags.warmup),
+        connections: Number(flags.connections),
+      },
+    );
+    const [top, was, now] = results as [LoadResult, LoadResult, LoadResult];
+    const cpu = (r: LoadResult) => r.cpuUsPerRequest ?? NaN;
+    const row = (name: string, r: LoadResult) => [
+      name,
+      fmt.int(r.rps),
+      fmt.ms(r.p50),
+      fmt.ms(r.p99),
+      fmt.ms(cpu(r)),
+      fmt.pct(r.rps / top.rps),
+      fmt.pct(cpu(top) / cpu(r)),
+      r.failures,
+    ];
+    const change = (a: number, b: number) =>
+      `${b >= a ? '+' : ''}${(((b - a) / a) * 100).toFixed(1)}%`;
+    process.stdout.write(
+      `\n${table(
+        [
+          'server',
+          'req/s',
+          'p50 ms',
+          'p99 ms',
+          'CPU µs/req',
+          'of ceiling (req/s)',
+          'of ceiling (CPU)',
+          'failures',
+        ],
+        [row('ceiling', top), row(`API at ${rev}`, was), row('API here', now)],
+      )}\n\nhere vs ${rev}: req/s ${change(was.rps, now.rps)}, CPU per request ` +
+        `${change(cpu(was), cpu(now))}\n`,
+    );
+  } finally {
+    await Promise.allSettled(children.map((c) => c.stop()));
+    await deletePrefix(REDIS_URL, prefix);
+    git('worktree', 'remove', '--force', worktree);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+});
