@@ -76,9 +76,15 @@ const BOUNDED_VALUES: Record<string, RegExp> = {
   status_code: /^[1-5]\d\d$/,
 };
 
-/** A `route` label is a pattern the app registered (`/subdomains/:parent`), or `unmatched`. */
+/**
+ * A `route` label is a pattern the app registered (`/subdomains/:parent`; `*` for CORS
+ * preflights, @fastify/cors's OPTIONS route), or `unmatched`.
+ */
 const isRoutePattern = (gw: Gateway, route: string) =>
-  route === 'unmatched' || gw.api.app.hasRoute({ method: 'GET', url: route });
+  route === 'unmatched' ||
+  (route === '*'
+    ? gw.api.app.hasRoute({ method: 'OPTIONS', url: '/*' })
+    : gw.api.app.hasRoute({ method: 'GET', url: route }));
 
 /** Parents only this file asks for, so every first request is a cold miss. */
 const PARENTS = [
@@ -416,14 +422,47 @@ describe('API /metrics after real traffic', () => {
     expect(routes).toContain('/types/record');
     expect(routes).toContain('/healthz');
     for (const route of routes) expect(isRoutePattern(gw, route), route).toBe(true);
+    // Names and labels of every sample, without its value: '67679' can be digits of a byte count.
+    const series = exp.text.replace(/ \S+$/gm, '');
     for (const raw of ['67679', 'demo', 'a.b.c', 'bonfida', 'rawdomainxyz', 'rawpathxyz']) {
-      expect(exp.text).not.toContain(raw);
+      expect(series).not.toContain(raw);
     }
     const statuses = labelSets(exp, 'http_request_duration_seconds')
       .filter((l) => l.route === '/subdomains/:parent')
       .map((l) => l.status_code);
     expect(statuses).toContain('200');
     expect(statuses).toContain('400');
+  });
+
+  it('http_request_duration_seconds counts every answer once, by method, pattern and status', async () => {
+    const requests: Array<[string, string, Record<string, string>]> = [
+      ['GET', '/types/record', { method: 'GET', route: '/types/record', status_code: '200' }],
+      // Fastify's automatic HEAD route of a GET route is a route of its own.
+      ['HEAD', '/types/record', { method: 'HEAD', route: '/types/record', status_code: '200' }],
+      ['GET', '/no/such/route', { method: 'GET', route: 'unmatched', status_code: '404' }],
+      // A CORS preflight, answered by @fastify/cors's own route.
+      ['OPTIONS', '/subdomains/67679', { method: 'OPTIONS', status_code: '204' }],
+      [
+        'GET',
+        '/record-key-v2/bonfida/nope',
+        { method: 'GET', route: '/record-key-v2/:domain/:record', status_code: '400' },
+      ],
+    ];
+    for (const [method, path, labels] of requests) {
+      const before = await read();
+      const headers =
+        method === 'OPTIONS'
+          ? { origin: 'https://app.example', 'access-control-request-method': 'GET' }
+          : undefined;
+      await fetch(gw.baseUrl + path, { method, headers }).then((r) => r.arrayBuffer());
+      const after = await read();
+      const count = (l: Record<string, string>) =>
+        histogramCount(after, 'http_request_duration_seconds', l) -
+        histogramCount(before, 'http_request_duration_seconds', l);
+      // Reading /metrics is an answer too: `before`'s read is counted once it has been sent.
+      expect(count({}) - count({ route: '/metrics' }), `${method} ${path}`).toBe(1);
+      expect(count(labels), `${method} ${path}`).toBe(1);
+    }
   });
 
   it('sns_queue_jobs shows the four states', async () => {

@@ -19,6 +19,8 @@ import type { SubdomainLookup } from '../subdomains/lookup.js';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
 import { CORS_OPTIONS } from './cors.js';
 import { clientErrorHandler, installErrorHandling } from './error-handler.js';
+import { deferredChildLogger } from './request-logger.js';
+import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
 import { docsPlugin } from './plugins/docs.js';
 import { homeRoutes } from './routes/home.js';
@@ -59,11 +61,6 @@ export type AppDeps = {
  */
 const MAX_PARAM_LENGTH = 8192;
 
-/** Answers slower than this are logged at warn level even without the access log. */
-const SLOW_REQUEST_SECONDS = 1;
-
-type Observer = { observe(value: number): void };
-
 /**
  * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
  * connection and listens on nothing; the caller does both, and closes what it passed in.
@@ -74,9 +71,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // Two log lines per request cost more than the whole derivation route (BENCHMARKS.md): the
     // access log is opt-in (`ACCESS_LOG=true`); failures and slow answers are logged anyway.
     logController: new LogController({ disableRequestLogging: !deps.config.ACCESS_LOG }),
+    // A request's child logger is made when it logs a line, not for every request.
+    childLoggerFactory: deferredChildLogger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A connection silent this long is dropped (slow-loris, forgotten sockets), in milliseconds.
-    connectionTimeout: 60_000,
+    connectionTimeout: 0,
     // Behind a CDN or load balancer, the client address (for the cold-miss limit) is X-Forwarded-For's.
     trustProxy: deps.config.TRUST_PROXY,
     clientErrorHandler,
@@ -88,6 +87,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  instrumentRequests(app, deps.metrics);
   installErrorHandling(app);
 
   // Connections that have not sent a byte yet (browsers and load balancers open spare ones) are
@@ -116,29 +116,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onSend', (_req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
     done(null, payload);
-  });
-
-  // One histogram child per (method, route, status), looked up by a string key instead of
-  // prom-client hashing a label object on every observation.
-  const durationByLabels = new Map<string, Observer>();
-  app.addHook('onResponse', (req, reply, done) => {
-    const route = req.routeOptions.url ?? 'unmatched';
-    const key = `${req.method} ${route} ${reply.statusCode}`;
-    let child = durationByLabels.get(key);
-    if (!child) {
-      child = deps.metrics.httpDuration.labels({
-        method: req.method,
-        route,
-        status_code: String(reply.statusCode),
-      });
-      durationByLabels.set(key, child);
-    }
-    const seconds = reply.elapsedTime / 1000;
-    child.observe(seconds);
-    if (seconds >= SLOW_REQUEST_SECONDS) {
-      req.log.warn({ req, statusCode: reply.statusCode, seconds }, 'slow request');
-    }
-    done();
   });
 
   void app.register(cors, {

@@ -34,7 +34,8 @@ const systemResolver: HostResolver = async (host) =>
  * a request. The connect-time check (rebinding) happens again in the RPC transport.
  */
 export class EndpointSelector {
-  private readonly defaultEndpoint: RpcEndpoint | undefined;
+  /** The configured `RPC_URL`, or undefined when unset. */
+  readonly defaultEndpoint: RpcEndpoint | undefined;
   private readonly allowlist: ReadonlySet<string>;
 
   constructor(

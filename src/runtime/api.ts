@@ -67,6 +67,7 @@ export async function startApi(
       : undefined;
   hotKeys?.start();
 
+  const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
   const app = buildApp({
     config,
@@ -75,7 +76,7 @@ export async function startApi(
     rateLimitRedis: command,
     queue,
     deriver: new RecordKeyDeriver(),
-    endpoints: new EndpointSelector(config, opts.resolveHost),
+    endpoints,
     lookup: new SubdomainLookup({
       cache,
       queue,
@@ -86,6 +87,7 @@ export async function startApi(
       maxWaiting: config.QUEUE_MAX_WAITING,
       hotKeys,
       localCacheBytes: config.LOCAL_CACHE_BYTES,
+      localEndpointId: endpoints.defaultEndpoint?.id,
     }),
     isReady: async () => {
       if (closing || command.status !== 'ready') return false;

@@ -67,10 +67,15 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   });
   const overrideHeaders = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
 
-  const send = (reply: FastifyReply, endpoint: RpcEndpoint, { entry, state }: LookupResult) => {
+  const send = (
+    reply: FastifyReply,
+    endpoint: RpcEndpoint,
+    { entry, state }: LookupResult,
+    now = Date.now(),
+  ) => {
     if (endpoint.kind === 'override') reply.headers(overrideHeaders);
     else {
-      const age = Math.max(0, Math.floor((Date.now() - entry.fetchedAt) / 1000));
+      const age = Math.max(0, Math.floor((now - entry.fetchedAt) / 1000));
       reply.headers(sharedHeaders).header('age', String(age));
     }
     return sendRendered(reply.header('x-cache', state), render(entry));
@@ -131,9 +136,10 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
       if (req.query.rpc === undefined && deps.lookup) {
         const endpoint = deps.endpoints.selectDefault();
-        const hit = deps.lookup.peek(parent, endpoint);
+        const now = Date.now();
+        const hit = deps.lookup.peek(parent, endpoint, now);
         if (hit) {
-          send(reply, endpoint, hit);
+          send(reply, endpoint, hit, now);
           return;
         }
       }
