@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parseDocument } from 'yaml';
-import { hasBinary } from './support/programs.js';
+import { binary, hasBinary } from './support/programs.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
@@ -226,7 +226,7 @@ describe('prometheus.yml', () => {
   });
 
   it.runIf(hasBinary('promtool'))('passes promtool check config', () => {
-    const run = spawnSync('promtool', ['check', 'config', join(root, 'prometheus.yml')], {
+    const run = spawnSync(binary('promtool'), ['check', 'config', join(root, 'prometheus.yml')], {
       encoding: 'utf8',
     });
     expect(run.status, run.stdout + run.stderr).toBe(0);

@@ -11,7 +11,7 @@ import { parser } from '@prometheus-io/lezer-promql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { hasBinary } from './support/programs.js';
+import { binary, hasBinary } from './support/programs.js';
 import { labelSets, scrape, type Exposition } from './support/prometheus.js';
 import { freePort } from './support/ports.js';
 
@@ -241,7 +241,7 @@ describe('the dashboard against a running gateway', () => {
         ].join('\n'),
       );
       const prom = spawn(
-        'prometheus',
+        binary('prometheus'),
         [
           `--config.file=${join(dir, 'prometheus.yml')}`,
           `--storage.tsdb.path=${join(dir, 'data')}`,

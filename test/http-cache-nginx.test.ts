@@ -16,13 +16,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
+import { findBinary } from './support/programs.js';
 
 /** nginx from the PATH, or where Debian puts it (`/usr/sbin` is not on every user's PATH). */
 function findNginx(): { bin?: string; why?: string } {
-  for (const bin of ['nginx', '/usr/sbin/nginx']) {
-    const probe = spawnSync(bin, ['-v'], { encoding: 'utf8' });
-    if (probe.status === 0) return { bin };
-  }
+  const bin = findBinary('nginx');
+  if (bin && spawnSync(bin, ['-v'], { encoding: 'utf8' }).status === 0) return { bin };
   return { why: 'nginx is not installed (scripts/install-test-deps.sh installs nginx-light)' };
 }
 

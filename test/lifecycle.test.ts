@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { Agent, get } from 'node:http';
 import { connect } from 'node:net';
+import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, inject, it } from 'vitest';
@@ -8,7 +9,15 @@ import { loadConfig } from '../src/config.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
 import { startWorker } from '../worker/runtime.js';
-import { baseUrlOf, getJson, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
+import {
+  baseUrlOf,
+  deletePrefix,
+  getJson,
+  startGateway,
+  uniquePrefix,
+  waitFor,
+} from './support/gateway.js';
+import { spawnMain, type MainProcess } from './support/main-process.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 
@@ -120,9 +129,10 @@ describe('the entry file', () => {
     const sim = await startRpcSimulator({ chain });
     const [port, metricsPort] = [await freePort(), await freePort()];
     const prefix = uniquePrefix();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
+    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    let child: MainProcess | undefined;
+    try {
+      child = await spawnMain({
         REDIS_URL: inject('redisUrl'),
         RPC_URL: sim.url,
         PORT: String(port),
@@ -130,17 +140,7 @@ describe('the entry file', () => {
         WORKER_METRICS_PORT: String(metricsPort),
         QUEUE_PREFIX: prefix,
         ROLE: 'all',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<number | null>((resolve) =>
-      child.on('exit', (code) => resolve(code)),
-    );
-    try {
-      await waitFor(() => out.includes('sns-gateway started'), 20_000);
+      });
       const base = `http://127.0.0.1:${port}`;
       expect((await getJson(base, '/subdomains/67679')).body.result).toEqual([
         'bullish',
@@ -151,16 +151,12 @@ describe('the entry file', () => {
         r.text(),
       );
       expect(workerMetrics).toContain('sns_refresh_jobs_total{outcome="completed"} 1');
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
-      expect(out).toContain('shut down cleanly');
+      expect((await child.kill('SIGTERM')).code).toBe(0);
+      expect(child.output()).toContain('shut down cleanly');
     } finally {
-      child.kill('SIGKILL');
+      await child?.kill('SIGKILL');
       await sim.close();
-      const { Redis } = await import('ioredis');
-      const redis = new Redis(inject('redisUrl'));
-      const keys = await redis.keys(`${prefix}:*`);
-      if (keys.length) await redis.del(...keys);
+      await deletePrefix(redis, prefix);
       redis.disconnect();
     }
   });

@@ -3,7 +3,6 @@
  * through the real API and BullMQ worker against the RPC simulator, then the `/metrics` text
  * parsed (prom2javascript, and `promtool check metrics` when installed).
  */
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Writable } from 'node:stream';
@@ -33,6 +32,7 @@ import {
   scrape,
   value,
 } from './support/prometheus.js';
+import { spawnMain, type MainProcess } from './support/main-process.js';
 import { hasBinary } from './support/programs.js';
 import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
@@ -705,31 +705,18 @@ describe("the worker's metrics server", () => {
     const sim = await startRpcSimulator({ chain: seedDemo() });
     const prefix = uniquePrefix();
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      cwd: new URL('..', import.meta.url),
-      env: {
-        ...process.env,
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    let child: MainProcess | undefined;
+    try {
+      child = await spawnMain({
         ROLE: 'all',
         REDIS_URL: redisUrl,
         RPC_URL: sim.url,
         QUEUE_PREFIX: prefix,
         PORT: String(port),
         HOST: '127.0.0.1',
-        WORKER_METRICS_PORT: '0',
-        LOG_LEVEL: 'info',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-    try {
-      await waitFor(() => out.includes('sns-gateway started') || child.exitCode !== null, 20_000);
-      const started = out.split('\n').find((l) => l.includes('sns-gateway started')) ?? '';
-      expect(started, out).not.toBe('');
-      const { workerMetricsPort } = JSON.parse(started) as { workerMetricsPort: number };
+      });
+      const { workerMetricsPort } = child.started as { workerMetricsPort: number };
       expect((await fetch(`http://127.0.0.1:${port}/subdomains/bonfida`)).status).toBe(200);
       const fromApi = await scrape(`http://127.0.0.1:${port}/metrics`);
       const fromWorker = await scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`);
@@ -738,10 +725,9 @@ describe("the worker's metrics server", () => {
         expect(value(exp, 'sns_rpc_credits_total')).toBe(10);
         for (const [name, type] of DESIGN_METRICS) expect(exp.families[name]?.type).toBe(type);
       }
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      expect((await child.kill('SIGTERM')).code).toBe(0);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      await child?.kill('SIGKILL');
       await sim.close();
       await deletePrefix(redis, prefix);
       redis.disconnect();

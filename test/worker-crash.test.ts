@@ -5,7 +5,7 @@ import { REFRESH_JOB, REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
 import { demoLabels } from './support/rpc-sim/index.js';
-import { spawnWorkerProcess, type WorkerProcess } from './support/worker-process.js';
+import { spawnWorkerProcess, type WorkerProcess } from './support/main-process.js';
 
 /**
  * Worker crashes and shutdowns lose no refresh (DESIGN.md, "The refresh worker"): a job whose

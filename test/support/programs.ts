@@ -2,17 +2,35 @@ import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 /**
- * True when an executable `name` is on the PATH (or in /usr/sbin, which is not on every user's
- * PATH): suites that drive a distribution program skip, saying why, where it is missing.
+ * The path of the executable `name` on the PATH, or in /usr/sbin or /sbin (not on every user's
+ * PATH; Debian puts nginx and some servers there), or undefined. Suites that drive a
+ * distribution program run it by this path, and skip, saying why, where it is missing.
  */
-export function hasBinary(name: string): boolean {
+export function findBinary(name: string): string | undefined {
   const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/sbin'];
-  return dirs.some((dir) => {
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const path = join(dir, name);
     try {
-      accessSync(join(dir, name), constants.X_OK);
-      return true;
+      accessSync(path, constants.X_OK);
+      return path;
     } catch {
-      return false;
+      // not here
     }
-  });
+  }
+  return undefined;
+}
+
+/** Whether {@link findBinary} finds `name`. */
+export const hasBinary = (name: string): boolean => findBinary(name) !== undefined;
+
+/**
+ * {@link findBinary}'s path of `name`, for a suite that has already checked it is there.
+ *
+ * @throws Error when it is not.
+ */
+export function binary(name: string): string {
+  const path = findBinary(name);
+  if (!path) throw new Error(`${name} is not installed`);
+  return path;
 }

@@ -9,6 +9,7 @@
  * same text in the tests where it is installed.
  */
 import { spawnSync } from 'node:child_process';
+import { binary } from './programs.js';
 
 /** The content type of text format 0.0.4, what prom-client's registry serves. */
 export const PROMETHEUS_CONTENT_TYPE = /^text\/plain; version=0\.0\.4; charset=utf-8$/;
@@ -226,7 +227,7 @@ const PROM_CLIENT_LINT = /^nodejs_active_(handles|requests|resources)_total non-
  *   error is returned as a problem too.
  */
 export function promtoolProblems(text: string): string[] {
-  const run = spawnSync('promtool', ['check', 'metrics'], {
+  const run = spawnSync(binary('promtool'), ['check', 'metrics'], {
     input: text,
     encoding: 'utf8',
     timeout: 20_000,

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.js';
+import { binary } from './programs.js';
 import { redisAnswers } from './redis-process.js';
 
 async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
@@ -27,7 +28,7 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
   const ports = await Promise.all(Array.from({ length: masters }, () => freePort()));
   const procs: ChildProcess[] = ports.map((port) =>
     spawn(
-      'redis-server',
+      binary('redis-server'),
       [
         '--port',
         String(port),
@@ -56,7 +57,7 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
   try {
     await Promise.all(ports.map((p) => waitForPing(p)));
     const create = spawnSync(
-      'redis-cli',
+      binary('redis-cli'),
       [
         '--cluster',
         'create',
@@ -73,7 +74,7 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
     const deadline = Date.now() + 15_000;
     for (const port of ports) {
       for (;;) {
-        const info = spawnSync('redis-cli', ['-p', String(port), 'cluster', 'info'], {
+        const info = spawnSync(binary('redis-cli'), ['-p', String(port), 'cluster', 'info'], {
           encoding: 'utf8',
         }).stdout;
         if (info.includes('cluster_state:ok')) break;

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './ports.js';
+import { findBinary } from './programs.js';
 
 export type RedisProcess = {
   readonly port: number;
@@ -36,7 +37,7 @@ export type RedisProcess = {
  * @param bin the server binary (`REDIS_SERVER_BIN`, else `redis-server` on the PATH).
  */
 export async function startRedisProcess(
-  bin = process.env.REDIS_SERVER_BIN ?? 'redis-server',
+  bin = process.env.REDIS_SERVER_BIN ?? findBinary('redis-server') ?? 'redis-server',
 ): Promise<RedisProcess> {
   const dir = await mkdtemp(join(tmpdir(), 'sns-gateway-redis-'));
   const port = await freePort();

@@ -1,51 +1,57 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-/** The repository root (this file is test/support/worker-process.ts). */
+/** The repository root (this file is test/support/main-process.ts). */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-export type WorkerProcess = {
+const STARTED = 'sns-gateway started';
+
+type Exit = { code: number | null; signal: NodeJS.Signals | null };
+
+export type MainProcess = {
   readonly pid: number;
   /** Everything the child wrote to stdout and stderr so far (pino JSON lines). */
   output(): string;
+  /** The `sns-gateway started` log line, parsed (`workerMetricsPort`, ...). */
+  readonly started: Record<string, unknown>;
   /** Resolves with the exit code (null when killed by a signal) once the child has exited. */
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly exited: Promise<Exit>;
   /** Sends a signal; resolves once the child has exited. */
-  kill(signal: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(signal: NodeJS.Signals): Promise<Exit>;
 };
 
 /**
- * Runs the refresh worker in a child process: the entry file `src/main.ts` with `ROLE=worker`
- * (through tsx), so the child is the same program as `npm run start:worker`. Resolves once it has
- * logged `sns-gateway started`.
+ * Runs the entry file `src/main.ts` (through tsx) in a child process, the same program as
+ * `npm start` and its `start:*` variants, and resolves once it has logged `sns-gateway started`.
+ * Killed when the test process exits without its clean-up.
  *
- * @param env configuration variables (`REDIS_URL`, `RPC_URL`, `QUEUE_PREFIX`, ...), added to the
- *   test's environment; `WORKER_METRICS_PORT` defaults to 0 (any free port).
+ * @param env configuration variables (`ROLE`, `REDIS_URL`, `RPC_URL`, `QUEUE_PREFIX`, ...), added
+ *   to the test's environment after `WORKER_METRICS_PORT=0` (any free port) and `LOG_LEVEL=info`.
  * @throws when the child exits or stays silent for `startTimeoutMs` before it has started.
  */
-export async function spawnWorkerProcess(
+export async function spawnMain(
   env: Record<string, string>,
   startTimeoutMs = 20_000,
-): Promise<WorkerProcess> {
+): Promise<MainProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', ...env, ROLE: 'worker' },
+    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // Killed when the test process exits without its clean-up (not when it is itself killed).
   const reap = () => child.kill('SIGKILL');
   process.once('exit', reap);
   child.once('exit', () => process.off('exit', reap));
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+  const exited = new Promise<Exit>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
+  const startedLine = () => out.split('\n').find((line) => line.includes(STARTED));
   const started = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), startTimeoutMs);
     const onData = () => {
-      if (out.includes('sns-gateway started')) {
+      if (startedLine() !== undefined) {
         clearTimeout(timer);
         child.stdout.off('data', onData);
         resolve(true);
@@ -54,17 +60,18 @@ export async function spawnWorkerProcess(
     child.stdout.on('data', onData);
     void exited.then(() => {
       clearTimeout(timer);
-      resolve(out.includes('sns-gateway started'));
+      resolve(startedLine() !== undefined);
     });
   });
   if (!started) {
     child.kill('SIGKILL');
     await exited;
-    throw new Error(`the worker process did not start:\n${out.slice(-3000)}`);
+    throw new Error(`src/main.ts did not start:\n${out.slice(-3000)}`);
   }
   return {
     pid: child.pid as number,
     output: () => out,
+    started: JSON.parse(startedLine() as string) as Record<string, unknown>,
     exited,
     async kill(signal) {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -72,3 +79,9 @@ export async function spawnWorkerProcess(
     },
   };
 }
+
+/** {@link spawnMain} with `ROLE=worker`: the refresh worker alone (`npm run start:worker`). */
+export const spawnWorkerProcess = (env: Record<string, string>, startTimeoutMs?: number) =>
+  spawnMain({ ...env, ROLE: 'worker' }, startTimeoutMs);
+
+export type WorkerProcess = MainProcess;
