@@ -20,20 +20,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { Child } from './lib.js';
 import {
-  benchPrefix,
   ceilingPath,
-  Child,
-  deletePrefix,
   fmt,
   gatewayEnv,
   isScenario,
+  type LoadResult,
   loadSideBySide,
   machine,
   scenarioPaths,
   table,
   WARM_PARENT,
-  type LoadResult,
+  withBenchRun,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -61,17 +60,11 @@ async function main(): Promise<void> {
     `bench:ab ${scenario}: ${rev} against this checkout; ${m.cores} cores, Node ${m.node}, ` +
       `load ${m.load}\n`,
   );
-  const worktree = mkdtempSync(path.join(os.tmpdir(), 'snsgw-ab-'));
-  git('worktree', 'add', '--detach', '--quiet', worktree, rev);
-  symlinkSync(path.join(ROOT, 'node_modules'), path.join(worktree, 'node_modules'));
-  const prefix = benchPrefix();
-  const children: Child[] = [];
-  const start = async (...args: Parameters<typeof Child.start>) => {
-    const child = await Child.start(...args);
-    children.push(child);
-    return child;
-  };
-  try {
+  await withBenchRun(REDIS_URL, async ({ prefix, start, defer }) => {
+    const worktree = mkdtempSync(path.join(os.tmpdir(), 'snsgw-ab-'));
+    git('worktree', 'add', '--detach', '--quiet', worktree, rev);
+    defer(async () => git('worktree', 'remove', '--force', worktree));
+    symlinkSync(path.join(ROOT, 'node_modules'), path.join(worktree, 'node_modules'));
     const sim = await start('sim');
     const env = gatewayEnv(REDIS_URL, sim.info.url as string, prefix);
     const ceiling = await start('ceiling');
@@ -127,11 +120,7 @@ async function main(): Promise<void> {
       )}\n\nhere vs ${rev}: req/s ${change(was.rps, now.rps)}, CPU per request ` +
         `${change(cpu(was), cpu(now))}\n`,
     );
-  } finally {
-    await Promise.allSettled(children.map((c) => c.stop()));
-    await deletePrefix(REDIS_URL, prefix);
-    git('worktree', 'remove', '--force', worktree);
-  }
+  });
 }
 
 main().catch((err: unknown) => {

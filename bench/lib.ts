@@ -135,6 +135,46 @@ export function gatewayEnv(
   };
 }
 
+/** What a benchmark script runs with: see {@link withBenchRun}. */
+export type BenchRun = {
+  /** This run's Redis key prefix. */
+  readonly prefix: string;
+  /** {@link Child.start}, the child stopped at the end. */
+  start: (...args: Parameters<typeof Child.start>) => Promise<Child>;
+  /** Adds a clean-up step, run after the children stopped (the last added first). */
+  defer: (step: () => Promise<unknown>) => void;
+};
+
+/**
+ * Runs a benchmark script's `body` and then cleans up whether it returned or threw: the children
+ * it started are stopped (the last started first), the keys under its prefix deleted from
+ * `redisUrl` (only those: never the whole database), and its deferred steps run.
+ */
+export async function withBenchRun<T>(
+  redisUrl: string,
+  body: (run: BenchRun) => Promise<T>,
+): Promise<T> {
+  const prefix = benchPrefix();
+  const children: Child[] = [];
+  const deferred: Array<() => Promise<unknown>> = [];
+  try {
+    return await body({
+      prefix,
+      start: async (...args) => {
+        const child = await Child.start(...args);
+        children.push(child);
+        return child;
+      },
+      defer: (step) => deferred.push(step),
+    });
+  } finally {
+    for (const child of children.reverse()) await child.stop().catch(() => undefined);
+    const deleted = await deletePrefix(redisUrl, prefix).catch(() => -1);
+    process.stderr.write(`deleted ${deleted} Redis keys under ${prefix}\n`);
+    for (const step of deferred.reverse()) await step().catch(() => undefined);
+  }
+}
+
 /** A key prefix of this run alone, deleted at the end. */
 export const benchPrefix = () => `snsgw-bench-${process.pid}-${randomBytes(4).toString('hex')}`;
 

@@ -13,17 +13,7 @@
 
  */
 import { parseArgs } from 'node:util';
-import {
-  benchPrefix,
-  Child,
-  deletePrefix,
-  gatewayEnv,
-  fmt,
-  load,
-  machine,
-  table,
-  writeSection,
-} from './lib.js';
+import { fmt, gatewayEnv, load, machine, table, withBenchRun, writeSection } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -47,15 +37,11 @@ async function main(): Promise<void> {
   const m = machine();
   const started = new Date();
   log(`sns-gateway memory check: ${SECONDS} s of mixed load; ${m.cores} cores, Node ${m.node}`);
-  const prefix = benchPrefix();
-  const children: Child[] = [];
-  try {
-    const sim = await Child.start('sim');
-    children.push(sim);
+  await withBenchRun(REDIS_URL, async ({ prefix, start }) => {
+    const sim = await start('sim');
     const env = gatewayEnv(REDIS_URL, sim.info.url as string, prefix);
-    const api = await Child.start('api', env);
-    children.push(api);
-    children.push(await Child.start('worker', env));
+    const api = await start('api', env);
+    await start('worker', env);
     const base = `http://127.0.0.1:${api.info.port}`;
     for (const parent of PARENTS) {
       const res = await fetch(`${base}/subdomains/${parent}`);
@@ -152,10 +138,7 @@ async function main(): Promise<void> {
     ].join('\n');
     log(`\n${md}\n`);
     await writeSection('memory', md);
-  } finally {
-    for (const child of children.reverse()) await child.stop().catch(() => undefined);
-    await deletePrefix(REDIS_URL, prefix).catch(() => undefined);
-  }
+  });
 }
 
 main().catch((err: unknown) => {

@@ -15,10 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
-  benchPrefix,
   ceilingPath,
-  Child,
-  deletePrefix,
   fmt,
   gatewayEnv,
   isScenario,
@@ -26,6 +23,7 @@ import {
   scenarioPaths,
   table,
   WARM_PARENT,
+  withBenchRun,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -88,19 +86,15 @@ async function main(): Promise<void> {
   const scenario = flags.scenario;
   if (!isScenario(scenario)) throw new Error(`unknown scenario ${scenario} (hot, cold or warm)`);
   const dir = flags.dir ?? mkdtempSync(path.join(os.tmpdir(), 'snsgw-profile-'));
-  const prefix = benchPrefix();
-  const children: Child[] = [];
-  try {
-    const sim = await Child.start('sim');
-    children.push(sim);
+  await withBenchRun(REDIS_URL, async ({ prefix, start }) => {
+    const sim = await start('sim');
     const env = gatewayEnv(REDIS_URL, sim.info.url as string, prefix);
     const ceiling = flags.server === 'ceiling';
-    const api = ceiling ? await Child.start('ceiling') : await Child.start('api', env);
-    children.push(api);
+    const api = ceiling ? await start('ceiling') : await start('api', env);
     const base = `http://127.0.0.1:${api.info.port}`;
     const paths = scenarioPaths(scenario);
     if (scenario === 'warm' && !ceiling) {
-      children.push(await Child.start('worker', env));
+      await start('worker', env);
       const res = await fetch(`${base}/subdomains/${WARM_PARENT}`);
       if (res.status !== 200) throw new Error(`priming /subdomains/${WARM_PARENT}: ${res.status}`);
     }
@@ -129,10 +123,7 @@ async function main(): Promise<void> {
         functions.slice(0, top).map(([f, us]) => [f, `${fmt.int(us / 1000)} ms`, share(us)]),
       )}\n\nprofile: ${file}\n`,
     );
-  } finally {
-    await Promise.allSettled(children.map((c) => c.stop()));
-    await deletePrefix(REDIS_URL, prefix);
-  }
+  });
 }
 
 main().catch((err: unknown) => {

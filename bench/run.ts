@@ -18,22 +18,21 @@ import {
   INLINE_TEXT_BYTES,
   SLICE_LEN,
 } from '../src/sns/discovery-decode.js';
+import type { Child } from './lib.js';
 import {
-  benchPrefix,
   ceilingPath,
-  Child,
-  deletePrefix,
-  gatewayEnv,
   fmt,
+  gatewayEnv,
   labelMaker,
+  type LoadResult,
   loadSideBySide,
   machine,
+  type Scenario,
   scenarioPaths,
   table,
   WARM_PARENT,
+  withBenchRun,
   writeSection,
-  type LoadResult,
-  type Scenario,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -124,14 +123,7 @@ async function main(): Promise<void> {
   const m = machine();
   const started = new Date();
   log(`sns-gateway bench: ${m.cores} cores, ${m.cpu}, Node ${m.node}, load ${m.load}`);
-  const prefix = benchPrefix();
-  const children: Child[] = [];
-  const start = async (...args: Parameters<typeof Child.start>) => {
-    const child = await Child.start(...args);
-    children.push(child);
-    return child;
-  };
-  try {
+  await withBenchRun(REDIS_URL, async ({ prefix, start }) => {
     const sim = await start('sim');
     const simUrl = sim.info.url as string;
     const env = gatewayEnv(REDIS_URL, simUrl, prefix);
@@ -385,11 +377,7 @@ async function main(): Promise<void> {
     ].join('\n');
     log(`\n${md}\n`);
     await writeSection('results', md);
-  } finally {
-    for (const child of children.reverse()) await child.stop().catch(() => undefined);
-    const deleted = await deletePrefix(REDIS_URL, prefix).catch(() => -1);
-    log(`deleted ${deleted} Redis keys under ${prefix}`);
-  }
+  });
 }
 
 /** The discovery's bytes for each candidate inline size, on the large parent. */
