@@ -214,12 +214,19 @@ export class SubdomainLookup {
     const { queue } = this.deps;
     const dedupId = refreshDedupId(key);
     try {
-      if (admitNewRefresh && (await queue.getDeduplicationJobId(dedupId)) === null) {
-        const waiting = await queue.getWaitingCount();
-        if (waiting >= this.deps.maxWaiting) {
-          throw new OverloadedError(`${waiting} refreshes waiting`, 5);
+      if (admitNewRefresh) {
+        // One round trip for both (sent back to back on one connection); the count is wasted
+        // when the miss joins a queued job, which is cheaper than a second round trip.
+        const [joined, waiting] = await Promise.all([
+          queue.getDeduplicationJobId(dedupId),
+          queue.getWaitingCount(),
+        ]);
+        if (joined === null) {
+          if (waiting >= this.deps.maxWaiting) {
+            throw new OverloadedError(`${waiting} refreshes waiting`, 5);
+          }
+          await admitNewRefresh();
         }
-        await admitNewRefresh();
       }
       await addRefreshJob(queue, {
         cacheKey: key,
