@@ -96,16 +96,46 @@ export function domainKey(name: string): Buffer {
   const labels = name.split('.');
   if (labels.length === 1) return nameAccountKey(hashName(name), undefined, ROOT_DOMAIN_ACCOUNT);
   if (labels.length !== 2) throw new RangeError('The domain is malformed');
-  const parent = nameAccountKey(hashName(labels[1] as string), undefined, ROOT_DOMAIN_ACCOUNT);
-  return nameAccountKey(hashName(`\0${labels[0] as string}`), undefined, parent);
+  return nameAccountKey(
+    hashName(`\0${labels[0] as string}`),
+    undefined,
+    parentKey(labels[1] as string),
+  );
 }
+
+/** Most entries of each memo below; a full memo is cleared (a bound, not a cache policy). */
+const MEMO_ENTRIES = 4096;
+
+/** Keys are shared between callers: a memo's values are only ever read (copied into seeds). */
+function memo(compute: (input: string) => Buffer): (input: string) => Buffer {
+  const kept = new Map<string, Buffer>();
+  return (input) => {
+    let value = kept.get(input);
+    if (value === undefined) {
+      value = compute(input);
+      if (kept.size >= MEMO_ENTRIES) kept.clear();
+      kept.set(input, value);
+    }
+    return value;
+  };
+}
+
+/**
+ * The name account of a top-level name, remembered: every subdomain of a parent derives the
+ * parent's key first (a program-address search of about two attempts), and the names people ask
+ * for share few parents.
+ */
+const parentKey = memo((label) => nameAccountKey(hashName(label), undefined, ROOT_DOMAIN_ACCOUNT));
+
+/** `sha256("SPL Name Service\x02" + record)`, remembered: there are a few dozen record types. */
+const hashedRecordV2 = memo((record) => hashName(`\x02${record}`));
 
 /**
  * The SDK's `getRecordV2Key(name + ".sol", record)`: `"\x02" + record` hashed (the V2 marker
  * byte the SDK prepends), with class `CENTRAL_STATE_SNS_RECORDS`, under the domain's name account.
  */
 export function recordKeyV2(name: string, record: string): Buffer {
-  return nameAccountKey(hashName(`\x02${record}`), CENTRAL_STATE_SNS_RECORDS, domainKey(name));
+  return nameAccountKey(hashedRecordV2(record), CENTRAL_STATE_SNS_RECORDS, domainKey(name));
 }
 
 /**
