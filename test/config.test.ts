@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, configSchema, loadConfig } from '../src/config.js';
 
 describe('loadConfig', () => {
   it('applies DESIGN.md defaults and freezes the result', () => {
@@ -72,5 +73,22 @@ describe('loadConfig', () => {
   ])('refuses %j naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(new RegExp(`${name}:`));
+  });
+});
+
+describe('README', () => {
+  it('documents every variable of the schema in its configuration table', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const table = readme.slice(readme.indexOf('## Configuration'));
+    const rows = table
+      .slice(0, table.indexOf('\n## '))
+      .split('\n')
+      .filter((l) => l.startsWith('|'));
+    for (const name of Object.keys(configSchema.in.shape)) {
+      expect(
+        rows.some((row) => (row.split('|')[1] ?? '').includes(`\`${name}\``)),
+        name,
+      ).toBe(true);
+    }
   });
 });
