@@ -15,7 +15,7 @@
  * `--connections N` (16). Environment: `REDIS_URL` (redis://127.0.0.1:6379).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,6 +62,7 @@ async function main(): Promise<void> {
   );
   await withBenchRun(REDIS_URL, async ({ prefix, start, defer }) => {
     const worktree = mkdtempSync(path.join(os.tmpdir(), 'snsgw-ab-'));
+    defer(async () => rmSync(worktree, { recursive: true, force: true }));
     git('worktree', 'add', '--detach', '--quiet', worktree, rev);
     defer(async () => git('worktree', 'remove', '--force', worktree));
     symlinkSync(path.join(ROOT, 'node_modules'), path.join(worktree, 'node_modules'));

@@ -24,6 +24,9 @@ export type ChildStats = {
 
 type Reply = { id: number; result?: unknown; error?: string };
 
+/** How long a child may take to start (the large parent's seeding is a request, not start-up). */
+const READY_TIMEOUT_MS = 60_000;
+
 /**
  * One process of the benchmark (bench/child.ts in a role), started with `tsx` so it runs the
  * TypeScript sources as they are. Requests are IPC messages answered by id.
@@ -62,12 +65,24 @@ export class Child {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     const info = await new Promise<{ port?: number; url?: string }>((resolve, reject) => {
-      const onExit = (code: number | null) => reject(new Error(`${role} exited with ${code}`));
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        proc.off('exit', onExit);
+        // A child that did not get ready is nobody's to stop: kill it here.
+        proc.kill('SIGKILL');
+        reject(new Error(`${role}: ${why}`));
+      };
+      const onExit = (code: number | null) => fail(`exited with ${code}`);
+      const timer = setTimeout(
+        () => fail(`not ready after ${READY_TIMEOUT_MS} ms`),
+        READY_TIMEOUT_MS,
+      );
       proc.once('exit', onExit);
       proc.once('message', (msg: { ready?: { port?: number; url?: string } }) => {
+        if (!msg.ready) return fail('unexpected first message');
+        clearTimeout(timer);
         proc.off('exit', onExit);
-        if (msg.ready) resolve(msg.ready);
-        else reject(new Error(`${role}: unexpected first message`));
+        resolve(msg.ready);
       });
     });
     return new Child(role, proc, info);

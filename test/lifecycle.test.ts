@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
+import { REQUEST_TIMEOUT_MS } from '../src/http/app.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
 import { startWorker } from '../worker/runtime.js';
@@ -221,6 +222,20 @@ describe('closing with open connections', () => {
       expect(Date.now() - started).toBeLessThan(2_000);
     } finally {
       socket.destroy();
+      await gw.close();
+    }
+  });
+
+  it("bounds slow and silent clients with Node's request time-out, not a timer per request", async () => {
+    const gw = await startGateway({ worker: false });
+    try {
+      const { server } = gw.api.app;
+      // Node answers 408 (clientErrorHandler: the envelope) and closes a connection whose request
+      // has not arrived whole within requestTimeout, a silent one included, checking all
+      // connections every connectionsCheckingInterval; `timeout` would arm a socket timer.
+      expect(server.requestTimeout).toBe(REQUEST_TIMEOUT_MS);
+      expect(server.timeout).toBe(0);
+    } finally {
       await gw.close();
     }
   });

@@ -440,6 +440,8 @@ describe('API /metrics after real traffic', () => {
       // Fastify's automatic HEAD route of a GET route is a route of its own.
       ['HEAD', '/types/record', { method: 'HEAD', route: '/types/record', status_code: '200' }],
       ['GET', '/no/such/route', { method: 'GET', route: 'unmatched', status_code: '404' }],
+      // A broken percent-escape, refused before routing (Fastify's frameworkErrors).
+      ['GET', '/subdomains/%E0%A4%A', { method: 'GET', route: 'unmatched', status_code: '400' }],
       // A CORS preflight, answered by @fastify/cors's own route.
       ['OPTIONS', '/subdomains/67679', { method: 'OPTIONS', status_code: '204' }],
       [

@@ -244,15 +244,13 @@ describe('derivations equal the SDK', () => {
   });
 
   it('recordKeyV2 of many subdomains under few parents, records repeated (the memos hit)', () => {
-    const parents = ['bonfida', 'sns', '中文', 'a'];
+    const parents = ['bonfida', 'sns', '中文', 'a', 'p'.repeat(65)];
     for (let i = 0; i < 300; i++) {
       const name = `s${i}.${parents[i % parents.length] as string}`;
       const record = RECORDS[i % 3] as Record;
       expect(toBase58(recordKeyV2(name, record)), name).toBe(
         getRecordV2Key(`${name}.sol`, record).toBase58(),
       );
-      // A key handed out is the caller's: changing it changes no later answer.
-      domainKey(name).fill(0);
     }
   });
 

@@ -9,6 +9,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
+  type FastifyRequest,
 } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Config } from '../config.js';
@@ -27,6 +28,9 @@ import { homeRoutes } from './routes/home.js';
 import { opsRoutes } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { subdomainRoutes } from './routes/subdomains.js';
+
+/** See `requestTimeout` below. */
+export const REQUEST_TIMEOUT_MS = 60_000;
 
 /** Everything the HTTP app needs, made by the caller (the entry file, or a test). */
 export type AppDeps = {
@@ -66,6 +70,8 @@ const MAX_PARAM_LENGTH = 8192;
  * connection and listens on nothing; the caller does both, and closes what it passed in.
  */
 export function buildApp(deps: AppDeps): FastifyInstance {
+  // Set by instrumentRequests below, before any request can arrive.
+  let countUnrouted: (req: FastifyRequest, reply: FastifyReply) => void = () => undefined;
   const app = Fastify({
     loggerInstance: deps.logger,
     // Two log lines per request cost more than the whole derivation route (BENCHMARKS.md): the
@@ -75,19 +81,25 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     childLoggerFactory: deferredChildLogger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A connection silent this long is dropped (slow-loris, forgotten sockets), in milliseconds.
-    connectionTimeout: 0,
+    // A request must arrive whole within this many milliseconds, and a connection that sends
+    // nothing is answered 408 and closed after as long (slow-loris, forgotten sockets): Node
+    // checks every connection at once every few seconds. Fastify's `connectionTimeout` would arm
+    // a socket timer on every request instead.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     // Behind a CDN or load balancer, the client address (for the cold-miss limit) is X-Forwarded-For's.
     trustProxy: deps.config.TRUST_PROXY,
     clientErrorHandler,
     // Errors raised before routing (a broken percent-escape) get the envelope too.
-    frameworkErrors: (_err, _req, reply) => {
+    frameworkErrors: (_err, req, reply) => {
       void (reply as FastifyReply).code(400).send(errorEnvelope(ERROR_TEXT.invalidInput));
+      // No route's hooks run for these: counted here (elapsed time 0, no routing happened).
+      countUnrouted(req, reply);
     },
     // Requests that arrive on open connections while closing get the envelope (hook below).
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  instrumentRequests(app, deps.metrics);
+  countUnrouted = instrumentRequests(app, deps.metrics);
   installErrorHandling(app);
 
   // Connections that have not sent a byte yet (browsers and load balancers open spare ones) are

@@ -51,8 +51,14 @@ function routeObserver(metrics: Metrics, route: string, log: FastifyBaseLogger) 
  * are counted by one global hook under `route="unmatched"`.
  *
  * Call before any route is declared: routes declared earlier are not counted.
+ *
+ * @returns the observer of `route="unmatched"`, for answers Fastify sends outside any route's
+ *   hooks: its `frameworkErrors` (a URL rejected before routing) must call it once it has sent.
  */
-export function instrumentRequests(app: FastifyInstance, metrics: Metrics): void {
+export function instrumentRequests(
+  app: FastifyInstance,
+  metrics: Metrics,
+): (req: FastifyRequest, reply: FastifyReply) => void {
   app.addHook('onRoute', (route) => {
     const observe = routeObserver(metrics, route.url, app.log);
     const hook: onResponseHookHandler = (req, reply, done) => {
@@ -69,4 +75,5 @@ export function instrumentRequests(app: FastifyInstance, metrics: Metrics): void
     if (req.is404) unmatched(req, reply);
     done();
   });
+  return unmatched;
 }

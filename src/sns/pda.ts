@@ -103,16 +103,22 @@ export function domainKey(name: string): Buffer {
   );
 }
 
-/** Most entries of each memo below; a full memo is cleared (a bound, not a cache policy). */
+/**
+ * Bounds of each memo below: entries (a full memo is cleared: a bound, not a cache policy), and
+ * characters of an input kept (labels may be thousands of characters long; the names people ask
+ * for are short).
+ */
 const MEMO_ENTRIES = 4096;
+const MEMO_MAX_INPUT = 64;
 
-/** Keys are shared between callers: a memo's values are only ever read (copied into seeds). */
+/** Values are shared between callers: they are only ever read (copied into the seeds). */
 function memo(compute: (input: string) => Buffer): (input: string) => Buffer {
   const kept = new Map<string, Buffer>();
   return (input) => {
     let value = kept.get(input);
     if (value === undefined) {
       value = compute(input);
+      if (input.length > MEMO_MAX_INPUT) return value;
       if (kept.size >= MEMO_ENTRIES) kept.clear();
       kept.set(input, value);
     }

@@ -13,6 +13,9 @@ import type { HotKeyTracker } from './hot-keys.js';
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
 export type LookupResult = { entry: CacheEntry; state: CacheState };
 
+/** An entry read from Redis (null: none), and the event count of when the read began. */
+type Read<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
+
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
   queue: Queue<RefreshJobData>;
@@ -43,10 +46,16 @@ export type SubdomainLookupDeps = {
  * already listens to: an entry is dropped when any worker refreshes its key, everything is
  * dropped when the subscription drops (events could be missed), and nothing is kept while it is
  * down. A copy is never served past its freshness, so staleness is always decided on Redis's
- * entry. Answers through an override (`no-store`, rare) always read Redis.
+ * entry. Answers through another endpoint (a `?rpc=` override, `no-store`, rare) read Redis.
  */
 export class SubdomainLookup {
-  private readonly inflight = new Map<string, Promise<CacheEntry>>();
+  private readonly inflight = new Map<string, Promise<Read<CacheEntry>>>();
+  /**
+   * Counts refresh events and subscription losses. A Redis read that began before one of them may
+   * return the entry that event replaced (the event comes on another connection): such an entry
+   * is served, but not kept in process.
+   */
+  private generation = 0;
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
 
   /**
@@ -67,18 +76,30 @@ export class SubdomainLookup {
       // Cache keys of the default endpoint start with this; the rest is the parent.
       const prefix = deps.cache.key(deps.localEndpointId, '');
       deps.listener.onRefreshed((key) => {
+        this.generation++;
         if (key.startsWith(prefix)) local.delete(key.slice(prefix.length));
       });
-      deps.listener.onLost(() => local.clear());
+      deps.listener.onLost(() => {
+        this.generation++;
+        local.clear();
+      });
       this.local = local;
     }
   }
 
-  /** Keeps a fresh entry of the default endpoint in process, if events are flowing. */
-  private remember(parent: string, endpoint: RpcEndpoint, entry: CacheEntry): void {
+  /**
+   * Keeps a fresh entry of the default endpoint in process, if events are flowing and none came
+   * since its read began.
+   */
+  private remember(
+    parent: string,
+    endpoint: RpcEndpoint,
+    { entry, generation }: Read<CacheEntry>,
+  ): void {
     if (!this.local || endpoint.id !== this.deps.localEndpointId || !this.deps.listener.live) {
       return;
     }
+    if (generation !== this.generation) return;
     if (this.deps.cache.freshMsLeft(entry) > 0) this.local.set(parent, entry);
   }
 
@@ -125,11 +146,12 @@ export class SubdomainLookup {
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
     if (endpoint.kind === 'default') this.deps.hotKeys?.hit(parent);
-    const entry = await this.read(key);
+    const read = await this.read(key);
+    const { entry } = read;
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
         this.deps.metrics.countCacheHit();
-        this.remember(parent, endpoint, entry);
+        this.remember(parent, endpoint, { entry, generation: read.generation });
         return { entry, state: 'HIT' };
       }
       metrics.cacheLookups.inc({ result: 'stale' });
@@ -153,7 +175,7 @@ export class SubdomainLookup {
     }
     const fetched = await flight;
     this.remember(parent, endpoint, fetched);
-    return { entry: fetched, state: 'MISS' };
+    return { entry: fetched.entry, state: 'MISS' };
   }
 
   private async refreshAndWait(
@@ -161,15 +183,15 @@ export class SubdomainLookup {
     parent: string,
     endpoint: RpcEndpoint,
     admitNewRefresh: () => Promise<void>,
-  ): Promise<CacheEntry> {
+  ): Promise<Read<CacheEntry>> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
     const wait = this.deps.listener.next(key, this.deps.waitMs);
     try {
       const raced = await this.read(key);
-      if (raced) {
+      if (raced.entry) {
         wait.cancel();
-        return raced;
+        return raced as Read<CacheEntry>;
       }
       await this.enqueue(key, parent, endpoint, admitNewRefresh);
     } catch (err) {
@@ -187,14 +209,18 @@ export class SubdomainLookup {
       }
       throw new InternalError(`refresh of ${parent} failed in the worker`);
     }
-    const entry = await this.read(key);
-    if (!entry) throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
-    return entry;
+    const read = await this.read(key);
+    if (!read.entry) {
+      throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
+    }
+    return read as Read<CacheEntry>;
   }
 
-  private async read(key: string): Promise<CacheEntry | null> {
+  /** Reads the entry, with the event count of when the read began (see `generation`). */
+  private async read(key: string): Promise<Read> {
+    const generation = this.generation;
     try {
-      return await this.deps.cache.get(key);
+      return { entry: await this.deps.cache.get(key), generation };
     } catch (err) {
       throw new InternalError('cache read failed', { cause: err });
     }

@@ -47,7 +47,12 @@ export async function spawnMain(
   const exited = new Promise<Exit>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  const startedLine = () => out.split('\n').find((line) => line.includes(STARTED));
+  // Whole lines only: the last one may still be arriving.
+  const startedLine = () =>
+    out
+      .split('\n')
+      .slice(0, -1)
+      .find((line) => line.includes(STARTED));
   const started = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), startTimeoutMs);
     const onData = () => {
