@@ -1,10 +1,4 @@
-import type {
-  FastifyBaseLogger,
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  onResponseHookHandler,
-} from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify';
 import type { Metrics } from '../metrics/metrics.js';
 
 /** Answers slower than this are logged at warn level even without the access log. */
@@ -20,7 +14,7 @@ type Observer = { observe(value: number): void };
  * `method`, the route pattern, `status_code`), with one histogram child per method and status
  * made on first use: prom-client would otherwise hash a label object on every observation.
  */
-function routeObserver(metrics: Metrics, route: string, log: FastifyBaseLogger) {
+function routeObserver(metrics: Metrics, route: string) {
   const children = new Map<string, Map<number, Observer>>();
   return (req: FastifyRequest, reply: FastifyReply): void => {
     const { method } = req;
@@ -38,7 +32,7 @@ function routeObserver(metrics: Metrics, route: string, log: FastifyBaseLogger) 
     const seconds = reply.elapsedTime / 1000;
     child.observe(seconds);
     if (seconds >= SLOW_REQUEST_SECONDS) {
-      (req.log ?? log).warn({ req, statusCode: status, seconds }, 'slow request');
+      req.log.warn({ req, statusCode: status, seconds }, 'slow request');
     }
   };
 }
@@ -60,7 +54,7 @@ export function instrumentRequests(
   metrics: Metrics,
 ): (req: FastifyRequest, reply: FastifyReply) => void {
   app.addHook('onRoute', (route) => {
-    const observe = routeObserver(metrics, route.url, app.log);
+    const observe = routeObserver(metrics, route.url);
     const hook: onResponseHookHandler = (req, reply, done) => {
       observe(req, reply);
       done();
@@ -69,7 +63,7 @@ export function instrumentRequests(
     route.onResponse =
       existing === undefined ? hook : [...(Array.isArray(existing) ? existing : [existing]), hook];
   });
-  const unmatched = routeObserver(metrics, UNMATCHED, app.log);
+  const unmatched = routeObserver(metrics, UNMATCHED);
   // Hooks on every request are callback-style: no promise per request on the hot path.
   app.addHook('onResponse', (req, reply, done) => {
     if (req.is404) unmatched(req, reply);

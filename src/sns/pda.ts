@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { boundedMemo } from '../cache/bounded-memo.js';
 import { fromBase58, toBase58 } from './base58.js';
 import { isOnCurve } from './ed25519.js';
 
@@ -104,37 +105,23 @@ export function domainKey(name: string): Buffer {
 }
 
 /**
- * Bounds of each memo below: entries (a full memo is cleared: a bound, not a cache policy), and
- * characters of an input kept (labels may be thousands of characters long; the names people ask
- * for are short).
+ * Bounds of each memo below: labels may be thousands of characters long, the names people ask
+ * for are short. Memoized keys are only ever read (copied into the seeds).
  */
-const MEMO_ENTRIES = 4096;
-const MEMO_MAX_INPUT = 64;
-
-/** Values are shared between callers: they are only ever read (copied into the seeds). */
-function memo(compute: (input: string) => Buffer): (input: string) => Buffer {
-  const kept = new Map<string, Buffer>();
-  return (input) => {
-    let value = kept.get(input);
-    if (value === undefined) {
-      value = compute(input);
-      if (input.length > MEMO_MAX_INPUT) return value;
-      if (kept.size >= MEMO_ENTRIES) kept.clear();
-      kept.set(input, value);
-    }
-    return value;
-  };
-}
+const MEMO_BOUNDS = { maxEntries: 4096, maxInputLength: 64 };
 
 /**
  * The name account of a top-level name, remembered: every subdomain of a parent derives the
  * parent's key first (a program-address search of about two attempts), and the names people ask
  * for share few parents.
  */
-const parentKey = memo((label) => nameAccountKey(hashName(label), undefined, ROOT_DOMAIN_ACCOUNT));
+const parentKey = boundedMemo(
+  (label) => nameAccountKey(hashName(label), undefined, ROOT_DOMAIN_ACCOUNT),
+  MEMO_BOUNDS,
+);
 
 /** `sha256("SPL Name Service\x02" + record)`, remembered: there are a few dozen record types. */
-const hashedRecordV2 = memo((record) => hashName(`\x02${record}`));
+const hashedRecordV2 = boundedMemo((record) => hashName(`\x02${record}`), MEMO_BOUNDS);
 
 /**
  * The SDK's `getRecordV2Key(name + ".sol", record)`: `"\x02" + record` hashed (the V2 marker

@@ -96,11 +96,15 @@ export class SubdomainLookup {
     endpoint: RpcEndpoint,
     { entry, generation }: Read<CacheEntry>,
   ): void {
-    if (!this.local || endpoint.id !== this.deps.localEndpointId || !this.deps.listener.live) {
-      return;
-    }
-    if (generation !== this.generation) return;
-    if (this.deps.cache.freshMsLeft(entry) > 0) this.local.set(parent, entry);
+    const local = this.localFor(endpoint);
+    if (!local || generation !== this.generation) return;
+    if (this.deps.cache.freshMsLeft(entry) > 0) local.set(parent, entry);
+  }
+
+  /** The in-process copy, when it serves `endpoint` (the default one) and events are flowing. */
+  private localFor(endpoint: RpcEndpoint): LRUCache<string, CacheEntry> | undefined {
+    if (endpoint.id !== this.deps.localEndpointId || !this.deps.listener.live) return undefined;
+    return this.local;
   }
 
   /**
@@ -113,13 +117,11 @@ export class SubdomainLookup {
    * @param now the clock, in milliseconds since the epoch.
    */
   peek(parent: string, endpoint: RpcEndpoint, now = Date.now()): LookupResult | undefined {
-    if (!this.local || endpoint.id !== this.deps.localEndpointId || !this.deps.listener.live) {
-      return undefined;
-    }
-    const entry = this.local.get(parent);
-    if (!entry) return undefined;
+    const local = this.localFor(endpoint);
+    const entry = local?.get(parent);
+    if (!local || !entry) return undefined;
     if (this.deps.cache.freshness(entry, now) !== 'fresh') {
-      this.local.delete(parent);
+      local.delete(parent);
       return undefined;
     }
     this.deps.hotKeys?.hit(parent);
@@ -150,7 +152,7 @@ export class SubdomainLookup {
     const { entry } = read;
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
-        this.deps.metrics.countCacheHit();
+        metrics.countCacheHit();
         this.remember(parent, endpoint, { entry, generation: read.generation });
         return { entry, state: 'HIT' };
       }

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { boundedMemo } from '../../cache/bounded-memo.js';
 import type { CacheEntry } from '../../cache/subdomain-cache.js';
 import { InternalError, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
@@ -31,10 +32,6 @@ function render(entry: CacheEntry): RenderedAnswer {
   }
   return out;
 }
-
-/** Bounds of the raw-parent memo below: entries, and characters of a raw value kept. */
-const MAX_PARSED_PARENTS = 10_000;
-const MAX_PARSED_PARENT_LENGTH = 64;
 
 const querystring = Type.Object({
   rpc: Type.Optional(
@@ -81,19 +78,9 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     return sendRendered(reply.header('x-cache', state), render(entry));
   };
 
-  // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again.
-  // Only valid ones are kept; cleared whole when full (a bound, not a cache policy).
-  const parsed = new Map<string, string>();
-  const parentOf = (raw: string): string => {
-    let parent = parsed.get(raw);
-    if (parent === undefined) {
-      parent = parseParentLabel(raw);
-      if (raw.length > MAX_PARSED_PARENT_LENGTH) return parent;
-      if (parsed.size >= MAX_PARSED_PARENTS) parsed.clear();
-      parsed.set(raw, parent);
-    }
-    return parent;
-  };
+  // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again
+  // (an invalid one throws, and is not kept).
+  const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
 
   /** Everything but a warm hit: Redis, the queue, the wait for a refresh. */
   const lookUp = async (
