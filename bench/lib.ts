@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import * as prettier from 'prettier';
+import { deletePrefix as deleteKeysUnder } from '../test/support/redis-keys.js';
 
 export type Role = 'api' | 'worker' | 'baseline' | 'ceiling' | 'sim';
 
@@ -193,21 +194,14 @@ export async function withBenchRun<T>(
 /** A key prefix of this run alone, deleted at the end. */
 export const benchPrefix = () => `snsgw-bench-${process.pid}-${randomBytes(4).toString('hex')}`;
 
-/** Deletes every key under `prefix` (only what the bench created; never the whole database). */
+/** Deletes every key under `prefix` on `redisUrl` (test/support/redis-keys.ts), with a connection of its own. */
 export async function deletePrefix(redisUrl: string, prefix: string): Promise<number> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-  let deleted = 0;
   try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) deleted += await redis.del(...keys);
-    } while (cursor !== '0');
+    return await deleteKeysUnder(redis, prefix);
   } finally {
     redis.disconnect();
   }
-  return deleted;
 }
 
 export type LoadResult = {

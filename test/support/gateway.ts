@@ -12,6 +12,7 @@ import type { HostResolver } from '../../src/rpc/endpoint.js';
 import { parseClusterNodes, type RedisClient } from '../../src/redis.js';
 import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
+import { deletePrefix } from './redis-keys.js';
 import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
 
 export type Reply = { status: number; headers: Headers; body: { s: string; result: unknown } };
@@ -34,20 +35,7 @@ export type Gateway = {
 /** A key prefix no other test (nor anything else on this Redis) uses. */
 export const uniquePrefix = () => `snsgw-test-${process.pid}-${randomBytes(4).toString('hex')}`;
 
-/** Deletes every key under `prefix`: only what this test created, never the whole database. */
-export async function deletePrefix(redis: RedisClient, prefix: string): Promise<void> {
-  if (redis instanceof Cluster) {
-    for (const node of redis.nodes('master')) await deletePrefix(node, prefix);
-    return;
-  }
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    // One DEL per key: on a cluster node, a multi-key DEL across slots is refused.
-    for (const key of keys) await redis.del(key);
-  } while (cursor !== '0');
-}
+export { deletePrefix };
 
 /** The loopback URL a listening app answers on. */
 export function baseUrlOf(app: FastifyInstance): string {
