@@ -16,6 +16,8 @@ const bool = (fallback: boolean) =>
       .transform((v) => v === 'true'),
   );
 
+const MiB = 1024 * 1024;
+
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
 
 /**
@@ -102,7 +104,22 @@ export const configSchema = z
           return Object.freeze(table);
         }),
     ),
-    RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 512 * 1024 * 1024),
+    /** Largest reply body read from the configured RPC, in bytes. */
+    RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 128 * MiB),
+    /** Longest decode of one reply from the configured RPC, in milliseconds. */
+    RPC_DECODE_MS: int(100, 600_000, 60_000),
+    // `?rpc=` overrides: anyone can point them at a server of their own, so they run in a lane
+    // of their own (queue, worker slots, decode thread) with much smaller bounds.
+    RPC_OVERRIDE_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 8 * MiB),
+    RPC_OVERRIDE_DECODE_MS: int(100, 600_000, 2_000),
+    RPC_OVERRIDE_CONCURRENCY: int(1, 1000, 2),
+    RPC_OVERRIDE_MAX_PER_SECOND: int(1, 100_000, 2),
+    RPC_OVERRIDE_MAX_LABEL_BYTES: int(1, 1_048_576, 256),
+    RPC_OVERRIDE_MAX_ANSWER_BYTES: int(1024, 2 ** 31 - 1, 1 * MiB),
+    /** How long an override's entry lives in Redis, in seconds (its stale window). */
+    RPC_OVERRIDE_CACHE_SECONDS: int(1, 86_400, 300),
+    /** Bytes of Redis all override entries together may take; the oldest go first. */
+    RPC_OVERRIDE_CACHE_BYTES: int(1024, 2 ** 31 - 1, 32 * MiB),
     WORKER_CONCURRENCY: int(1, 1000, 4),
     /** BullMQ `lockDuration`: a job whose worker stops renewing its lock this long is stalled. */
     WORKER_LOCK_MS: int(100, 3_600_000, 30_000),

@@ -20,7 +20,8 @@ import {
   reverseKeyFromDomainKey,
   toBase58,
 } from '../src/sns/pda.js';
-import { closeDiscovery, discoverSubdomains } from '../src/sns/subdomain-discovery.js';
+import { DecodeThread } from '../src/sns/discovery-runner.js';
+import { discoverSubdomains, type DiscoveryLane } from '../src/sns/subdomain-discovery.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;
 type Handler = (params: unknown[], id: unknown) => string | Promise<string>;
@@ -60,6 +61,10 @@ describe('discovery through the discovery thread', () => {
   let agents: Agents;
   let metrics: Metrics;
   let rpc: RpcClient;
+  let lane: DiscoveryLane;
+  const thread = new DecodeThread({ heapMb: 128, taskMs: 10_000 });
+  /** The params of each call, by method, in order. */
+  const paramsOf = new Map<string, unknown[][]>();
   const handlers = new Map<string, Handler[]>();
   const calls: string[] = [];
   /** Texts getMultipleAccounts returns, by reverse key (null: the record is gone). */
@@ -81,6 +86,7 @@ describe('discovery through the discovery thread', () => {
           params: unknown[];
         };
         calls.push(method);
+        paramsOf.set(method, [...(paramsOf.get(method) ?? []), params]);
         const list = handlers.get(method) ?? [];
         const handler = list.length > 1 ? list.shift() : list[0];
         void Promise.resolve(handler ? handler(params, id) : reply(id, null)).then((body) => {
@@ -95,7 +101,7 @@ describe('discovery through the discovery thread', () => {
     agents = new Agents();
   });
   afterAll(async () => {
-    await closeDiscovery();
+    await thread.close();
     agents.destroy();
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
@@ -103,13 +109,17 @@ describe('discovery through the discovery thread', () => {
   beforeEach(() => {
     handlers.clear();
     calls.length = 0;
+    paramsOf.clear();
     records = new Map();
     onSent = undefined;
     on('getMultipleAccounts', (params, id) => {
       const keys = params[0] as string[];
+      const { length } = (params[1] as { dataSlice: { length: number } }).dataSlice;
       const value = keys.map((k) => {
         const data = records.get(k);
-        return data ? { data: b64(data) } : null;
+        return data
+          ? { data: b64(Buffer.concat([REVERSE_LOOKUP_CLASS, data]).subarray(0, length)) }
+          : null;
       });
       return reply(id, withContext(value));
     });
@@ -123,6 +133,7 @@ describe('discovery through the discovery thread', () => {
       isTrusted: () => true,
       minBackoffMs: 1,
     });
+    lane = { rpc, thread, maxLabelBytes: 1024 * 1024, maxAnswerBytes: 64 * 1024 * 1024 };
   });
 
   const count = async (name: string, labels: Record<string, string>) =>
@@ -156,7 +167,7 @@ describe('discovery through the discovery thread', () => {
       orphan.accounts[1] as Account,
     ];
     on('getProgramAccounts', gpa(accounts));
-    const found = await discoverSubdomains(rpc, endpoint, PARENT);
+    const found = await discoverSubdomains(lane, endpoint, PARENT);
     expect(found).toEqual({
       labels: [short.label, long.label, unicode.label].sort(),
       slot: 42,
@@ -170,7 +181,7 @@ describe('discovery through the discovery thread', () => {
   it('decodes a body small enough to sit in the shared buffer pool without harming it', async () => {
     const neighbour = Buffer.from('neighbour');
     on('getProgramAccounts', (_p, id) => reply(id, []));
-    expect(await discoverSubdomains(rpc, endpoint, PARENT)).toEqual({
+    expect(await discoverSubdomains(lane, endpoint, PARENT)).toEqual({
       labels: [],
       slot: undefined,
       accounts: 0,
@@ -186,7 +197,7 @@ describe('discovery through the discovery thread', () => {
       (_p, id) => reply(Number(id) + 1000, []),
       gpa(s.accounts),
     );
-    expect((await discoverSubdomains(rpc, endpoint, PARENT)).labels).toEqual(['after']);
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual(['after']);
     expect(calls).toEqual(['getProgramAccounts', 'getProgramAccounts', 'getProgramAccounts']);
     expect(await count('sns_rpc_requests_total', { outcome: 'http_error' })).toBe(2);
     expect(await count('sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
@@ -198,7 +209,7 @@ describe('discovery through the discovery thread', () => {
     const error = (code: number) => (_p: unknown[], id: unknown) =>
       JSON.stringify({ jsonrpc: '2.0', id, error: { code, message: 'nope' } });
     on('getProgramAccounts', error(-32005), error(-32602));
-    const err = await failure(discoverSubdomains(rpc, endpoint, PARENT));
+    const err = await failure(discoverSubdomains(lane, endpoint, PARENT));
     expect(err).toBeInstanceOf(RpcCallError);
     expect(err).toMatchObject({
       outcome: 'rpc_error',
@@ -209,53 +220,128 @@ describe('discovery through the discovery thread', () => {
     expect(await count('sns_rpc_requests_total', { outcome: 'rpc_error' })).toBe(2);
   });
 
-  it('fails a reply without an account list at once, the round trip itself counted ok', async () => {
-    on('getProgramAccounts', (_p, id) => reply(id, { context: { slot: 1 } }));
-    const err = await failure(discoverSubdomains(rpc, endpoint, PARENT));
+  /** Expects `promise` to fail with a malformed-reply error, after one round trip. */
+  const refusesMalformed = async (promise: Promise<unknown>, message: string | RegExp) => {
+    const err = await failure(promise);
     expect(err).toBeInstanceOf(RpcCallError);
-    expect(err).toMatchObject({
-      outcome: 'http_error',
-      retryable: true,
-      message: 'getProgramAccounts: no account list',
-    });
+    expect(err).toMatchObject({ outcome: 'http_error', retryable: false });
+    expect(err.message).toMatch(message);
     expect(calls).toEqual(['getProgramAccounts']);
-    expect(await count('sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
     expect(await count('sns_rpc_retries_total', {})).toBe(0);
+  };
+  const key = subdomain('key').accounts[0]?.pubkey as string;
+
+  it('fails a reply without an account list at once, not retried, counted as an http_error', async () => {
+    on('getProgramAccounts', (_p, id) => reply(id, { context: { slot: 1 } }));
+    await refusesMalformed(
+      discoverSubdomains(lane, endpoint, PARENT),
+      'getProgramAccounts: no account list',
+    );
+    expect(await count('sns_rpc_requests_total', { outcome: 'http_error' })).toBe(1);
   });
 
   it('fails account data that is not base64 before completing any reverse text', async () => {
     const long = subdomain(`long-${'q'.repeat(50)}`);
     records.set(long.reverse, long.data);
-    on('getProgramAccounts', gpa([...long.accounts, { pubkey: 'x', account: { data: 'raw' } }]));
-    const err = await failure(discoverSubdomains(rpc, endpoint, PARENT));
-    expect(err).toBeInstanceOf(RpcCallError);
-    expect(err).toMatchObject({ retryable: false, message: 'account data is not base64' });
-    expect(calls).toEqual(['getProgramAccounts']);
+    on('getProgramAccounts', gpa([...long.accounts, { pubkey: key, account: { data: 'raw' } }]));
+    await refusesMalformed(
+      discoverSubdomains(lane, endpoint, PARENT),
+      'account data is not base64',
+    );
   });
 
-  it('completes the reverse texts, then fails an account without a pubkey', async () => {
+  it('fails an account without a pubkey before completing any reverse text', async () => {
     const long = subdomain(`long-${'w'.repeat(50)}`);
     records.set(long.reverse, long.data);
     const noKey = { pubkey: 7, account: { data: b64(Buffer.alloc(SLICE_LEN)) } };
     on('getProgramAccounts', gpa([...long.accounts, noKey]));
-    const err = await failure(discoverSubdomains(rpc, endpoint, PARENT));
-    expect(err).toBeInstanceOf(RpcCallError);
-    expect(err).toMatchObject({
-      retryable: true,
-      message: 'getProgramAccounts: account without a pubkey',
-    });
-    expect(calls).toEqual(['getProgramAccounts', 'getMultipleAccounts']);
+    await refusesMalformed(
+      discoverSubdomains(lane, endpoint, PARENT),
+      'getProgramAccounts: account without a pubkey',
+    );
   });
 
-  it('passes on what is not an RpcCallError as it is (a null account)', async () => {
-    on('getProgramAccounts', gpa([null]));
-    const err = await failure(discoverSubdomains(rpc, endpoint, PARENT));
-    expect(err).toBeInstanceOf(TypeError);
-    expect(err.message).toContain('null');
+  it.each([
+    ['a null account entry', [null], 'an account entry is not an object'],
+    ['a null account', [{ pubkey: key, account: null }], 'account without data'],
+    ['numeric data', [{ pubkey: key, account: { data: 42 } }], 'account data is not base64'],
+    [
+      'nested arrays as data',
+      [{ pubkey: key, account: { data: [['AAAA', 'base64']] } }],
+      'account data is not base64',
+    ],
+  ])('fails %s as malformed, not retried', async (_name, accounts, message) => {
+    on('getProgramAccounts', gpa(accounts as Account[]));
+    await refusesMalformed(discoverSubdomains(lane, endpoint, PARENT), message);
+  });
+
+  it('fails a reply whose provider ignored dataSlice instead of reading it as no subdomains', async () => {
+    // Whole accounts: a 96-byte header, then the reverse record's data.
+    const s = subdomain('whole');
+    const whole = Buffer.concat([Buffer.alloc(64), REVERSE_LOOKUP_CLASS, s.data]);
+    const accounts = [
+      { pubkey: s.accounts[0]?.pubkey, account: { data: b64(Buffer.alloc(96)) } },
+      { pubkey: s.reverse, account: { data: b64(whole) } },
+    ] as Account[];
+    on('getProgramAccounts', gpa(accounts));
+    await refusesMalformed(discoverSubdomains(lane, endpoint, PARENT), /longer than .* sliced/);
+  });
+
+  it('fails a completion whose provider ignored dataSlice', async () => {
+    const long = subdomain(`long-${'v'.repeat(50)}`);
+    on('getProgramAccounts', gpa(long.accounts));
+    on('getMultipleAccounts', (_p, id) =>
+      // The whole account: its parent first, not the reverse-lookup class.
+      reply(
+        id,
+        withContext([{ data: b64(Buffer.concat([parentKey, Buffer.alloc(64), long.data])) }]),
+      ),
+    );
+    const err = await failure(discoverSubdomains(lane, endpoint, PARENT));
+    expect(err).toMatchObject({ retryable: false });
+    expect(err.message).toMatch(/not a reverse record's slice|longer than/);
+  });
+
+  it('reads long reverse texts at the slot of the scan or later (minContextSlot)', async () => {
+    const long = subdomain(`long-${'u'.repeat(50)}`);
+    records.set(long.reverse, long.data);
+    on('getProgramAccounts', gpa(long.accounts));
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual([long.label]);
+    const [params] = paramsOf.get('getMultipleAccounts') ?? [];
+    expect(params?.[1]).toMatchObject({ minContextSlot: 42 });
+  });
+
+  it.each([
+    ['arrays built to be expensive', () => `[${'[],'.repeat(200_000)}[]]`, /values in/],
+    ['deep nesting', () => `${'['.repeat(64)}${']'.repeat(64)}`, /nested deeper than/],
+  ])('refuses %s before parsing them, not retried', async (_name, result, message) => {
+    on(
+      'getProgramAccounts',
+      (_p, id) => `{"jsonrpc":"2.0","id":${String(id)},"result":${result()}}`,
+    );
+    await refusesMalformed(discoverSubdomains(lane, endpoint, PARENT), message);
+  });
+
+  it('fails a label or an answer past the lane bounds', async () => {
+    const long = subdomain(`long-${'t'.repeat(50)}`);
+    records.set(long.reverse, long.data);
+    on('getProgramAccounts', gpa([...long.accounts, ...subdomain('short').accounts]));
+    const labelBound = { ...lane, maxLabelBytes: 20 };
+    const err = await failure(discoverSubdomains(labelBound, endpoint, PARENT));
+    expect(err).toMatchObject({ retryable: false });
+    expect(err.message).toBe('getMultipleAccounts: a reverse text longer than 21 bytes');
+    const answerBound = { ...lane, maxAnswerBytes: 40 };
+    const err2 = await failure(discoverSubdomains(answerBound, endpoint, PARENT));
+    expect(err2).toMatchObject({ retryable: false, message: 'an answer over 40 bytes' });
   });
 
   /** Enough accounts that the thread is still at work well after the reply has arrived. */
-  const many = () => Array.from({ length: 5000 }, (_, i) => subdomain(`many${i}`).accounts).flat();
+  let manyAccounts: Account[] | undefined;
+  const many = () =>
+    (manyAccounts ??= Array.from(
+      { length: 5000 },
+      (_, i) => subdomain(`many${i}`).accounts,
+    ).flat());
   /** Resolves a little after the next reply has gone out, while the thread decodes it. */
   const decoding = () =>
     new Promise<void>((resolve) => {
@@ -266,21 +352,50 @@ describe('discovery through the discovery thread', () => {
     on('getProgramAccounts', gpa(many()));
     const controller = new AbortController();
     void decoding().then(() => controller.abort());
-    const err = await failure(discoverSubdomains(rpc, endpoint, PARENT, controller.signal));
+    const err = await failure(discoverSubdomains(lane, endpoint, PARENT, controller.signal));
     expect(err.name).toBe('AbortError');
     // The thread is still there for the next discovery.
     on('getProgramAccounts', gpa(subdomain('next').accounts));
-    expect((await discoverSubdomains(rpc, endpoint, PARENT)).labels).toEqual(['next']);
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual(['next']);
+  });
+
+  it('abandons a decode past its time budget, not retried, and decodes the next in a new thread', async () => {
+    const quick = new DecodeThread({ heapMb: 64, taskMs: 100 });
+    const quickLane = { ...lane, thread: quick };
+    try {
+      on('getProgramAccounts', gpa(many()), gpa(subdomain('after').accounts));
+      const err = await failure(discoverSubdomains(quickLane, endpoint, PARENT));
+      expect(err).toMatchObject({ retryable: false, message: 'reply decode over 100 ms' });
+      expect(calls).toEqual(['getProgramAccounts']);
+      expect((await discoverSubdomains(quickLane, endpoint, PARENT)).labels).toEqual(['after']);
+    } finally {
+      await quick.close();
+    }
+  });
+
+  it('fails a decode past its heap budget, not retried, and the thread comes back', async () => {
+    const small = new DecodeThread({ heapMb: 8, taskMs: 30_000 });
+    try {
+      on('getProgramAccounts', gpa(Array.from({ length: 8 }, many).flat()));
+      const err = await failure(discoverSubdomains({ ...lane, thread: small }, endpoint, PARENT));
+      expect(err).toMatchObject({ retryable: false, message: 'reply decode over 8 MiB' });
+      on('getProgramAccounts', gpa(subdomain('small').accounts));
+      expect(
+        (await discoverSubdomains({ ...lane, thread: small }, endpoint, PARENT)).labels,
+      ).toEqual(['small']);
+    } finally {
+      await small.close();
+    }
   });
 
   it('fails a task whose thread is closed under it, and starts a new thread for the next', async () => {
     on('getProgramAccounts', gpa(many()));
     const busy = decoding();
-    const pending = failure(discoverSubdomains(rpc, endpoint, PARENT));
+    const pending = failure(discoverSubdomains(lane, endpoint, PARENT));
     await busy;
-    await closeDiscovery();
+    await thread.close();
     expect((await pending).message).toBe('discovery thread closed');
     on('getProgramAccounts', gpa(subdomain('again').accounts));
-    expect((await discoverSubdomains(rpc, endpoint, PARENT)).labels).toEqual(['again']);
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual(['again']);
   });
 });

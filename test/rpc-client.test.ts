@@ -4,6 +4,7 @@ import { createMetrics, type Metrics } from '../src/metrics/metrics.js';
 import { parseRetryAfter, RpcCallError, RpcClient } from '../src/rpc/client.js';
 import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
+import { DecodeThread } from '../src/sns/discovery-runner.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
 
 describe('RpcClient against the simulator', () => {
@@ -12,6 +13,8 @@ describe('RpcClient against the simulator', () => {
   let metrics: Metrics;
   let rpc: RpcClient;
   let endpoint: RpcEndpoint;
+  const thread = new DecodeThread({ heapMb: 64, taskMs: 5_000 });
+  const decode = thread.envelope();
 
   beforeAll(async () => {
     sim = await startRpcSimulator();
@@ -20,6 +23,7 @@ describe('RpcClient against the simulator', () => {
   });
   afterAll(async () => {
     agents.destroy();
+    await thread.close();
     await sim.close();
   });
   beforeEach(() => {
@@ -43,7 +47,9 @@ describe('RpcClient against the simulator', () => {
     )?.value ?? 0;
 
   it('returns the result and counts one round trip with its cost', async () => {
-    expect(await rpc.call<number>(endpoint, 'getSlot', [])).toBeTypeOf('number');
+    expect(
+      await rpc.call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
+    ).toBeTypeOf('number');
     expect(
       await value('sns_rpc_requests_total', {
         method: 'getSlot',
@@ -58,7 +64,7 @@ describe('RpcClient against the simulator', () => {
 
   it('retries 503s with back-off and succeeds, counting every round trip', async () => {
     sim.setFaults([{ kind: 'http', status: 503, times: 2 }]);
-    await rpc.call(endpoint, 'getSlot', []);
+    await rpc.call(endpoint, 'getSlot', [], { decode });
     expect(sim.callCount('getSlot')).toBe(3);
     expect(await value('sns_rpc_requests_total', { outcome: 'http_error' })).toBe(2);
     expect(await value('sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
@@ -68,14 +74,14 @@ describe('RpcClient against the simulator', () => {
   it('honours Retry-After on 429 and bills nothing for it', async () => {
     sim.setFaults([{ kind: 'http', status: 429, retryAfterSeconds: 1, times: 1 }]);
     const started = Date.now();
-    await rpc.call(endpoint, 'getSlot', []);
+    await rpc.call(endpoint, 'getSlot', [], { decode });
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     expect(await value('sns_rpc_credits_total', { method: 'getSlot' })).toBe(1);
   });
 
   it('does not retry a JSON-RPC error that cannot succeed', async () => {
     sim.setFaults([{ kind: 'rpc-error', code: -32602, message: 'Invalid params' }]);
-    const err = await rpc.call(endpoint, 'getSlot', []).catch((e: unknown) => e);
+    const err = await rpc.call(endpoint, 'getSlot', [], { decode }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RpcCallError);
     expect((err as RpcCallError).outcome).toBe('rpc_error');
     expect(sim.callCount('getSlot')).toBe(1);
@@ -83,14 +89,14 @@ describe('RpcClient against the simulator', () => {
 
   it('retries a transient JSON-RPC error (-32005 node behind)', async () => {
     sim.setFaults([{ kind: 'rpc-error', code: -32005, times: 1 }]);
-    await rpc.call(endpoint, 'getSlot', []);
+    await rpc.call(endpoint, 'getSlot', [], { decode });
     expect(sim.callCount('getSlot')).toBe(2);
   });
 
   it('times out a hanging endpoint, counting timeouts, and gives up after its retries', async () => {
     sim.setFaults([{ kind: 'hang' }]);
     const started = Date.now();
-    const err = await rpc.call(endpoint, 'getSlot', []).catch((e: unknown) => e);
+    const err = await rpc.call(endpoint, 'getSlot', [], { decode }).catch((e: unknown) => e);
     expect((err as RpcCallError).outcome).toBe('timeout');
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(await value('sns_rpc_requests_total', { outcome: 'timeout' })).toBe(4);
@@ -98,7 +104,7 @@ describe('RpcClient against the simulator', () => {
 
   it('treats a garbage body as a retryable http_error', async () => {
     sim.setFaults([{ kind: 'garbage', times: 1 }]);
-    await rpc.call(endpoint, 'getSlot', []);
+    await rpc.call(endpoint, 'getSlot', [], { decode });
     expect(await value('sns_rpc_requests_total', { outcome: 'http_error' })).toBe(1);
   });
 
@@ -112,7 +118,7 @@ describe('RpcClient against the simulator', () => {
       isTrusted: () => false,
     });
     const err = await untrusted
-      .call({ kind: 'override', url: sim.url, id: 'x' }, 'getSlot', [])
+      .call({ kind: 'override', url: sim.url, id: 'x' }, 'getSlot', [], { decode })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RpcCallError);
     expect(sim.callCount()).toBe(0);

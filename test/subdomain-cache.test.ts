@@ -82,7 +82,7 @@ describe("SubdomainLookup's in-process copy", () => {
       const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
       const lookup = new SubdomainLookup({
         cache,
-        queue,
+        queues: { default: queue, override: queue },
         listener,
         metrics: createMetrics(new Registry(), { defaultMetrics: false }),
         logger: pino({ level: 'silent' }),
@@ -124,5 +124,55 @@ describe("SubdomainLookup's in-process copy", () => {
       await deletePrefix(redis, prefix);
       for (const connection of [redis, subscriber, queueConnection]) connection.disconnect();
     }
+  });
+});
+
+describe('SubdomainCache.putOverride', () => {
+  const prefix = uniquePrefix();
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+
+  it('gives override entries their own short expiry and keeps them all within their byte budget', async () => {
+    const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000, {
+      ttlMs: 5_000,
+      maxBytes: 2_500,
+    });
+    const big = (i: number): CacheEntry => ({ labels: ['x'.repeat(900)], fetchedAt: 1_000 + i });
+    const keys = Array.from({ length: 6 }, (_, i) => cache.key('override', `p${i}`));
+    for (const [i, key] of keys.entries()) await cache.putOverride(key, big(i), Date.now() + i);
+    // About 1 KB each against a 2,500-byte budget: the two newest are kept, older ones deleted.
+    const kept = await Promise.all(keys.map((k) => redis.exists(k)));
+    expect(kept.slice(-2)).toEqual([1, 1]);
+    expect(kept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(2);
+    expect(Number(await redis.get(`${prefix}:override-entries:bytes`))).toBeLessThanOrEqual(2_500);
+    const ttl = await redis.pttl(keys[5] as string);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(5_000);
+    // The configured endpoint's entries are outside the budget and keep the stale window.
+    const own = cache.key('default', 'own');
+    await cache.put(own, big(99));
+    await cache.putOverride(cache.key('override', 'later'), big(100));
+    expect(await redis.exists(own)).toBe(1);
+    expect(await redis.pttl(own)).toBeGreaterThan(3_000_000);
+  });
+
+  it('forgets entries past their expiry before counting the budget', async () => {
+    const cache = new SubdomainCache(redis, `${prefix}:b`, 60_000, 3_600_000, {
+      ttlMs: 50,
+      maxBytes: 2_500,
+    });
+    const entry = (i: number): CacheEntry => ({ labels: ['y'.repeat(900)], fetchedAt: i });
+    await cache.putOverride(cache.key('o', 'a'), entry(1));
+    await cache.putOverride(cache.key('o', 'b'), entry(2));
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    await cache.putOverride(cache.key('o', 'c'), entry(3));
+    expect(await redis.zcard(`${prefix}:b:override-entries:by-expiry`)).toBe(1);
+    expect(Number(await redis.get(`${prefix}:b:override-entries:bytes`))).toBeLessThan(1_000);
   });
 });

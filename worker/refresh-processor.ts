@@ -1,24 +1,25 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { RedisClient } from '../src/redis.js';
 import type { Logger } from 'pino';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Metrics } from '../src/metrics/metrics.js';
 import { publishRefreshEvent } from '../src/queue/refresh-events.js';
 import type { RefreshJobData } from '../src/queue/refresh-queue.js';
-import { RpcCallError, type RpcClient } from '../src/rpc/client.js';
+import { RpcCallError } from '../src/rpc/client.js';
 import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
-import { discoverSubdomains } from '../src/sns/subdomain-discovery.js';
+import type { RedisClient } from '../src/redis.js';
+import { discoverSubdomains, type DiscoveryLane } from '../src/sns/subdomain-discovery.js';
 
 export type RefreshProcessorDeps = {
-  rpc: RpcClient;
+  /** What discovery runs through: the configured endpoint's lane, or the overrides' lane. */
+  lane: DiscoveryLane;
   cache: SubdomainCache;
   /** Command connection used to publish refresh events. */
   publisher: RedisClient;
   prefix: string;
   metrics: Metrics;
   logger: Logger;
-  /** `RPC_URL`, or undefined when unset. */
-  defaultRpcUrl: string | undefined;
+  /** The configured `RPC_URL` as an endpoint, or undefined when unset. */
+  defaultEndpoint: RpcEndpoint | undefined;
 };
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
@@ -26,14 +27,11 @@ export type RefreshResult = { labels: number; accounts: number; slot: number | u
 /**
  * The refresh job: run discovery against the job's endpoint, write the cache entry, then tell
  * waiting API requests. On failure it tells them too (so a cold request gets its 502 once the RPC
- * client's retries are spent) and rethrows, so BullMQ's attempts and back-off fill the cache later.
- * A failed refresh never touches the entry already cached (stale-if-error).
+ * client's retries are spent) and rethrows, so BullMQ's attempts and back-off fill the cache later,
+ * except for a failure a retry would meet again (a malformed or oversized reply: BullMQ's
+ * UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
  */
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
-  const defaultEndpoint: RpcEndpoint | undefined = deps.defaultRpcUrl
-    ? { kind: 'default', url: deps.defaultRpcUrl, id: endpointId(deps.defaultRpcUrl) }
-    : undefined;
-
   return async (
     job: Job<RefreshJobData>,
     _token?: string,
@@ -42,23 +40,27 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
     const { cacheKey, parent } = job.data;
     const stopTimer = deps.metrics.refreshDuration.startTimer();
     try {
+      const override = job.data.endpoint.kind === 'override';
       const endpoint: RpcEndpoint | undefined =
         job.data.endpoint.kind === 'override'
           ? { kind: 'override', url: job.data.endpoint.url, id: endpointId(job.data.endpoint.url) }
-          : defaultEndpoint;
+          : deps.defaultEndpoint;
       if (!endpoint) throw new UnrecoverableError('RPC_URL is not configured on the worker');
-      const found = await discoverSubdomains(deps.rpc, endpoint, parent, signal);
-      await deps.cache.put(cacheKey, {
-        labels: found.labels,
-        fetchedAt: Date.now(),
-        slot: found.slot,
-      });
+      const found = await discoverSubdomains(deps.lane, endpoint, parent, signal);
+      const entry = { labels: found.labels, fetchedAt: Date.now(), slot: found.slot };
+      if (override) await deps.cache.putOverride(cacheKey, entry);
+      else await deps.cache.put(cacheKey, entry);
       await publishRefreshEvent(deps.publisher, deps.prefix, { key: cacheKey, ok: true });
       return { labels: found.labels.length, accounts: found.accounts, slot: found.slot };
     } catch (err) {
       const reason = err instanceof RpcCallError ? 'rpc' : 'internal';
       deps.logger.warn(
-        { err, jobId: job.id, attempt: job.attemptsMade + 1, reason },
+        {
+          err: err instanceof Error ? err.message : String(err),
+          jobId: job.id,
+          attempt: job.attemptsMade + 1,
+          reason,
+        },
         'refresh failed',
       );
       await publishRefreshEvent(deps.publisher, deps.prefix, {
@@ -66,6 +68,11 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         ok: false,
         reason,
       }).catch(() => undefined);
+      // A JSON-RPC error is the node's word on this request and may pass; a reply that is not
+      // what was asked for (malformed, oversized, past the decode budget) comes again.
+      if (err instanceof RpcCallError && !err.retryable && err.outcome !== 'rpc_error') {
+        throw new UnrecoverableError(err.message);
+      }
       throw err;
     } finally {
       stopTimer();

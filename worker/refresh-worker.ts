@@ -2,7 +2,7 @@ import { Worker, type ConnectionOptions } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../src/config.js';
 import type { Metrics } from '../src/metrics/metrics.js';
-import { REFRESH_QUEUE, type RefreshJobData } from '../src/queue/refresh-queue.js';
+import { refreshBackoff, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { HOT_SCAN_JOB } from './hot-refresh.js';
 import {
   createRefreshProcessor,
@@ -11,9 +11,11 @@ import {
 } from './refresh-processor.js';
 
 /**
- * The BullMQ worker of the refresh queue: `WORKER_CONCURRENCY` jobs at once and at most
- * `RPC_MAX_PER_SECOND` job starts per second across every worker on this Redis (BullMQ's global
- * rate limiter), so a flood of cold parents cannot exceed the provider's plan.
+ * A BullMQ worker of a refresh queue: `lane.concurrency` jobs at once and at most
+ * `lane.maxPerSecond` job starts per second across every worker on this Redis (BullMQ's global
+ * rate limiter), so a flood of cold parents cannot exceed the provider's plan. The configured
+ * endpoint's queue (`REFRESH_QUEUE`, with `WORKER_CONCURRENCY` and `RPC_MAX_PER_SECOND`) and the
+ * overrides' queue each have one.
  *
  * @param connection a connection made with `maxRetriesPerRequest: null`, owned by the caller.
  */
@@ -21,12 +23,9 @@ export function createRefreshWorker(
   connection: ConnectionOptions,
   config: Pick<
     Config,
-    | 'QUEUE_PREFIX'
-    | 'WORKER_CONCURRENCY'
-    | 'RPC_MAX_PER_SECOND'
-    | 'WORKER_LOCK_MS'
-    | 'WORKER_STALLED_INTERVAL_MS'
+    'QUEUE_PREFIX' | 'WORKER_LOCK_MS' | 'WORKER_STALLED_INTERVAL_MS' | 'JOB_BACKOFF_MS'
   >,
+  queue: { name: string; concurrency: number; maxPerSecond: number },
   deps: RefreshProcessorDeps & {
     metrics: Metrics;
     logger: Logger;
@@ -37,7 +36,7 @@ export function createRefreshWorker(
 ): Worker<RefreshJobData, RefreshResult | undefined> {
   const refresh = createRefreshProcessor(deps);
   const worker = new Worker<RefreshJobData, RefreshResult | undefined>(
-    REFRESH_QUEUE,
+    queue.name,
     async (job, token, signal) => {
       if (job.name !== HOT_SCAN_JOB) return refresh(job, token, signal);
       await deps.hotScan?.();
@@ -46,8 +45,9 @@ export function createRefreshWorker(
     {
       connection,
       prefix: config.QUEUE_PREFIX,
-      concurrency: config.WORKER_CONCURRENCY,
-      limiter: { max: config.RPC_MAX_PER_SECOND, duration: 1000 },
+      concurrency: queue.concurrency,
+      limiter: { max: queue.maxPerSecond, duration: 1000 },
+      settings: { backoffStrategy: refreshBackoff(config.JOB_BACKOFF_MS) },
       // A job whose worker died (crash, SIGKILL) is taken over by another worker once its lock has
       // expired and the next stalled-job check runs: at most about lock + 2 intervals later.
       lockDuration: config.WORKER_LOCK_MS,

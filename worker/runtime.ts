@@ -4,15 +4,37 @@ import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Config } from '../src/config.js';
 import type { Metrics } from '../src/metrics/metrics.js';
-import { createRefreshQueue } from '../src/queue/refresh-queue.js';
+import {
+  createRefreshQueue,
+  OVERRIDE_REFRESH_QUEUE,
+  REFRESH_QUEUE,
+} from '../src/queue/refresh-queue.js';
 import { closeRedis, createRedis } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
 import { endpointId, EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
-import { closeDiscovery } from '../src/sns/subdomain-discovery.js';
+import { DecodeThread } from '../src/sns/discovery-runner.js';
+import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
 import { runHotScan, scheduleHotScans } from './hot-refresh.js';
 import { startMetricsServer } from './metrics-server.js';
 import { createRefreshWorker } from './refresh-worker.js';
+
+/** Longest label from the configured RPC: a reverse record holds at most about this much text. */
+const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
+
+type LaneLimits = {
+  maxResponseBytes: number;
+  decodeMs: number;
+  maxLabelBytes: number;
+  maxAnswerBytes: number;
+};
+
+/**
+ * The heap of a decode thread: room for a reply of `maxResponseBytes` parsed within the bounds of
+ * src/rpc/bounded-json.ts (a parsed reply takes a few times its bytes), at least 64 MiB.
+ */
+export const decodeHeapMb = (maxResponseBytes: number) =>
+  Math.max(64, Math.ceil((6 * maxResponseBytes) / (1024 * 1024)));
 
 export type WorkerRuntime = {
   metricsPort: number | undefined;
@@ -41,21 +63,42 @@ export async function startWorker(
   }
   const endpoints = new EndpointSelector(config);
   const agents = new Agents({ lookup: opts.lookup });
-  const rpc = new RpcClient({
-    metrics,
-    agents,
-    timeoutMs: config.RPC_TIMEOUT_MS,
-    retries: config.RPC_RETRIES,
+  const lane = (limits: LaneLimits): DiscoveryLane => ({
+    rpc: new RpcClient({
+      metrics,
+      agents,
+      timeoutMs: config.RPC_TIMEOUT_MS,
+      retries: config.RPC_RETRIES,
+      maxResponseBytes: limits.maxResponseBytes,
+      costs: config.RPC_CREDITS,
+      isTrusted: (endpoint) =>
+        endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
+    }),
+    thread: new DecodeThread({
+      heapMb: decodeHeapMb(limits.maxResponseBytes),
+      taskMs: limits.decodeMs,
+    }),
+    maxLabelBytes: limits.maxLabelBytes,
+    maxAnswerBytes: limits.maxAnswerBytes,
+  });
+  const defaultLane = lane({
     maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
-    costs: config.RPC_CREDITS,
-    isTrusted: (endpoint) =>
-      endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
+    decodeMs: config.RPC_DECODE_MS,
+    maxLabelBytes: DEFAULT_MAX_LABEL_BYTES,
+    maxAnswerBytes: config.RPC_MAX_RESPONSE_BYTES,
+  });
+  const overrideLane = lane({
+    maxResponseBytes: config.RPC_OVERRIDE_MAX_RESPONSE_BYTES,
+    decodeMs: config.RPC_OVERRIDE_DECODE_MS,
+    maxLabelBytes: config.RPC_OVERRIDE_MAX_LABEL_BYTES,
+    maxAnswerBytes: config.RPC_OVERRIDE_MAX_ANSWER_BYTES,
   });
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
     config.CACHE_FRESH_SECONDS * 1000,
     config.CACHE_STALE_SECONDS * 1000,
+    { ttlMs: config.RPC_OVERRIDE_CACHE_SECONDS * 1000, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
   );
   const queue = createRefreshQueue(queueConnection, config);
   queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
@@ -73,16 +116,36 @@ export async function startWorker(
             defaultEndpointId: endpointId(config.RPC_URL as string),
           })
       : undefined;
-  const worker = createRefreshWorker(workerConnection, config, {
-    rpc,
+  const processorDeps = {
     cache,
     publisher: command,
     prefix: config.QUEUE_PREFIX,
     metrics,
     logger,
-    defaultRpcUrl: config.RPC_URL,
-    hotScan,
-  });
+    defaultEndpoint: endpoints.defaultEndpoint,
+  };
+  const workers = [
+    createRefreshWorker(
+      workerConnection,
+      config,
+      {
+        name: REFRESH_QUEUE,
+        concurrency: config.WORKER_CONCURRENCY,
+        maxPerSecond: config.RPC_MAX_PER_SECOND,
+      },
+      { ...processorDeps, lane: defaultLane, hotScan },
+    ),
+    createRefreshWorker(
+      workerConnection,
+      config,
+      {
+        name: OVERRIDE_REFRESH_QUEUE,
+        concurrency: config.RPC_OVERRIDE_CONCURRENCY,
+        maxPerSecond: config.RPC_OVERRIDE_MAX_PER_SECOND,
+      },
+      { ...processorDeps, lane: overrideLane },
+    ),
+  ];
   if (hotScan) {
     await scheduleHotScans(queue, freshMs).catch((err: unknown) =>
       logger.warn({ err }, 'could not schedule hot-parent scans (retried at next start)'),
@@ -103,19 +166,25 @@ export async function startWorker(
         // Graceful: wait for the active jobs, but not past the shutdown bound (BullMQ's close can
         // also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is
         // stalled, and another worker takes it over once its lock expires: nothing is lost.
+        const threads = [defaultLane.thread, overrideLane.thread];
         const graceful = await Promise.race([
-          worker.close().then(() => true),
-          sleep(config.SHUTDOWN_TIMEOUT_MS * 0.8, false, { ref: false }),
+          Promise.all(workers.map((w) => w.close())).then(() => true),
+          sleep(config.SHUTDOWN_TIMEOUT_MS * 0.6, false, { ref: false }),
         ]);
         if (!graceful) {
           logger.warn('active jobs did not finish in time: closing the worker without them');
-          await Promise.race([worker.close(true), sleep(1_000, undefined, { ref: false })]);
+          // Decodes under way fail at once, so the jobs waiting on them end.
+          await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+          await Promise.race([
+            Promise.all(workers.map((w) => w.close(true))),
+            sleep(1_000, undefined, { ref: false }),
+          ]);
         }
         await server?.close();
         await queue.close().catch(() => undefined);
         await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
         agents.destroy();
-        await closeDiscovery();
+        await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
       })();
       return closed;
     },

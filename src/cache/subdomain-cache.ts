@@ -41,6 +41,52 @@ return 1
 `;
 
 /**
+ * {@link PUT_IF_NEWER} for an override's entry, which also keeps every override entry within one
+ * budget of bytes. KEYS[1] the entry's key, KEYS[2] the index (a sorted set of override entry keys
+ * by expiry time), KEYS[3] their sizes (a hash), KEYS[4] the sum of those sizes. ARGV: the JSON,
+ * its `fetchedAt`, the expiry in milliseconds, the time now in Unix milliseconds, the budget in
+ * bytes. Entries past their expiry leave the index first; then, while the sum is over the budget,
+ * the entry closest to its expiry is deleted. Every key it touches shares the prefix, which is a
+ * hash tag on Redis Cluster, so they live in one slot. Returns 1 when it wrote.
+ */
+const PUT_OVERRIDE = `
+local current = redis.call('GET', KEYS[1])
+if current then
+  local at = tonumber(string.match(current, '^{"fetchedAt":(%d+)'))
+  if at and at > tonumber(ARGV[2]) then return 0 end
+end
+local now = tonumber(ARGV[4])
+local function forget(key)
+  local size = tonumber(redis.call('HGET', KEYS[3], key) or '0')
+  redis.call('HDEL', KEYS[3], key)
+  redis.call('ZREM', KEYS[2], key)
+  return redis.call('DECRBY', KEYS[4], size)
+end
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do forget(key) end
+forget(KEYS[1])
+local size = #ARGV[1] + #KEYS[1]
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), KEYS[1])
+redis.call('HSET', KEYS[3], KEYS[1], size)
+local total = redis.call('INCRBY', KEYS[4], size)
+while total > tonumber(ARGV[5]) do
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if not oldest or oldest == KEYS[1] then break end
+  redis.call('DEL', oldest)
+  total = forget(oldest)
+end
+return 1
+`;
+
+/** How override entries are kept: a short life and a budget of bytes of their own. */
+export type OverrideBudget = {
+  /** Expiry of an override's entry, in milliseconds (`RPC_OVERRIDE_CACHE_SECONDS`). */
+  readonly ttlMs: number;
+  /** Bytes all override entries may take together (`RPC_OVERRIDE_CACHE_BYTES`). */
+  readonly maxBytes: number;
+};
+
+/**
  * The Redis store of subdomain lists, one string key per (endpoint, parent). Entries live
  * `CACHE_STALE_SECONDS` in Redis; within `CACHE_FRESH_SECONDS` of `fetchedAt` they are fresh.
  */
@@ -50,6 +96,7 @@ export class SubdomainCache {
     private readonly prefix: string,
     private readonly freshMs: number,
     private readonly staleMs: number,
+    private readonly overrides: OverrideBudget = { ttlMs: staleMs, maxBytes: 32 * 1024 * 1024 },
   ) {}
 
   /**
@@ -85,6 +132,29 @@ export class SubdomainCache {
       serialize(entry),
       String(entry.fetchedAt),
       String(this.staleMs),
+    );
+  }
+
+  /**
+   * {@link put} for the entry of a `?rpc=` override: it expires after the override budget's
+   * `ttlMs`, and the oldest override entries are deleted while all of them together take more
+   * than its `maxBytes`, so answers from servers anyone can name never crowd out the configured
+   * endpoint's entries (a Redis at its `maxmemory` refuses every write).
+   */
+  async putOverride(key: string, entry: CacheEntry, now = Date.now()): Promise<void> {
+    const index = `${this.prefix}:override-entries`;
+    await this.redis.eval(
+      PUT_OVERRIDE,
+      4,
+      key,
+      `${index}:by-expiry`,
+      `${index}:sizes`,
+      `${index}:bytes`,
+      serialize(entry),
+      String(entry.fetchedAt),
+      String(this.overrides.ttlMs),
+      String(now),
+      String(this.overrides.maxBytes),
     );
   }
 

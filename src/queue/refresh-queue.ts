@@ -2,9 +2,34 @@ import { createHash } from 'node:crypto';
 import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
 import type { Config } from '../config.js';
 
-/** BullMQ queue name (DESIGN.md, "The refresh worker"). */
+/** The queue of refreshes through the configured `RPC_URL` (and the hot-parent scans). */
 export const REFRESH_QUEUE = 'subdomain-refresh';
+/**
+ * The queue of refreshes through `?rpc=` overrides: its own worker slots and rate, so requests
+ * pointed at a slow or hostile server never take the capacity of the configured endpoint.
+ */
+export const OVERRIDE_REFRESH_QUEUE = 'subdomain-refresh-override';
 export const REFRESH_JOB = 'refresh';
+
+/** The name of the custom back-off of refresh jobs (see {@link refreshBackoff}). */
+const BACKOFF_TYPE = 'retry-after';
+/** Longest wait an upstream's `Retry-After` can impose on a job between attempts. */
+const MAX_JOB_RETRY_AFTER_MS = 10 * 60_000;
+
+/**
+ * The back-off of refresh jobs: exponential from `JOB_BACKOFF_MS`, but never shorter than the
+ * `Retry-After` of the failure (an RpcCallError's `retryAfterMs`, capped at ten minutes): a long
+ * `Retry-After` is waited here, between attempts, not in a worker slot (../rpc/client.ts).
+ * Passed to BullMQ workers as `settings.backoffStrategy`.
+ */
+export function refreshBackoff(baseMs: number) {
+  return (attemptsMade: number, _type?: string, err?: Error): number => {
+    const exponential = Math.round(baseMs * 2 ** Math.max(0, attemptsMade - 1));
+    const asked = (err as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+    const retryAfter = typeof asked === 'number' ? Math.min(asked, MAX_JOB_RETRY_AFTER_MS) : 0;
+    return Math.max(exponential, retryAfter);
+  };
+}
 
 /**
  * What a refresh job carries. The default endpoint travels as `{ kind: 'default' }` so the URL in
@@ -31,17 +56,19 @@ export function refreshJobDefaults(
 ): DefaultJobOptions {
   return {
     attempts: config.JOB_ATTEMPTS,
-    backoff: { type: 'exponential', delay: config.JOB_BACKOFF_MS },
+    backoff: { type: BACKOFF_TYPE, delay: config.JOB_BACKOFF_MS },
     removeOnComplete: { age: 3600, count: 1000 },
     removeOnFail: { age: 7 * 86400, count: 5000 },
   };
 }
 
 /**
- * Queues one refresh of `data.cacheKey`, deduplicated on it: while a job for the key is waiting,
- * delayed or active, adding another returns that job (BullMQ deduplication, "simple mode", which
- * ends when the job completes or fails, so a stale entry can always queue its next refresh).
- * Override jobs are removed as soon as they finish: their URL may carry a credential.
+ * Queues one refresh of `data.cacheKey` on `queue` (the override queue for an override),
+ * deduplicated on it: while a job for the key is waiting, delayed or active, adding another
+ * returns that job (BullMQ deduplication, "simple mode", which ends when the job completes or
+ * fails, so a stale entry can always queue its next refresh). Override jobs make one attempt (the
+ * request that asked has its 502 by then; a later request queues anew) and are removed as soon as
+ * they finish: their URL may carry a credential.
  */
 export async function addRefreshJob(
   queue: Queue<RefreshJobData>,
@@ -50,19 +77,21 @@ export async function addRefreshJob(
   const override = data.endpoint.kind === 'override';
   await queue.add(REFRESH_JOB, data, {
     deduplication: { id: refreshDedupId(data.cacheKey) },
-    ...(override ? { removeOnComplete: true, removeOnFail: true } : {}),
+    ...(override ? { attempts: 1, removeOnComplete: true, removeOnFail: true } : {}),
   });
 }
 
 /**
- * Creates the refresh queue on a connection made for BullMQ (`maxRetriesPerRequest: null`).
- * The caller owns the connection and closes it after `queue.close()`.
+ * Creates a refresh queue (`REFRESH_QUEUE` unless `name` says otherwise) on a connection made for
+ * BullMQ (`maxRetriesPerRequest: null`). The caller owns the connection and closes it after
+ * `queue.close()`.
  */
 export function createRefreshQueue(
   connection: ConnectionOptions,
   config: Pick<Config, 'QUEUE_PREFIX' | 'JOB_ATTEMPTS' | 'JOB_BACKOFF_MS'>,
+  name: string = REFRESH_QUEUE,
 ): Queue<RefreshJobData> {
-  return new Queue<RefreshJobData>(REFRESH_QUEUE, {
+  return new Queue<RefreshJobData>(name, {
     connection,
     prefix: config.QUEUE_PREFIX,
     defaultJobOptions: refreshJobDefaults(config),

@@ -2,17 +2,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Metrics, RpcOutcome } from '../metrics/metrics.js';
 import type { RpcEndpoint } from './endpoint.js';
-import { decodeEnvelope, RpcCallError } from './envelope.js';
+import { RpcCallError } from './envelope.js';
 import { postJson, TransportError, type Agents, type HttpReply } from './transport.js';
 
 export { RpcCallError };
 
-/** Provider cost units per method (DESIGN.md: `getProgramAccounts` 10, others 1, as Helius bills). */
+/** Provider cost units per method (`getProgramAccounts` 10, others 1, as Helius bills). */
 export type CostTable = { readonly [method: string]: number };
 export const DEFAULT_COSTS: CostTable = Object.freeze({ getProgramAccounts: 10, '*': 1 });
 
-/** Longest `Retry-After` honoured, so an upstream cannot park a job for hours. */
-const MAX_RETRY_AFTER_MS = 30_000;
+/**
+ * Longest `Retry-After` a call sleeps through in place, holding its worker slot. A longer one
+ * ends the call with the error (its `retryAfterMs` set): the slot goes back to the queue and the
+ * job's back-off waits instead (../queue/refresh-queue.ts), so an upstream answering
+ * `Retry-After: 30` cannot hold the worker's slots.
+ */
+export const MAX_RETRY_AFTER_IN_PLACE_MS = 5_000;
 
 export type RpcClientOptions = {
   metrics: Metrics;
@@ -41,13 +46,16 @@ export type ReplyDecoder<T> = (body: Buffer, context: ReplyContext) => T | Promi
 
 export type RpcCallOptions<T> = {
   signal?: AbortSignal;
-  /** Defaults to the JSON-RPC envelope's `result`, parsed in-process. */
-  decode?: ReplyDecoder<T>;
+  /**
+   * Turns the reply body into the result. Always a decode thread's (../sns/discovery-runner.ts):
+   * no reply is parsed on the calling thread.
+   */
+  decode: ReplyDecoder<T>;
 };
 
 /**
  * The one client every Solana JSON-RPC call goes through: time-outs, retries with exponential
- * back-off and jitter (p-retry), `Retry-After` on 429, and the cost metrics of DESIGN.md counted
+ * back-off and jitter (p-retry), `Retry-After` on 429, and the cost metrics (docs/observability.md) counted
  * once per HTTP round trip, where the call is made.
  */
 export class RpcClient {
@@ -59,21 +67,24 @@ export class RpcClient {
   }
 
   /**
-   * Calls `method` with `params` (JSON-RPC 2.0 over HTTP POST) and returns its `result`, or what
-   * `options.decode` makes of the reply body.
+   * Calls `method` with `params` (JSON-RPC 2.0 over HTTP POST) and returns what `decode` makes
+   * of the reply body.
    *
-   * @param options an AbortSignal, or `{ signal, decode }` (see {@link RpcCallOptions}).
-   * @throws RpcCallError once retries are spent or for a failure that cannot succeed on retry.
+   * @throws RpcCallError once retries are spent, for a failure that cannot succeed on retry, or
+   *   for a `Retry-After` past {@link MAX_RETRY_AFTER_IN_PLACE_MS} (then `retryAfterMs` says how
+   *   long the upstream asked for).
    */
   async call<T>(
     endpoint: RpcEndpoint,
     method: string,
     params: unknown[],
-    options?: AbortSignal | RpcCallOptions<T>,
+    { signal, decode }: RpcCallOptions<T>,
   ): Promise<T> {
-    const { signal, decode = parseReply<T> }: RpcCallOptions<T> =
-      options === undefined ? {} : 'aborted' in options ? { signal: options } : options;
     const labels = { method, endpoint: endpoint.kind };
+    const inPlace = (error: unknown): error is RpcCallError =>
+      error instanceof RpcCallError &&
+      error.retryable &&
+      (error.retryAfterMs ?? 0) <= MAX_RETRY_AFTER_IN_PLACE_MS;
     return pRetry(() => this.once<T>(endpoint, method, params, decode, signal), {
       retries: this.opts.retries,
       factor: 2,
@@ -81,12 +92,11 @@ export class RpcClient {
       maxTimeout: 5_000,
       randomize: true,
       signal,
-      shouldRetry: ({ error }) => error instanceof RpcCallError && error.retryable,
+      shouldRetry: ({ error }) => inPlace(error),
       onFailedAttempt: async ({ error, retriesLeft }) => {
-        if (!(error instanceof RpcCallError) || !error.retryable || retriesLeft === 0) return;
+        if (!inPlace(error) || retriesLeft === 0) return;
         this.opts.metrics.rpcRetries.inc(labels);
-        if (error.retryAfterMs)
-          await sleep(Math.min(error.retryAfterMs, MAX_RETRY_AFTER_MS), undefined, { signal });
+        if (error.retryAfterMs) await sleep(error.retryAfterMs, undefined, { signal });
       },
     });
   }
@@ -151,11 +161,6 @@ function checkStatus(method: string, reply: HttpReply): void {
     retryable,
     parseRetryAfter(reply.headers['retry-after']),
   );
-}
-
-/** The default decoder: the JSON-RPC envelope, parsed on the calling thread. */
-function parseReply<T>(body: Buffer, { method, id }: ReplyContext): T {
-  return decodeEnvelope<T>(method, body, id);
 }
 
 /** `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), in milliseconds. */

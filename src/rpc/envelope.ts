@@ -1,4 +1,5 @@
 import type { RpcOutcome } from '../metrics/metrics.js';
+import { JsonBoundsError, parseBoundedJson, RPC_JSON_BOUNDS } from './bounded-json.js';
 
 /**
  * The JSON-RPC envelope of a 200 reply, and the error every failed call becomes. Kept apart from
@@ -30,19 +31,20 @@ export class RpcCallError extends Error {
 const RETRYABLE_RPC_CODES = new Set([-32005, -32004, -32016, -32603, 429, -32429]);
 
 /**
- * The `result` of a JSON-RPC 2.0 reply body (HTTP 200) to request `id`.
+ * The `result` of a JSON-RPC 2.0 reply body (HTTP 200) to request `id`, parsed within
+ * {@link RPC_JSON_BOUNDS} (./bounded-json.ts). Runs in a decode thread, never on the main thread.
  *
- * @throws RpcCallError `http_error` (retryable) for a body that is not JSON, not a JSON-RPC object
- *   or without a result for `id`; `rpc_error` for a JSON-RPC error object, retryable for the
- *   codes above.
+ * @throws RpcCallError `http_error`: retryable for a body that is not JSON, not a JSON-RPC object
+ *   or without a result for `id` (a proxy's hiccup); not retryable for a body past the bounds (an
+ *   upstream that sends that once sends it again). `rpc_error` for a JSON-RPC error object,
+ *   retryable for the codes above.
  */
 export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number): T {
   let payload: unknown;
   try {
-    payload = JSON.parse(
-      Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'),
-    );
-  } catch {
+    payload = parseBoundedJson(body, RPC_JSON_BOUNDS);
+  } catch (err) {
+    if (err instanceof JsonBoundsError) throw malformed(`${method}: reply ${err.message}`);
     throw new RpcCallError(`${method}: malformed JSON body`, 'http_error', true);
   }
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
@@ -66,6 +68,15 @@ export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number):
     throw new RpcCallError(`${method}: reply has no result for id ${id}`, 'http_error', true);
   }
   return msg.result as T;
+}
+
+/**
+ * A reply that is JSON-RPC but not what the method answers (a null account, numeric data, a data
+ * slice of the wrong length, a list of the wrong size): the upstream's fault, and one that a retry
+ * meets again, so it is not retried (the request answers 502 and nothing is cached).
+ */
+export function malformed(message: string): RpcCallError {
+  return new RpcCallError(message, 'http_error', false);
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Config } from '../config.js';
 import { buildApp } from '../http/app.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { RefreshListener } from '../queue/refresh-events.js';
-import { createRefreshQueue } from '../queue/refresh-queue.js';
+import { createRefreshQueue, OVERRIDE_REFRESH_QUEUE } from '../queue/refresh-queue.js';
 import { closeRedis, createRedis, waitReady } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
@@ -43,7 +43,10 @@ export async function startApi(
     () => logger.warn('Redis is not reachable yet: the subdomain route answers 500 until it is'),
   );
   const queue = createRefreshQueue(queueConnection, config);
-  queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  const overrideQueue = createRefreshQueue(queueConnection, config, OVERRIDE_REFRESH_QUEUE);
+  for (const q of [queue, overrideQueue]) {
+    q.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  }
   const listener = new RefreshListener(subscriber, config.QUEUE_PREFIX);
   listener
     .start()
@@ -69,6 +72,18 @@ export async function startApi(
 
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
+  const lookup = new SubdomainLookup({
+    cache,
+    queues: { default: queue, override: overrideQueue },
+    listener,
+    metrics,
+    logger,
+    waitMs: config.SUBDOMAINS_WAIT_MS,
+    maxWaiting: config.QUEUE_MAX_WAITING,
+    hotKeys,
+    localCacheBytes: config.LOCAL_CACHE_BYTES,
+    localEndpointId: endpoints.defaultEndpoint?.id,
+  });
   const app = buildApp({
     config,
     metrics,
@@ -77,18 +92,7 @@ export async function startApi(
     queue,
     deriver: new RecordKeyDeriver(),
     endpoints,
-    lookup: new SubdomainLookup({
-      cache,
-      queue,
-      listener,
-      metrics,
-      logger,
-      waitMs: config.SUBDOMAINS_WAIT_MS,
-      maxWaiting: config.QUEUE_MAX_WAITING,
-      hotKeys,
-      localCacheBytes: config.LOCAL_CACHE_BYTES,
-      localEndpointId: endpoints.defaultEndpoint?.id,
-    }),
+    lookup,
     isReady: async () => {
       if (closing || command.status !== 'ready') return false;
       return (await command.ping().catch(() => null)) === 'PONG';
@@ -105,7 +109,9 @@ export async function startApi(
         await app.close();
         await hotKeys?.close();
         await listener.close();
-        await queue.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        for (const q of [queue, overrideQueue]) {
+          await q.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
+        }
         await Promise.all([command, queueConnection, subscriber].map(closeRedis));
       })();
       return closed;

@@ -1,4 +1,4 @@
-import { decodeEnvelope, RpcCallError } from '../rpc/envelope.js';
+import { decodeEnvelope, malformed } from '../rpc/envelope.js';
 import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from './pda.js';
 
 /**
@@ -32,15 +32,36 @@ export const SLICE_LEN = 32 + 4 + INLINE_TEXT_BYTES;
  */
 const REVERSE_CLASS_B64_PREFIX = REVERSE_LOOKUP_CLASS.subarray(0, 30).toString('base64');
 
-type EncodedAccount = { pubkey: string; account: { data: [string, string] | string } };
-type ProgramAccountsReply =
-  EncodedAccount[] | { context?: { slot?: number }; value: EncodedAccount[] };
+/** Base58 text of a 32-byte key: 32 to 44 characters of the Bitcoin alphabet. */
+const BASE58_KEY = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+/** Base64 characters of a whole slice ({@link SLICE_LEN} bytes, no padding). */
+const SLICE_B64_LEN = Math.ceil(SLICE_LEN / 3) * 4;
 
-export function decodeData(data: [string, string] | string): Buffer {
-  if (typeof data === 'string' || data[1] !== 'base64') {
-    throw new RpcCallError('account data is not base64', 'http_error', false);
+/**
+ * The base64 text of an account's `data` (`[text, "base64"]`).
+ *
+ * @param maxChars longest base64 text accepted: the length the request sliced.
+ * @throws RpcCallError (malformed, not retried) for any other shape, or a longer text: a provider
+ *   that ignores `dataSlice` sends whole accounts, and its list would read as empty.
+ */
+function base64Data(data: unknown, maxChars: number): string {
+  if (
+    !Array.isArray(data) ||
+    data.length !== 2 ||
+    typeof data[0] !== 'string' ||
+    data[1] !== 'base64'
+  ) {
+    throw malformed('account data is not base64');
   }
-  return Buffer.from(data[0], 'base64');
+  if (data[0].length > maxChars) {
+    throw malformed(`account data longer than the ${maxChars} base64 characters sliced`);
+  }
+  return data[0];
+}
+
+/** The bytes of an account's `data`; see {@link base64Data}. */
+export function decodeData(data: unknown, maxChars: number): Buffer {
+  return Buffer.from(base64Data(data, maxChars), 'base64');
 }
 
 /** The SDK's `deserializeReverse(data, true)`: the text, minus one leading NUL. */
@@ -59,21 +80,37 @@ export type ProgramAccountsSummary = {
   labels: string[];
   /** Reverse records with a cut text, and the subdomains (keys) whose reverse key they are. */
   waiting: Array<{ reverse: string; children: string[] }>;
+  /** The reverse records whose text was cut at the slice, to complete with getMultipleAccounts. */
+  truncated: string[];
   slot: number | undefined;
   accounts: number;
 };
 
-/**
- * The accounts of a `getProgramAccounts` reply, sorted. `truncated` lists the reverse records
- * whose text was cut at the slice, in account order: the discovery completes every one of them
- * (`getMultipleAccounts`) before it lists labels or throws `error`. An error with `truncated`
- * absent ends the discovery at once. The errors are those the discovery threw before it moved
- * here, at the same points.
- */
-export type Classified<E> =
-  | { kind: 'listed'; truncated: string[]; summary: ProgramAccountsSummary }
-  | { kind: 'fails-after-truncated'; truncated: string[]; error: E }
-  | { kind: 'fails'; error: E };
+type Account = { pubkey: string; data: unknown };
+
+/** The accounts of a reply, each checked for the shape `{ pubkey, account: { data } }`. */
+function accountList(reply: unknown): { accounts: Account[]; slot: number | undefined } {
+  const withContext = typeof reply === 'object' && reply !== null && !Array.isArray(reply);
+  const list: unknown = withContext ? (reply as { value?: unknown }).value : reply;
+  if (!Array.isArray(list)) throw malformed('getProgramAccounts: no account list');
+  const slot = withContext ? (reply as { context?: { slot?: unknown } }).context?.slot : undefined;
+  const accounts = new Array<Account>(list.length);
+  for (let i = 0; i < list.length; i++) {
+    const item = list[i] as { pubkey?: unknown; account?: { data?: unknown } | null } | null;
+    if (typeof item !== 'object' || item === null) {
+      throw malformed('getProgramAccounts: an account entry is not an object');
+    }
+    const { pubkey, account } = item;
+    if (typeof pubkey !== 'string' || !BASE58_KEY.test(pubkey)) {
+      throw malformed('getProgramAccounts: account without a pubkey');
+    }
+    if (typeof account !== 'object' || account === null) {
+      throw malformed('getProgramAccounts: account without data');
+    }
+    accounts[i] = { pubkey, data: account.data };
+  }
+  return { accounts, slot: typeof slot === 'number' && slot >= 0 ? slot : undefined };
+}
 
 /**
  * Decodes the body of a `getProgramAccounts` reply (a `memcmp` on the parent, a `dataSlice` of
@@ -82,77 +119,100 @@ export type Classified<E> =
  * from the base58 text the RPC returns, canonical as the SDK's `toBase58()` writes it).
  *
  * @param parentKey the parent's name account (32 bytes).
- * @throws RpcCallError for a body that is no JSON-RPC reply to `id` (./envelope.ts), which the RPC
- *   client treats as that round trip's failure; anything wrong past the envelope is returned.
+ * @throws RpcCallError for a body that is no JSON-RPC reply to `id` (./envelope.ts), and, not
+ *   retried, for a reply whose accounts are not what the request asked for (see `malformed`).
  */
 export function classifyProgramAccounts(
   method: string,
   body: Uint8Array,
   id: number,
   parentKey: Uint8Array,
-): Classified<unknown> {
-  const reply = decodeEnvelope<ProgramAccountsReply>(method, body, id);
-  let truncated: string[] | undefined;
-  try {
-    const accounts = Array.isArray(reply) ? reply : reply?.value;
-    if (!Array.isArray(accounts))
-      throw new RpcCallError('getProgramAccounts: no account list', 'http_error', true);
-    const slot = Array.isArray(reply) ? undefined : reply.context?.slot;
+): ProgramAccountsSummary {
+  const { accounts, slot } = accountList(decodeEnvelope<unknown>(method, body, id));
 
-    // Reverse records under this parent, by key: the text bytes fetched so far.
-    const reverses = new Map<string, Buffer>();
-    const cut: string[] = [];
-    for (let i = 0; i < accounts.length; i++) {
-      const { pubkey, account } = accounts[i] as EncodedAccount;
-      const data = account.data;
-      if (
-        Array.isArray(data) &&
-        data[1] === 'base64' &&
-        !data[0].startsWith(REVERSE_CLASS_B64_PREFIX)
-      )
-        continue;
-      const slice = decodeData(data);
-      if (slice.length < 32 || !slice.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) continue;
-      const payload = slice.subarray(32);
-      reverses.set(pubkey, payload);
-      if (slice.length === SLICE_LEN && payload.readUInt32LE(0) > INLINE_TEXT_BYTES)
-        cut.push(pubkey);
-    }
-    truncated = cut;
-
-    // Cut texts are known only once completed: the subdomains pointing at them wait for that.
-    const cutKeys = new Set(cut);
-    const waiting = new Map<string, string[]>();
-    const labels: string[] = [];
-    for (let i = 0; i < accounts.length; i++) {
-      const child = (accounts[i] as EncodedAccount).pubkey;
-      if (typeof child !== 'string')
-        throw new RpcCallError('getProgramAccounts: account without a pubkey', 'http_error', true);
-      const reverse = toBase58(reverseKeyFromDomainKey(child, parentKey));
-      if (cutKeys.has(reverse)) {
-        const children = waiting.get(reverse);
-        if (children) children.push(child);
-        else waiting.set(reverse, [child]);
-        continue;
-      }
-      const payload = reverses.get(reverse);
-      const label = payload && reverseText(payload);
-      if (label) labels.push(label);
-    }
-    labels.sort();
-    return {
-      kind: 'listed',
-      truncated,
-      summary: {
-        labels,
-        waiting: [...waiting].map(([reverse, children]) => ({ reverse, children })),
-        slot: typeof slot === 'number' ? slot : undefined,
-        accounts: accounts.length,
-      },
-    };
-  } catch (error) {
-    return truncated
-      ? { kind: 'fails-after-truncated', truncated, error }
-      : { kind: 'fails', error };
+  // Reverse records under this parent, by key: the text bytes fetched so far.
+  const reverses = new Map<string, Buffer>();
+  const truncated: string[] = [];
+  for (let i = 0; i < accounts.length; i++) {
+    const { pubkey, data } = accounts[i] as Account;
+    const text = base64Data(data, SLICE_B64_LEN);
+    if (!text.startsWith(REVERSE_CLASS_B64_PREFIX)) continue;
+    const slice = Buffer.from(text, 'base64');
+    if (slice.length < 32 || !slice.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) continue;
+    const payload = slice.subarray(32);
+    reverses.set(pubkey, payload);
+    if (slice.length === SLICE_LEN && payload.readUInt32LE(0) > INLINE_TEXT_BYTES)
+      truncated.push(pubkey);
   }
+
+  // Cut texts are known only once completed: the subdomains pointing at them wait for that.
+  const cutKeys = new Set(truncated);
+  const waiting = new Map<string, string[]>();
+  const labels: string[] = [];
+  for (let i = 0; i < accounts.length; i++) {
+    const child = (accounts[i] as Account).pubkey;
+    const reverse = toBase58(reverseKeyFromDomainKey(child, parentKey));
+    if (cutKeys.has(reverse)) {
+      const children = waiting.get(reverse);
+      if (children) children.push(child);
+      else waiting.set(reverse, [child]);
+      continue;
+    }
+    const payload = reverses.get(reverse);
+    const label = payload && reverseText(payload);
+    if (label) labels.push(label);
+  }
+  labels.sort();
+  return {
+    labels,
+    waiting: [...waiting].map(([reverse, children]) => ({ reverse, children })),
+    truncated,
+    slot,
+    accounts: accounts.length,
+  };
+}
+
+/**
+ * The `dataSlice` that completes reverse texts: from the class (so the reply proves the slice was
+ * honoured: a whole account starts with its parent), then the length and up to `maxTextBytes`.
+ */
+export const reverseTextSlice = (maxTextBytes: number) => ({
+  offset: CLASS_OFFSET,
+  length: 32 + 4 + maxTextBytes,
+});
+
+/**
+ * Decodes a `getMultipleAccounts` reply for `count` reverse records sliced with
+ * {@link reverseTextSlice}: each record's text, or null for a record gone since the first call.
+ *
+ * @throws RpcCallError (malformed, not retried) for a list of the wrong size, an entry that is not
+ *   a reverse record's slice, or a text longer than `maxTextBytes` (a label past the bound).
+ */
+export function decodeReverseTexts(
+  method: string,
+  body: Uint8Array,
+  id: number,
+  count: number,
+  maxTextBytes: number,
+): Array<string | null> {
+  const reply = decodeEnvelope<{ value?: unknown } | null>(method, body, id);
+  const list = reply?.value;
+  if (!Array.isArray(list) || list.length !== count) {
+    throw malformed(`${method}: wrong account list`);
+  }
+  const { length } = reverseTextSlice(maxTextBytes);
+  const maxChars = Math.ceil(length / 3) * 4;
+  return list.map((entry: unknown) => {
+    if (entry === null) return null;
+    if (typeof entry !== 'object') throw malformed(`${method}: an account entry is not an object`);
+    const slice = decodeData((entry as { data?: unknown }).data, maxChars);
+    if (slice.length < 36 || !slice.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) {
+      throw malformed(`${method}: not a reverse record's slice`);
+    }
+    const payload = slice.subarray(32);
+    if (payload.readUInt32LE(0) > maxTextBytes) {
+      throw malformed(`${method}: a reverse text longer than ${maxTextBytes} bytes`);
+    }
+    return reverseText(payload) ?? null;
+  });
 }

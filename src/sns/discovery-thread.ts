@@ -1,42 +1,68 @@
 import { parentPort } from 'node:worker_threads';
-import { toWireError, type WireError } from '../rpc/envelope.js';
-import { classifyProgramAccounts, type Classified } from './discovery-decode.js';
+import { decodeEnvelope, toWireError, type WireError } from '../rpc/envelope.js';
+import {
+  classifyProgramAccounts,
+  decodeReverseTexts,
+  type ProgramAccountsSummary,
+} from './discovery-decode.js';
 
 /**
- * The discovery thread: a `node:worker_threads` Worker started by ./discovery-runner.ts, never
- * imported. It takes the body of a `getProgramAccounts` reply (its memory transferred, not copied)
- * and answers with what ./discovery-decode.ts makes of it, errors as data.
+ * The decode thread: a `node:worker_threads` Worker started by ./discovery-runner.ts, never
+ * imported. It takes the body of an RPC reply (its memory transferred, not copied), parses it
+ * within the bounds of ../rpc/bounded-json.ts and answers with what it holds, errors as data. No
+ * RPC reply is parsed on the worker's main thread.
  */
 
-export type ThreadRequest = {
+type Common = {
   seq: number;
   method: string;
   /** JSON-RPC id of the request the body answers. */
   id: number;
   /** The reply body, transferred. */
   body: ArrayBuffer;
-  parentKey: Uint8Array;
+};
+
+export type ThreadRequest = Common &
+  (
+    | { kind: 'envelope' }
+    | { kind: 'program-accounts'; parentKey: Uint8Array }
+    | { kind: 'reverse-texts'; count: number; maxTextBytes: number }
+  );
+
+/** What each kind of request answers. */
+export type ThreadResults = {
+  envelope: unknown;
+  'program-accounts': ProgramAccountsSummary;
+  'reverse-texts': Array<string | null>;
 };
 
 export type ThreadReply =
-  | { seq: number; classified: Classified<WireError> }
-  /** The body is no JSON-RPC reply to the request (./envelope.ts): the round trip failed. */
-  | { seq: number; failed: WireError };
+  | { seq: number; result: unknown }
+  | { seq: number; failed: WireError }
+  /** Sent once, when the thread has loaded and listens: task budgets start from then. */
+  | { ready: true };
+
+function decode(req: ThreadRequest): unknown {
+  const body = new Uint8Array(req.body);
+  switch (req.kind) {
+    case 'envelope':
+      return decodeEnvelope(req.method, body, req.id);
+    case 'program-accounts':
+      return classifyProgramAccounts(req.method, body, req.id, req.parentKey);
+    case 'reverse-texts':
+      return decodeReverseTexts(req.method, body, req.id, req.count, req.maxTextBytes);
+  }
+}
 
 function handle(req: ThreadRequest): ThreadReply {
-  const { seq } = req;
-  let classified: Classified<unknown>;
   try {
-    const body = new Uint8Array(req.body);
-    classified = classifyProgramAccounts(req.method, body, req.id, req.parentKey);
+    return { seq: req.seq, result: decode(req) };
   } catch (err) {
-    return { seq, failed: toWireError(err) };
+    return { seq: req.seq, failed: toWireError(err) };
   }
-  return classified.kind === 'listed'
-    ? { seq, classified }
-    : { seq, classified: { ...classified, error: toWireError(classified.error) } };
 }
 
 const port = parentPort;
 if (!port) throw new Error('discovery-thread runs in a worker thread');
 port.on('message', (req: ThreadRequest) => port.postMessage(handle(req)));
+port.postMessage({ ready: true } satisfies ThreadReply);

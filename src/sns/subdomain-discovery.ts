@@ -1,31 +1,31 @@
 import type { RpcClient } from '../rpc/client.js';
-import { RpcCallError } from '../rpc/client.js';
+import { malformed } from '../rpc/envelope.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
-import {
-  CLASS_OFFSET,
-  decodeData,
-  HEADER_LEN,
-  reverseText,
-  SLICE_LEN,
-  type Classified,
-} from './discovery-decode.js';
-import { classifyInThread, closeDiscoveryThread, warmDiscoveryThread } from './discovery-runner.js';
+import { CLASS_OFFSET, reverseTextSlice, SLICE_LEN } from './discovery-decode.js';
+import { DecodeThread } from './discovery-runner.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from './pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 
 const MULTIPLE_ACCOUNTS_BATCH = 100;
 
-type MultipleAccountsReply = { value: Array<{ data: [string, string] | string } | null> };
-
 export type Discovery = { labels: string[]; slot: number | undefined; accounts: number };
 
 const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 
-/** Ends what discovery keeps running between calls (its thread); the worker calls it on shutdown. */
-export function closeDiscovery(): Promise<void> {
-  return closeDiscoveryThread();
-}
+/**
+ * What discovery runs through for one class of endpoint (the configured one, or `?rpc=`
+ * overrides): its RPC client, its decode thread, and the bounds of its answers. The worker
+ * runtime makes one per class, so the two never share a thread, a queue slot or a budget.
+ */
+export type DiscoveryLane = {
+  readonly rpc: RpcClient;
+  readonly thread: DecodeThread;
+  /** Longest label (reverse text) accepted, in UTF-8 bytes; a longer one fails the answer. */
+  readonly maxLabelBytes: number;
+  /** Most UTF-8 bytes of labels in one answer; past it the answer fails. */
+  readonly maxAnswerBytes: number;
+};
 
 /**
  * Lists the subdomain labels of a top-level `.sol` parent, with the SDK's semantics
@@ -33,7 +33,7 @@ export function closeDiscovery(): Promise<void> {
  * parent is the parent's name account counts when a reverse record exists at
  * `getReverseKeyFromDomainKey(account, parent)` with that parent and the reverse-lookup class; its
  * label is the reverse text. Empty texts are dropped, as the SDK drops them. Labels come back
- * sorted (DESIGN.md: stable answers).
+ * sorted (stable answers, docs/design.md).
  *
  * The keys come from ./pda.ts (`domainKey`, `reverseKeyFromDomainKey`): bit-identical to the
  * SDK's `getDomainKeySync` and `getReverseKeyFromDomainKey` (test/pda.test.ts), and far faster
@@ -44,22 +44,25 @@ export function closeDiscovery(): Promise<void> {
  * with no data), this makes one: `memcmp` on the parent, and a `dataSlice` over the class and the
  * start of the reverse text, so one round trip tells reverse records from subdomains.
  *
- * That reply runs to megabytes for a large parent, so it never touches this thread: its body moves
- * to the discovery thread (./discovery-runner.ts), which parses it, sorts the accounts and derives
- * every reverse key (./discovery-decode.ts), and sends back the labels and the few reverse texts
- * still to fetch. Failures are those of the in-process version, at the same points.
+ * No reply is parsed on this thread: each body moves to the lane's decode thread
+ * (./discovery-runner.ts), which parses it within bounds, checks every account's shape and the
+ * length of its slice, sorts the accounts and derives every reverse key (./discovery-decode.ts),
+ * and sends back the labels and the few reverse texts still to fetch. Those are read at the
+ * scan's slot or later (`minContextSlot`), so a lagging node cannot answer from before the scan.
  *
- * @throws RpcCallError when the RPC fails or answers with something that is not account data.
+ * @throws RpcCallError when the RPC fails or answers with something that is not the account data
+ *   asked for (not retried then), or the answer is past the lane's bounds.
  */
 export async function discoverSubdomains(
-  rpc: RpcClient,
+  lane: DiscoveryLane,
   endpoint: RpcEndpoint,
   parent: string,
   signal?: AbortSignal,
 ): Promise<Discovery> {
+  const { rpc, thread } = lane;
   const parentKey = domainKey(parent);
-  warmDiscoveryThread(); // boots (first call only) while the RPC answers
-  const found = await rpc.call<Classified<Error>>(
+  thread.warm(); // boots (first call only) while the RPC answers
+  const found = await rpc.call(
     endpoint,
     'getProgramAccounts',
     [
@@ -73,49 +76,88 @@ export async function discoverSubdomains(
     ],
     {
       signal,
-      decode: (body, { method, id }) => classifyInThread(method, body, id, parentKey, signal),
+      decode: (body, { method, id }) =>
+        thread.run(
+          {
+            kind: 'program-accounts',
+            method,
+            id,
+            body: DecodeThread.transferable(body),
+            parentKey: new Uint8Array(parentKey),
+          },
+          signal,
+        ),
     },
   );
-  if (found.kind === 'fails') throw found.error;
-  const completed = await completeTruncated(rpc, endpoint, found.truncated, signal);
-  if (found.kind === 'fails-after-truncated') throw found.error;
-
-  const { labels, waiting, slot, accounts } = found.summary;
+  const { labels, waiting, truncated, slot, accounts } = found;
+  const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
   const count = labels.length;
   for (const { reverse, children } of waiting) {
-    const payload = completed.get(reverse);
-    const label = payload && reverseText(payload);
+    const label = completed.get(reverse);
     if (label) for (let i = 0; i < children.length; i++) labels.push(label);
   }
   if (labels.length > count) labels.sort();
+  checkAnswerBounds(lane, labels);
   return { labels, slot, accounts };
 }
 
 /**
- * Fetches the full reverse text of records whose text did not fit the inline slice: by key, the
- * text bytes, or null for a record gone since the first call (so is its label).
+ * @throws RpcCallError (malformed, not retried) for a label or an answer past the lane's bounds:
+ *   an upstream can make a label as long as it likes, and every hit would carry it.
+ */
+function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[]): void {
+  let bytes = 0;
+  for (const label of labels) {
+    const size = Buffer.byteLength(label);
+    if (size > lane.maxLabelBytes) throw malformed(`a label over ${lane.maxLabelBytes} bytes`);
+    bytes += size + 3;
+    if (bytes > lane.maxAnswerBytes) throw malformed(`an answer over ${lane.maxAnswerBytes} bytes`);
+  }
+}
+
+/**
+ * Fetches the full reverse text of records whose text did not fit the inline slice, at the slot
+ * of the scan or later (`minContextSlot`): by key, the text, or null for a record gone since.
  */
 async function completeTruncated(
-  rpc: RpcClient,
+  lane: DiscoveryLane,
   endpoint: RpcEndpoint,
   keys: string[],
+  slot: number | undefined,
   signal?: AbortSignal,
-): Promise<Map<string, Buffer | null>> {
-  const completed = new Map<string, Buffer | null>();
+): Promise<Map<string, string | null>> {
+  const completed = new Map<string, string | null>();
+  const maxTextBytes = lane.maxLabelBytes + 1; // the leading NUL of a subdomain's text
   for (let start = 0; start < keys.length; start += MULTIPLE_ACCOUNTS_BATCH) {
     const batch = keys.slice(start, start + MULTIPLE_ACCOUNTS_BATCH);
-    const reply = await rpc.call<MultipleAccountsReply>(
+    const texts = await lane.rpc.call(
       endpoint,
       'getMultipleAccounts',
-      [batch, { encoding: 'base64', dataSlice: { offset: HEADER_LEN, length: 2 ** 20 } }],
-      { signal },
+      [
+        batch,
+        {
+          encoding: 'base64',
+          dataSlice: reverseTextSlice(maxTextBytes),
+          ...(slot === undefined ? {} : { minContextSlot: slot }),
+        },
+      ],
+      {
+        signal,
+        decode: (body, { method, id }) =>
+          lane.thread.run(
+            {
+              kind: 'reverse-texts',
+              method,
+              id,
+              body: DecodeThread.transferable(body),
+              count: batch.length,
+              maxTextBytes,
+            },
+            signal,
+          ),
+      },
     );
-    if (!Array.isArray(reply?.value) || reply.value.length !== batch.length) {
-      throw new RpcCallError('getMultipleAccounts: wrong account list', 'http_error', true);
-    }
-    reply.value.forEach((account, i) => {
-      completed.set(batch[i] as string, account === null ? null : decodeData(account.data));
-    });
+    texts.forEach((text, i) => completed.set(batch[i] as string, text));
   }
   return completed;
 }

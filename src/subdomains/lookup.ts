@@ -18,7 +18,8 @@ type Read<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generat
 
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
-  queue: Queue<RefreshJobData>;
+  /** Where refreshes are queued: the configured endpoint's queue, and the overrides' own. */
+  queues: { readonly default: Queue<RefreshJobData>; readonly override: Queue<RefreshJobData> };
   listener: RefreshListener;
   metrics: Metrics;
   logger: FastifyBaseLogger;
@@ -239,7 +240,7 @@ export class SubdomainLookup {
     endpoint: RpcEndpoint,
     admitNewRefresh?: () => Promise<void>,
   ) {
-    const { queue } = this.deps;
+    const queue = this.deps.queues[endpoint.kind];
     const dedupId = refreshDedupId(key);
     try {
       if (admitNewRefresh) {
