@@ -59,6 +59,13 @@ export class OverloadedError extends RetryLaterError {
   readonly publicMessage = 'Service overloaded';
 }
 
+/** 503 with `Retry-After`: the process is shutting down; another replica can answer. */
+export class ShuttingDownError extends RetryLaterError {
+  override readonly name = 'ShuttingDownError';
+  readonly statusCode = 503;
+  readonly publicMessage = 'Shutting down';
+}
+
 /**
  * 429 with `Retry-After`: this client started too many new refreshes (cold misses) in the window.
  * Hits, stale hits and requests joining a refresh already under way are never limited (DESIGN.md).

@@ -106,6 +106,9 @@ export async function startApi(
     close() {
       closed ??= (async () => {
         closing = true;
+        // Requests waiting for a refresh get part of the shutdown bound, then answer 503, so the
+        // server's close is not held up by waits that can outlast it.
+        lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.4);
         await app.close();
         await hotKeys?.close();
         await listener.close();

@@ -2,7 +2,13 @@ import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import type { CacheEntry, SubdomainCache } from '../cache/subdomain-cache.js';
-import { GatewayError, InternalError, OverloadedError, RpcUnavailableError } from '../errors.js';
+import {
+  GatewayError,
+  InternalError,
+  OverloadedError,
+  RpcUnavailableError,
+  ShuttingDownError,
+} from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RefreshListener } from '../queue/refresh-events.js';
 import { addRefreshJob, refreshDedupId, type RefreshJobData } from '../queue/refresh-queue.js';
@@ -58,6 +64,12 @@ export class SubdomainLookup {
    */
   private generation = 0;
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
+  /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
+  private readonly closing = new AbortController();
+  private closingStarted = false;
+  private readonly closed = new Promise<'closed'>((resolve) =>
+    this.closing.signal.addEventListener('abort', () => resolve('closed'), { once: true }),
+  );
 
   /**
    * The in-process copy, keyed by parent alone: a warm hit then hashes the short label the route
@@ -169,6 +181,7 @@ export class SubdomainLookup {
       return { entry, state: 'STALE' };
     }
     metrics.cacheLookups.inc({ result: 'miss' });
+    if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
     let flight = this.inflight.get(key);
     if (!flight) {
       flight = this.refreshAndWait(key, parent, endpoint, admitNewRefresh).finally(() =>
@@ -201,7 +214,11 @@ export class SubdomainLookup {
       wait.cancel();
       throw err;
     }
-    const outcome = await wait.event;
+    const outcome = await Promise.race([wait.event, this.closed]);
+    if (outcome === 'closed') {
+      wait.cancel();
+      throw new ShuttingDownError(`stopped waiting for the refresh of ${parent}`, 1);
+    }
     if (outcome === null)
       throw new RpcUnavailableError(`no refresh of ${parent} within ${this.deps.waitMs} ms`);
     if (!outcome.ok) {
@@ -217,6 +234,20 @@ export class SubdomainLookup {
       throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
     }
     return read as Read<CacheEntry>;
+  }
+
+  /**
+   * Shutdown has begun: no new refresh is waited for, and requests already waiting get `graceMs`
+   * to see theirs finish, then answer 503 `Shutting down` instead of outliving the process's
+   * shutdown bound (a wait can last `SUBDOMAINS_WAIT_MS`). Hits are still served while the server
+   * drains.
+   *
+   * @param graceMs milliseconds waiting requests may still wait.
+   */
+  close(graceMs = 0): void {
+    this.closingStarted = true;
+    if (graceMs <= 0) this.closing.abort();
+    else setTimeout(() => this.closing.abort(), graceMs).unref();
   }
 
   /** Reads the entry, with the event count of when the read began (see `generation`). */
