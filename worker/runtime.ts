@@ -23,6 +23,7 @@ import { createRefreshWorker } from './refresh-worker.js';
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
 
 type LaneLimits = {
+  retries: number;
   maxResponseBytes: number;
   decodeMs: number;
   maxLabelBytes: number;
@@ -68,7 +69,7 @@ export async function startWorker(
       metrics,
       agents,
       timeoutMs: config.RPC_TIMEOUT_MS,
-      retries: config.RPC_RETRIES,
+      retries: limits.retries,
       maxResponseBytes: limits.maxResponseBytes,
       costs: config.RPC_CREDITS,
       isTrusted: (endpoint) =>
@@ -82,12 +83,16 @@ export async function startWorker(
     maxAnswerBytes: limits.maxAnswerBytes,
   });
   const defaultLane = lane({
+    retries: config.RPC_RETRIES,
     maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
     decodeMs: config.RPC_DECODE_MS,
     maxLabelBytes: DEFAULT_MAX_LABEL_BYTES,
     maxAnswerBytes: config.RPC_MAX_RESPONSE_BYTES,
   });
+  // One retry at most: an override's request has its answer by then, and a server that fails
+  // twice is as likely to be slow on purpose as by accident.
   const overrideLane = lane({
+    retries: Math.min(config.RPC_RETRIES, 1),
     maxResponseBytes: config.RPC_OVERRIDE_MAX_RESPONSE_BYTES,
     decodeMs: config.RPC_OVERRIDE_DECODE_MS,
     maxLabelBytes: config.RPC_OVERRIDE_MAX_LABEL_BYTES,
@@ -169,7 +174,7 @@ export async function startWorker(
         const threads = [defaultLane.thread, overrideLane.thread];
         const graceful = await Promise.race([
           Promise.all(workers.map((w) => w.close())).then(() => true),
-          sleep(config.SHUTDOWN_TIMEOUT_MS * 0.6, false, { ref: false }),
+          sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
         ]);
         if (!graceful) {
           logger.warn('active jobs did not finish in time: closing the worker without them');

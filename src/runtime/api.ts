@@ -108,7 +108,7 @@ export async function startApi(
         closing = true;
         // Requests waiting for a refresh get part of the shutdown bound, then answer 503, so the
         // server's close is not held up by waits that can outlast it.
-        lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.4);
+        lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25);
         await app.close();
         await hotKeys?.close();
         await listener.close();
