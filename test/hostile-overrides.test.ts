@@ -6,67 +6,19 @@
  * during a hostile decode ends it within the shutdown bound. The servers are loopback ones on the
  * allowlist: they take the path a public https server takes once the SSRF policy has passed.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { deletePrefix, getJson, seedDemo, uniquePrefix } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
+import { ATTACK_NAMES, peakRss, startHostileRpc, type HostileRpc } from './support/hostile-rpc.js';
 import { freePort } from './support/ports.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
 
 const MiB = 1024 * 1024;
 const SHUTDOWN_TIMEOUT_MS = 5_000;
 
-/** Peak resident memory of a process so far (`VmHWM`), in bytes. */
-function peakRss(pid: number): number {
-  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(match?.[1] ?? 0) * 1024;
-}
-
-/** A JSON-RPC reply whose `result` is `result` (raw JSON text). */
-const rpcReply = (id: unknown, result: string) =>
-  `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${result}}`;
-
-/** Replies by path; each is an attack seen in a hostile review. */
-const ATTACKS: Record<string, (res: http.ServerResponse, id: unknown) => void> = {
-  // Millions of tiny arrays within the reply bound: cheap to send, expensive to parse.
-  junk: (res, id) => res.end(rpcReply(id, `[${'[],'.repeat(2 * MiB)}[]]`)),
-  // Nesting as deep as the bytes allow.
-  deep: (res, id) => res.end(rpcReply(id, `${'['.repeat(MiB)}${']'.repeat(MiB)}`)),
-  // Larger than any override reply may be, sent as fast as the socket takes it.
-  huge: (res, id) => {
-    res.write(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":[`);
-    const chunk = Buffer.from('{"pubkey":"x","account":{"data":["","base64"]}},'.repeat(20_000));
-    let sent = 0;
-    const pump = () => {
-      while (sent < 200 * MiB) {
-        sent += chunk.length;
-        if (!res.write(chunk)) return void res.once('drain', pump);
-      }
-      res.end('0]}');
-    };
-    pump();
-  },
-  // A byte now and then, never the end.
-  endless: (res) => {
-    res.write('{"jsonrpc":"2.0","result":[');
-    const timer = setInterval(() => res.write(' '), 200);
-    res.once('close', () => clearInterval(timer));
-  },
-  // Accounts that are not accounts.
-  malformed: (res, id) =>
-    res.end(rpcReply(id, '{"context":{"slot":1},"value":[null,{"account":{"data":7}},[[1]]]}')),
-  // "Come back in 30 s", forever.
-  wait: (res) =>
-    res
-      .writeHead(429, { 'retry-after': '30', 'content-type': 'application/json' })
-      .end('{"jsonrpc":"2.0","error":{"code":429,"message":"slow down"}}'),
-};
-
 describe('a hostile ?rpc= server', () => {
-  let hostile: http.Server;
+  let hostile: HostileRpc;
   let hostileUrl: string;
   let sim: RpcSimulator;
   let gateway: MainProcess;
@@ -75,26 +27,8 @@ describe('a hostile ?rpc= server', () => {
   let redis: Redis;
 
   beforeAll(async () => {
-    hostile = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        let id: unknown = 1;
-        try {
-          id = (JSON.parse(Buffer.concat(chunks).toString()) as { id?: unknown }).id;
-        } catch {
-          // answer anyway
-        }
-        const attack = ATTACKS[(req.url ?? '/').slice(1)];
-        if (!attack) return void res.writeHead(404).end();
-        res.statusCode = 200;
-        res.setHeader('content-type', 'application/json');
-        attack(res, id);
-      });
-    });
-    hostile.keepAliveTimeout = 1;
-    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
-    hostileUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+    hostile = await startHostileRpc();
+    hostileUrl = hostile.url;
     sim = await startRpcSimulator({ chain: seedDemo() });
     const port = await freePort();
     redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
@@ -118,8 +52,7 @@ describe('a hostile ?rpc= server', () => {
 
   afterAll(async () => {
     await gateway?.kill('SIGKILL');
-    hostile.closeAllConnections();
-    await new Promise((resolve) => hostile.close(resolve));
+    await hostile.close();
     await sim?.close();
     await deletePrefix(redis, prefix);
     redis.disconnect();
@@ -148,7 +81,7 @@ describe('a hostile ?rpc= server', () => {
     return { status: reply.status, ms: performance.now() - started };
   }
 
-  it.each(Object.keys(ATTACKS))(
+  it.each(ATTACK_NAMES)(
     'keeps answering through the %s attack, the configured endpoint unharmed',
     async (attack) => {
       const rpc = encodeURIComponent(`${hostileUrl}/${attack}`);
