@@ -1,8 +1,13 @@
 # syntax=docker/dockerfile:1
 # sns-gateway: one image for the API (ROLE=api), the refresh worker (ROLE=worker) or both (ROLE=all).
 
+# One Node release everywhere, the one CI tests: names are lower-cased with the Unicode tables of
+# the running Node's ICU, and derivations are cached as immutable, so two replicas on Node releases
+# with different tables could give two keys for one name (README, "Names and Unicode").
+ARG NODE_IMAGE=node:20.20.2-slim
+
 # --- build: compile TypeScript with the dev dependencies ----------------------------------------
-FROM node:22-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,9 +17,11 @@ COPY worker ./worker
 RUN npm run build
 
 # --- runtime: production dependencies and the compiled output only ------------------------------
-FROM node:22-slim AS runtime
+FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
+# Refuse to build on a Node whose Unicode version is not the one the README documents.
+RUN node -e "const u=process.versions.unicode;if(u!=='17.0'){console.error('Unicode '+u+', expected 17.0: see README, Names and Unicode');process.exit(1)}"
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist

@@ -9,6 +9,10 @@ import semver from 'semver';
 
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
 const bad = [];
+// The project's own range first: it names the one Node release line the gateway runs on
+// (README, "Names and Unicode").
+const own = JSON.parse(readFileSync('package.json', 'utf8')).engines?.node;
+if (own && !semver.satisfies(process.version, own)) bad.push(`sns-gateway itself: node ${own}`);
 for (const [path, meta] of Object.entries(lock.packages ?? {})) {
   if (!path || !existsSync(join(path, 'package.json'))) continue; // optional, for another platform
   const range = JSON.parse(readFileSync(join(path, 'package.json'), 'utf8')).engines?.node;

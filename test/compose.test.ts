@@ -245,7 +245,8 @@ describe('Dockerfile and .dockerignore', () => {
     const runtime = stages[stages.length - 1] ?? '';
     expect(build).toMatch(/RUN npm ci\b/);
     expect(build).toMatch(/RUN npm run build\b/);
-    expect(runtime).toMatch(/^node:22-slim\b/);
+    // The image's Node release is pinned once (ARG NODE_IMAGE; test/node-version.test.ts).
+    expect(runtime).toMatch(/^\$\{NODE_IMAGE\} AS runtime\b/);
     expect(runtime).toMatch(/RUN npm ci --omit=dev\b/);
     expect(runtime).toMatch(/COPY --from=\w+ \/app\/dist \.\/dist/);
     expect(runtime).toMatch(/^USER node$/m);

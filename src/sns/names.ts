@@ -7,8 +7,15 @@ import { InvalidInputError } from '../errors.js';
 export type DomainName = { readonly name: string; readonly labels: readonly string[] };
 
 /**
- * Trims and lower-cases a raw path parameter (service-spec.md §1: "Both endpoints normalize the
- * domain input by trimming whitespace and converting to lowercase").
+ * Trims and lower-cases a raw path parameter: the contract's rule that both endpoints trim
+ * whitespace and convert the domain to lowercase (README, "Routes").
+ *
+ * `toLowerCase` follows the Unicode tables of the running Node's ICU, which change between Node
+ * releases (a character cased in a newer Unicode version is left as it is by an older one). The
+ * gateway runs one Node release everywhere, Node 20.20.2, whose tables are **Unicode 17.0**
+ * (`process.versions.unicode`; pinned in package.json `engines`, the Dockerfile, and checked by
+ * test/node-version.test.ts), because a derivation is cached as immutable: two replicas with
+ * different tables would answer two keys for one name.
  */
 export function normalizeName(raw: string): string {
   return raw.trim().toLowerCase();
