@@ -1,3 +1,4 @@
+import { getRecordV2Key, Record as SnsRecord } from '@bonfida/spl-name-service';
 import { validate, compileErrors } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from './support/gateway.js';
@@ -75,6 +76,35 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
       headers: { 'if-none-match': res.headers.get('etag')! },
     });
     expect(again.status).toBe(304);
+  });
+
+  it('says which root it derives under, that SRS names are not covered, and how a suffix reads', async () => {
+    const root = '58PwtjSDuFHuUkYjH9BYnnQKHfwo9reZhC2zMJv9JPkx';
+    const doc = (await (await fetch(`${gw.baseUrl}/openapi.json`)).json()) as {
+      info: { description: string };
+      paths: Record<string, { get: { parameters: Array<{ name: string; description: string }> } }>;
+    };
+    expect(doc.info.description).toContain(root);
+    expect(doc.info.description).toMatch(/`\.sns` TLD/);
+    expect(doc.info.description).toMatch(
+      /Names\s+issued\s+through\s+SRS[^]*,\s+are\s+not\s+covered/,
+    );
+    const param = (path: string, name: string) =>
+      doc.paths[path]?.get.parameters.find((p) => p.name === name)?.description ?? '';
+    expect(param('/record-key-v2/{domain}/{record}', 'domain')).toContain(
+      '`bonfida.sol` is the subdomain `bonfida` of `sol`',
+    );
+    expect(param('/subdomains/{parent}', 'parent')).toMatch(/without the `\.sol`\/`\.sns` suffix/);
+    const page = await (await fetch(`${gw.baseUrl}/`)).text();
+    expect(page).toContain(root);
+    expect(page).toMatch(/Names\s+issued\s+through\s+SRS[^]*,\s+are\s+not\s+covered/);
+    expect(page).toContain('aria-describedby="parent-hint"');
+    expect(page).toMatch(/id="parent-hint"[^]*<code>bonfida<\/code> of <code>sol<\/code>/);
+    // The behaviour those texts describe: the suffix is a label, as the SDK reads `bonfida.sol.sol`.
+    const typed = (await gw.get('/record-key-v2/bonfida.sol/SOL')).body;
+    expect(typed.result).toBe(getRecordV2Key('bonfida.sol.sol', SnsRecord.SOL).toBase58());
+    expect(typed.result).not.toBe(getRecordV2Key('bonfida', SnsRecord.SOL).toBase58());
+    expect((await gw.get('/subdomains/67679.sol')).status).toBe(400);
   });
 
   it('keeps the queue UI off without ADMIN_TOKEN', async () => {

@@ -13,7 +13,11 @@ import { isOnCurve } from './ed25519.js';
 
 /** The SPL Name Service program (the SDK's `NAME_PROGRAM_ID`). */
 export const NAME_PROGRAM_ID = fromBase58('namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX');
-/** The `.sol` TLD's name account, parent of every top-level name (`ROOT_DOMAIN_ACCOUNT`). */
+/**
+ * The root name account, parent of every top-level name: SDK 3's `ROOT_DOMAIN_ACCOUNT` (the `.sol`
+ * TLD), SDK 4's `SNS_ROOT_DOMAIN_ACCOUNT` (the `.sns` TLD); one account, so one key per bare name.
+ * Names issued through SRS, SDK 4's registry for new `.sol` names, live elsewhere (README).
+ */
 export const ROOT_DOMAIN_ACCOUNT = fromBase58('58PwtjSDuFHuUkYjH9BYnnQKHfwo9reZhC2zMJv9JPkx');
 /** Class of reverse records, the registrar's central state (`REVERSE_LOOKUP_CLASS`). */
 export const REVERSE_LOOKUP_CLASS = fromBase58('33m47vH6Eav6jr5Ry86XjhRft2jRBLDnDgPSHoquXi2Z');

@@ -16,7 +16,15 @@ export const docsPlugin = fp(async (app: FastifyInstance) => {
         version: '0.1.0',
         description:
           'Caching gateway for Solana Name Service lookups: V2 record-key derivation and subdomain lists. ' +
-          'Every answer is `{ s: "ok", result }` or `{ s: "error", result: "<short text>" }`.',
+          'Every answer is `{ s: "ok", result }` or `{ s: "error", result: "<short text>" }`.\n\n' +
+          'Derivations and subdomain lists are those of the root name account ' +
+          '`58PwtjSDuFHuUkYjH9BYnnQKHfwo9reZhC2zMJv9JPkx` of the SPL Name Service program: the `.sol` ' +
+          'TLD of @bonfida/spl-name-service 3, called the `.sns` TLD from version 4 on (the keys are ' +
+          'the same for the same bare name). Names issued through SRS, the registry SDK 4 uses for new ' +
+          '`.sol` names, are not covered.\n\n' +
+          'Names are given without the suffix: `bonfida`, not `bonfida.sol`. A name typed with its ' +
+          'suffix is read as the contract says, as labels: `bonfida.sol` is the subdomain `bonfida` of ' +
+          'the top-level name `sol`.',
       },
       tags: [
         { name: 'sns', description: 'Name lookups' },

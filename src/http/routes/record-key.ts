@@ -72,7 +72,12 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
         tags: ['sns'],
         summary: 'The V2 record-account key of a domain and record type, derived offline',
         params: Type.Object({
-          domain: Type.String({ description: 'One label or sub.parent, without .sol' }),
+          domain: Type.String({
+            description:
+              'One label (`bonfida`) or `sub.parent` (`sub.domain2`), without the `.sol`/`.sns` ' +
+              'suffix; trimmed and lower-cased. A suffix is read as a label: `bonfida.sol` is the ' +
+              'subdomain `bonfida` of `sol`, not `bonfida`.',
+          }),
           record: Type.String({ description: 'Exactly one value of GET /types/record' }),
         }),
         response: {

@@ -41,7 +41,13 @@ const querystring = Type.Object({
     }),
   ),
 });
-const params = Type.Object({ parent: Type.String({ description: 'One label, without .sol' }) });
+const params = Type.Object({
+  parent: Type.String({
+    description:
+      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix; trimmed and ' +
+      'lower-cased. `67679.sol` is two labels (the subdomain `67679` of `sol`) and is refused.',
+  }),
+});
 
 /**
  * `GET /subdomains/:parent[?rpc=URL]` (spec §4.2), answered from the Redis cache
