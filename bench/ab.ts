@@ -10,16 +10,15 @@
  * node_modules; its bench/child.ts must speak the same IPC as this one's. Both APIs share one
  * Redis prefix, simulator and worker (this checkout's).
  *
- * Flags: `--base REV` (HEAD), `--scenario hot|cold|warm` (warm), `--seconds N` of load per server
- * (30), `--slice N` seconds per turn (2), `--warmup N` seconds per server first (2),
- * `--connections N` (16). Environment: `REDIS_URL` (redis://127.0.0.1:6379).
+ * Options, how long it takes and what it writes: `npm run bench:ab -- --help` (the spec below).
+ * Environment: `REDIS_URL` (redis://127.0.0.1:6379).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseBenchArgs } from './cli.js';
 import type { Child } from './lib.js';
 import {
   ceilingPath,
@@ -30,19 +29,34 @@ import {
   loadSideBySide,
   machine,
   scenarioPaths,
+  SCENARIOS,
   table,
   WARM_PARENT,
   withBenchRun,
 } from './lib.js';
 
-const { values: flags } = parseArgs({
+const flags = parseBenchArgs({
+  command: 'npm run bench:ab',
+  summary:
+    "This checkout's API (uncommitted changes included) against the API at git revision REV, side " +
+    'by side with the ceiling, under one load scenario, in alternating slices. Prints a table.',
+  duration:
+    'about 2 to 3 minutes with the defaults: 3 servers x (warmup + seconds) of load, plus start-up.',
+  writes:
+    'no file of the repository; a temporary git worktree of REV (under the system temporary ' +
+    'directory, removed at the end).',
   options: {
-    base: { type: 'string', default: 'HEAD' },
-    scenario: { type: 'string', default: 'warm' },
-    seconds: { type: 'string', default: '30' },
-    slice: { type: 'string', default: '2' },
-    warmup: { type: 'string', default: '2' },
-    connections: { type: 'string', default: '16' },
+    base: { value: 'REV', default: 'HEAD', description: 'git revision to compare against' },
+    scenario: { value: 'NAME', default: 'warm', choices: SCENARIOS, description: 'load scenario' },
+    seconds: { value: 'N', default: '30', min: 1, description: 'seconds of load per server' },
+    slice: { value: 'N', default: '2', min: 1, description: 'seconds per turn' },
+    warmup: {
+      value: 'N',
+      default: '2',
+      min: 0,
+      description: 'unrecorded seconds per server first',
+    },
+    connections: { value: 'N', default: '16', min: 1, description: 'concurrent connections' },
   },
 });
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

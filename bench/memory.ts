@@ -8,19 +8,29 @@
  * right after start-up, before V8's first major GC has collected the start-up garbage. The spread
  * of all settled samples and the lowest samples of the first and last minute are reported too.
  *
- * Flags: `--seconds N` (300), `--sample N` seconds between samples (5), `--settle N` seconds of
- * load before the samples the verdict uses (30), `--connections N` (16).
-
+ * Options, how long it takes and what it writes: `npm run bench:memory -- --help` (the spec below).
  */
-import { parseArgs } from 'node:util';
+import { parseBenchArgs } from './cli.js';
 import { fmt, gatewayEnv, load, machine, table, withBenchRun, writeSection } from './lib.js';
 
-const { values: flags } = parseArgs({
+const flags = parseBenchArgs({
+  command: 'npm run bench:memory',
+  summary:
+    "Mixed load on the gateway's API (hot and new derivations, warm /subdomains), sampling the API " +
+    "process's RSS; the verdict is whether it grows. Prints the samples.",
+  duration: 'about 5.5 minutes with the defaults: --seconds of load, plus start-up.',
+  writes:
+    'BENCHMARKS.md, only the part between its bench:memory:start and bench:memory:end markers.',
   options: {
-    seconds: { type: 'string', default: '300' },
-    sample: { type: 'string', default: '5' },
-    settle: { type: 'string', default: '30' },
-    connections: { type: 'string', default: '16' },
+    seconds: { value: 'N', default: '300', min: 1, description: 'seconds of load' },
+    sample: { value: 'N', default: '5', min: 1, description: 'seconds between RSS samples' },
+    settle: {
+      value: 'N',
+      default: '30',
+      min: 0,
+      description: 'seconds of load before the samples the verdict uses',
+    },
+    connections: { value: 'N', default: '16', min: 1, description: 'concurrent connections' },
   },
 });
 const SECONDS = Number(flags.seconds);

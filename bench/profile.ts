@@ -4,16 +4,13 @@
  * most self time, grouped by package. For finding what a request costs, not for the record:
  * profiling slows the process, so its requests per second are not comparable with `npm run bench`.
  *
- * Flags: `--scenario` (hot), `--server gateway|ceiling` (gateway; `ceiling` profiles the ceiling
- * process of bench/child.ts on the same paths instead), `--seconds N` profiled (10, after 2 s of
- * warm-up), `--connections N` (16), `--top N` (40), `--dir PATH` where the `.cpuprofile` is kept
- * (a temporary directory by default; open it in Chrome DevTools).
- * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
+ * Options, how long it takes and what it writes: `npm run bench:profile -- --help` (the spec
+ * below). Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseBenchArgs } from './cli.js';
 import {
   ceilingPath,
   fmt,
@@ -21,19 +18,34 @@ import {
   isScenario,
   load,
   scenarioPaths,
+  SCENARIOS,
   table,
   WARM_PARENT,
   withBenchRun,
 } from './lib.js';
 
-const { values: flags } = parseArgs({
+const flags = parseBenchArgs({
+  command: 'npm run bench:profile',
+  summary:
+    "One load scenario against the API alone with V8's CPU profiler on, then the functions with " +
+    'the most self time, grouped by package. Not for the record: profiling slows the process.',
+  duration:
+    'about half a minute with the defaults: start-up, 2 s of warm-up, --seconds profiled, the report.',
+  writes:
+    'api-<scenario>.cpuprofile in --dir, a new temporary directory by default (open it in ' +
+    'Chrome DevTools); no file of the repository.',
   options: {
-    scenario: { type: 'string', default: 'hot' },
-    server: { type: 'string', default: 'gateway' },
-    seconds: { type: 'string', default: '10' },
-    connections: { type: 'string', default: '16' },
-    top: { type: 'string', default: '40' },
-    dir: { type: 'string' },
+    scenario: { value: 'NAME', default: 'hot', choices: SCENARIOS, description: 'load scenario' },
+    server: {
+      value: 'NAME',
+      default: 'gateway',
+      choices: ['gateway', 'ceiling'],
+      description: 'process to profile (ceiling: bench/child.ts answering the same paths)',
+    },
+    seconds: { value: 'N', default: '10', min: 1, description: 'seconds profiled' },
+    connections: { value: 'N', default: '16', min: 1, description: 'concurrent connections' },
+    top: { value: 'N', default: '40', min: 1, description: 'functions listed' },
+    dir: { value: 'PATH', description: 'where the .cpuprofile is kept' },
   },
 });
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

@@ -13,10 +13,10 @@
  *   the faults explain (see `allowed` below), no process exited, API RSS flat (last minute's
  *   median within 10% of the second minute's).
  *
- * Flags: `--seconds N` (600), `--connections N` (8), `--sample N` seconds between RSS samples (10).
+ * Options, how long it takes and what it writes: `npm run soak -- --help` (the spec below).
  */
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
+import { parseBenchArgs } from './cli.js';
 import { startRedisProcess } from '../test/support/redis-process.js';
 import {
   seedDemoChain,
@@ -26,11 +26,18 @@ import {
 } from '../test/support/rpc-sim/index.js';
 import { fmt, gatewayEnv, machine, table, withBenchRun, writeSection } from './lib.js';
 
-const { values: flags } = parseArgs({
+const flags = parseBenchArgs({
+  command: 'npm run soak',
+  summary:
+    'Mixed load on the gateway (API and worker as child processes) with RPC faults injected in ' +
+    'turns of 30 s and a private redis-server killed and restarted every fifth turn; the verdict ' +
+    'is whether every request was answered with an expected status and the RSS stayed flat.',
+  duration: 'about 10.5 minutes with the defaults: --seconds of load, plus start-up.',
+  writes: 'BENCHMARKS.md, only the part between its bench:Soak:start and bench:Soak:end markers.',
   options: {
-    seconds: { type: 'string', default: '600' },
-    connections: { type: 'string', default: '8' },
-    sample: { type: 'string', default: '10' },
+    seconds: { value: 'N', default: '600', min: 1, description: 'seconds of load' },
+    connections: { value: 'N', default: '8', min: 1, description: 'request loops' },
+    sample: { value: 'N', default: '10', min: 1, description: 'seconds between RSS samples' },
   },
 });
 const SECONDS = Number(flags.seconds);

@@ -1,0 +1,131 @@
+/**
+ * The command line of every bench script: node:util `parseArgs` with `--help`, and refusals that
+ * are one line and a usage, not a stack trace. Called at the top of a script, before it starts
+ * anything, so `--help` and a bad option cost no server, Redis key or file.
+ */
+import { parseArgs } from 'node:util';
+
+export type BenchOption = {
+  /** What the option does, for `--help`. */
+  description: string;
+  /** The value's placeholder in `--help` (`N`, `REV`, `PATH`). */
+  value: string;
+  default?: string;
+  /** The value must be a number of at least this (seconds, counts). */
+  min?: number;
+  /** The value must be one of these. */
+  choices?: readonly string[];
+};
+
+export type BenchCommand<O extends Record<string, BenchOption>> = {
+  /** How to run it: `npm run bench`. */
+  command: string;
+  /** What it measures and prints, one or two sentences. */
+  summary: string;
+  /** How long a run takes with the defaults, and what that depends on. */
+  duration: string;
+  /** Which files it writes, or that it writes none. */
+  writes: string;
+  options: O;
+};
+
+/** Parsed values: a string for options with a default, `string | undefined` for the others. */
+export type BenchFlags<O extends Record<string, BenchOption>> = {
+  [K in keyof O]: O[K] extends { default: string } ? string : string | undefined;
+};
+
+/** Where option descriptions start in `--help`. */
+const COLUMN = 22;
+
+/** Exit status of a refused command line (the convention of sh and getopt tools). */
+const USAGE_ERROR = 2;
+
+/** `text` broken into lines of at most `width` characters, each after `indent`. */
+function wrap(text: string, width = 80, indent = ''): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/)) {
+    if (line !== '' && indent.length + line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  if (line !== '') lines.push(line);
+  return lines.map((l, i) => (i === 0 ? l : indent + l)).join('\n');
+}
+
+function usageLine(spec: BenchCommand<Record<string, BenchOption>>): string {
+  return `usage: ${spec.command} -- [--help] [options]`;
+}
+
+/** The `--help` text: usage, what it does, how long it takes, what it writes, the options. */
+export function helpText(spec: BenchCommand<Record<string, BenchOption>>): string {
+  const rows = Object.entries(spec.options).map(([name, o]) => {
+    const left = `  --${name} ${o.value}`.padEnd(COLUMN);
+    const choices = o.choices ? `: ${o.choices.join(', ')}` : '';
+    const def = o.default !== undefined ? ` [default: ${o.default}]` : '';
+    return left + wrap(`${o.description}${choices}${def}`, 80, ' '.repeat(COLUMN));
+  });
+  return [
+    usageLine(spec),
+    '',
+    wrap(spec.summary),
+    '',
+    wrap(`Takes ${spec.duration}`, 80, '  '),
+    wrap(`Writes ${spec.writes}`, 80, '  '),
+    wrap(
+      'Environment: REDIS_URL (redis://127.0.0.1:6379); the run deletes the Redis keys it made.',
+      80,
+      '  ',
+    ),
+    '',
+    'Options:',
+    ...rows,
+    `${'  --help, -h'.padEnd(COLUMN)}print this and exit`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * Parses `argv` against `spec`. `--help` prints {@link helpText} on stdout and exits 0; an
+ * unknown option, a positional, a missing value, a value out of `choices` or under `min` prints
+ * one line and the usage on stderr and exits 2.
+ */
+export function parseBenchArgs<O extends Record<string, BenchOption>>(
+  spec: BenchCommand<O>,
+  argv: readonly string[] = process.argv.slice(2),
+): BenchFlags<O> {
+  const refuse = (message: string): never => {
+    process.stderr.write(
+      `${spec.command}: ${message.split('\n')[0] ?? message}\n${usageLine(spec)}\n`,
+    );
+    process.exit(USAGE_ERROR);
+  };
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string; default?: string }> =
+    { help: { type: 'boolean', short: 'h' } };
+  for (const [name, o] of Object.entries(spec.options)) {
+    options[name] = { type: 'string', ...(o.default !== undefined ? { default: o.default } : {}) };
+  }
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
+  } catch (err) {
+    return refuse(err instanceof Error ? err.message : String(err));
+  }
+  if (values.help === true) {
+    process.stdout.write(helpText(spec));
+    process.exit(0);
+  }
+  for (const [name, o] of Object.entries(spec.options)) {
+    const value = values[name];
+    if (typeof value !== 'string') continue;
+    if (o.choices && !o.choices.includes(value)) {
+      refuse(`--${name} must be one of ${o.choices.join(', ')}, not '${value.slice(0, 40)}'`);
+    }
+    if (o.min !== undefined && !(Number(value) >= o.min && value.trim() !== '')) {
+      refuse(`--${name} must be a number of at least ${o.min}, not '${value.slice(0, 40)}'`);
+    }
+  }
+  delete values.help;
+  return values as BenchFlags<O>;
+}
