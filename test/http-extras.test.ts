@@ -30,6 +30,52 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     );
   });
 
+  it('documents every route: tag, summary, an example, each status and the caching headers', async () => {
+    type Media = { example?: unknown };
+    type Answer = {
+      description: string;
+      headers?: Record<string, { description?: string }>;
+      content?: Record<string, Media>;
+    };
+    const doc = (await (await fetch(`${gw.baseUrl}/openapi.json`)).json()) as {
+      paths: Record<
+        string,
+        { get: { tags?: string[]; summary?: string; responses: Record<string, Answer> } }
+      >;
+    };
+    for (const [path, { get }] of Object.entries(doc.paths)) {
+      expect(get.tags?.length, path).toBeGreaterThan(0);
+      expect(get.summary, path).toBeTruthy();
+      for (const [status, answer] of Object.entries(get.responses)) {
+        expect(answer.description, `${path} ${status}`).not.toBe('Default Response');
+        if (status !== '304') {
+          const example = Object.values(answer.content ?? {})[0]?.example;
+          expect(example, `${path} ${status} example`).toBeDefined();
+        }
+      }
+      expect(Object.keys(get.responses), path).toEqual(expect.arrayContaining(['200', '503']));
+    }
+    const answers = (path: string) => doc.paths[path]?.get.responses ?? {};
+    const derivation = answers('/record-key-v2/{domain}/{record}');
+    expect(Object.keys(derivation).sort()).toEqual(['200', '304', '400', '500', '503']);
+    expect(Object.keys(derivation['200']?.headers ?? {})).toEqual(['Cache-Control', 'ETag']);
+    // The example is what the route answers, not an invented key.
+    const live = await gw.get('/record-key-v2/bonfida/SOL');
+    expect(derivation['200']?.content?.['application/json']?.example).toEqual(live.body);
+    const list = answers('/subdomains/{parent}');
+    expect(Object.keys(list).sort()).toEqual(['200', '304', '400', '429', '500', '502', '503']);
+    expect(Object.keys(list['200']?.headers ?? {}).sort()).toEqual(
+      ['Age', 'Cache-Control', 'ETag', 'X-Cache'].sort(),
+    );
+    expect(list['429']?.headers?.['Retry-After']?.description).toBeTruthy();
+    const demo = await gw.get('/subdomains/67679');
+    expect(list['200']?.content?.['application/json']?.example).toEqual(demo.body);
+    const types = await gw.get('/types/record');
+    expect(answers('/types/record')['200']?.content?.['application/json']?.example).toEqual(
+      types.body,
+    );
+  });
+
   it('serves the docs page and the try-it page', async () => {
     const docs = await fetch(`${gw.baseUrl}/docs/`);
     expect(docs.status).toBe(200);

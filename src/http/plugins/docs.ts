@@ -24,7 +24,13 @@ export const docsPlugin = fp(async (app: FastifyInstance) => {
           '`.sol` names, are not covered.\n\n' +
           'Names are given without the suffix: `bonfida`, not `bonfida.sol`. A name typed with its ' +
           'suffix is read as the contract says, as labels: `bonfida.sol` is the subdomain `bonfida` of ' +
-          'the top-level name `sol`.',
+          'the top-level name `sol`.\n\n' +
+          'Every route may also answer 404 `Not found` (an unknown path, e.g. a missing segment), 431 ' +
+          '(URL or headers over 16 KiB) and 503 `Shutting down` (the process is draining). An error ' +
+          'may carry `detail`, what was wrong and what is accepted. Caching: every answer has a strong ' +
+          '`ETag` (If-None-Match gets 304); each route says its `Cache-Control`, and /subdomains adds ' +
+          '`Age` and `X-Cache`. Not in this document: `/` (the try-it page), `/docs` (this page), ' +
+          '`/openapi.json` (this document) and `/admin/queues` (the queue UI, only with ADMIN_TOKEN).',
       },
       tags: [
         { name: 'sns', description: 'Name lookups' },

@@ -1,7 +1,7 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
 import { errorEnvelope, ok } from '../../errors.js';
-import { errorEnvelopeSchema } from '../schemas.js';
+import { errorResponse, SHUTTING_DOWN } from '../schemas.js';
 
 export type OpsRouteDeps = {
   registry: Registry;
@@ -17,7 +17,17 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
   app.get(
     '/healthz',
     {
-      schema: { response: { 200: Type.Object({ s: Type.Literal('ok'), result: Type.String() }) } },
+      schema: {
+        tags: ['ops'],
+        summary: 'Liveness: the process answers (it needs neither Redis nor the RPC)',
+        response: {
+          200: Type.Object(
+            { s: Type.Literal('ok'), result: Type.String() },
+            { description: 'Alive.', examples: [{ s: 'ok', result: 'live' }] },
+          ),
+          503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
+        },
+      },
     },
     async () => ok('live'),
   );
@@ -29,8 +39,14 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
         tags: ['ops'],
         summary: 'Readiness: Redis answers and no shutdown has begun',
         response: {
-          200: Type.Object({ s: Type.Literal('ok'), result: Type.String() }),
-          503: errorEnvelopeSchema,
+          200: Type.Object(
+            { s: Type.Literal('ok'), result: Type.String() },
+            { description: 'Ready: send it traffic.', examples: [{ s: 'ok', result: 'ready' }] },
+          ),
+          503: errorResponse(
+            '`Not ready` (Redis does not answer), or `Shutting down`: stop sending it traffic.',
+            'Not ready',
+          ),
         },
       },
     },
@@ -45,8 +61,21 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     {
       schema: {
         tags: ['ops'],
-        summary: 'Prometheus text format',
-        response: { 200: Type.String() },
+        summary: 'Prometheus metrics of this process, in the text exposition format',
+        produces: ['text/plain'],
+        response: {
+          200: Type.String({
+            description:
+              'Counters, histograms and gauges of HTTP, the cache, the queue and the RPC ' +
+              '(docs/observability.md).',
+            examples: [
+              '# HELP sns_cache_lookups_total Subdomain cache lookups by result.\n' +
+                '# TYPE sns_cache_lookups_total counter\n' +
+                'sns_cache_lookups_total{result="hit"} 42\n',
+            ],
+          }),
+          503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
+        },
       },
     },
     async (_req, reply) => {

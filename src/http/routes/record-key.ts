@@ -9,7 +9,7 @@ import { parseRecord, RECORD_ENUM } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorEnvelopeSchema } from '../schemas.js';
+import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
 
 export type RecordKeyRouteDeps = {
   deriver: RecordKeyDeriver;
@@ -71,19 +71,42 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
       schema: {
         tags: ['sns'],
         summary: 'The V2 record-account key of a domain and record type, derived offline',
+        description:
+          "The SDK's `getRecordV2Key(domain, record)`: the address of the account that holds the " +
+          'record, computed offline (no RPC, no Redis), so it answers while Redis is down. It ' +
+          'says nothing of whether the record exists. Pure: kept by caches for a year.',
         params: Type.Object({
           domain: Type.String({
             description:
               'One label (`bonfida`) or `sub.parent` (`sub.domain2`), without the `.sol`/`.sns` ' +
               'suffix; trimmed and lower-cased. A suffix is read as a label: `bonfida.sol` is the ' +
               'subdomain `bonfida` of `sol`, not `bonfida`.',
+            examples: ['bonfida'],
           }),
-          record: Type.String({ description: 'Exactly one value of GET /types/record' }),
+          record: Type.String({
+            description:
+              'Exactly one value (not name) of GET /types/record, case-sensitive: `SOL`, ' +
+              '`email`, `url`, `IPFS`... (`sol` and `Email` are refused).',
+            examples: ['SOL'],
+          }),
         }),
         response: {
-          200: Type.Object({ s: Type.Literal('ok'), result: Type.String() }),
-          '4xx': errorEnvelopeSchema,
-          '5xx': errorEnvelopeSchema,
+          200: Type.Object(
+            { s: Type.Literal('ok'), result: Type.String({ description: 'base58 account key' }) },
+            {
+              description: 'The record key. `bonfida` / `SOL` gives this example.',
+              examples: [{ s: 'ok', result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' }],
+              headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
+            },
+          ),
+          304: notModifiedResponse,
+          400: errorResponse(
+            '`Invalid input`: an empty label, more than two labels, or a record that is not ' +
+              'exactly one of the values of /types/record.',
+            'Invalid input',
+          ),
+          500: errorResponse(INTERNAL, 'Internal error'),
+          503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
         },
       },
     },
@@ -108,11 +131,24 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
     '/types/record',
     {
       schema: {
+        tags: ['sns'],
+        summary: "The SDK's Record enum: name -> value; the values go in /record-key-v2's path",
         response: {
-          200: Type.Object({
-            s: Type.Literal('ok'),
-            result: Type.Record(Type.String(), Type.String()),
-          }),
+          200: Type.Object(
+            {
+              s: Type.Literal('ok'),
+              result: Type.Record(Type.String(), Type.String()),
+            },
+            {
+              description:
+                'Every record type of @bonfida/spl-name-service, enum name to value. The value ' +
+                '(`SOL`, `email`, `IPFS`) is what /record-key-v2 takes, not the name (`Email`).',
+              examples: [ok(RECORD_ENUM)],
+              headers: { 'Cache-Control': HEADER.typesCacheControl, ETag: HEADER.etag },
+            },
+          ),
+          304: notModifiedResponse,
+          503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
         },
       },
     },

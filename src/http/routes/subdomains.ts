@@ -8,7 +8,7 @@ import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorEnvelopeSchema } from '../schemas.js';
+import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
 
 export type SubdomainRouteDeps = {
   endpoints: EndpointSelector;
@@ -37,7 +37,11 @@ const querystring = Type.Object({
   rpc: Type.Optional(
     Type.String({
       minLength: 1,
-      description: 'Another Solana JSON-RPC endpoint, for this request',
+      description:
+        'Another Solana JSON-RPC endpoint, for this request: an https URL whose host resolves ' +
+        'only to public addresses, or one of RPC_OVERRIDE_ALLOWLIST; refused (400) when ' +
+        'RPC_OVERRIDE=off. Its answers are `no-store` and cached apart.',
+      examples: ['https://api.mainnet-beta.solana.com'],
     }),
   ),
 });
@@ -46,6 +50,7 @@ const params = Type.Object({
     description:
       'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix; trimmed and ' +
       'lower-cased. `67679.sol` is two labels (the subdomain `67679` of `sol`) and is refused.',
+    examples: ['67679'],
   }),
 });
 
@@ -115,12 +120,58 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         tags: ['sns'],
         summary:
           'Subdomain labels of a top-level .sol name (only those with a reverse record), sorted',
+        description:
+          "The labels the SDK's `findSubdomains` gives, from the Redis cache: a subdomain counts " +
+          'only when its reverse record exists. A miss queues one refresh (getProgramAccounts, ' +
+          'by the worker) and waits for it at most SUBDOMAINS_WAIT_MS; a stale entry is served at ' +
+          'once while one refresh runs (stale-while-revalidate).',
         params,
         querystring,
         response: {
-          200: Type.Object({ s: Type.Literal('ok'), result: Type.Array(Type.String()) }),
-          '4xx': errorEnvelopeSchema,
-          '5xx': errorEnvelopeSchema,
+          200: Type.Object(
+            { s: Type.Literal('ok'), result: Type.Array(Type.String()) },
+            {
+              description:
+                'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). ' +
+                "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
+              examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
+              headers: {
+                'Cache-Control': HEADER.subdomainsCacheControl,
+                Age: HEADER.age,
+                ETag: HEADER.etag,
+                'X-Cache': HEADER.xCache,
+              },
+            },
+          ),
+          304: notModifiedResponse,
+          400: errorResponse(
+            '`Invalid input`: a parent that is not exactly one non-empty label, or a refused ' +
+              '`?rpc=` (not https, a private or literal address, not on the allowlist, ' +
+              'overrides off).',
+            'Invalid input',
+          ),
+          429: errorResponse(
+            '`Too many requests`: this client started more than COLD_MISS_LIMIT new refreshes ' +
+              'in COLD_MISS_WINDOW_SECONDS. Hits and stale hits are never limited.',
+            'Too many requests',
+            { 'Retry-After': HEADER.retryAfter },
+          ),
+          500: errorResponse(
+            `${INTERNAL} Also when no RPC_URL is configured or Redis is unreachable.`,
+            'Internal error',
+          ),
+          502: errorResponse(
+            '`RPC unavailable`: the RPC failed (JSON-RPC error, 429 or 5xx after retries, a ' +
+              'malformed reply, a time-out), or no refresh finished within SUBDOMAINS_WAIT_MS ' +
+              '(it goes on and fills the cache).',
+            'RPC unavailable',
+          ),
+          503: errorResponse(
+            '`Service overloaded`: more than QUEUE_MAX_WAITING refreshes wait, so a cold miss is ' +
+              `shed (with Retry-After). Or ${SHUTTING_DOWN}`,
+            'Service overloaded',
+            { 'Retry-After': HEADER.retryAfter },
+          ),
         },
       },
     },
