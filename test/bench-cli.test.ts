@@ -53,6 +53,19 @@ describe('bench scripts', () => {
     );
   });
 
+  it('are each in the README with how long they take and what they write', () => {
+    const readme = readFileSync(`${root}README.md`, 'utf8');
+    const section = readme.slice(readme.indexOf('## Benchmarks and soak'));
+    for (const { name } of benches) {
+      const start = new RegExp(`^\\| \`npm run ${name}[\` ]`);
+      const row = section.split('\n').find((l) => start.test(l)) ?? '';
+      const cells = row.split(' | ').map((c) => c.trim());
+      expect(cells, name).toHaveLength(4);
+      expect(cells[2], name).toMatch(/^about /);
+      expect(cells[3], name).not.toBe('');
+    }
+  });
+
   it('print usage, duration and what they write on --help, and exit 0', async () => {
     const runs = await inTwos(benches.map((b) => () => run(b.file, ['--help'])));
     benches.forEach(({ name }, i) => {

@@ -1,4 +1,5 @@
 import { getRecordV2Key, Record as SnsRecord } from '@bonfida/spl-name-service';
+import { readFileSync } from 'node:fs';
 import { validate, compileErrors } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from './support/gateway.js';
@@ -74,6 +75,33 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     expect(answers('/types/record')['200']?.content?.['application/json']?.example).toEqual(
       types.body,
     );
+  });
+
+  it('lists every route in the README', async () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const table = readme.slice(readme.indexOf('## Routes'));
+    const rows = table.slice(0, table.indexOf('\n#')).split('\n');
+    const doc = (await (await fetch(`${gw.baseUrl}/openapi.json`)).json()) as {
+      paths: Record<string, unknown>;
+    };
+    // The documented routes, and those the document leaves out (its description names them).
+    const routes = [
+      ...Object.keys(doc.paths).map((p) => p.replace(/\{(\w+)\}/g, ':$1')),
+      '/',
+      '/docs',
+      '/openapi.json',
+      '/admin/queues',
+    ];
+    for (const route of routes) {
+      expect(
+        rows.some((r) => new RegExp(`^\\| \`GET ${route}[\`[]`).test(r)),
+        route,
+      ).toBe(true);
+    }
+    const statuses = readme.slice(readme.indexOf('| status |')).split('\n\n')[0] ?? '';
+    for (const status of [200, 304, 400, 404, 429, 500, 502, 503]) {
+      expect(statuses, String(status)).toMatch(new RegExp(`^\\| ${status} `, 'm'));
+    }
   });
 
   it('serves the docs page and the try-it page', async () => {
