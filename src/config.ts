@@ -50,7 +50,7 @@ const originList = z.preprocess(
 );
 
 /**
- * The environment schema. Names and defaults come from DESIGN.md, "Configuration (environment)".
+ * The environment schema. Names, defaults and meanings are listed in the README, "Configuration".
  * Every value is validated here once; the rest of the code receives the frozen result.
  */
 export const configSchema = z
@@ -159,7 +159,7 @@ export const configSchema = z
     message: 'must be at least CACHE_FRESH_SECONDS',
   })
   // On Redis Cluster every key of the gateway must hash to one slot, as BullMQ's multi-key
-  // scripts require: the prefix becomes a hash tag (`sns` -> `{sns}`, DESIGN.md).
+  // scripts require: the prefix becomes a hash tag (`sns` -> `{sns}`, docs/design.md, "Shape").
   .transform((c) =>
     c.REDIS_CLUSTER_NODES && !/\{.+\}/.test(c.QUEUE_PREFIX)
       ? { ...c, QUEUE_PREFIX: `{${c.QUEUE_PREFIX}}` }

@@ -1,6 +1,7 @@
 /**
- * Typed errors and the response envelope. The short texts are the spec's (service-spec.md §7);
- * DESIGN.md, "Endpoints", extends the same envelope to every error the gateway answers.
+ * Typed errors and the response envelope. The texts of 400, 500 and 502 are the contract's; the
+ * gateway answers every other error in the same envelope (docs/design.md, "Endpoints and the
+ * error contract").
  */
 
 export type ErrorEnvelope = { s: 'error'; result: string };
@@ -21,21 +22,24 @@ export abstract class GatewayError extends Error {
   readonly headers: Readonly<Record<string, string>> = {};
 }
 
-/** 400 `Invalid input`: the request's shape is wrong (spec §7). */
+/** 400 `Invalid input`: the request's shape is wrong (the contract). */
 export class InvalidInputError extends GatewayError {
   override readonly name = 'InvalidInputError';
   readonly statusCode = 400;
   readonly publicMessage = ERROR_TEXT.invalidInput;
 }
 
-/** 502 `RPC unavailable`: the selected RPC endpoint failed once retries were spent (DESIGN.md). */
+/**
+ * 502 `RPC unavailable`: the selected RPC endpoint failed once retries were spent (docs/design.md,
+ * "Replies from an RPC").
+ */
 export class RpcUnavailableError extends GatewayError {
   override readonly name = 'RpcUnavailableError';
   readonly statusCode = 502;
   readonly publicMessage = ERROR_TEXT.rpcUnavailable;
 }
 
-/** 500 `Internal error`: a fault of our own, or no RPC endpoint configured (spec §7). */
+/** 500 `Internal error`: a fault of our own, or no RPC endpoint configured (the contract). */
 export class InternalError extends GatewayError {
   override readonly name = 'InternalError';
   readonly statusCode = 500;
@@ -52,7 +56,10 @@ abstract class RetryLaterError extends GatewayError {
   }
 }
 
-/** 503 with `Retry-After`: the refresh queue is full, so a cold miss is shed (DESIGN.md). */
+/**
+ * 503 with `Retry-After`: the refresh queue is full, so a cold miss is shed (docs/design.md, "The
+ * subdomain cache").
+ */
 export class OverloadedError extends RetryLaterError {
   override readonly name = 'OverloadedError';
   readonly statusCode = 503;
@@ -68,7 +75,8 @@ export class ShuttingDownError extends RetryLaterError {
 
 /**
  * 429 with `Retry-After`: this client started too many new refreshes (cold misses) in the window.
- * Hits, stale hits and requests joining a refresh already under way are never limited (DESIGN.md).
+ * Hits, stale hits and requests joining a refresh already under way are never limited
+ * (docs/design.md, "The subdomain cache").
  */
 export class RateLimitedError extends RetryLaterError {
   override readonly name = 'RateLimitedError';

@@ -5,7 +5,8 @@ import type { Config } from './config.js';
 export type RedisClient = Redis | Cluster;
 
 /**
- * What a connection is for. Each role gets its own connection (DESIGN.md, BullMQ's advice):
+ * What a connection is for. Each role gets its own connection (docs/design.md, "Shape"; BullMQ's
+ * advice):
  * - `command`: cache reads and writes on request paths; fails fast while Redis is down
  *   (`enableOfflineQueue: false`, one retry per command) so a request gets an answer, not a hang.
  * - `queue`: BullMQ's producer; BullMQ requires `maxRetriesPerRequest: null`; fails fast as well,

@@ -9,7 +9,7 @@ import { createMetrics } from '../src/metrics/metrics.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { RecordKeyDeriver } from '../src/sns/record-key.js';
 
-/** The app with no Redis at all: derivations must not need it (DESIGN.md, "Shape"). */
+/** The app with no Redis at all: derivations must not need it (docs/design.md, "Shape"). */
 function derivationApp(
   deriver = new RecordKeyDeriver(),
   env: { [name: string]: string } = {},

@@ -378,7 +378,9 @@ function oracle(url: URL): Oracle {
   return { route: 'other' };
 }
 
-/** The routes' normalization and shape rule (DESIGN.md, "Endpoints"). */
+/**
+ * The routes' normalization and shape rule (docs/design.md, "Endpoints and the error contract").
+ */
 function labelsOf(raw: string, max: number): string | undefined {
   const name = raw.trim().toLowerCase();
   const labels = name.split('.');

@@ -1,7 +1,7 @@
 /**
- * The metrics contract of DESIGN.md ("Metrics"), read the way Prometheus reads it: real traffic
- * through the real API and BullMQ worker against the RPC simulator, then the `/metrics` text
- * parsed (prom2javascript, and `promtool check metrics` when installed).
+ * The metrics contract (docs/observability.md, "The metrics"), read the way Prometheus reads it:
+ * real traffic through the real API and BullMQ worker against the RPC simulator, then the
+ * `/metrics` text parsed (prom2javascript, and `promtool check metrics` when installed).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -37,7 +37,7 @@ import { hasBinary } from './support/programs.js';
 import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 
-/** DESIGN.md's table: name, type, label names. The dashboard and alerts depend on it. */
+/** The table of docs/observability.md: name, type, label names. The dashboard depends on it. */
 const DESIGN_METRICS: ReadonlyArray<readonly [string, string, readonly string[]]> = [
   ['sns_rpc_requests_total', 'counter', ['method', 'endpoint', 'outcome']],
   ['sns_rpc_request_duration_seconds', 'histogram', ['method', 'endpoint']],
@@ -64,8 +64,8 @@ const DEFAULT_METRICS: ReadonlyArray<readonly [string, string]> = [
 ];
 
 /**
- * Every value a bounded label may take (DESIGN.md: no URL, parent or IP ever becomes a label);
- * `route` is checked against the app's own routes.
+ * Every value a bounded label may take (docs/observability.md: no URL, parent or IP ever becomes
+ * a label); `route` is checked against the app's own routes.
  */
 const BOUNDED_VALUES: Record<string, RegExp> = {
   method: /^(getProgramAccounts|getMultipleAccounts|getAccountInfo|getSlot|GET|HEAD|OPTIONS)$/,
@@ -107,7 +107,7 @@ function chain() {
   return c;
 }
 
-/** What a JSON-RPC method costs (DESIGN.md: getProgramAccounts 10, the others 1). */
+/** What a JSON-RPC method costs (docs/observability.md: getProgramAccounts 10, the others 1). */
 const cost = (method: string) => (method === 'getProgramAccounts' ? 10 : 1);
 
 /** Makes a cached entry stale by moving its `fetchedAt` back past the fresh window. */

@@ -8,10 +8,10 @@ import { hasBinary } from './support/programs.js';
 import { startRedisProcess, type RedisProcess } from './support/redis-process.js';
 
 /**
- * Redis faults (DESIGN.md, "Shape": derivations need no Redis; the subdomain route fails fast with
- * the envelope): a private redis-server is SIGKILLed and restarted under the API and the worker.
- * The shared test Redis is never touched. Any unhandled error or rejection in the gateway would
- * fail the vitest run: the test process is the gateway's process.
+ * Redis faults (docs/design.md, "Shape": derivations need no Redis; the subdomain route fails fast
+ * with the envelope): a private redis-server is SIGKILLed and restarted under the API and the
+ * worker. The shared test Redis is never touched. Any unhandled error or rejection in the gateway
+ * would fail the vitest run: the test process is the gateway's process.
  */
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

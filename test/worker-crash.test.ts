@@ -8,7 +8,7 @@ import { demoLabels } from './support/rpc-sim/index.js';
 import { spawnWorkerProcess, type WorkerProcess } from './support/main-process.js';
 
 /**
- * Worker crashes and shutdowns lose no refresh (DESIGN.md, "The refresh worker"): a job whose
+ * Worker crashes and shutdowns lose no refresh (docs/design.md, "The refresh queue"): a job whose
  * worker is SIGKILLed mid-refresh is taken over by another worker once its lock expires, and a
  * worker that closes gracefully finishes its active jobs and leaves the rest queued.
  */

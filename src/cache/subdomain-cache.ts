@@ -1,6 +1,6 @@
 import type { RedisClient } from '../redis.js';
 
-/** One cached answer of `/subdomains` (DESIGN.md, "The subdomain cache"). */
+/** One cached answer of `/subdomains` (docs/design.md, "The subdomain cache"). */
 export type CacheEntry = {
   /** Sorted subdomain labels; an empty list is an answer like any other. */
   readonly labels: readonly string[];

@@ -61,7 +61,8 @@ export type AppDeps = {
 
 /**
  * Longest path parameter accepted. Labels of hundreds of characters must reach the route and get
- * a JSON answer (DESIGN.md); Node's 16 KiB header limit bounds the URL anyway.
+ * a JSON answer (docs/design.md, "Endpoints and the error contract"); Node's 16 KiB header limit
+ * bounds the URL anyway.
  */
 const MAX_PARAM_LENGTH = 8192;
 

@@ -4,7 +4,10 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ERROR_TEXT, errorEnvelope, GatewayError } from '../errors.js';
 import { CORS_HEADERS } from './cors.js';
 
-/** The envelope text of a framework-raised status (DESIGN.md: every error uses the envelope). */
+/**
+ * The envelope text of a framework-raised status: every error uses the envelope (docs/design.md,
+ * "Endpoints and the error contract").
+ */
 function textForStatus(status: number): string {
   if (status === 400) return ERROR_TEXT.invalidInput;
   if (status >= 500) return ERROR_TEXT.internal;
@@ -13,8 +16,8 @@ function textForStatus(status: number): string {
 
 /**
  * The one error handler: typed errors map to their status and public text; schema and framework
- * errors (bad URL encoding, oversize bodies) to their 4xx with the spec's texts; everything else
- * is a 500 `Internal error`. Upstream messages and stacks go to the log, never to the body.
+ * errors (bad URL encoding, oversize bodies) to their 4xx with the contract's texts; everything
+ * else is a 500 `Internal error`. Upstream messages and stacks go to the log, never to the body.
  */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(

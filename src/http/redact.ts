@@ -1,6 +1,7 @@
 /**
- * Replaces the value of `?rpc=` in a request URL, for logs: an override URL may carry an API key
- * (DESIGN.md: never log it in clear). The rest of the URL is kept for debugging.
+ * Replaces the value of `?rpc=` in a request URL, for logs: an override URL may carry an API key,
+ * never logged in clear (docs/design.md, "Replies from an RPC"). The rest of the URL is kept for
+ * debugging.
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');

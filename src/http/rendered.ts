@@ -6,9 +6,9 @@ import { ok } from '../errors.js';
 export type RenderedAnswer = { readonly body: string; readonly etag: string };
 
 /**
- * Renders `{ s: "ok", result }` (spec §3) once, for answers that are sent again and again (a hot
- * derivation, a warm subdomain list): the same bytes the route's response schema gives and the
- * same validator @fastify/etag computes (FNV-1a, quoted: a strong ETag, RFC 9110 §8.8.3).
+ * Renders `{ s: "ok", result }` (the success envelope) once, for answers that are sent again and
+ * again (a hot derivation, a warm subdomain list): the same bytes the route's response schema gives
+ * and the same validator @fastify/etag computes (FNV-1a, quoted: a strong ETag, RFC 9110 §8.8.3).
  */
 export function renderOk(result: unknown): RenderedAnswer {
   const body = JSON.stringify(ok(result));

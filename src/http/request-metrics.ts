@@ -10,7 +10,7 @@ const UNMATCHED = 'unmatched';
 type Observer = { observe(value: number): void };
 
 /**
- * Observes one route's answers in `http_request_duration_seconds` (DESIGN.md, "Metrics":
+ * Observes one route's answers in `http_request_duration_seconds` (docs/observability.md:
  * `method`, the route pattern, `status_code`), with one histogram child per method and status
  * made on first use: prom-client would otherwise hash a label object on every observation.
  */

@@ -2,14 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Registry } from 'prom-client';
 import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
 
-/** Which endpoint a call went to; never the URL itself (DESIGN.md, "Metrics"). */
+/** Which endpoint a call went to; never the URL itself (docs/observability.md, "The metrics"). */
 export type EndpointLabel = 'default' | 'override';
 export type RpcOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout';
 export type QueueState = 'waiting' | 'active' | 'delayed' | 'failed';
 
 /**
- * Every metric of DESIGN.md's table, registered on one registry. One instance per process: with
- * `ROLE=all` the API and the worker share it, so nothing is registered twice.
+ * Every metric of docs/observability.md's table, registered on one registry. One instance per
+ * process: with `ROLE=all` the API and the worker share it, so nothing is registered twice.
  */
 export type Metrics = ReturnType<typeof createMetrics>;
 
@@ -22,7 +22,7 @@ const RPC_LABELS = ['method', 'endpoint'] as const;
 
 /**
  * Creates the metrics on `registry` and, unless told not to, prom-client's default process
- * metrics. The names, types and labels are the contract with the dashboard (DESIGN.md).
+ * metrics. The names, types and labels are the contract with the dashboard (docs/observability.md).
  *
  * @param registry a fresh registry; registering twice on one registry throws.
  */

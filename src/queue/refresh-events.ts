@@ -23,8 +23,8 @@ export async function publishRefreshEvent(
 type Waiter = (event: RefreshEvent | null) => void;
 
 /**
- * One shared subscription per process to the refresh events (DESIGN.md: one listener per process,
- * not `job.waitUntilFinished` per request). Requests register a waiter per cache key.
+ * One shared subscription per process to the refresh events, not `job.waitUntilFinished` per
+ * request (docs/design.md, "The refresh queue"). Requests register a waiter per cache key.
  */
 export class RefreshListener {
   private readonly waiters = new Map<string, Set<Waiter>>();

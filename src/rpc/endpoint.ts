@@ -7,8 +7,8 @@ import type { EndpointLabel } from '../metrics/metrics.js';
 
 /**
  * A selected JSON-RPC endpoint. `id` names it in cache keys: a hash of the full URL, because a URL
- * may carry an API key that must never be stored or logged in clear (DESIGN.md, "The subdomain
- * cache").
+ * may carry an API key that must never be stored or logged in clear (docs/design.md, "The
+ * subdomain cache").
  */
 export type RpcEndpoint = {
   readonly kind: EndpointLabel;
@@ -30,7 +30,7 @@ const systemResolver: HostResolver = async (host) =>
   (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
 /**
- * Applies DESIGN.md's `?rpc=` policy ("The `?rpc=` override (SSRF)") and selects the endpoint of
+ * Applies the `?rpc=` policy (docs/design.md, "Replies from an RPC") and selects the endpoint of
  * a request. The connect-time check (rebinding) happens again in the RPC transport.
  */
 export class EndpointSelector {
@@ -55,7 +55,8 @@ export class EndpointSelector {
   /**
    * The configured `RPC_URL`, synchronously (a request without `?rpc=`).
    *
-   * @throws InternalError when `RPC_URL` is unset (spec §7: 500).
+   * @throws InternalError when `RPC_URL` is unset (the contract's 500; docs/design.md,
+   *   "Endpoints and the error contract").
    */
   selectDefault(): RpcEndpoint {
     if (!this.defaultEndpoint) throw new InternalError('RPC_URL is not configured');
@@ -66,7 +67,8 @@ export class EndpointSelector {
    * @param rpcParam the raw `?rpc=` value, or undefined when absent.
    * @returns the endpoint to use for this request.
    * @throws InvalidInputError when the override is refused by policy.
-   * @throws InternalError when no override is given and `RPC_URL` is unset (spec §7: 500).
+   * @throws InternalError when no override is given and `RPC_URL` is unset (the contract's
+   *   500).
    */
   async select(rpcParam: string | undefined): Promise<RpcEndpoint> {
     if (rpcParam === undefined) return this.selectDefault();

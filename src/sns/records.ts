@@ -8,7 +8,8 @@ const RECORD_VALUES: ReadonlySet<string> = new Set(Object.values(RECORD_ENUM));
 
 /**
  * Checks that `raw` is exactly one of the SDK's `Record` values (`SOL`, `email`, ...), with no
- * trimming or case folding (spec §4.1: "exact match").
+ * trimming or case folding: the contract asks for an exact match (docs/design.md, "Endpoints and
+ * the error contract").
  *
  * @throws InvalidInputError for any other string.
  */

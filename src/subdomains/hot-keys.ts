@@ -1,8 +1,8 @@
 import type { RedisClient } from '../redis.js';
 
 /**
- * Request counts per parent, for refreshing hot entries ahead of expiry (DESIGN.md: "Hot parents
- * are refreshed ahead of expiry"). Counted in process and flushed to Redis once a second, so the
+ * Request counts per parent, for refreshing hot entries ahead of expiry (docs/design.md, "The
+ * refresh queue", hot parents). Counted in process and flushed to Redis once a second, so the
  * hot path pays no extra round trip; in Redis one sorted set per freshness window, trimmed to
  * `maxTracked` members and expiring after two windows, so memory stays bounded and keys nobody
  * asks for drop out by themselves.

@@ -42,11 +42,11 @@ export type SubdomainLookupDeps = {
 };
 
 /**
- * The API side of the subdomain cache (DESIGN.md, "The subdomain cache"): fresh entries are hits;
- * stale ones are served at once while one background refresh is queued (stale-while-revalidate);
- * misses queue one refresh and wait for the worker's event. Concurrent misses for one key in this
- * process share one wait (single flight); across processes BullMQ's deduplication makes one job.
- * The API never calls the RPC itself.
+ * The API side of the subdomain cache (docs/design.md, "The subdomain cache"): fresh entries are
+ * hits; stale ones are served at once while one background refresh is queued
+ * (stale-while-revalidate); misses queue one refresh and wait for the worker's event. Concurrent
+ * misses for one key in this process share one wait (single flight); across processes BullMQ's
+ * deduplication makes one job. The API never calls the RPC itself.
  *
  * Fresh entries of the default endpoint are also kept in process, so a warm hit costs no Redis
  * round trip. The copy stays coherent across replicas through the refresh events every process

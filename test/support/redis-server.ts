@@ -3,8 +3,9 @@ import { redisAnswers } from './redis-process.js';
 const LOCAL_REDIS = 'redis://127.0.0.1:6379';
 
 /**
- * Finds the Redis the tests use (DESIGN.md, "Tests"): `REDIS_URL` if set, else 127.0.0.1:6379 if
- * it answers, else a Redis container started through testcontainers (machines with Docker).
+ * Finds the Redis the tests use (README, "The two commands"): `REDIS_URL` if set, else
+ * 127.0.0.1:6379 if it answers, else a Redis container started through testcontainers (machines
+ * with Docker).
  *
  * @returns the URL, and a stop function for a container this call started.
  * @throws when none of the three is available, saying what was tried.

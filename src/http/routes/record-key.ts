@@ -36,8 +36,8 @@ const DERIVATION_HEADERS = Object.freeze({
 });
 
 /**
- * `GET /record-key-v2/:domain/:record` (spec §4.1) and `GET /types/record` (§4.3). Pure CPU: no
- * Redis, no RPC, so both keep answering while Redis is down (DESIGN.md, "Shape").
+ * `GET /record-key-v2/:domain/:record` and `GET /types/record` (README, "Routes"). Pure CPU:
+ * no Redis, no RPC, so both keep answering while Redis is down (docs/design.md, "Shape").
  *
  * Answers are kept in a bounded LRU keyed by the raw path parameters, rendered (body and ETag), so
  * a hot name costs one map lookup: no parsing, derivation, serialization or hashing. A derivation

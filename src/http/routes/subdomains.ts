@@ -55,10 +55,10 @@ const params = Type.Object({
 });
 
 /**
- * `GET /subdomains/:parent[?rpc=URL]` (spec §4.2), answered from the Redis cache
+ * `GET /subdomains/:parent[?rpc=URL]` (README, "Routes"), answered from the Redis cache
  * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`.
  *
- * HTTP caching of one answer (RFC 9111; DESIGN.md, "HTTP caching"): `max-age` is the entry's
+ * HTTP caching of one answer (RFC 9111; docs/design.md, "HTTP caching"): `max-age` is the entry's
  * freshness lifetime and `Age` how long ago the worker fetched it, so a CDN or browser keeps it
  * exactly for the freshness left; after that it may serve it stale while revalidating, or on
  * error, for the rest of the stale window. Answers through an override are
