@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, configSchema, loadConfig } from '../src/config.js';
 
 describe('loadConfig', () => {
-  it('applies DESIGN.md defaults and freezes the result', () => {
+  it('applies the documented defaults and freezes the result', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({
       ROLE: 'all',

@@ -129,11 +129,13 @@ export class DecodeThread {
     });
     worker.on('error', (err: Error & { code?: string }) => {
       const oom = err.code === 'ERR_WORKER_OUT_OF_MEMORY';
-      this.lost(worker, (head) =>
-        oom && head
+      this.lost(worker, (head) => {
+        if (!oom) return err;
+        // The reply being decoded was too big; those waiting behind it were not at fault.
+        return head
           ? new RpcCallError(`reply decode over ${this.budget.heapMb} MiB`, 'http_error', false)
-          : err,
-      );
+          : new RpcCallError('decode thread replaced while this reply waited', 'http_error', true);
+      });
     });
     worker.on('exit', (code) =>
       this.lost(worker, () => new Error(`discovery thread exited with code ${code}`)),

@@ -31,7 +31,7 @@ function splitLabels(raw: string, maxLabels: number): DomainName {
 }
 
 /**
- * Parses the `:domain` of `/record-key-v2`: one label, or `sub.parent` (spec §4.1).
+ * Parses the `:domain` of `/record-key-v2`: one label, or `sub.parent` (README, "Routes").
  *
  * @throws InvalidInputError for an empty name, an empty label or more than two labels.
  */
@@ -40,7 +40,7 @@ export function parseDerivationDomain(raw: string): DomainName {
 }
 
 /**
- * Parses the `:parent` of `/subdomains`: exactly one non-empty label (spec §4.2).
+ * Parses the `:parent` of `/subdomains`: exactly one non-empty label (README, "Routes").
  *
  * @throws InvalidInputError otherwise.
  */
