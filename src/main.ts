@@ -3,7 +3,9 @@ import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics/metrics.js';
+import { createRedisErrorLog } from './redis.js';
 import { startApi, type ApiRuntime } from './runtime/api.js';
+import { installShutdown } from './runtime/shutdown.js';
 
 /**
  * The entry file: parse the configuration, connect, listen, and shut down gracefully. `ROLE`
@@ -23,17 +25,21 @@ async function main(): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL);
   const metrics = createMetrics(new Registry());
   process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled rejection'));
+  // Before connecting anything: start-up can wait on Redis, and a signal then must end it cleanly.
+  // API first (stop taking requests), then the worker (finish active jobs).
+  const shutdown = installShutdown(logger, config.SHUTDOWN_TIMEOUT_MS);
+  // One rate-limited log of Redis errors for every connection of the process.
+  const redisErrors = createRedisErrorLog(logger);
 
-  const closers: Array<() => Promise<void>> = [];
   let api: ApiRuntime | undefined;
   let worker: WorkerRuntime | undefined;
   if (config.ROLE !== 'worker') {
-    api = await startApi(config, metrics, logger);
-    closers.push(() => api!.close());
+    api = await startApi(config, metrics, logger, { redisErrors });
+    shutdown.add({ name: 'api', close: () => api!.close() });
   }
   if (config.ROLE !== 'api') {
-    worker = await startWorker(config, metrics, logger, { serveMetrics: true });
-    closers.push(() => worker!.close());
+    worker = await startWorker(config, metrics, logger, { serveMetrics: true, redisErrors });
+    shutdown.add({ name: 'worker', close: () => worker!.close() });
   }
   logger.info(
     {
@@ -44,34 +50,6 @@ async function main(): Promise<void> {
     },
     'sns-gateway started',
   );
-
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) {
-      logger.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      logger.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'shutdown timed out: exiting');
-      process.exit(1);
-    }, config.SHUTDOWN_TIMEOUT_MS);
-    force.unref();
-    // API first (stop taking requests), then the worker (finish active jobs).
-    closers
-      .reduce((done, close) => done.then(close), Promise.resolve())
-      .then(() => {
-        logger.info('shut down cleanly');
-        process.exit(0);
-      })
-      .catch((err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      });
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
 main().catch((err: unknown) => {

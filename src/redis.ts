@@ -1,4 +1,5 @@
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import type { Logger } from 'pino';
 import type { Config } from './config.js';
 
 /** A connection to a single Redis or to a Redis Cluster; both speak the commands the gateway uses. */
@@ -98,9 +99,84 @@ export async function waitReady(redis: RedisClient, timeoutMs = 10_000): Promise
 /** Closes a connection politely, or drops it when Redis does not answer. */
 export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;
+  // QUIT would wait in the offline queue for a Redis that is not there.
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
   try {
     await Promise.race([redis.quit(), new Promise((_, reject) => setTimeout(reject, 1_000))]);
   } catch {
     redis.disconnect();
   }
+}
+
+/** How often, at most, a Redis fault that goes on is logged again. */
+export const REDIS_ERROR_REMINDER_MS = 30_000;
+
+/**
+ * Logs the 'error' events of Redis connections and of what runs on them (BullMQ `Worker` and
+ * `Queue`), rate-limited: ioredis emits one per connection and per reconnect attempt (several a
+ * second while Redis is down), and the first one is the only line worth reading.
+ */
+export type RedisErrorLog = {
+  /** Reports a connection's 'error' events; its 'ready' after a fault logs the recovery. */
+  watch(connection: RedisClient, source: string): void;
+  /** Reports one error from `source` (`refresh worker`, `refresh queue`, ...). */
+  report(err: Error, source: string): void;
+};
+
+/**
+ * One {@link RedisErrorLog} for the whole process (the API's and the worker's connections share
+ * it, so a lost Redis is one line, not one per connection). The first error of a fault is logged
+ * at once, as a warning with the message only (a socket error's stack says nothing); later ones
+ * are counted and logged at most every `reminderMs` milliseconds with that count. A fault ends
+ * when a watched connection is ready again (logged) or when no error came for `reminderMs`.
+ *
+ * @param now clock in milliseconds (tests pass their own).
+ */
+export function createRedisErrorLog(
+  logger: Logger,
+  reminderMs = REDIS_ERROR_REMINDER_MS,
+  now: () => number = Date.now,
+): RedisErrorLog {
+  let fault: { since: number; lastError: number; lastLog: number; unlogged: number } | undefined;
+  const report = (err: Error, source: string) => {
+    const t = now();
+    const code = (err as { code?: unknown }).code;
+    const fields = { source, err: err.message, ...(typeof code === 'string' ? { code } : {}) };
+    if (!fault || t - fault.lastError > reminderMs) {
+      fault = { since: t, lastError: t, lastLog: t, unlogged: 0 };
+      logger.warn(
+        fields,
+        `Redis error: retrying in the background (repeats are logged every ${reminderMs / 1000} s at most)`,
+      );
+      return;
+    }
+    fault.lastError = t;
+    if (t - fault.lastLog < reminderMs) {
+      fault.unlogged += 1;
+      return;
+    }
+    logger.warn(
+      { ...fields, forSeconds: Math.round((t - fault.since) / 1000), errors: fault.unlogged + 1 },
+      'Redis error goes on: still retrying',
+    );
+    fault.lastLog = t;
+    fault.unlogged = 0;
+  };
+  return {
+    report,
+    watch(connection, source) {
+      connection.on('error', (err: Error) => report(err, source));
+      connection.on('ready', () => {
+        if (!fault) return;
+        logger.info(
+          { source, afterSeconds: Math.round((now() - fault.since) / 1000) },
+          'Redis is back',
+        );
+        fault = undefined;
+      });
+    },
+  };
 }

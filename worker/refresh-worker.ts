@@ -31,6 +31,8 @@ export function createRefreshWorker(
     logger: Logger;
     /** Runs one hot-parent scan (`HOT_SCAN_JOB`), when hot refresh is on. */
     hotScan?: () => Promise<unknown>;
+    /** Where the worker's 'error' events go (a rate-limited log); logged with their stack if absent. */
+    onError?: (err: Error) => void;
   },
   opts: { autorun?: boolean } = {},
 ): Worker<RefreshJobData, RefreshResult | undefined> {
@@ -66,6 +68,6 @@ export function createRefreshWorker(
     deps.metrics.refreshJobs.inc({ outcome: final ? 'failed' : 'retried' });
   });
   // Without a listener an 'error' event would crash the process; Redis faults are logged instead.
-  worker.on('error', (err) => deps.logger.error({ err }, 'refresh worker error'));
+  worker.on('error', deps.onError ?? ((err) => deps.logger.error({ err }, 'refresh worker error')));
   return worker;
 }

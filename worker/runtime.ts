@@ -9,7 +9,7 @@ import {
   OVERRIDE_REFRESH_QUEUE,
   REFRESH_QUEUE,
 } from '../src/queue/refresh-queue.js';
-import { closeRedis, createRedis } from '../src/redis.js';
+import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
 import { endpointId, EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
@@ -49,19 +49,21 @@ export type WorkerRuntime = {
  *
  * @param opts.serveMetrics serve `/metrics` on `WORKER_METRICS_PORT` (true for the worker roles).
  * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
+ * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
  */
 export async function startWorker(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { serveMetrics: boolean; lookup?: LookupFunction },
+  opts: { serveMetrics: boolean; lookup?: LookupFunction; redisErrors?: RedisErrorLog },
 ): Promise<WorkerRuntime> {
   const workerConnection = createRedis(config, 'worker', 'worker');
   const command = createRedis(config, 'command', 'worker');
   const queueConnection = createRedis(config, 'queue', 'worker');
-  for (const conn of [workerConnection, command, queueConnection]) {
-    conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
-  }
+  const redisErrors = opts.redisErrors ?? createRedisErrorLog(logger);
+  redisErrors.watch(workerConnection, 'worker blocking connection');
+  redisErrors.watch(command, 'worker command connection');
+  redisErrors.watch(queueConnection, 'worker queue connection');
   const endpoints = new EndpointSelector(config);
   const agents = new Agents({ lookup: opts.lookup });
   const lane = (limits: LaneLimits): DiscoveryLane => ({
@@ -106,7 +108,7 @@ export async function startWorker(
     { ttlMs: config.RPC_OVERRIDE_CACHE_SECONDS * 1000, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
   );
   const queue = createRefreshQueue(queueConnection, config);
-  queue.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
+  queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
   const freshMs = config.CACHE_FRESH_SECONDS * 1000;
   const hotScan =
     config.HOT_KEYS_TOP_N > 0 && config.RPC_URL
@@ -128,6 +130,7 @@ export async function startWorker(
     metrics,
     logger,
     defaultEndpoint: endpoints.defaultEndpoint,
+    onError: (err: Error) => redisErrors.report(err, 'refresh worker'),
   };
   const workers = [
     createRefreshWorker(
@@ -153,7 +156,10 @@ export async function startWorker(
   ];
   if (hotScan) {
     await scheduleHotScans(queue, freshMs).catch((err: unknown) =>
-      logger.warn({ err }, 'could not schedule hot-parent scans (retried at next start)'),
+      logger.warn(
+        { err: String(err) },
+        'could not schedule hot-parent scans (retried at next start)',
+      ),
     );
   }
   metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
@@ -171,13 +177,20 @@ export async function startWorker(
         // Graceful: wait for the active jobs, but not past the shutdown bound (BullMQ's close can
         // also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is
         // stalled, and another worker takes it over once its lock expires: nothing is lost.
+        // With Redis unreachable no active job can finish (finishing is a Redis write) and BullMQ's
+        // graceful close waits for Redis, for ever: close without them at once.
         const threads = [defaultLane.thread, overrideLane.thread];
-        const graceful = await Promise.race([
-          Promise.all(workers.map((w) => w.close())).then(() => true),
-          sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
-        ]);
+        const reachable = workerConnection.status === 'ready';
+        const graceful =
+          reachable &&
+          (await Promise.race([
+            Promise.all(workers.map((w) => w.close())).then(() => true),
+            sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
+          ]));
         if (!graceful) {
-          logger.warn('active jobs did not finish in time: closing the worker without them');
+          if (reachable) {
+            logger.warn('active jobs did not finish in time: closing the worker without them');
+          }
           // Decodes under way fail at once, so the jobs waiting on them end.
           await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
           await Promise.race([

@@ -6,7 +6,13 @@ import { buildApp } from '../http/app.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { RefreshListener } from '../queue/refresh-events.js';
 import { createRefreshQueue, OVERRIDE_REFRESH_QUEUE } from '../queue/refresh-queue.js';
-import { closeRedis, createRedis, waitReady } from '../redis.js';
+import {
+  closeRedis,
+  createRedis,
+  createRedisErrorLog,
+  waitReady,
+  type RedisErrorLog,
+} from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { HotKeyTracker } from '../subdomains/hot-keys.js';
@@ -24,19 +30,22 @@ export type ApiRuntime = {
  * route fails fast with the envelope until Redis is back.
  *
  * @param opts.resolveHost DNS resolution for the `?rpc=` policy check (tests pass a stub).
+ * @param opts.redisErrors where Redis errors are logged, rate-limited (one per process, shared
+ *   with the worker); a new one on `logger` if absent.
  */
 export async function startApi(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { resolveHost?: HostResolver } = {},
+  opts: { resolveHost?: HostResolver; redisErrors?: RedisErrorLog } = {},
 ): Promise<ApiRuntime> {
   const command = createRedis(config, 'command', 'api');
   const queueConnection = createRedis(config, 'queue', 'api');
   const subscriber = createRedis(config, 'subscriber', 'api');
-  for (const conn of [command, queueConnection, subscriber]) {
-    conn.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
-  }
+  const redisErrors = opts.redisErrors ?? createRedisErrorLog(logger);
+  redisErrors.watch(command, 'api command connection');
+  redisErrors.watch(queueConnection, 'api queue connection');
+  redisErrors.watch(subscriber, 'api subscriber connection');
   // Give Redis a moment so the first requests find it, but start without it: derivations do not
   // need it, and readiness tells the load balancer when the subdomain route can answer.
   await Promise.all([command, queueConnection, subscriber].map((c) => waitReady(c, 5_000))).catch(
@@ -44,9 +53,8 @@ export async function startApi(
   );
   const queue = createRefreshQueue(queueConnection, config);
   const overrideQueue = createRefreshQueue(queueConnection, config, OVERRIDE_REFRESH_QUEUE);
-  for (const q of [queue, overrideQueue]) {
-    q.on('error', (err) => logger.warn({ err: err.message }, 'refresh queue error'));
-  }
+  queue.on('error', (err) => redisErrors.report(err, 'api refresh queue'));
+  overrideQueue.on('error', (err) => redisErrors.report(err, 'api override queue'));
   const listener = new RefreshListener(subscriber, config.QUEUE_PREFIX);
   listener
     .start()

@@ -12,7 +12,7 @@ export type MainProcess = {
   readonly pid: number;
   /** Everything the child wrote to stdout and stderr so far (pino JSON lines). */
   output(): string;
-  /** The `sns-gateway started` log line, parsed (`workerMetricsPort`, ...). */
+  /** The `sns-gateway started` log line (or the one `until` named), parsed (`workerMetricsPort`, ...). */
   readonly started: Record<string, unknown>;
   /** Resolves with the exit code (null when killed by a signal) once the child has exited. */
   readonly exited: Promise<Exit>;
@@ -27,11 +27,13 @@ export type MainProcess = {
  *
  * @param env configuration variables (`ROLE`, `REDIS_URL`, `RPC_URL`, `QUEUE_PREFIX`, ...), added
  *   to the test's environment after `WORKER_METRICS_PORT=0` (any free port) and `LOG_LEVEL=info`.
+ * @param until the log text to wait for instead of `sns-gateway started` (its line is `started`).
  * @throws when the child exits or stays silent for `startTimeoutMs` before it has started.
  */
 export async function spawnMain(
   env: Record<string, string>,
   startTimeoutMs = 20_000,
+  until = STARTED,
 ): Promise<MainProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
@@ -52,7 +54,7 @@ export async function spawnMain(
     out
       .split('\n')
       .slice(0, -1)
-      .find((line) => line.includes(STARTED));
+      .find((line) => line.includes(until));
   const started = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), startTimeoutMs);
     const onData = () => {
