@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { closeSteps } from '../src/runtime/shutdown.js';
+import { waitFor } from './support/gateway.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -28,4 +30,57 @@ describe('closeSteps', () => {
     expect(ok).toBe(false);
     expect(await closeSteps([{ name: 'api', close: async () => undefined }], silent)).toBe(true);
   });
+});
+
+/** Starts test/support/stuck-shutdown.ts; resolves once its thread is stuck. */
+async function startStuck(timeoutMs: number) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/stuck-shutdown.ts'], {
+    env: { ...process.env, SHUTDOWN_TIMEOUT_MS: String(timeoutMs), STUCK_SECONDS: '20' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      process.off('exit', reap);
+      resolve({ code, signal });
+    }),
+  );
+  await waitFor(() => out.includes('"stuck"'), 20_000);
+  return { child, exited, output: () => out };
+}
+
+describe('a shutdown that cannot finish', () => {
+  // process.exit() waits for a worker thread stuck in a synchronous call (here 20 s): the
+  // forced exit must not.
+  it('ends the process SHUTDOWN_TIMEOUT_MS after the signal, logging why', async () => {
+    const stuck = await startStuck(1_000);
+    try {
+      const started = Date.now();
+      stuck.child.kill('SIGTERM');
+      expect((await stuck.exited).signal).toBe('SIGKILL');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(stuck.output()).toContain('shutdown timed out: exiting');
+    } finally {
+      stuck.child.kill('SIGKILL');
+    }
+  }, 40_000);
+
+  it('ends the process at once on a second signal', async () => {
+    const stuck = await startStuck(60_000);
+    try {
+      stuck.child.kill('SIGTERM');
+      await waitFor(() => stuck.output().includes('shutting down'));
+      const started = Date.now();
+      stuck.child.kill('SIGINT');
+      expect((await stuck.exited).signal).toBe('SIGKILL');
+      expect(Date.now() - started).toBeLessThan(1_500);
+      expect(stuck.output()).toContain('second signal: exiting now');
+    } finally {
+      stuck.child.kill('SIGKILL');
+    }
+  }, 40_000);
 });

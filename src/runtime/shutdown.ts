@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace';
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 
 /** One thing to close on shutdown (`api`, `worker`), in the order they were added. */
 export type ShutdownStep = { name: string; close: () => Promise<void> };
@@ -28,12 +28,31 @@ export async function closeSteps(steps: readonly ShutdownStep[], logger: Logger)
 }
 
 /**
+ * Ends the process now, without waiting for anything. `process.exit()` is not enough: it first
+ * stops every worker thread and waits for each, and a thread inside a long synchronous call (a
+ * `JSON.parse` of a large RPC reply does not look at V8's termination request) holds it there
+ * until that call returns, for minutes with a hostile reply; `process.reallyExit()` waits the
+ * same. SIGKILL on itself is the one exit nothing in the process can hold up (the process ends
+ * "killed by SIGKILL", status 137 in a shell, which is what a forced exit is).
+ *
+ * The line is written synchronously on stdout by a logger of its own: the process logger's
+ * destination writes from libuv's thread pool, and a line still in flight there is lost to the
+ * SIGKILL (pino's `fatal()` flushes only the lines queued behind it).
+ */
+export function exitNow(logger: Logger, fields: Record<string, unknown>, msg: string): never {
+  pino({ level: logger.level }, pino.destination({ dest: 1, sync: true })).fatal(fields, msg);
+  process.kill(process.pid, 'SIGKILL');
+  // Not reached (SIGKILL cannot be caught); satisfies `never` should the kill be refused.
+  process.exit(1);
+}
+
+/**
  * Installs the shutdown handlers (close-with-grace): call it before connecting anything, so a
  * signal during start-up (Redis unreachable, the API still waiting for it) ends the process
  * cleanly too. On SIGTERM, SIGINT, SIGHUP (and an uncaught exception) the steps close in order,
  * every one of them (see {@link closeSteps}); the process exits 0 when all closed, 1 when one
  * failed or after an uncaught exception. A second signal, or `timeoutMs` milliseconds without the
- * steps done, ends it at once (exit 1). Unhandled rejections are left to the caller.
+ * steps done, ends it at once ({@link exitNow}). Unhandled rejections are left to the caller.
  */
 export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
   const steps: ShutdownStep[] = [];
@@ -43,8 +62,8 @@ export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
       // Failures are logged here, with pino; the library would write to the console.
       logger: false,
       skip: ['unhandledRejection'],
-      onSecondSignal: (signal) => logger.fatal({ signal }, 'second signal: exiting now'),
-      onTimeout: (delay) => logger.fatal({ timeoutMs: delay }, 'shutdown timed out: exiting'),
+      onSecondSignal: (signal) => exitNow(logger, { signal }, 'second signal: exiting now'),
+      onTimeout: (delay) => exitNow(logger, { timeoutMs: delay }, 'shutdown timed out: exiting'),
     },
     async ({ signal, err }) => {
       if (err) logger.fatal({ err }, 'uncaught exception: shutting down');
