@@ -30,6 +30,13 @@ async function main(): Promise<void> {
   const shutdown = installShutdown(logger, config.SHUTDOWN_TIMEOUT_MS);
   // One rate-limited log of Redis errors for every connection of the process.
   const redisErrors = createRedisErrorLog(logger);
+  if (!config.RPC_URL) {
+    // Configuration, not a fault: said once here, and each such request is logged at debug only.
+    logger.warn(
+      'RPC_URL is not set: /subdomains answers 500 to requests without ?rpc=. To try the gateway ' +
+        'without a Solana RPC provider, run `npm run rpc:sim` and set RPC_URL=http://127.0.0.1:8899',
+    );
+  }
 
   let api: ApiRuntime | undefined;
   let worker: WorkerRuntime | undefined;

@@ -180,3 +180,26 @@ export function createRedisErrorLog(
     },
   };
 }
+
+/** What {@link probeRedis} found. */
+export type RedisProbe = {
+  /** Redis answered (a refusal is an answer). */
+  reachable: boolean;
+  /** Redis accepted a write; false when it refuses them too (`OOM` at `maxmemory`, a replica). */
+  writable: boolean;
+};
+
+/**
+ * One small write (`SET key 1 PX 10000`, the key expires by itself) telling whether Redis answers
+ * and whether it accepts writes: a reply error (`OOM command not allowed when used memory >
+ * 'maxmemory'`, `READONLY`) means it answers but refuses; any other failure (closed connection,
+ * command time-out) that it does not answer. Never throws.
+ */
+export async function probeRedis(redis: RedisClient, key: string): Promise<RedisProbe> {
+  if (redis.status !== 'ready') return { reachable: false, writable: false };
+  try {
+    return { reachable: true, writable: (await redis.set(key, '1', 'PX', 10_000)) === 'OK' };
+  } catch (err) {
+    return { reachable: err instanceof Error && err.name === 'ReplyError', writable: false };
+  }
+}

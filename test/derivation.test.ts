@@ -24,7 +24,10 @@ function derivationApp(
       RPC_OVERRIDE: 'on',
       RPC_OVERRIDE_ALLOWLIST: [],
     }),
-    isReady: async () => true,
+    readiness: async () => ({
+      ready: true,
+      parts: { redis: true, redisWrites: true, rpc: 'configured', websocket: 'off' },
+    }),
   });
 }
 

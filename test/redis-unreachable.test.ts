@@ -21,6 +21,7 @@ async function deadRedisEnv(): Promise<Record<string, string>> {
     HOST: '127.0.0.1',
     QUEUE_PREFIX: uniquePrefix(),
     ROLE: 'all',
+    RPC_URL: '',
   };
 }
 
@@ -44,6 +45,8 @@ describe('the entry file without a reachable Redis', () => {
         code: 'ECONNREFUSED',
         msg: expect.stringContaining('Redis error') as string,
       });
+      // No RPC_URL either: said once, with the way to try the gateway without a provider.
+      expect(lines(out).filter((line) => line.includes('npm run rpc:sim'))).toHaveLength(1);
       const started = Date.now();
       expect(await child.kill('SIGTERM')).toEqual({ code: 0, signal: null });
       expect(Date.now() - started).toBeLessThan(3_000);

@@ -166,8 +166,6 @@ export async function startWorker(
   const server = opts.serveMetrics
     ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)
     : undefined;
-  if (!config.RPC_URL)
-    logger.warn('RPC_URL is not set: refreshes of the default endpoint will fail');
 
   let closed: Promise<void> | undefined;
   return {

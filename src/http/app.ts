@@ -17,15 +17,15 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
-import { ERROR_TEXT, errorEnvelope } from '../errors.js';
-import { CORS_OPTIONS } from './cors.js';
+import { ERROR_TEXT, errorEnvelope, InternalError } from '../errors.js';
+import { CORS_HEADERS, CORS_OPTIONS } from './cors.js';
 import { clientErrorHandler, installErrorHandling } from './error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
 import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
 import { docsPlugin } from './plugins/docs.js';
 import { homeRoutes } from './routes/home.js';
-import { opsRoutes } from './routes/ops.js';
+import { opsRoutes, type Readiness } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 
@@ -52,7 +52,8 @@ export type AppDeps = {
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
   lookup?: SubdomainLookup;
-  isReady: () => Promise<boolean>;
+  /** What `/readyz` reports (see `opsRoutes`); the app adds the shutdown. */
+  readiness: () => Promise<Readiness>;
   /** The refresh queue, for the queue UI (shown only when `ADMIN_TOKEN` is set). */
   queue?: Queue;
   /** The process logger (`createLogger` in src/logger.ts: request URLs logged redacted). */
@@ -65,6 +66,20 @@ export type AppDeps = {
  * bounds the URL anyway.
  */
 const MAX_PARAM_LENGTH = 8192;
+
+/**
+ * Without `RPC_URL` a subdomain request without `?rpc=` answers 500 `Internal error`, as the
+ * contract says; that is the configuration, warned about once at start, not a fault: logged at
+ * debug, without a stack, instead of as an error. Other errors go on to the app's error handler.
+ */
+function answerUnsetRpcQuietly(scope: FastifyInstance): void {
+  scope.setErrorHandler((err, req, reply) => {
+    const { rpc } = req.query as { rpc?: string };
+    if (!(err instanceof InternalError) || rpc !== undefined) throw err;
+    req.log.debug('RPC_URL is not set: 500');
+    return reply.code(500).headers(CORS_HEADERS).send(errorEnvelope(ERROR_TEXT.internal));
+  });
+}
 
 /**
  * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
@@ -154,11 +169,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     deriver: deps.deriver,
     cacheSize: deps.config.DERIVATION_CACHE_SIZE,
   });
-  void app.register(subdomainRoutes, {
-    endpoints: deps.endpoints,
-    lookup: deps.lookup,
-    freshSeconds: deps.config.CACHE_FRESH_SECONDS,
-    staleSeconds: deps.config.CACHE_STALE_SECONDS,
+  void app.register(async (scope) => {
+    if (!deps.endpoints.defaultEndpoint) answerUnsetRpcQuietly(scope);
+    await scope.register(subdomainRoutes, {
+      endpoints: deps.endpoints,
+      lookup: deps.lookup,
+      freshSeconds: deps.config.CACHE_FRESH_SECONDS,
+      staleSeconds: deps.config.CACHE_STALE_SECONDS,
+    });
   });
   void app.register(homeRoutes);
   if (deps.config.ADMIN_TOKEN && deps.queue) {
@@ -170,7 +188,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   }
   void app.register(opsRoutes, {
     registry: deps.metrics.registry,
-    isReady: async () => !closing && (await deps.isReady()),
+    readiness: async () => {
+      const readiness = await deps.readiness();
+      return closing ? { ...readiness, ready: false } : readiness;
+    },
   });
   return app;
 }

@@ -10,8 +10,10 @@ import {
   closeRedis,
   createRedis,
   createRedisErrorLog,
+  probeRedis,
   waitReady,
   type RedisErrorLog,
+  type RedisProbe,
 } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
@@ -92,6 +94,12 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
+  // One probe in flight at a time, however many /readyz requests arrive together.
+  let probing: Promise<RedisProbe> | undefined;
+  const probe = () =>
+    (probing ??= probeRedis(command, `${config.QUEUE_PREFIX}:readyz`).finally(() => {
+      probing = undefined;
+    }));
   const app = buildApp({
     config,
     metrics,
@@ -101,9 +109,17 @@ export async function startApi(
     deriver: new RecordKeyDeriver(),
     endpoints,
     lookup,
-    isReady: async () => {
-      if (closing || command.status !== 'ready') return false;
-      return (await command.ping().catch(() => null)) === 'PONG';
+    readiness: async () => {
+      const redis = await probe();
+      return {
+        ready: !closing && redis.reachable && redis.writable,
+        parts: {
+          redis: redis.reachable,
+          redisWrites: redis.writable,
+          rpc: config.RPC_URL ? 'configured' : 'unset',
+          websocket: 'off',
+        },
+      };
     },
   });
   await app.listen({ port: config.PORT, host: config.HOST });

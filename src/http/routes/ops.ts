@@ -3,11 +3,40 @@ import type { Registry } from 'prom-client';
 import { errorEnvelope, ok } from '../../errors.js';
 import { errorResponse, SHUTTING_DOWN } from '../schemas.js';
 
+/** The parts `/readyz` reports, each on its own (its body's `parts`). */
+export type ReadinessParts = {
+  /** Redis answers. */
+  redis: boolean;
+  /** Redis accepts writes (false while it refuses them, e.g. `OOM` at `maxmemory`). */
+  redisWrites: boolean;
+  /** `RPC_URL` set or not; when unset, a request without `?rpc=` answers 500. */
+  rpc: 'configured' | 'unset';
+  /** Live updates over a websocket: not offered yet. */
+  websocket: 'off';
+};
+
+/** `ready`: the process can serve (Redis answers and accepts writes, no shutdown has begun). */
+export type Readiness = { ready: boolean; parts: ReadinessParts };
+
 export type OpsRouteDeps = {
   registry: Registry;
-  /** True when the process can serve: Redis answers and no shutdown has begun. */
-  isReady: () => Promise<boolean>;
+  /** Called on every `/readyz`: must be cheap (a Redis round trip at most). */
+  readiness: () => Promise<Readiness>;
 };
+
+const partsSchema = Type.Object(
+  {
+    redis: Type.Boolean({ description: 'Redis answers' }),
+    redisWrites: Type.Boolean({
+      description: 'Redis accepts writes (false while it refuses them, e.g. OOM at maxmemory)',
+    }),
+    rpc: Type.Union([Type.Literal('configured'), Type.Literal('unset')], {
+      description: 'RPC_URL set or not (unset: requests without ?rpc= answer 500)',
+    }),
+    websocket: Type.Literal('off', { description: 'live updates over a websocket: not offered' }),
+  },
+  { description: 'each part the API depends on' },
+);
 
 /**
  * Liveness (`/healthz`: the process answers), readiness (`/readyz`: it can serve traffic; a load
@@ -37,22 +66,50 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     {
       schema: {
         tags: ['ops'],
-        summary: 'Readiness: Redis answers and no shutdown has begun',
+        summary: 'Readiness: Redis answers and accepts writes, and no shutdown has begun',
+        description:
+          '200 when the process can serve, else 503 (a load balancer stops sending to it). ' +
+          '`parts` says which part is ready. A 503 during shutdown (`Shutting down`) has no `parts`.',
         response: {
           200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.String() },
-            { description: 'Ready: send it traffic.', examples: [{ s: 'ok', result: 'ready' }] },
+            { s: Type.Literal('ok'), result: Type.Literal('ready'), parts: partsSchema },
+            {
+              description: 'Ready: send it traffic.',
+              examples: [
+                {
+                  s: 'ok',
+                  result: 'ready',
+                  parts: { redis: true, redisWrites: true, rpc: 'configured', websocket: 'off' },
+                },
+              ],
+            },
           ),
-          503: errorResponse(
-            '`Not ready` (Redis does not answer), or `Shutting down`: stop sending it traffic.',
-            'Not ready',
+          503: Type.Object(
+            {
+              s: Type.Literal('error'),
+              result: Type.String(),
+              parts: Type.Optional(partsSchema),
+            },
+            {
+              description:
+                '`Not ready` (Redis does not answer or refuses writes; `parts` says which), or ' +
+                '`Shutting down`: stop sending it traffic.',
+              examples: [
+                {
+                  s: 'error',
+                  result: 'Not ready',
+                  parts: { redis: true, redisWrites: false, rpc: 'configured', websocket: 'off' },
+                },
+              ],
+            },
           ),
         },
       },
     },
     async (_req, reply) => {
-      if (await deps.isReady()) return ok('ready');
-      return reply.code(503).send(errorEnvelope('Not ready'));
+      const { ready, parts } = await deps.readiness();
+      if (ready) return { ...ok('ready' as const), parts };
+      return reply.code(503).send({ ...errorEnvelope('Not ready'), parts });
     },
   );
 

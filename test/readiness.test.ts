@@ -1,0 +1,101 @@
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { startGateway, waitFor } from './support/gateway.js';
+import { startRedisProcess } from './support/redis-process.js';
+
+/**
+ * `/readyz` says which part is ready (Redis, Redis writes, RPC configured, websocket), and a
+ * gateway without `RPC_URL` answers 500 to the subdomain route without logging it as a fault.
+ */
+
+const ALL_READY = { redis: true, redisWrites: true, rpc: 'configured', websocket: 'off' };
+
+describe('/readyz', () => {
+  it('answers 200 with every part, probing Redis with a short-lived write under the prefix', async () => {
+    const gw = await startGateway({ worker: false });
+    try {
+      expect(await gw.get('/readyz')).toMatchObject({
+        status: 200,
+        body: { s: 'ok', result: 'ready', parts: ALL_READY },
+      });
+      const key = `${gw.config.QUEUE_PREFIX}:readyz`;
+      expect(await gw.redis.get(key)).toBe('1');
+      const ttl = await gw.redis.pttl(key);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(10_000);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('answers 503 while Redis refuses writes (OOM at maxmemory), and 200 once it takes them again', async () => {
+    // A private redis-server: never the shared one.
+    const server = await startRedisProcess();
+    const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
+    try {
+      expect((await gw.get('/readyz')).status).toBe(200);
+      // Below what the server already uses, with the default noeviction policy: every write
+      // is refused with OOM, reads and PING go on.
+      await admin.config('SET', 'maxmemory', '1');
+      expect(await admin.ping()).toBe('PONG');
+      expect(await gw.get('/readyz')).toMatchObject({
+        status: 503,
+        body: { s: 'error', parts: { ...ALL_READY, redisWrites: false } },
+      });
+      await admin.config('SET', 'maxmemory', '0');
+      await waitFor(async () => (await gw.get('/readyz')).status === 200);
+    } finally {
+      await gw.close().catch(() => undefined);
+      admin.disconnect();
+      await server.destroy();
+    }
+  });
+
+  it('says Redis is down when it is unreachable', async () => {
+    const server = await startRedisProcess();
+    const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
+    try {
+      await server.stop();
+      await waitFor(async () => (await gw.get('/readyz')).status === 503, 5_000);
+      expect((await gw.get('/readyz')).body).toMatchObject({
+        s: 'error',
+        parts: { ...ALL_READY, redis: false, redisWrites: false },
+      });
+    } finally {
+      await gw.api.close();
+      gw.redis.disconnect();
+      await server.destroy();
+      await gw.sim.close();
+    }
+  });
+});
+
+describe('without RPC_URL', () => {
+  it('answers 500 Internal error, logs it at debug without a stack, and says rpc unset', async () => {
+    const gw = await startGateway({ worker: false, env: { RPC_URL: '', LOG_LEVEL: 'debug' } });
+    try {
+      const before = gw.logs.length;
+      for (const path of ['/subdomains/67679', '/subdomains/bonfida']) {
+        expect(await gw.get(path)).toMatchObject({
+          status: 500,
+          body: { s: 'error', result: 'Internal error' },
+        });
+      }
+      const lines = gw.logs.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.filter((l) => (l.level as number) >= 40)).toEqual([]);
+      expect(lines.some((l) => l.level === 20 && String(l.msg).includes('RPC_URL'))).toBe(true);
+      expect(gw.logs.slice(before).join('')).not.toContain('stack');
+      // Other requests still work, and readiness tells why the subdomain route fails.
+      expect((await gw.get('/record-key-v2/bonfida/SOL')).status).toBe(200);
+      expect(await gw.get('/readyz')).toMatchObject({
+        status: 200,
+        body: { parts: { ...ALL_READY, rpc: 'unset' } },
+      });
+      // A request naming its own endpoint is not affected: an invalid one is refused with 400.
+      expect((await gw.get('/subdomains/67679?rpc=not-a-url')).status).toBe(400);
+    } finally {
+      await gw.close();
+    }
+  });
+});
