@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { closeSteps } from '../src/runtime/shutdown.js';
+import { closeSteps, SAME_SIGNAL_MS } from '../src/runtime/shutdown.js';
 import { waitFor } from './support/gateway.js';
 
 const silent = pino({ level: 'silent' });
@@ -78,6 +79,23 @@ describe('a shutdown that cannot finish', () => {
       stuck.child.kill('SIGINT');
       expect((await stuck.exited).signal).toBe('SIGKILL');
       expect(Date.now() - started).toBeLessThan(1_500);
+      expect(stuck.output()).toContain('second signal: exiting now');
+    } finally {
+      stuck.child.kill('SIGKILL');
+    }
+  }, 40_000);
+
+  it('takes the first signal repeated at once (npm forwarding Ctrl-C) for one, not a second', async () => {
+    const stuck = await startStuck(60_000);
+    try {
+      stuck.child.kill('SIGINT');
+      await sleep(20);
+      stuck.child.kill('SIGINT');
+      await sleep(SAME_SIGNAL_MS + 200);
+      expect(stuck.child.exitCode === null && stuck.child.signalCode === null).toBe(true);
+      expect(stuck.output()).not.toContain('second signal');
+      stuck.child.kill('SIGINT');
+      expect((await stuck.exited).signal).toBe('SIGKILL');
       expect(stuck.output()).toContain('second signal: exiting now');
     } finally {
       stuck.child.kill('SIGKILL');

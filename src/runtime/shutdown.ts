@@ -47,30 +47,52 @@ export function exitNow(logger: Logger, fields: Record<string, unknown>, msg: st
 }
 
 /**
+ * A repeat of the first signal within this many milliseconds is the same request, not a second
+ * one: Ctrl-C on `npm start` reaches the gateway twice (from the terminal to the whole process
+ * group, and forwarded by npm a few milliseconds later), as a process manager that signals a
+ * whole group does.
+ */
+export const SAME_SIGNAL_MS = 500;
+
+/**
  * Installs the shutdown handlers (close-with-grace): call it before connecting anything, so a
  * signal during start-up (Redis unreachable, the API still waiting for it) ends the process
  * cleanly too. On SIGTERM, SIGINT, SIGHUP (and an uncaught exception) the steps close in order,
  * every one of them (see {@link closeSteps}); the process exits 0 when all closed, 1 when one
- * failed or after an uncaught exception. A second signal, or `timeoutMs` milliseconds without the
- * steps done, ends it at once ({@link exitNow}). Unhandled rejections are left to the caller.
+ * failed or after an uncaught exception. A second signal (not the first one repeated within
+ * {@link SAME_SIGNAL_MS}), or `timeoutMs` milliseconds without the steps done, ends it at once
+ * ({@link exitNow}). Unhandled rejections are left to the caller.
  */
 export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
   const steps: ShutdownStep[] = [];
-  closeWithGrace(
+  let first: { signal: string | undefined; at: number } | undefined;
+  const grace = closeWithGrace(
     {
       delay: timeoutMs,
       // Failures are logged here, with pino; the library would write to the console.
       logger: false,
-      skip: ['unhandledRejection'],
+      // SIGINT and SIGTERM are handled below, to tell a repeated signal from a second one.
+      skip: ['unhandledRejection', 'SIGINT', 'SIGTERM'],
       onSecondSignal: (signal) => exitNow(logger, { signal }, 'second signal: exiting now'),
       onTimeout: (delay) => exitNow(logger, { timeoutMs: delay }, 'shutdown timed out: exiting'),
     },
     async ({ signal, err }) => {
+      first ??= { signal, at: Date.now() };
       if (err) logger.fatal({ err }, 'uncaught exception: shutting down');
-      else logger.info({ signal }, 'shutting down');
+      else logger.info({ signal: first.signal }, 'shutting down');
       if (!(await closeSteps(steps, logger))) throw new Error('shutdown failed');
       if (!err) logger.info('shut down cleanly');
     },
   );
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!first) {
+      first = { signal, at: Date.now() };
+      grace.close();
+    } else if (signal !== first.signal || Date.now() - first.at >= SAME_SIGNAL_MS) {
+      exitNow(logger, { signal }, 'second signal: exiting now');
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   return { add: (step) => steps.push(step) };
 }
