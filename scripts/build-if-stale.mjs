@@ -1,0 +1,60 @@
+/**
+ * Builds dist/ (`tsc -p tsconfig.build.json`) unless it is current, so that `npm start` after no
+ * change starts at once. Current means that dist/.build-stamp, written after a build that
+ * succeeded and dated when that build began, is newer than every input: the files and folders
+ * under src/ and worker/ (a folder's time changes when a file in it is added, renamed or
+ * removed), tsconfig*.json and package-lock.json (dependencies, @types/node included).
+ *
+ *   node scripts/build-if-stale.mjs          build if needed (`npm start` runs this)
+ *   node scripts/build-if-stale.mjs --check  exit 0 when current, 1 when a build is needed
+ *
+ * Runs in the current directory (npm runs scripts in the package root).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import process from 'node:process';
+
+const STAMP = join('dist', '.build-stamp');
+
+/** The latest modification time (ms) of `path` and, for a folder, of everything under it. */
+function newest(path) {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (!stat) return 0;
+  let latest = stat.mtimeMs;
+  if (stat.isDirectory()) {
+    for (const entry of readdirSync(path)) latest = Math.max(latest, newest(join(path, entry)));
+  }
+  return latest;
+}
+
+function needsBuild() {
+  const built = statSync(STAMP, { throwIfNoEntry: false });
+  if (!built) return true;
+  const inputs = [
+    'src',
+    'worker',
+    'package-lock.json',
+    ...readdirSync('.').filter((name) => /^tsconfig.*\.json$/.test(name)),
+  ];
+  return Math.max(...inputs.map(newest)) >= built.mtimeMs;
+}
+
+if (process.argv.includes('--check')) process.exit(needsBuild() ? 1 : 0);
+if (needsBuild()) {
+  const began = new Date();
+  process.stderr.write('sns-gateway: building dist/ (tsc -p tsconfig.build.json)\n');
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const { status, signal } = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
+    stdio: 'inherit',
+  });
+  if (status !== 0) {
+    process.stderr.write(`sns-gateway: the build failed (${signal ?? `exit ${status}`})\n`);
+    process.exit(1);
+  }
+  mkdirSync('dist', { recursive: true });
+  writeFileSync(STAMP, '');
+  // Dated when the build began: a source saved during the build makes the next start build again.
+  utimesSync(STAMP, began, began);
+}
