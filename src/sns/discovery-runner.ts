@@ -173,7 +173,10 @@ export class DecodeThread {
       try {
         worker.postMessage({ ...task, seq }, [task.body]);
       } catch (err) {
-        this.drop(seq);
+        // Never reached the thread: no answer will come for it, so it must not hold the head.
+        const index = this.queue.findIndex((t) => t.seq === seq);
+        if (index >= 0) this.queue.splice(index, 1);
+        if (index === 0) this.afterHeadChange(worker);
         done();
         reject(err instanceof Error ? err : new Error(String(err)));
       }
