@@ -116,20 +116,39 @@ describe('GET /record-key-v2/:domain/:record', () => {
     );
   });
 
+  const DOMAIN_RULE = 'domain must be one label or sub.parent, without the registry suffix';
+  const RECORD_RULE = 'record must be one of the values of /types/record, case-sensitive';
   it.each([
-    ['empty after trimming', '%20%20', 'SOL'],
-    ['empty first label', '.bonfida', 'SOL'],
-    ['empty last label', 'bonfida.', 'SOL'],
-    ['empty middle label', 'a..b', 'SOL'],
-    ['three labels', 'a.b.c', 'SOL'],
-    ['a lower-cased record', 'bonfida', 'sol'],
-    ['an unknown record', 'bonfida', 'NOPE'],
-    ['a record with spaces', 'bonfida', '%20SOL'],
-  ])('answers 400 Invalid input for %s', async (_why, domain, record) => {
-    expect(await get(`/record-key-v2/${domain}/${record}`)).toEqual({
-      status: 400,
-      body: { s: 'error', result: 'Invalid input' },
-    });
+    ['empty after trimming', '%20%20', 'SOL', `${DOMAIN_RULE} (got "  ")`],
+    ['empty first label', '.bonfida', 'SOL', `${DOMAIN_RULE} (got ".bonfida")`],
+    ['empty last label', 'bonfida.', 'SOL', `${DOMAIN_RULE} (got "bonfida.")`],
+    ['empty middle label', 'a..b', 'SOL', `${DOMAIN_RULE} (got "a..b")`],
+    ['three labels', 'a.b.c', 'SOL', `${DOMAIN_RULE} (got "a.b.c")`],
+    ['a lower-cased record', 'bonfida', 'sol', `${RECORD_RULE} (got "sol")`],
+    ['an unknown record', 'bonfida', 'NOPE', `${RECORD_RULE} (got "NOPE")`],
+    ['a record with spaces', 'bonfida', '%20SOL', `${RECORD_RULE} (got " SOL")`],
+  ])(
+    'answers 400 Invalid input for %s, saying what is accepted',
+    async (_why, domain, record, detail) => {
+      expect(await get(`/record-key-v2/${domain}/${record}`)).toEqual({
+        status: 400,
+        body: { s: 'error', result: 'Invalid input', detail },
+      });
+    },
+  );
+
+  it('repeats at most 40 characters of the input in a detail, without control characters', async () => {
+    const res = await get(
+      `/record-key-v2/bonfida/${encodeURIComponent('"\u0000\u001b[31m\u202e\n' + 'x'.repeat(5000))}`,
+    );
+    expect(res.status).toBe(400);
+    const detail = (res.body as { detail?: string }).detail ?? '';
+    const echoed = /\(got (".*")\)$/.exec(detail)?.[1];
+    expect(echoed).toBeDefined();
+    // A JSON string: the quote escaped, the control and bidi characters gone (the printable rest
+    // of the escape sequence stays), cut at 40.
+    expect(JSON.parse(echoed!)).toBe('"[31m' + 'x'.repeat(35) + '…');
+    expect(detail).not.toMatch(/[\p{Cc}\u202e]/u);
   });
 
   it('answers 500 Internal error when the derivation itself fails, without leaking the cause', async () => {
@@ -202,7 +221,7 @@ describe('GET /types/record and unknown routes', () => {
     const app = derivationApp();
     const res = await app.inject({ method: 'GET', url: '/nope' });
     expect(res.statusCode).toBe(404);
-    expect(res.json()).toEqual({ s: 'error', result: 'Not found' });
+    expect(res.json()).toMatchObject({ s: 'error', result: 'Not found' });
     const post = await app.inject({ method: 'POST', url: '/record-key-v2/bonfida/SOL' });
     expect(post.statusCode).toBe(404);
     expect(post.json()).toMatchObject({ s: 'error' });
@@ -213,7 +232,11 @@ describe('GET /types/record and unknown routes', () => {
     const app = derivationApp();
     const res = await app.inject({ method: 'GET', url: '/record-key-v2/%E0%A4%A/SOL' });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toEqual({ s: 'error', result: 'Invalid input' });
+    expect(res.json()).toEqual({
+      s: 'error',
+      result: 'Invalid input',
+      detail: 'the URL holds a malformed percent-escape (%XX must encode UTF-8)',
+    });
     await app.close();
   });
 });

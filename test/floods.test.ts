@@ -44,7 +44,12 @@ describe('load shedding and per-client limits', () => {
     }
     const limited = await gw.get('/subdomains/p4', from('203.0.113.7'));
     expect(limited.status).toBe(429);
-    expect(limited.body).toEqual({ s: 'error', result: 'Too many requests' });
+    expect(limited.body).toEqual({
+      s: 'error',
+      result: 'Too many requests',
+      detail:
+        'this client started too many new refreshes in the window; cached answers are not limited (see Retry-After)',
+    });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     // Another client is not limited; the limited one still gets every hit.
     expect((await gw.get('/subdomains/p4', from('198.51.100.9'))).status).toBe(200);

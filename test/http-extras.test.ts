@@ -94,7 +94,7 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     const res = await fetch(`${gw.baseUrl}/admin/queues`);
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toContain('Basic');
-    expect(await res.json()).toEqual({ s: 'error', result: 'Unauthorized' });
+    expect(await res.json()).toMatchObject({ s: 'error', result: 'Unauthorized' });
     const wrong = await fetch(`${gw.baseUrl}/admin/queues`, {
       headers: { authorization: 'Bearer nope' },
     });

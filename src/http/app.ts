@@ -19,7 +19,7 @@ import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
 import { CORS_OPTIONS } from './cors.js';
-import { clientErrorHandler, installErrorHandling } from './error-handler.js';
+import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
 import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
@@ -90,8 +90,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     trustProxy: deps.config.TRUST_PROXY,
     clientErrorHandler,
     // Errors raised before routing (a broken percent-escape) get the envelope too.
-    frameworkErrors: (_err, req, reply) => {
-      void (reply as FastifyReply).code(400).send(errorEnvelope(ERROR_TEXT.invalidInput));
+    frameworkErrors: (err, req, reply) => {
+      void (reply as FastifyReply)
+        .code(400)
+        .send(errorEnvelope(ERROR_TEXT.invalidInput, frameworkErrorDetail(err)));
       // No route's hooks run for these: counted here (elapsed time 0, no routing happened).
       countUnrouted(req, reply);
     },
@@ -121,7 +123,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Hooks on every request are callback-style: no promise per request on the hot path.
   app.addHook('onRequest', (_req, reply, done) => {
     if (!closing) return done();
-    void reply.code(503).header('connection', 'close').send(errorEnvelope('Shutting down'));
+    void reply
+      .code(503)
+      .header('connection', 'close')
+      .send(
+        errorEnvelope('Shutting down', 'this instance is stopping: retry, another will answer'),
+      );
   });
   // A keep-alive connection whose request was in flight when close began would otherwise stay
   // open until its keep-alive time-out, holding close() up: end it with the answer.

@@ -23,6 +23,22 @@ export function endpointId(url: string): string {
 
 const FORBIDDEN_HOST_SUFFIXES = ['.localhost', '.local', '.internal'];
 
+/**
+ * The `detail` of each `?rpc=` refusal: the rule broken, never the URL (it may hold an API key).
+ */
+const RPC_DETAIL = {
+  disabled: 'rpc overrides are turned off on this gateway (RPC_OVERRIDE=off)',
+  notUrl: 'rpc must be an absolute URL, e.g. https://rpc.example.com/',
+  notListed: "rpc must be one of the origins on this gateway's RPC_OVERRIDE_ALLOWLIST",
+  notHttps: 'rpc must be an https: URL',
+  ipLiteral: 'rpc host must be a DNS name, not an IP address',
+  localName:
+    'rpc host must be a public DNS name (not localhost, a single label, .local, .localhost or .internal)',
+  noAddress: 'rpc host must resolve (A or AAAA) within the DNS time-out',
+  nonPublic:
+    'rpc host must resolve only to public unicast addresses (not private, loopback, link-local or reserved)',
+} as const;
+
 /** Resolves a host name to every address it has; injectable so tests can stub DNS. */
 export type HostResolver = (host: string) => Promise<string[]>;
 
@@ -70,15 +86,17 @@ export class EndpointSelector {
    */
   async select(rpcParam: string | undefined): Promise<RpcEndpoint> {
     if (rpcParam === undefined) return this.selectDefault();
-    if (this.config.RPC_OVERRIDE === 'off') throw new InvalidInputError('rpc override disabled');
+    if (this.config.RPC_OVERRIDE === 'off')
+      throw new InvalidInputError('rpc override disabled', { detail: RPC_DETAIL.disabled });
     let url: URL;
     try {
       url = new URL(rpcParam);
     } catch {
-      throw new InvalidInputError('rpc is not a URL');
+      throw new InvalidInputError('rpc is not a URL', { detail: RPC_DETAIL.notUrl });
     }
     if (this.allowlist.size > 0) {
-      if (!this.isAllowlisted(url)) throw new InvalidInputError('rpc origin not allowed');
+      if (!this.isAllowlisted(url))
+        throw new InvalidInputError('rpc origin not allowed', { detail: RPC_DETAIL.notListed });
     } else {
       await this.checkPublicHttps(url);
     }
@@ -86,12 +104,13 @@ export class EndpointSelector {
   }
 
   private async checkPublicHttps(url: URL): Promise<void> {
-    if (url.protocol !== 'https:') throw new InvalidInputError('rpc must be https');
+    if (url.protocol !== 'https:')
+      throw new InvalidInputError('rpc must be https', { detail: RPC_DETAIL.notHttps });
     const host = url.hostname.toLowerCase();
     // An IPv6 literal keeps its brackets in `hostname`; ipaddr.isValid catches IPv4 in any form
     // the WHATWG parser normalised (e.g. `0x7f.1` became `127.0.0.1`).
     if (host.startsWith('[') || ipaddr.isValid(host)) {
-      throw new InvalidInputError('rpc host must be a DNS name');
+      throw new InvalidInputError('rpc host must be a DNS name', { detail: RPC_DETAIL.ipLiteral });
     }
     const bare = host.endsWith('.') ? host.slice(0, -1) : host;
     if (
@@ -99,16 +118,18 @@ export class EndpointSelector {
       bare === 'localhost' ||
       FORBIDDEN_HOST_SUFFIXES.some((suffix) => bare.endsWith(suffix))
     ) {
-      throw new InvalidInputError('rpc host not allowed');
+      throw new InvalidInputError('rpc host not allowed', { detail: RPC_DETAIL.localName });
     }
     let addresses: string[];
     try {
       addresses = await this.resolveHost(bare);
     } catch {
-      throw new InvalidInputError('rpc host does not resolve');
+      throw new InvalidInputError('rpc host does not resolve', { detail: RPC_DETAIL.noAddress });
     }
     if (addresses.length === 0 || !addresses.every(isPublicUnicast)) {
-      throw new InvalidInputError('rpc host resolves to a non-public address');
+      throw new InvalidInputError('rpc host resolves to a non-public address', {
+        detail: RPC_DETAIL.nonPublic,
+      });
     }
   }
 }

@@ -33,6 +33,9 @@ function render(entry: CacheEntry): RenderedAnswer {
   return out;
 }
 
+const COLD_MISS_DETAIL =
+  'this client started too many new refreshes in the window; cached answers are not limited (see Retry-After)';
+
 const querystring = Type.Object({
   rpc: Type.Optional(
     Type.String({
@@ -94,7 +97,9 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     const result = await deps.lookup.lookup(parent, endpoint, async () => {
       const limit = await checkColdMiss(req);
       if (!limit.isAllowed && limit.isExceeded) {
-        throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds);
+        throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
+          detail: COLD_MISS_DETAIL,
+        });
       }
     });
     return send(reply, endpoint, result);
