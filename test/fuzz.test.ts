@@ -382,7 +382,9 @@ function oracle(url: URL): Oracle {
 function labelsOf(raw: string, max: number): string | undefined {
   const name = raw.trim().toLowerCase();
   const labels = name.split('.');
-  return labels.length <= max && labels.every((l) => l.length > 0) ? name : undefined;
+  return labels.length <= max && labels.every((l) => l.length > 0) && !name.includes('/')
+    ? name
+    : undefined;
 }
 
 const sdkKey = (name: string, record: string) =>

@@ -16,7 +16,9 @@ export function normalizeName(raw: string): string {
 
 /**
  * @param accepted what the parameter accepts, for the refusal's `detail`.
- * @throws InvalidInputError for an empty label or more than `maxLabels` labels.
+ * @throws InvalidInputError for an empty label, more than `maxLabels` labels, or a `/`: a client
+ *   can send one only percent-encoded (`%2F`), which many proxies and caches decode into a path
+ *   separator, so such a name would not reach the route the same way through them.
  */
 function splitLabels(raw: string, maxLabels: number, accepted: string): DomainName {
   const name = normalizeName(raw);
@@ -24,6 +26,11 @@ function splitLabels(raw: string, maxLabels: number, accepted: string): DomainNa
   if (labels.length > maxLabels || labels.some((l) => l.length === 0)) {
     throw new InvalidInputError(`expected 1 to ${maxLabels} non-empty labels`, {
       detail: `${accepted} (got ${echoInput(raw)})`,
+    });
+  }
+  if (name.includes('/')) {
+    throw new InvalidInputError('a label holds a slash', {
+      detail: `${accepted}; "/" (%2F) is not allowed in a label (got ${echoInput(raw)})`,
     });
   }
   return { name, labels };
@@ -35,7 +42,7 @@ const PARENT_ACCEPTED = 'parent must be one label without the registry suffix';
 /**
  * Parses the `:domain` of `/record-key-v2`: one label, or `sub.parent` (spec §4.1).
  *
- * @throws InvalidInputError for an empty name, an empty label or more than two labels.
+ * @throws InvalidInputError for an empty name, an empty label, more than two labels or a `/`.
  */
 export function parseDerivationDomain(raw: string): DomainName {
   return splitLabels(raw, 2, DOMAIN_ACCEPTED);
@@ -44,7 +51,7 @@ export function parseDerivationDomain(raw: string): DomainName {
 /**
  * Parses the `:parent` of `/subdomains`: exactly one non-empty label (spec §4.2).
  *
- * @throws InvalidInputError otherwise.
+ * @throws InvalidInputError otherwise (a `/` included).
  */
 export function parseParentLabel(raw: string): string {
   const { labels } = splitLabels(raw, 1, PARENT_ACCEPTED);

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { boundedMemo } from '../../cache/bounded-memo.js';
 import type { CacheEntry } from '../../cache/subdomain-cache.js';
-import { InternalError, RateLimitedError } from '../../errors.js';
+import { InternalError, InvalidInputError, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
@@ -32,6 +32,9 @@ function render(entry: CacheEntry): RenderedAnswer {
   }
   return out;
 }
+
+const WRONG_SHAPE_DETAIL =
+  'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
 
 const COLD_MISS_DETAIL =
   'this client started too many new refreshes in the window; cached answers are not limited (see Retry-After)';
@@ -138,4 +141,13 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       return lookUp(req, reply, parent, req.query.rpc);
     },
   );
+
+  // Any other path under the prefix is a request of the wrong shape, not an unknown route (see
+  // the same routes in ./record-key.ts: a client removes a `%2E` segment before sending).
+  const wrongShape = () => {
+    throw new InvalidInputError('path of the wrong shape', { detail: WRONG_SHAPE_DETAIL });
+  };
+  const wrongShapeSchema = { hide: true, response: { '4xx': errorEnvelopeSchema } };
+  app.get('/subdomains', { schema: wrongShapeSchema }, wrongShape);
+  app.get('/subdomains/*', { schema: wrongShapeSchema }, wrongShape);
 };
