@@ -48,7 +48,7 @@ describe('load shedding and per-client limits', () => {
       s: 'error',
       result: 'Too many requests',
       detail:
-        'this client started too many new refreshes in the window; cached answers are not limited (see Retry-After)',
+        'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)',
     });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     // Another client is not limited; the limited one still gets every hit.

@@ -37,7 +37,7 @@ const WRONG_SHAPE_DETAIL =
   'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
 
 const COLD_MISS_DETAIL =
-  'this client started too many new refreshes in the window; cached answers are not limited (see Retry-After)';
+  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
 
 const querystring = Type.Object({
   rpc: Type.Optional(
@@ -95,16 +95,22 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     parent: string,
     rpc: string | undefined,
   ) => {
-    const endpoint = await deps.endpoints.select(rpc);
-    if (!deps.lookup) throw new InternalError('no cache configured');
-    const result = await deps.lookup.lookup(parent, endpoint, async () => {
+    // One unit of the client's limit for a request that starts a refresh or resolves a `?rpc=`
+    // host (DNS the client chooses, which may never answer), and one only if it does both.
+    let charged = false;
+    const charge = async () => {
+      if (charged) return;
+      charged = true;
       const limit = await checkColdMiss(req);
       if (!limit.isAllowed && limit.isExceeded) {
         throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
           detail: COLD_MISS_DETAIL,
         });
       }
-    });
+    };
+    const endpoint = await deps.endpoints.select(rpc, charge);
+    if (!deps.lookup) throw new InternalError('no cache configured');
+    const result = await deps.lookup.lookup(parent, endpoint, charge);
     return send(reply, endpoint, result);
   };
 
