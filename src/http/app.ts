@@ -66,6 +66,18 @@ export type AppDeps = {
 const MAX_PARAM_LENGTH = 8192;
 
 /**
+ * `TRUST_PROXY` as Fastify's `trustProxy`. A hop count becomes proxy-addr's hop rule (the socket's
+ * peer and the `hops - 1` entries nearest it are proxies): Fastify 5 takes a bare number as "trust
+ * none", since a hop count cannot tell a proxy from a client that connects directly.
+ */
+function fastifyTrustProxy(
+  setting: Config['TRUST_PROXY'],
+): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting === 'number') return (_address, hop) => hop < setting;
+  return setting === false ? false : [...setting];
+}
+
+/**
  * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
  * connection and listens on nothing; the caller does both, and closes what it passed in.
  */
@@ -86,8 +98,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // checks every connection at once every few seconds. Fastify's `connectionTimeout` would arm
     // a socket timer on every request instead.
     requestTimeout: REQUEST_TIMEOUT_MS,
-    // Behind a CDN or load balancer, the client address (for the cold-miss limit) is X-Forwarded-For's.
-    trustProxy: deps.config.TRUST_PROXY,
+    // Behind a CDN or load balancer, the client address (for the cold-miss limit) is taken from
+    // X-Forwarded-For, right to left past the trusted proxies (src/config.ts, TRUST_PROXY).
+    trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
     clientErrorHandler,
     // Errors raised before routing (a broken percent-escape) get the envelope too.
     frameworkErrors: (err, req, reply) => {
