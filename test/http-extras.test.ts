@@ -48,6 +48,21 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     expect(res.headers.get('access-control-allow-methods')).toContain('GET');
   });
 
+  it('answers an OPTIONS that is no preflight with the envelope, not text/plain', async () => {
+    const cases: Record<string, string>[] = [{}, { origin: 'https://app.example' }];
+    for (const headers of cases) {
+      const res = await fetch(`${gw.baseUrl}/subdomains/67679`, { method: 'OPTIONS', headers });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await res.json()).toEqual({
+        s: 'error',
+        result: 'Invalid input',
+        detail:
+          'OPTIONS is answered for CORS preflights only: send Origin and Access-Control-Request-Method',
+      });
+    }
+  });
+
   it('sends the same CORS headers on routes that set them itself as @fastify/cors does', async () => {
     const corsHeaders = (res: Response) =>
       [...res.headers].filter(([name]) => name.startsWith('access-control-'));

@@ -18,7 +18,7 @@ import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
-import { CORS_OPTIONS } from './cors.js';
+import { CORS_OPTIONS, preflightErrorAsEnvelope } from './cors.js';
 import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
 import { instrumentRequests } from './request-metrics.js';
@@ -150,6 +150,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done(null, payload);
   });
 
+  // Only the OPTIONS route (@fastify/cors's), declared below: no hook on any other route.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (!methods.includes('OPTIONS')) return;
+    const existing = route.onSend;
+    route.onSend =
+      existing === undefined
+        ? preflightErrorAsEnvelope
+        : [...(Array.isArray(existing) ? existing : [existing]), preflightErrorAsEnvelope];
+  });
   void app.register(cors, {
     ...CORS_OPTIONS,
     methods: [...CORS_OPTIONS.methods],
