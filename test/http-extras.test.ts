@@ -1,6 +1,33 @@
 import { validate, compileErrors } from '@readme/openapi-parser';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from './support/gateway.js';
+
+/** Sends `request` as bytes and reads until the server closes: status line and body. */
+function exchange(baseUrl: string, request: string): Promise<{ head: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(new URL(baseUrl).port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      // A keep-alive answer (HTTP/1.0 with a body length) ends here, not at a close.
+      const end = text.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(text)?.[1];
+      if (
+        end !== -1 &&
+        length !== undefined &&
+        Buffer.byteLength(text.slice(end + 4)) >= Number(length)
+      ) {
+        socket.destroy();
+        resolve({ head: text.slice(0, end), body: text.slice(end + 4) });
+      }
+    });
+    socket.on('end', () => resolve({ head: text.split('\r\n\r\n')[0] ?? '', body: '' }));
+    socket.on('error', reject);
+    socket.write(request);
+  });
+}
 
 describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
   let gw: Gateway;
@@ -61,6 +88,25 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
           'OPTIONS is answered for CORS preflights only: send Origin and Access-Control-Request-Method',
       });
     }
+  });
+
+  it('answers an HTTP/1.1 request without Host with the envelope, and HTTP/1.0 without it', async () => {
+    for (const request of [
+      'GET /healthz HTTP/1.1\r\n\r\n',
+      'GET /healthz HTTP/1.1\r\nHost:\r\n\r\n',
+    ]) {
+      const { head, body } = await exchange(gw.baseUrl, request);
+      expect(head).toMatch(/^HTTP\/1\.1 400 /);
+      expect(head).toMatch(/\r\ncontent-type: application\/json; charset=utf-8/i);
+      expect(JSON.parse(body)).toEqual({
+        s: 'error',
+        result: 'Invalid input',
+        detail: 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)',
+      });
+    }
+    const old = await exchange(gw.baseUrl, 'GET /healthz HTTP/1.0\r\n\r\n');
+    expect(old.head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(old.body)).toEqual({ s: 'ok', result: 'live' });
   });
 
   it('sends the same CORS headers on routes that set them itself as @fastify/cors does', async () => {

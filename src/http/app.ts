@@ -29,6 +29,8 @@ import { opsRoutes } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 
+const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
+
 /** See `requestTimeout` below. */
 export const REQUEST_TIMEOUT_MS = 60_000;
 
@@ -102,6 +104,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // X-Forwarded-For, right to left past the trusted proxies (src/config.ts, TRUST_PROXY).
     trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
     clientErrorHandler,
+    // Node answers an HTTP/1.1 request without Host a bare 400 before any handler runs (no hook
+    // for it): the onRequest hook below answers it with the envelope instead.
+    http: { requireHostHeader: false },
     // Errors raised before routing (a broken percent-escape) get the envelope too.
     frameworkErrors: (err, req, reply) => {
       void (reply as FastifyReply)
@@ -133,15 +138,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     closing = true;
     for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
   });
-  // Hooks on every request are callback-style: no promise per request on the hot path.
-  app.addHook('onRequest', (_req, reply, done) => {
-    if (!closing) return done();
+  // Hooks on every request are callback-style: no promise per request on the hot path. One hook
+  // for both checks: the common case costs one more property read, not one more hook.
+  app.addHook('onRequest', (req, reply, done) => {
+    if (!closing && req.raw.headers.host) return done();
+    if (closing) {
+      void reply
+        .code(503)
+        .header('connection', 'close')
+        .send(
+          errorEnvelope('Shutting down', 'this instance is stopping: retry, another will answer'),
+        );
+      return;
+    }
+    // HTTP/1.0 may leave Host out; HTTP/1.1 must send it (RFC 9112 §3.2), and Node's own check
+    // (requireHostHeader, off above) refused an empty one too.
+    if (req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor === 0) return done();
     void reply
-      .code(503)
+      .code(400)
       .header('connection', 'close')
-      .send(
-        errorEnvelope('Shutting down', 'this instance is stopping: retry, another will answer'),
-      );
+      .send(errorEnvelope(ERROR_TEXT.invalidInput, MISSING_HOST_DETAIL));
   });
   // A keep-alive connection whose request was in flight when close began would otherwise stay
   // open until its keep-alive time-out, holding close() up: end it with the answer.
