@@ -1,6 +1,7 @@
 import { validate, compileErrors } from '@readme/openapi-parser';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ifNoneMatchHits } from '../src/http/etag.js';
 import { startGateway, type Gateway } from './support/gateway.js';
 
 /** Sends `request` as bytes and reads until the server closes: status line and body. */
@@ -109,6 +110,42 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     expect(JSON.parse(old.body)).toEqual({ s: 'ok', result: 'live' });
   });
 
+  it.each(['/record-key-v2/bonfida/SOL', '/subdomains/67679', '/types/record', '/healthz'])(
+    'answers %s 304 for an If-None-Match list holding its ETag, or *, and 200 otherwise',
+    async (path) => {
+      const first = await fetch(`${gw.baseUrl}${path}`);
+      expect(first.status).toBe(200);
+      const tag = first.headers.get('etag');
+      expect(tag).toMatch(/^"[^"]+"$/);
+      const ask = (field: string, method = 'GET') =>
+        fetch(`${gw.baseUrl}${path}`, { method, headers: { 'if-none-match': field } });
+      for (const field of [
+        tag!,
+        `W/${tag}`,
+        `"older", ${tag}`,
+        `"a,b",W/${tag} , "c"`,
+        '*',
+        ' * ',
+      ]) {
+        const res = await ask(field);
+        expect(res.status, field).toBe(304);
+        expect(await res.text(), field).toBe('');
+        expect(res.headers.get('etag'), field).toBe(tag);
+      }
+      expect((await ask('*', 'HEAD')).status).toBe(304);
+      for (const field of ['"older"', `"older", "${tag!.slice(1, -1)}x"`, `${tag!.slice(0, -1)}`]) {
+        expect((await ask(field)).status, field).toBe(200);
+      }
+    },
+  );
+
+  it('never turns an error into 304, even for If-None-Match: *', async () => {
+    for (const path of ['/record-key-v2/bonfida/sol', '/subdomains/a.b', '/no/such/route']) {
+      const res = await fetch(`${gw.baseUrl}${path}`, { headers: { 'if-none-match': '*' } });
+      expect(res.status, path).toBeGreaterThanOrEqual(400);
+    }
+  });
+
   it('sends the same CORS headers on routes that set them itself as @fastify/cors does', async () => {
     const corsHeaders = (res: Response) =>
       [...res.headers].filter(([name]) => name.startsWith('access-control-'));
@@ -176,5 +213,23 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     expect(api.status).toBe(200);
     const body = (await api.json()) as { queues: Array<{ name: string }> };
     expect(body.queues.map((q) => q.name)).toContain('subdomain-refresh');
+  });
+});
+
+describe('ifNoneMatchHits (RFC 9110 §13.1.2)', () => {
+  it.each([
+    ['"a"', '"a"', true],
+    ['W/"a"', '"a"', true],
+    ['"a"', 'W/"a"', true],
+    ['"x", "a"', '"a"', true],
+    ['"x,a", "y"', '"a"', false],
+    ['"x" ,W/"a"', '"a"', true],
+    ['*', '"a"', true],
+    ['"x"', '"a"', false],
+    ['a', '"a"', false],
+    ['"a', '"a"', false],
+    ['', '"a"', false],
+  ])('%s against %s: %s', (field, etag, hit) => {
+    expect(ifNoneMatchHits(field, etag)).toBe(hit);
   });
 });

@@ -1,5 +1,4 @@
 import cors from '@fastify/cors';
-import etag, { fnv1a } from '@fastify/etag';
 import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -21,6 +20,7 @@ import { ERROR_TEXT, errorEnvelope } from '../errors.js';
 import { CORS_OPTIONS, preflightErrorAsEnvelope } from './cors.js';
 import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
+import { installEtags } from './etag.js';
 import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
 import { docsPlugin } from './plugins/docs.js';
@@ -181,9 +181,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     methods: [...CORS_OPTIONS.methods],
     exposedHeaders: [...CORS_OPTIONS.exposedHeaders],
   });
-  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2). FNV-1a: a
-  // validator needs no cryptographic hash, and sha1 showed in the per-request cost.
-  void app.register(etag, { hashFn: fnv1a });
+  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2).
+  installEtags(app);
   void app.register(docsPlugin);
   // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
   void app.register(rateLimit, {
