@@ -1,3 +1,4 @@
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 
 /** Turns an empty string into `undefined`, so `FOO=` in a .env file means "unset". */
@@ -46,6 +47,58 @@ const originList = z.preprocess(
         origins.push(origin);
       }
       return Object.freeze(origins);
+    }),
+);
+
+/** The names proxy-addr (Fastify's `trustProxy`) accepts for whole ranges. */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+const TRUST_PROXY_HELP =
+  'set the number of proxies in front of the gateway (e.g. 1), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8,127.0.0.1); false (the default) when clients connect directly';
+
+/**
+ * Parses `TRUST_PROXY` into Fastify's `trustProxy` (Fastify docs, "Server: trustProxy"): `false`
+ * (or `0`) trusts no proxy; a hop count `n` takes the client address `n` entries from the right of
+ * `X-Forwarded-For`; a list of addresses, CIDRs or proxy-addr's range names (`loopback`,
+ * `linklocal`, `uniquelocal`) trusts those proxies only. `true` is refused: it takes the left-most
+ * entry, which the client writes itself, so any client could pick its own address (and escape the
+ * per-client limit).
+ */
+const trustProxy = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .default('false')
+    .transform((raw, ctx): false | number | readonly string[] => {
+      const value = raw.trim();
+      if (value === 'false' || value === '0') return false;
+      if (value === 'true') {
+        ctx.addIssue({
+          code: 'custom',
+          message: `true would trust the left-most X-Forwarded-For, which the client writes: ${TRUST_PROXY_HELP}`,
+        });
+        return z.NEVER;
+      }
+      if (/^\d+$/.test(value)) {
+        const hops = Number(value);
+        if (hops <= 100) return hops;
+        ctx.addIssue({ code: 'custom', message: `${value} hops: ${TRUST_PROXY_HELP}` });
+        return z.NEVER;
+      }
+      const entries = value
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      for (const entry of entries) {
+        if (PROXY_RANGE_NAMES.has(entry) || ipaddr.isValid(entry) || ipaddr.isValidCIDR(entry)) {
+          continue;
+        }
+        ctx.addIssue({
+          code: 'custom',
+          message: `"${entry}" is not an address, a CIDR or a hop count: ${TRUST_PROXY_HELP}`,
+        });
+      }
+      return Object.freeze(entries);
     }),
 );
 
@@ -139,7 +192,7 @@ export const configSchema = z
     HOT_KEYS_MAX_TRACKED: int(1, 10_000_000, 10_000),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
-    TRUST_PROXY: bool(false),
+    TRUST_PROXY: trustProxy,
     WORKER_METRICS_PORT: int(0, 65535, 9101),
     LOCAL_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),

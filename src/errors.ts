@@ -4,7 +4,11 @@
  * error contract").
  */
 
-export type ErrorEnvelope = { s: 'error'; result: string };
+/**
+ * `result` is the contract's short text; `detail`, when present, says what was wrong and what is
+ * accepted, for people reading the answer (clients branch on the status and `result` only).
+ */
+export type ErrorEnvelope = { s: 'error'; result: string; detail?: string };
 export type OkEnvelope<T> = { s: 'ok'; result: T };
 
 export const ERROR_TEXT = {
@@ -13,6 +17,15 @@ export const ERROR_TEXT = {
   internal: 'Internal error',
 } as const;
 
+/** What a {@link GatewayError} may carry besides its log message. */
+export type GatewayErrorOptions = ErrorOptions & {
+  /**
+   * The envelope's `detail`: what was wrong and what is accepted. Any piece of the client's input
+   * in it must go through {@link echoInput}; never an upstream message, a URL or a stack.
+   */
+  detail?: string;
+};
+
 /** Base class of every error that maps to a specific HTTP answer. */
 export abstract class GatewayError extends Error {
   abstract readonly statusCode: number;
@@ -20,6 +33,14 @@ export abstract class GatewayError extends Error {
   abstract readonly publicMessage: string;
   /** Extra response headers, e.g. `Retry-After` for 429/503. */
   readonly headers: Readonly<Record<string, string>> = {};
+  /** The envelope's `detail` (see {@link GatewayErrorOptions}), or undefined for none. */
+  readonly detail: string | undefined;
+
+  /** @param message for the log only; `options.detail` goes to the client. */
+  constructor(message: string, options: GatewayErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.detail = options.detail;
+  }
 }
 
 /** 400 `Invalid input`: the request's shape is wrong (the contract). */
@@ -50,8 +71,8 @@ export class InternalError extends GatewayError {
 abstract class RetryLaterError extends GatewayError {
   override readonly headers: Readonly<Record<string, string>>;
   /** @param retryAfterSeconds whole seconds until a retry may succeed. */
-  constructor(message: string, retryAfterSeconds: number) {
-    super(message);
+  constructor(message: string, retryAfterSeconds: number, options?: GatewayErrorOptions) {
+    super(message, options);
     this.headers = { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) };
   }
 }
@@ -84,8 +105,36 @@ export class RateLimitedError extends RetryLaterError {
   readonly publicMessage = 'Too many requests';
 }
 
-/** Builds the envelope of an error answer. */
-export const errorEnvelope = (text: string): ErrorEnvelope => ({ s: 'error', result: text });
+/**
+ * Builds the envelope of an error answer.
+ *
+ * @param text the contract's short text (`result`).
+ * @param detail what was wrong and what is accepted; left out of the envelope when undefined.
+ */
+export const errorEnvelope = (text: string, detail?: string): ErrorEnvelope =>
+  detail === undefined ? { s: 'error', result: text } : { s: 'error', result: text, detail };
+
+/** At most this many characters of a client's input are repeated in an error's `detail`. */
+export const MAX_ECHO_CHARS = 40;
+
+// Control and format characters (bidi overrides, zero-width), and line/paragraph separators: they
+// could forge or hide text where a detail is shown or logged.
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+/**
+ * A piece of client input fit to repeat in an error's `detail`: control and format characters
+ * removed, cut to {@link MAX_ECHO_CHARS} code points (an ellipsis marks the cut), and quoted as a
+ * JSON string, so quotes and backslashes are escaped.
+ *
+ * @param raw the input as received (any length).
+ * @returns e.g. `"bonfida.sol"`, or `"aaaa…"` for a long input.
+ */
+export function echoInput(raw: string): string {
+  // Bounded work however long the input: only the head can be shown.
+  const chars = Array.from(raw.slice(0, MAX_ECHO_CHARS * 4).replace(UNPRINTABLE, ''));
+  const cut = chars.length > MAX_ECHO_CHARS || raw.length > MAX_ECHO_CHARS * 4;
+  return JSON.stringify(chars.slice(0, MAX_ECHO_CHARS).join('') + (cut ? '…' : ''));
+}
 
 /** Builds the envelope of a success answer. */
 export const ok = <T>(result: T): OkEnvelope<T> => ({ s: 'ok', result });

@@ -43,6 +43,24 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('reads TRUST_PROXY as a hop count or proxy addresses, and refuses true saying what to set', () => {
+    expect(loadConfig({}).TRUST_PROXY).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'false' }).TRUST_PROXY).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '0' }).TRUST_PROXY).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
+    expect(
+      loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1,::1,fd00::/8,loopback' }).TRUST_PROXY,
+    ).toEqual(['10.0.0.0/8', '127.0.0.1', '::1', 'fd00::/8', 'loopback']);
+    expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow(ConfigError);
+    expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow(
+      /TRUST_PROXY: true would trust the left-most X-Forwarded-For, which the client writes: set the number of proxies/,
+    );
+    expect(() => loadConfig({ TRUST_PROXY: '10.0.0.0/8,proxy.example.com' })).toThrow(
+      /TRUST_PROXY: "proxy.example.com" is not an address, a CIDR or a hop count/,
+    );
+    expect(() => loadConfig({ TRUST_PROXY: '10.0.0.0/33' })).toThrow(/TRUST_PROXY:/);
+  });
+
   it('parses the RPC cost table', () => {
     expect(loadConfig({}).RPC_CREDITS).toEqual({ getProgramAccounts: 10, '*': 1 });
     expect(

@@ -1,4 +1,5 @@
 import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
+import { get as httpGet } from 'node:http';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +9,7 @@ import { buildApp } from '../src/http/app.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { RecordKeyDeriver } from '../src/sns/record-key.js';
+import { baseUrlOf } from './support/gateway.js';
 
 /** The app with no Redis at all: derivations must not need it (docs/design.md, "Shape"). */
 function derivationApp(
@@ -119,20 +121,39 @@ describe('GET /record-key-v2/:domain/:record', () => {
     );
   });
 
+  const DOMAIN_RULE = 'domain must be one label or sub.parent, without the registry suffix';
+  const RECORD_RULE = 'record must be one of the values of /types/record, case-sensitive';
   it.each([
-    ['empty after trimming', '%20%20', 'SOL'],
-    ['empty first label', '.bonfida', 'SOL'],
-    ['empty last label', 'bonfida.', 'SOL'],
-    ['empty middle label', 'a..b', 'SOL'],
-    ['three labels', 'a.b.c', 'SOL'],
-    ['a lower-cased record', 'bonfida', 'sol'],
-    ['an unknown record', 'bonfida', 'NOPE'],
-    ['a record with spaces', 'bonfida', '%20SOL'],
-  ])('answers 400 Invalid input for %s', async (_why, domain, record) => {
-    expect(await get(`/record-key-v2/${domain}/${record}`)).toEqual({
-      status: 400,
-      body: { s: 'error', result: 'Invalid input' },
-    });
+    ['empty after trimming', '%20%20', 'SOL', `${DOMAIN_RULE} (got "  ")`],
+    ['empty first label', '.bonfida', 'SOL', `${DOMAIN_RULE} (got ".bonfida")`],
+    ['empty last label', 'bonfida.', 'SOL', `${DOMAIN_RULE} (got "bonfida.")`],
+    ['empty middle label', 'a..b', 'SOL', `${DOMAIN_RULE} (got "a..b")`],
+    ['three labels', 'a.b.c', 'SOL', `${DOMAIN_RULE} (got "a.b.c")`],
+    ['a lower-cased record', 'bonfida', 'sol', `${RECORD_RULE} (got "sol")`],
+    ['an unknown record', 'bonfida', 'NOPE', `${RECORD_RULE} (got "NOPE")`],
+    ['a record with spaces', 'bonfida', '%20SOL', `${RECORD_RULE} (got " SOL")`],
+  ])(
+    'answers 400 Invalid input for %s, saying what is accepted',
+    async (_why, domain, record, detail) => {
+      expect(await get(`/record-key-v2/${domain}/${record}`)).toEqual({
+        status: 400,
+        body: { s: 'error', result: 'Invalid input', detail },
+      });
+    },
+  );
+
+  it('repeats at most 40 characters of the input in a detail, without control characters', async () => {
+    const res = await get(
+      `/record-key-v2/bonfida/${encodeURIComponent('"\u0000\u001b[31m\u202e\n' + 'x'.repeat(5000))}`,
+    );
+    expect(res.status).toBe(400);
+    const detail = (res.body as { detail?: string }).detail ?? '';
+    const echoed = /\(got (".*")\)$/.exec(detail)?.[1];
+    expect(echoed).toBeDefined();
+    // A JSON string: the quote escaped, the control and bidi characters gone (the printable rest
+    // of the escape sequence stays), cut at 40.
+    expect(JSON.parse(echoed!)).toBe('"[31m' + 'x'.repeat(35) + '…');
+    expect(detail).not.toMatch(/[\p{Cc}\u202e]/u);
   });
 
   it('answers 500 Internal error when the derivation itself fails, without leaking the cause', async () => {
@@ -205,7 +226,7 @@ describe('GET /types/record and unknown routes', () => {
     const app = derivationApp();
     const res = await app.inject({ method: 'GET', url: '/nope' });
     expect(res.statusCode).toBe(404);
-    expect(res.json()).toEqual({ s: 'error', result: 'Not found' });
+    expect(res.json()).toMatchObject({ s: 'error', result: 'Not found' });
     const post = await app.inject({ method: 'POST', url: '/record-key-v2/bonfida/SOL' });
     expect(post.statusCode).toBe(404);
     expect(post.json()).toMatchObject({ s: 'error' });
@@ -216,7 +237,87 @@ describe('GET /types/record and unknown routes', () => {
     const app = derivationApp();
     const res = await app.inject({ method: 'GET', url: '/record-key-v2/%E0%A4%A/SOL' });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toEqual({ s: 'error', result: 'Invalid input' });
+    expect(res.json()).toEqual({
+      s: 'error',
+      result: 'Invalid input',
+      detail: 'the URL holds a malformed percent-escape (%XX must encode UTF-8)',
+    });
     await app.close();
+  });
+});
+
+describe('paths with encoded dots and slashes, on both routes', () => {
+  let app: FastifyInstance;
+  let port: number;
+  beforeAll(async () => {
+    app = derivationApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    port = Number(new URL(baseUrlOf(app)).port);
+  });
+  afterAll(() => app.close());
+
+  /** GET with the request target sent exactly as given (node:http does not normalize it). */
+  const raw = (path: string) =>
+    new Promise<{ status: number; body: unknown }>((resolve, reject) => {
+      httpGet({ host: '127.0.0.1', port, path }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      }).on('error', reject);
+    });
+
+  const DERIVE_SHAPE =
+    'path must be /record-key-v2/<domain>/<record>; a domain of "." or ".." (%2E) is removed from the URL by the client';
+  const PARENT_SHAPE =
+    'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
+
+  // What fetch, browsers and curl send: the URL parser drops `.`/`%2E` segments first
+  // (`/record-key-v2/%2E/SOL` is sent as `/record-key-v2/SOL`), which used to answer 404.
+  it.each([
+    ['/record-key-v2/%2E/SOL', DERIVE_SHAPE],
+    ['/record-key-v2/%2e/SOL', DERIVE_SHAPE],
+    ['/record-key-v2/./SOL', DERIVE_SHAPE],
+    ['/record-key-v2/x/%2E%2E', DERIVE_SHAPE],
+    ['/record-key-v2/a/b/SOL', DERIVE_SHAPE],
+    ['/record-key-v2', DERIVE_SHAPE],
+    ['/subdomains/a/b', PARENT_SHAPE],
+    ['/subdomains/bonfida/', PARENT_SHAPE],
+    ['/subdomains', PARENT_SHAPE],
+  ])('answers %s, as a URL parser sends it, 400 with the envelope', async (path, detail) => {
+    const res = await fetch(baseUrlOf(app) + path);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ s: 'error', result: 'Invalid input', detail });
+  });
+
+  const DOMAIN_RULE = 'domain must be one label or sub.parent, without the registry suffix';
+  const PARENT_RULE = 'parent must be one label without the registry suffix';
+  const SLASH = '"/" (%2F) is not allowed in a label';
+  // What a client that sends the target as typed (curl --path-as-is, raw HTTP) makes reach the
+  // route: the parameter decodes to `.`, `..` or holds a `/`. A `/` used to be derived (200) or
+  // looked up (500 without an RPC).
+  it.each([
+    ['/record-key-v2/%2E/SOL', `${DOMAIN_RULE} (got ".")`],
+    ['/record-key-v2/%2E%2E/SOL', `${DOMAIN_RULE} (got "..")`],
+    ['/record-key-v2/a%2Fb/SOL', `${DOMAIN_RULE}; ${SLASH} (got "a/b")`],
+    ['/record-key-v2/sub.a%2fb/SOL', `${DOMAIN_RULE}; ${SLASH} (got "sub.a/b")`],
+    ['/record-key-v2/%2F/SOL', `${DOMAIN_RULE}; ${SLASH} (got "/")`],
+    [
+      '/record-key-v2/bonfida/%2E',
+      'record must be one of the values of /types/record, case-sensitive (got ".")',
+    ],
+    [
+      '/record-key-v2/bonfida/SOL%2F',
+      'record must be one of the values of /types/record, case-sensitive (got "SOL/")',
+    ],
+    ['/subdomains/%2E', `${PARENT_RULE} (got ".")`],
+    ['/subdomains/%2E%2E', `${PARENT_RULE} (got "..")`],
+    ['/subdomains/a%2Fb', `${PARENT_RULE}; ${SLASH} (got "a/b")`],
+    ['/subdomains/%2F', `${PARENT_RULE}; ${SLASH} (got "/")`],
+  ])('answers %s, sent as is, 400 with the envelope', async (path, detail) => {
+    expect(await raw(path)).toEqual({
+      status: 400,
+      body: { s: 'error', result: 'Invalid input', detail },
+    });
   });
 });

@@ -84,6 +84,32 @@ describe('EndpointSelector', () => {
     await expect(selector().select(url)).rejects.toBeInstanceOf(InvalidInputError);
   });
 
+  it.each([
+    ['https://private.example.com/', 'rpc host must resolve only to public unicast addresses'],
+    ['https://unknown.example.com/', 'rpc host must resolve (A or AAAA) within the DNS time-out'],
+    ['https://printer.local/?api-key=SEKRET', 'rpc host must be a public DNS name'],
+    ['ftp://rpc.example.com/', 'rpc must be an https: URL'],
+  ])('says which rule refused %s, without repeating the URL', async (url, rule) => {
+    const err = (await selector()
+      .select(url)
+      .catch((e: unknown) => e)) as InvalidInputError;
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(err.detail).toContain(rule);
+    expect(err.detail).not.toContain('example');
+    expect(err.detail).not.toContain('SEKRET');
+  });
+
+  it('says when overrides are off or the origin is not on the allowlist', async () => {
+    const off = selector({ RPC_OVERRIDE: 'off' }).select('https://rpc.example.com/');
+    await expect(off).rejects.toMatchObject({
+      detail: expect.stringContaining('RPC_OVERRIDE=off') as unknown,
+    });
+    const listed = selector({ RPC_OVERRIDE_ALLOWLIST: ['http://127.0.0.1:8899'] });
+    await expect(listed.select('https://rpc.example.com/')).rejects.toMatchObject({
+      detail: expect.stringContaining('RPC_OVERRIDE_ALLOWLIST') as unknown,
+    });
+  });
+
   it('accepts only allowlisted origins when an allowlist is set, http and loopback included', async () => {
     const s = selector({ RPC_OVERRIDE_ALLOWLIST: ['http://127.0.0.1:8899'] });
     expect((await s.select('http://127.0.0.1:8899/?k=1')).kind).toBe('override');

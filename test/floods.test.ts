@@ -4,7 +4,7 @@ import { endpointId } from '../src/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
 
-/** Headers that make a request come from `ip` (with TRUST_PROXY=true). */
+/** Headers that make a request come from `ip`, as a proxy in front (TRUST_PROXY=1) writes them. */
 const from = (ip: string) => ({ headers: { 'x-forwarded-for': ip } });
 
 describe('load shedding and per-client limits', () => {
@@ -38,13 +38,18 @@ describe('load shedding and per-client limits', () => {
   });
 
   it('limits new refreshes per client (429 with Retry-After) but never hits or joined refreshes', async () => {
-    gw = await startGateway({ env: { COLD_MISS_LIMIT: '3', TRUST_PROXY: 'true' } });
+    gw = await startGateway({ env: { COLD_MISS_LIMIT: '3', TRUST_PROXY: '1' } });
     for (const parent of ['p1', 'p2', 'p3']) {
       expect((await gw.get(`/subdomains/${parent}`, from('203.0.113.7'))).status).toBe(200);
     }
     const limited = await gw.get('/subdomains/p4', from('203.0.113.7'));
     expect(limited.status).toBe(429);
-    expect(limited.body).toEqual({ s: 'error', result: 'Too many requests' });
+    expect(limited.body).toEqual({
+      s: 'error',
+      result: 'Too many requests',
+      detail:
+        'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)',
+    });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     // Another client is not limited; the limited one still gets every hit.
     expect((await gw.get('/subdomains/p4', from('198.51.100.9'))).status).toBe(200);
@@ -54,8 +59,28 @@ describe('load shedding and per-client limits', () => {
     expect((await gw.get('/subdomains/p4', from('203.0.113.7'))).status).toBe(200); // now a hit
   });
 
+  it.each([
+    ['a hop count', '1'],
+    ['the proxy address', '127.0.0.1'],
+  ])(
+    'keeps a client that writes its own X-Forwarded-For entries under its limit (TRUST_PROXY as %s)',
+    async (_how, trust) => {
+      gw = await startGateway({ env: { COLD_MISS_LIMIT: '3', TRUST_PROXY: trust } });
+      // The client sends a made-up address; the proxy in front (this test) appends the real one.
+      const spoofed = (i: number) => ({
+        headers: { 'x-forwarded-for': `198.51.100.${i}, 10.9.8.${i}, 203.0.113.7` },
+      });
+      const statuses: number[] = [];
+      for (let i = 1; i <= 8; i++) {
+        statuses.push((await gw.get(`/subdomains/spoof${i}`, spoofed(i))).status);
+      }
+      // With TRUST_PROXY=true, each request came from its left-most entry: eight 200s.
+      expect(statuses).toEqual([200, 200, 200, 429, 429, 429, 429, 429]);
+    },
+  );
+
   it('counts a burst for one cold parent from one client as one new refresh', async () => {
-    gw = await startGateway({ env: { COLD_MISS_LIMIT: '1', TRUST_PROXY: 'true' } });
+    gw = await startGateway({ env: { COLD_MISS_LIMIT: '1', TRUST_PROXY: '1' } });
     const replies = await Promise.all(
       Array.from({ length: 50 }, () => gw!.get('/subdomains/67679', from('203.0.113.8'))),
     );

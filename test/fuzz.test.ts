@@ -384,7 +384,9 @@ function oracle(url: URL): Oracle {
 function labelsOf(raw: string, max: number): string | undefined {
   const name = raw.trim().toLowerCase();
   const labels = name.split('.');
-  return labels.length <= max && labels.every((l) => l.length > 0) ? name : undefined;
+  return labels.length <= max && labels.every((l) => l.length > 0) && !name.includes('/')
+    ? name
+    : undefined;
 }
 
 const sdkKey = (name: string, record: string) =>
@@ -412,12 +414,20 @@ function envelope(answer: Answer, what: string): { s: string; result: unknown } 
     );
   }
   expect(answer.contentType, what).toMatch(/^application\/json/);
-  expect(body, what).toEqual({
+  const { detail, ...envelope } = body as { detail?: unknown };
+  expect(envelope, what).toEqual({
     s: answer.status === 200 ? 'ok' : 'error',
     result: expect.anything() as unknown,
   });
   const result = (body as { result: unknown }).result;
   if (answer.status !== 200) expect(typeof result, what).toBe('string');
+  // An error may explain itself, in bounded text without control characters.
+  if (detail !== undefined) {
+    expect(answer.status, what).not.toBe(200);
+    expect(typeof detail, what).toBe('string');
+    expect((detail as string).length, what).toBeLessThanOrEqual(300);
+    expect(detail, what).not.toMatch(/\p{Cc}/u);
+  }
   return body as { s: string; result: unknown };
 }
 

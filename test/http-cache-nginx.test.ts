@@ -278,7 +278,7 @@ describe.skipIf(!nginx.bin)('nginx as an HTTP cache in front of the gateway', ()
       upstream_status: '304',
       cache: 'REVALIDATED',
     });
-    // @fastify/etag answers 304 only to a matching If-None-Match (no Last-Modified is sent).
+    // The ETag hook answers 304 only to a matching If-None-Match (no Last-Modified is sent).
     await waitFor(async () => (await originCount(SUBDOMAINS, '304')) === before304 + 1);
 
     // The 304's Cache-Control made the entry fresh again.

@@ -1,8 +1,36 @@
 import { getRecordV2Key, Record as SnsRecord } from '@bonfida/spl-name-service';
 import { readFileSync } from 'node:fs';
 import { validate, compileErrors } from '@readme/openapi-parser';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ifNoneMatchHits } from '../src/http/etag.js';
 import { startGateway, type Gateway } from './support/gateway.js';
+
+/** Sends `request` as bytes and reads until the server closes: status line and body. */
+function exchange(baseUrl: string, request: string): Promise<{ head: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(new URL(baseUrl).port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      // A keep-alive answer (HTTP/1.0 with a body length) ends here, not at a close.
+      const end = text.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(text)?.[1];
+      if (
+        end !== -1 &&
+        length !== undefined &&
+        Buffer.byteLength(text.slice(end + 4)) >= Number(length)
+      ) {
+        socket.destroy();
+        resolve({ head: text.slice(0, end), body: text.slice(end + 4) });
+      }
+    });
+    socket.on('end', () => resolve({ head: text.split('\r\n\r\n')[0] ?? '', body: '' }));
+    socket.on('error', reject);
+    socket.write(request);
+  });
+}
 
 describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
   let gw: Gateway;
@@ -123,6 +151,76 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     expect(res.headers.get('access-control-allow-methods')).toContain('GET');
   });
 
+  it('answers an OPTIONS that is no preflight with the envelope, not text/plain', async () => {
+    const cases: Record<string, string>[] = [{}, { origin: 'https://app.example' }];
+    for (const headers of cases) {
+      const res = await fetch(`${gw.baseUrl}/subdomains/67679`, { method: 'OPTIONS', headers });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await res.json()).toEqual({
+        s: 'error',
+        result: 'Invalid input',
+        detail:
+          'OPTIONS is answered for CORS preflights only: send Origin and Access-Control-Request-Method',
+      });
+    }
+  });
+
+  it('answers an HTTP/1.1 request without Host with the envelope, and HTTP/1.0 without it', async () => {
+    for (const request of [
+      'GET /healthz HTTP/1.1\r\n\r\n',
+      'GET /healthz HTTP/1.1\r\nHost:\r\n\r\n',
+    ]) {
+      const { head, body } = await exchange(gw.baseUrl, request);
+      expect(head).toMatch(/^HTTP\/1\.1 400 /);
+      expect(head).toMatch(/\r\ncontent-type: application\/json; charset=utf-8/i);
+      expect(JSON.parse(body)).toEqual({
+        s: 'error',
+        result: 'Invalid input',
+        detail: 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)',
+      });
+    }
+    const old = await exchange(gw.baseUrl, 'GET /healthz HTTP/1.0\r\n\r\n');
+    expect(old.head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(old.body)).toEqual({ s: 'ok', result: 'live' });
+  });
+
+  it.each(['/record-key-v2/bonfida/SOL', '/subdomains/67679', '/types/record', '/healthz'])(
+    'answers %s 304 for an If-None-Match list holding its ETag, or *, and 200 otherwise',
+    async (path) => {
+      const first = await fetch(`${gw.baseUrl}${path}`);
+      expect(first.status).toBe(200);
+      const tag = first.headers.get('etag');
+      expect(tag).toMatch(/^"[^"]+"$/);
+      const ask = (field: string, method = 'GET') =>
+        fetch(`${gw.baseUrl}${path}`, { method, headers: { 'if-none-match': field } });
+      for (const field of [
+        tag!,
+        `W/${tag}`,
+        `"older", ${tag}`,
+        `"a,b",W/${tag} , "c"`,
+        '*',
+        ' * ',
+      ]) {
+        const res = await ask(field);
+        expect(res.status, field).toBe(304);
+        expect(await res.text(), field).toBe('');
+        expect(res.headers.get('etag'), field).toBe(tag);
+      }
+      expect((await ask('*', 'HEAD')).status).toBe(304);
+      for (const field of ['"older"', `"older", "${tag!.slice(1, -1)}x"`, `${tag!.slice(0, -1)}`]) {
+        expect((await ask(field)).status, field).toBe(200);
+      }
+    },
+  );
+
+  it('never turns an error into 304, even for If-None-Match: *', async () => {
+    for (const path of ['/record-key-v2/bonfida/sol', '/subdomains/a.b', '/no/such/route']) {
+      const res = await fetch(`${gw.baseUrl}${path}`, { headers: { 'if-none-match': '*' } });
+      expect(res.status, path).toBeGreaterThanOrEqual(400);
+    }
+  });
+
   it('sends the same CORS headers on routes that set them itself as @fastify/cors does', async () => {
     const corsHeaders = (res: Response) =>
       [...res.headers].filter(([name]) => name.startsWith('access-control-'));
@@ -198,7 +296,7 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     const res = await fetch(`${gw.baseUrl}/admin/queues`);
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toContain('Basic');
-    expect(await res.json()).toEqual({ s: 'error', result: 'Unauthorized' });
+    expect(await res.json()).toMatchObject({ s: 'error', result: 'Unauthorized' });
     const wrong = await fetch(`${gw.baseUrl}/admin/queues`, {
       headers: { authorization: 'Bearer nope' },
     });
@@ -219,5 +317,23 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     expect(api.status).toBe(200);
     const body = (await api.json()) as { queues: Array<{ name: string }> };
     expect(body.queues.map((q) => q.name)).toContain('subdomain-refresh');
+  });
+});
+
+describe('ifNoneMatchHits (RFC 9110 §13.1.2)', () => {
+  it.each([
+    ['"a"', '"a"', true],
+    ['W/"a"', '"a"', true],
+    ['"a"', 'W/"a"', true],
+    ['"x", "a"', '"a"', true],
+    ['"x,a", "y"', '"a"', false],
+    ['"x" ,W/"a"', '"a"', true],
+    ['*', '"a"', true],
+    ['"x"', '"a"', false],
+    ['a', '"a"', false],
+    ['"a', '"a"', false],
+    ['', '"a"', false],
+  ])('%s against %s: %s', (field, etag, hit) => {
+    expect(ifNoneMatchHits(field, etag)).toBe(hit);
   });
 });

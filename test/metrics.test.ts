@@ -332,6 +332,24 @@ describe('API /metrics after real traffic', () => {
     }
   });
 
+  it('redacts the override however its name is percent-encoded (?r%70c=)', async () => {
+    const logsBefore = gw.logs.length;
+    for (const name of ['r%70c', '%72%70%63', 'RPC']) {
+      const res = await gw.get(
+        `/subdomains/leakparentzq?${name}=${encodeURIComponent(overrideUrl)}`,
+      );
+      expect(res.status, name).toBe(200);
+      // The router reads the encoded names as `rpc`: answered through the override, never stored.
+      // `RPC` is another parameter to it, redacted all the same.
+      expect(res.headers.get('cache-control') === 'no-store', name).toBe(name !== 'RPC');
+    }
+    const lines = gw.logs.slice(logsBefore);
+    expect(lines.filter((l) => l.includes('incoming request'))).toHaveLength(3);
+    for (const line of lines) {
+      expect(line, 'a log line holds the override URL or its key').not.toContain(SECRET);
+    }
+  });
+
   const faultCases: Array<{
     parent: string;
     fault: Fault;

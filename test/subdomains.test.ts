@@ -131,29 +131,57 @@ describe('GET /subdomains/:parent', () => {
     expect((await gw.get('/subdomains/67679')).body.result).toContain('fresh-label');
   });
 
+  const PARENT_RULE = 'parent must be one label without the registry suffix';
   it.each([
-    ['an empty parent', '/subdomains/%20'],
-    ['two labels', '/subdomains/sub.parent'],
-    ['an empty label', '/subdomains/.parent'],
-    ['an empty rpc', '/subdomains/demo?rpc='],
-    ['a non-URL rpc', '/subdomains/demo?rpc=not%20a%20url'],
-    ['an http rpc', '/subdomains/demo?rpc=http://rpc.example.com/'],
-    ['a loopback rpc', '/subdomains/demo?rpc=https://127.0.0.1:8899/'],
-    ['an IPv6 rpc', '/subdomains/demo?rpc=https://[::1]/'],
-    ['a localhost rpc', '/subdomains/demo?rpc=https://localhost/'],
-    ['a .internal rpc', '/subdomains/demo?rpc=https://metadata.google.internal/'],
-    ['a single-label rpc host', '/subdomains/demo?rpc=https://intranet/'],
-    ['two rpc values', '/subdomains/demo?rpc=https://a.example.com&rpc=https://b.example.com'],
-  ])('answers 400 Invalid input for %s', async (_why, path) => {
+    ['an empty parent', '/subdomains/%20', `${PARENT_RULE} (got " ")`],
+    ['two labels', '/subdomains/sub.parent', `${PARENT_RULE} (got "sub.parent")`],
+    ['the registry suffix', '/subdomains/bonfida.sol', `${PARENT_RULE} (got "bonfida.sol")`],
+    ['an empty label', '/subdomains/.parent', `${PARENT_RULE} (got ".parent")`],
+    [
+      'an empty rpc',
+      '/subdomains/demo?rpc=',
+      'querystring/rpc must NOT have fewer than 1 characters: rpc must be given once, as a non-empty absolute URL',
+    ],
+    [
+      'a non-URL rpc',
+      '/subdomains/demo?rpc=not%20a%20url',
+      'rpc must be an absolute URL, e.g. https://rpc.example.com/',
+    ],
+    ['an http rpc', '/subdomains/demo?rpc=http://rpc.example.com/', 'rpc must be an https: URL'],
+    [
+      'a loopback rpc',
+      '/subdomains/demo?rpc=https://127.0.0.1:8899/',
+      'rpc host must be a DNS name, not an IP address',
+    ],
+    [
+      'an IPv6 rpc',
+      '/subdomains/demo?rpc=https://[::1]/',
+      'rpc host must be a DNS name, not an IP address',
+    ],
+    ...['localhost', 'metadata.google.internal', 'intranet'].map((host) => [
+      `the rpc host ${host}`,
+      `/subdomains/demo?rpc=https://${host}/`,
+      'rpc host must be a public DNS name (not localhost, a single label, .local, .localhost or .internal)',
+    ]),
+    [
+      'two rpc values',
+      '/subdomains/demo?rpc=https://a.example.com&rpc=https://b.example.com',
+      'querystring/rpc must be string: rpc must be given once, as a non-empty absolute URL',
+    ],
+  ])('answers 400 Invalid input for %s, saying which rule', async (_why, path, detail) => {
     const res = await gw.get(path);
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ s: 'error', result: 'Invalid input' });
+    expect(res.body).toEqual({ s: 'error', result: 'Invalid input', detail });
   });
 
   it('answers oversize URLs with the envelope, not a bare status line', async () => {
     const res = await gw.get(`/subdomains/${'a'.repeat(20_000)}`);
     expect(res.status).toBe(431);
-    expect(res.body).toEqual({ s: 'error', result: 'Request Header Fields Too Large' });
+    expect(res.body).toEqual({
+      s: 'error',
+      result: 'Request Header Fields Too Large',
+      detail: 'the URL or the headers are over the 16 KiB limit',
+    });
   });
 });
 

@@ -1,5 +1,4 @@
 import cors from '@fastify/cors';
-import etag, { fnv1a } from '@fastify/etag';
 import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -18,9 +17,10 @@ import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
 import { ERROR_TEXT, errorEnvelope, InternalError } from '../errors.js';
-import { CORS_HEADERS, CORS_OPTIONS } from './cors.js';
-import { clientErrorHandler, installErrorHandling } from './error-handler.js';
+import { CORS_HEADERS, CORS_OPTIONS, preflightErrorAsEnvelope } from './cors.js';
+import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
+import { installEtags } from './etag.js';
 import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
 import { docsPlugin } from './plugins/docs.js';
@@ -28,6 +28,8 @@ import { homeRoutes } from './routes/home.js';
 import { opsRoutes, type Readiness } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { subdomainRoutes } from './routes/subdomains.js';
+
+const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
 
 /** See `requestTimeout` below. */
 export const REQUEST_TIMEOUT_MS = 60_000;
@@ -82,6 +84,18 @@ function answerUnsetRpcQuietly(scope: FastifyInstance): void {
 }
 
 /**
+ * `TRUST_PROXY` as Fastify's `trustProxy`. A hop count becomes proxy-addr's hop rule (the socket's
+ * peer and the `hops - 1` entries nearest it are proxies): Fastify 5 takes a bare number as "trust
+ * none", since a hop count cannot tell a proxy from a client that connects directly.
+ */
+function fastifyTrustProxy(
+  setting: Config['TRUST_PROXY'],
+): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting === 'number') return (_address, hop) => hop < setting;
+  return setting === false ? false : [...setting];
+}
+
+/**
  * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
  * connection and listens on nothing; the caller does both, and closes what it passed in.
  */
@@ -102,12 +116,18 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // checks every connection at once every few seconds. Fastify's `connectionTimeout` would arm
     // a socket timer on every request instead.
     requestTimeout: REQUEST_TIMEOUT_MS,
-    // Behind a CDN or load balancer, the client address (for the cold-miss limit) is X-Forwarded-For's.
-    trustProxy: deps.config.TRUST_PROXY,
+    // Behind a CDN or load balancer, the client address (for the cold-miss limit) is taken from
+    // X-Forwarded-For, right to left past the trusted proxies (src/config.ts, TRUST_PROXY).
+    trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
     clientErrorHandler,
+    // Node answers an HTTP/1.1 request without Host a bare 400 before any handler runs (no hook
+    // for it): the onRequest hook below answers it with the envelope instead.
+    http: { requireHostHeader: false },
     // Errors raised before routing (a broken percent-escape) get the envelope too.
-    frameworkErrors: (_err, req, reply) => {
-      void (reply as FastifyReply).code(400).send(errorEnvelope(ERROR_TEXT.invalidInput));
+    frameworkErrors: (err, req, reply) => {
+      void (reply as FastifyReply)
+        .code(400)
+        .send(errorEnvelope(ERROR_TEXT.invalidInput, frameworkErrorDetail(err)));
       // No route's hooks run for these: counted here (elapsed time 0, no routing happened).
       countUnrouted(req, reply);
     },
@@ -134,10 +154,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     closing = true;
     for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
   });
-  // Hooks on every request are callback-style: no promise per request on the hot path.
-  app.addHook('onRequest', (_req, reply, done) => {
-    if (!closing) return done();
-    void reply.code(503).header('connection', 'close').send(errorEnvelope('Shutting down'));
+  // Hooks on every request are callback-style: no promise per request on the hot path. One hook
+  // for both checks: the common case costs one more property read, not one more hook.
+  app.addHook('onRequest', (req, reply, done) => {
+    if (!closing && req.raw.headers.host) return done();
+    if (closing) {
+      void reply
+        .code(503)
+        .header('connection', 'close')
+        .send(
+          errorEnvelope('Shutting down', 'this instance is stopping: retry, another will answer'),
+        );
+      return;
+    }
+    // HTTP/1.0 may leave Host out; HTTP/1.1 must send it (RFC 9112 §3.2), and Node's own check
+    // (requireHostHeader, off above) refused an empty one too.
+    if (req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor === 0) return done();
+    void reply
+      .code(400)
+      .header('connection', 'close')
+      .send(errorEnvelope(ERROR_TEXT.invalidInput, MISSING_HOST_DETAIL));
   });
   // A keep-alive connection whose request was in flight when close began would otherwise stay
   // open until its keep-alive time-out, holding close() up: end it with the answer.
@@ -146,14 +182,23 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done(null, payload);
   });
 
+  // Only the OPTIONS route (@fastify/cors's), declared below: no hook on any other route.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (!methods.includes('OPTIONS')) return;
+    const existing = route.onSend;
+    route.onSend =
+      existing === undefined
+        ? preflightErrorAsEnvelope
+        : [...(Array.isArray(existing) ? existing : [existing]), preflightErrorAsEnvelope];
+  });
   void app.register(cors, {
     ...CORS_OPTIONS,
     methods: [...CORS_OPTIONS.methods],
     exposedHeaders: [...CORS_OPTIONS.exposedHeaders],
   });
-  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2). FNV-1a: a
-  // validator needs no cryptographic hash, and sha1 showed in the per-request cost.
-  void app.register(etag, { hashFn: fnv1a });
+  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2).
+  installEtags(app);
   void app.register(docsPlugin);
   // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
   void app.register(rateLimit, {

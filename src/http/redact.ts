@@ -1,7 +1,29 @@
+/** The parameter whose value may hold an API key (an override RPC URL). */
+const SECRET_PARAM = 'rpc';
+
 /**
- * Replaces the value of `?rpc=` in a request URL, for logs: an override URL may carry an API key,
- * never logged in clear (docs/design.md, "Replies from an RPC"). The rest of the URL is kept for
- * debugging.
+ * A query parameter's name as the router's query parser reads it (fast-querystring, Fastify's
+ * default): `+` is a space, percent-escapes are decoded, a malformed escape leaves it as sent.
+ */
+function decodedName(pair: string): string {
+  const eq = pair.indexOf('=');
+  const raw = (eq === -1 ? pair : pair.slice(0, eq)).replace(/\+/g, ' ');
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * Replaces the value of `?rpc=` in a request URL, for logs: an override URL may carry an API key
+ * (README, "`?rpc=` overrides": never logged in clear). A parameter is redacted when its name, as
+ * the route reads it, is `rpc` (in any case), so `?r%70c=` is caught as well as `?rpc=`. The rest
+ * of the URL is kept for debugging.
+ *
+ * @param url a request target (`/path?query`), as received.
+ * @returns the same target with each such parameter written `rpc=[redacted]`.
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
@@ -9,6 +31,8 @@ export function redactUrl(url: string): string {
   const params = url
     .slice(q + 1)
     .split('&')
-    .map((pair) => (/^rpc(=|$)/i.test(pair) || /^rpc%/i.test(pair) ? 'rpc=[redacted]' : pair));
+    .map((pair) =>
+      decodedName(pair).toLowerCase() === SECRET_PARAM ? `${SECRET_PARAM}=[redacted]` : pair,
+    );
   return `${url.slice(0, q)}?${params.join('&')}`;
 }

@@ -6,9 +6,10 @@ import { ok } from '../errors.js';
 export type RenderedAnswer = { readonly body: string; readonly etag: string };
 
 /**
- * Renders `{ s: "ok", result }` (the success envelope) once, for answers that are sent again and
- * again (a hot derivation, a warm subdomain list): the same bytes the route's response schema gives
- * and the same validator @fastify/etag computes (FNV-1a, quoted: a strong ETag, RFC 9110 §8.8.3).
+ * Renders `{ s: "ok", result }` (the success envelope) once, for answers that are sent again and again (a hot
+ * derivation, a warm subdomain list): the same bytes the route's response schema gives and the
+ * same validator the ETag hook computes (./etag.ts: FNV-1a, quoted: a strong ETag, RFC 9110
+ * §8.8.3).
  */
 export function renderOk(result: unknown): RenderedAnswer {
   const body = JSON.stringify(ok(result));
@@ -16,8 +17,8 @@ export function renderOk(result: unknown): RenderedAnswer {
 }
 
 /**
- * Sends a rendered answer as it is: no serialization, no hashing. @fastify/etag sees the ETag
- * already set and only compares it with `If-None-Match` (304 on a match).
+ * Sends a rendered answer as it is: no serialization, no hashing. The ETag hook (./etag.ts) sees
+ * the ETag already set and only compares it with `If-None-Match` (304 on a match).
  */
 export function sendRendered(reply: FastifyReply, answer: RenderedAnswer): FastifyReply {
   return reply

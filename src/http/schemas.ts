@@ -4,7 +4,9 @@ import { Type, type TSchema } from '@fastify/type-provider-typebox';
 export const errorEnvelopeSchema = Type.Object({
   s: Type.Literal('error'),
   result: Type.String(),
-  detail: Type.Optional(Type.String({ description: 'what was wrong and what is accepted' })),
+  detail: Type.Optional(
+    Type.String({ description: 'What was wrong and what is accepted (for people, not parsing)' }),
+  ),
 });
 
 /*

@@ -1,5 +1,5 @@
 import { Record } from '@bonfida/spl-name-service';
-import { InvalidInputError } from '../errors.js';
+import { echoInput, InvalidInputError } from '../errors.js';
 
 /** The SDK's `Record` enum object (name -> value), as `GET /types/record` returns it. */
 export const RECORD_ENUM: Readonly<{ [name: string]: string }> = Object.freeze({ ...Record });
@@ -14,6 +14,10 @@ const RECORD_VALUES: ReadonlySet<string> = new Set(Object.values(RECORD_ENUM));
  * @throws InvalidInputError for any other string.
  */
 export function parseRecord(raw: string): Record {
-  if (!RECORD_VALUES.has(raw)) throw new InvalidInputError('unknown record');
+  if (!RECORD_VALUES.has(raw)) {
+    throw new InvalidInputError('unknown record', {
+      detail: `record must be one of the values of /types/record, case-sensitive (got ${echoInput(raw)})`,
+    });
+  }
   return raw as Record;
 }

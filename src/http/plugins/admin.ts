@@ -39,7 +39,12 @@ export async function adminPlugin(app: FastifyInstance, opts: { queue: Queue; to
       return reply
         .code(401)
         .header('www-authenticate', 'Basic realm="sns-gateway admin"')
-        .send(errorEnvelope('Unauthorized'));
+        .send(
+          errorEnvelope(
+            'Unauthorized',
+            'send ADMIN_TOKEN as a Bearer token, or as the password of HTTP Basic',
+          ),
+        );
     }
   });
   const serverAdapter = new FastifyAdapter();

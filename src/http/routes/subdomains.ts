@@ -2,13 +2,20 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { boundedMemo } from '../../cache/bounded-memo.js';
 import type { CacheEntry } from '../../cache/subdomain-cache.js';
-import { InternalError, RateLimitedError } from '../../errors.js';
+import { InternalError, InvalidInputError, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import {
+  errorEnvelopeSchema,
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  SHUTTING_DOWN,
+} from '../schemas.js';
 
 export type SubdomainRouteDeps = {
   endpoints: EndpointSelector;
@@ -32,6 +39,12 @@ function render(entry: CacheEntry): RenderedAnswer {
   }
   return out;
 }
+
+const WRONG_SHAPE_DETAIL =
+  'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
+
+const COLD_MISS_DETAIL =
+  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
 
 const querystring = Type.Object({
   rpc: Type.Optional(
@@ -100,14 +113,22 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     parent: string,
     rpc: string | undefined,
   ) => {
-    const endpoint = await deps.endpoints.select(rpc);
-    if (!deps.lookup) throw new InternalError('no cache configured');
-    const result = await deps.lookup.lookup(parent, endpoint, async () => {
+    // One unit of the client's limit for a request that starts a refresh or resolves a `?rpc=`
+    // host (DNS the client chooses, which may never answer), and one only if it does both.
+    let charged = false;
+    const charge = async () => {
+      if (charged) return;
+      charged = true;
       const limit = await checkColdMiss(req);
       if (!limit.isAllowed && limit.isExceeded) {
-        throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds);
+        throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
+          detail: COLD_MISS_DETAIL,
+        });
       }
-    });
+    };
+    const endpoint = await deps.endpoints.select(rpc, charge);
+    if (!deps.lookup) throw new InternalError('no cache configured');
+    const result = await deps.lookup.lookup(parent, endpoint, charge);
     return send(reply, endpoint, result);
   };
 
@@ -190,4 +211,13 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       return lookUp(req, reply, parent, req.query.rpc);
     },
   );
+
+  // Any other path under the prefix is a request of the wrong shape, not an unknown route (see
+  // the same routes in ./record-key.ts: a client removes a `%2E` segment before sending).
+  const wrongShape = () => {
+    throw new InvalidInputError('path of the wrong shape', { detail: WRONG_SHAPE_DETAIL });
+  };
+  const wrongShapeSchema = { hide: true, response: { '4xx': errorEnvelopeSchema } };
+  app.get('/subdomains', { schema: wrongShapeSchema }, wrongShape);
+  app.get('/subdomains/*', { schema: wrongShapeSchema }, wrongShape);
 };
