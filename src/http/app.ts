@@ -162,6 +162,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       void reply
         .code(503)
         .header('connection', 'close')
+        .header('retry-after', '1')
         .send(
           errorEnvelope('Shutting down', 'this instance is stopping: retry, another will answer'),
         );
