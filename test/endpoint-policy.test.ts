@@ -117,6 +117,14 @@ describe('EndpointSelector', () => {
     await expect(s.select('http://127.0.0.1:8900/')).rejects.toBeInstanceOf(InvalidInputError);
   });
 
+  it('gives an override naming the very RPC_URL cache entries of its own', async () => {
+    const url = 'http://127.0.0.1:8899/';
+    const s = selector({ RPC_URL: url, RPC_OVERRIDE_ALLOWLIST: ['http://127.0.0.1:8899'] });
+    const override = await s.select(url);
+    expect(override).toMatchObject({ kind: 'override', url });
+    expect(override.id).not.toBe(s.selectDefault().id);
+  });
+
   it('refuses every override when RPC_OVERRIDE=off', async () => {
     await expect(
       selector({ RPC_OVERRIDE: 'off' }).select('https://rpc.example.com/'),

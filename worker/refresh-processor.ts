@@ -5,7 +5,7 @@ import type { Metrics } from '../src/metrics/metrics.js';
 import { publishRefreshEvent } from '../src/queue/refresh-events.js';
 import type { RefreshJobData } from '../src/queue/refresh-queue.js';
 import { RpcCallError } from '../src/rpc/client.js';
-import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
+import { overrideEndpoint, type RpcEndpoint } from '../src/rpc/endpoint.js';
 import type { RedisClient } from '../src/redis.js';
 import { discoverSubdomains, type DiscoveryLane } from '../src/sns/subdomain-discovery.js';
 
@@ -43,7 +43,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       const override = job.data.endpoint.kind === 'override';
       const endpoint: RpcEndpoint | undefined =
         job.data.endpoint.kind === 'override'
-          ? { kind: 'override', url: job.data.endpoint.url, id: endpointId(job.data.endpoint.url) }
+          ? overrideEndpoint(job.data.endpoint.url)
           : deps.defaultEndpoint;
       if (!endpoint) throw new UnrecoverableError('RPC_URL is not configured on the worker');
       const found = await discoverSubdomains(deps.lane, endpoint, parent, signal);

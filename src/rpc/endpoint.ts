@@ -22,6 +22,15 @@ export function endpointId(url: string): string {
   return createHash('sha256').update(url).digest('hex').slice(0, 32);
 }
 
+/**
+ * The endpoint of a `?rpc=` URL. Its id hashes the class with the URL, so an override naming the
+ * very URL of `RPC_URL` still gets entries of its own: they live under the override budget and
+ * expiry, and must never replace or evict the configured endpoint's.
+ */
+export function overrideEndpoint(url: string): RpcEndpoint {
+  return { kind: 'override', url, id: endpointId(`override ${url}`) };
+}
+
 const FORBIDDEN_HOST_SUFFIXES = ['.localhost', '.local', '.internal'];
 
 /**
@@ -196,7 +205,7 @@ export class EndpointSelector {
     } else {
       await this.checkPublicHttps(url, beforeLookup);
     }
-    return { kind: 'override', url: url.href, id: endpointId(url.href) };
+    return overrideEndpoint(url.href);
   }
 
   private async checkPublicHttps(url: URL, beforeLookup: BeforeLookup | undefined): Promise<void> {
