@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
+import { endpointId } from '../src/rpc/endpoint.js';
 import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
 import { startWorker } from '../worker/runtime.js';
@@ -110,18 +111,15 @@ function chain() {
 /** What a JSON-RPC method costs (docs/observability.md: getProgramAccounts 10, the others 1). */
 const cost = (method: string) => (method === 'getProgramAccounts' ? 10 : 1);
 
-/** Makes a cached entry stale by moving its `fetchedAt` back past the fresh window. */
+/**
+ * Makes a cached entry stale by moving its `fetchedAt` back past the fresh window. The key is
+ * computed, not found with SCAN: one SCAN page can miss it on a Redis shared with other runs.
+ */
 async function ageEntry(gw: Gateway, parent: string): Promise<void> {
-  const [, keys] = await gw.redis.scan(
-    '0',
-    'MATCH',
-    `${gw.config.QUEUE_PREFIX}:subdomains:*:${parent}`,
-    'COUNT',
-    1000,
-  );
-  const key = keys[0];
-  if (!key) throw new Error(`no cache entry for ${parent}`);
-  const entry = JSON.parse((await gw.redis.get(key)) ?? '{}') as { fetchedAt: number };
+  const key = `${gw.config.QUEUE_PREFIX}:subdomains:${endpointId(gw.config.RPC_URL ?? '')}:${parent}`;
+  const raw = await gw.redis.get(key);
+  if (!raw) throw new Error(`no cache entry for ${parent}`);
+  const entry = JSON.parse(raw) as { fetchedAt: number };
   entry.fetchedAt -= (gw.config.CACHE_FRESH_SECONDS + 5) * 1000;
   await gw.redis.set(key, JSON.stringify(entry), 'KEEPTTL');
 }
