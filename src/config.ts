@@ -158,7 +158,7 @@ export const configSchema = z
         }),
     ),
     /** Largest reply body read from the configured RPC, in bytes. */
-    RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 128 * MiB),
+    RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 64 * MiB),
     /** Longest decode of one reply from the configured RPC, in milliseconds. */
     RPC_DECODE_MS: int(100, 600_000, 60_000),
     // `?rpc=` overrides: anyone can point them at a server of their own, so they run in a lane

@@ -24,6 +24,7 @@ const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
 
 type LaneLimits = {
   retries: number;
+  refreshMs?: number;
   maxResponseBytes: number;
   decodeMs: number;
   maxLabelBytes: number;
@@ -31,11 +32,15 @@ type LaneLimits = {
 };
 
 /**
- * The heap of a decode thread: room for a reply of `maxResponseBytes` parsed within the bounds of
- * src/rpc/bounded-json.ts (a parsed reply takes a few times its bytes), at least 64 MiB.
+ * The heap of a decode thread, in MiB: 24 times the largest reply, at least 64, at most 2048.
+ * Within the bounds of src/rpc/bounded-json.ts the worst body found (objects of one distinct key
+ * each, at the value cap, padded with a long string) keeps about 10 times its bytes after the
+ * parse, a little more during it; the limit must stay well above that, because a thread that
+ * reaches its heap limit while it is being terminated aborts the whole process (V8's fatal
+ * out-of-memory), not just itself.
  */
 export const decodeHeapMb = (maxResponseBytes: number) =>
-  Math.max(64, Math.ceil((6 * maxResponseBytes) / (1024 * 1024)));
+  Math.min(2048, Math.max(64, Math.ceil((24 * maxResponseBytes) / (1024 * 1024))));
 
 export type WorkerRuntime = {
   metricsPort: number | undefined;
@@ -83,6 +88,7 @@ export async function startWorker(
     }),
     maxLabelBytes: limits.maxLabelBytes,
     maxAnswerBytes: limits.maxAnswerBytes,
+    refreshMs: limits.refreshMs,
   });
   const defaultLane = lane({
     retries: config.RPC_RETRIES,
@@ -95,6 +101,8 @@ export async function startWorker(
   // twice is as likely to be slow on purpose as by accident.
   const overrideLane = lane({
     retries: Math.min(config.RPC_RETRIES, 1),
+    // The request that asked has its answer by then: past it, the server only holds a slot.
+    refreshMs: config.SUBDOMAINS_WAIT_MS,
     maxResponseBytes: config.RPC_OVERRIDE_MAX_RESPONSE_BYTES,
     decodeMs: config.RPC_OVERRIDE_DECODE_MS,
     maxLabelBytes: config.RPC_OVERRIDE_MAX_LABEL_BYTES,

@@ -14,14 +14,16 @@ export type JsonBounds = {
   /** Deepest nesting of objects and arrays accepted (a Solana reply needs at most 8). */
   readonly maxDepth: number;
   /**
-   * Most objects, arrays and strings (keys included) per byte of body, beyond a small allowance:
-   * a reply of accounts holds about one per 10 bytes; junk built to be expensive, one per 2 to 3.
+   * Most values per byte of body, beyond a small allowance. Every value is counted: objects,
+   * arrays, strings (keys included), and the numbers and literals, which each follow a comma or
+   * a colon. A reply of accounts holds about one per 8 bytes; bodies built to be expensive, one
+   * per 2 to 5.
    */
   readonly maxValuesPerByte: number;
 };
 
 /** The bounds every RPC reply is parsed with. */
-export const RPC_JSON_BOUNDS: JsonBounds = Object.freeze({ maxDepth: 8, maxValuesPerByte: 1 / 6 });
+export const RPC_JSON_BOUNDS: JsonBounds = Object.freeze({ maxDepth: 8, maxValuesPerByte: 1 / 5 });
 
 /** The body breaks a bound; `reason` says which. */
 export class JsonBoundsError extends Error {
@@ -34,6 +36,8 @@ const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
 
 /**
  * Checks `bytes` against `bounds` without building anything. It does not validate JSON (the
@@ -61,6 +65,10 @@ export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): void {
       if (++depth > bounds.maxDepth) {
         throw new JsonBoundsError(`nested deeper than ${bounds.maxDepth}`);
       }
+    } else if (b === COMMA || b === COLON) {
+      // Each value after the first of a container follows one of these: a number or a literal
+      // has no mark of its own, and a key's value is counted at its colon.
+      values++;
     } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
       depth--;
     } else continue;

@@ -23,6 +23,18 @@ const rpcReply = (id: unknown, result: string) =>
 const ATTACKS: Record<string, (res: http.ServerResponse, id: unknown) => void> = {
   // Millions of tiny arrays within the reply bound: cheap to send, expensive to parse.
   junk: (res, id) => res.end(rpcReply(id, `[${'[],'.repeat(2 * MiB)}[]]`)),
+  // Objects of one distinct key each, as many as the value bound lets through, padded with a
+  // long string to 8 MiB: the most heap a body within the bounds can cost to parse.
+  dense: (res, id) => {
+    const objects: string[] = [];
+    for (let i = 0, bytes = 0; bytes < 3.9 * MiB; i++) {
+      const object = `{"${i.toString(36)}":0.5}`;
+      objects.push(object);
+      bytes += object.length + 1;
+    }
+    const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":[${objects.join(',')}],"pad":"`;
+    res.end(`${head}${'x'.repeat(8 * MiB - head.length - 64)}"}`);
+  },
   // Nesting as deep as the bytes allow.
   deep: (res, id) => res.end(rpcReply(id, `${'['.repeat(MiB)}${']'.repeat(MiB)}`)),
   // Larger than any override reply may be, sent as fast as the socket takes it.

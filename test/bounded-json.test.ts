@@ -1,0 +1,57 @@
+/**
+ * The scan before JSON.parse (src/rpc/bounded-json.ts): it counts every value a parse would build,
+ * numbers and literals included, so a body within the reply bound cannot cost unbounded heap.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  checkJsonBounds,
+  JsonBoundsError,
+  parseBoundedJson,
+  RPC_JSON_BOUNDS,
+} from '../src/rpc/bounded-json.js';
+
+const bytes = (text: string) => Buffer.from(text);
+const repeat = (unit: string, n: number) => Array.from({ length: n }, () => unit).join(',');
+
+describe('checkJsonBounds', () => {
+  it.each([
+    ['numbers', `[${repeat('0', 100_000)}]`],
+    ['literals in short arrays', `[${repeat('[null]', 100_000)}]`],
+    ['empty arrays', `[${repeat('[]', 100_000)}]`],
+    ['one-key objects', `[${repeat('{"a":0}', 100_000)}]`],
+    ['distinct keys', `{${Array.from({ length: 100_000 }, (_, i) => `"${i}":0`).join(',')}}`],
+    ['short strings', `[${repeat('""', 100_000)}]`],
+  ])('refuses %s packed denser than the bound', (_name, text) => {
+    expect(() => checkJsonBounds(bytes(text), RPC_JSON_BOUNDS)).toThrow(JsonBoundsError);
+  });
+
+  it('refuses nesting past the bound, whatever the padding', () => {
+    const deep = `${'['.repeat(9)}${' '.repeat(1000)}${']'.repeat(9)}`;
+    expect(() => checkJsonBounds(bytes(deep), RPC_JSON_BOUNDS)).toThrow(/nested deeper than 8/);
+  });
+
+  it('does not count what is inside strings, escaped quotes included', () => {
+    const text = JSON.stringify({ a: `[[[[[[[[[[{,:,:,"\\"${'[,'.repeat(10_000)}` });
+    expect(parseBoundedJson(bytes(text))).toMatchObject({ a: expect.any(String) as unknown });
+  });
+
+  it('passes a getProgramAccounts reply of sliced accounts', () => {
+    const account = {
+      account: {
+        data: ['A'.repeat(88), 'base64'],
+        executable: false,
+        lamports: 1_000_000,
+        owner: 'namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX',
+        rentEpoch: 18_446_744_073_709_552_000,
+        space: 130,
+      },
+      pubkey: '11111111111111111111111111111111',
+    };
+    const reply = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      result: { context: { slot: 1, apiVersion: '2.0.0' }, value: Array(10_000).fill(account) },
+    });
+    expect(() => checkJsonBounds(bytes(reply), RPC_JSON_BOUNDS)).not.toThrow();
+  });
+});
