@@ -322,6 +322,31 @@ describe('discovery through the discovery thread', () => {
     await refusesMalformed(discoverSubdomains(lane, endpoint, PARENT), message);
   });
 
+  it('completes only the cut reverse texts some subdomain points at', async () => {
+    // Reverse records with long texts and no subdomain under the parent: nothing to list.
+    const orphans = Array.from({ length: 250 }, (_, i) =>
+      subdomain(`orphan-${'o'.repeat(40)}${i}`),
+    );
+    on('getProgramAccounts', gpa(orphans.map((o) => o.accounts[1] as Account)));
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual([]);
+    expect(calls).toEqual(['getProgramAccounts']);
+  });
+
+  it('fails at once when the cut texts cannot fit the answer, before any follow-up call', async () => {
+    const longs = Array.from({ length: 5 }, (_, i) => subdomain(`long-${'p'.repeat(40)}${i}`));
+    for (const l of longs) records.set(l.reverse, l.data);
+    on('getProgramAccounts', gpa(longs.flatMap((l) => l.accounts)));
+    const err = await failure(
+      discoverSubdomains({ ...lane, maxAnswerBytes: 100 }, endpoint, PARENT),
+    );
+    expect(err).toMatchObject({
+      retryable: false,
+      final: true,
+      message: 'an answer over 100 bytes',
+    });
+    expect(calls).toEqual(['getProgramAccounts']);
+  });
+
   it('fails a label or an answer past the lane bounds', async () => {
     const long = subdomain(`long-${'t'.repeat(50)}`);
     records.set(long.reverse, long.data);

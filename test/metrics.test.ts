@@ -417,6 +417,21 @@ describe('API /metrics after real traffic', () => {
     expect(delta('sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
   });
 
+  it('a 403 from the configured endpoint is not a malformed reply: its job is retried', async () => {
+    const before = await read();
+    sim.setFaults([{ kind: 'http', status: 403, times: 1 }]);
+    const res = await gw.get('/subdomains/forbiddenonce');
+    sim.setFaults([]);
+    expect(res.status).toBe(502);
+    // A proxy's 403 can pass (a deploy, a key rotated back): the job's back-off tries again.
+    await waitFor(async () => (await gw.get('/subdomains/forbiddenonce')).status === 200);
+    const after = await read();
+    const delta = (name: string, labels: Record<string, string>) =>
+      value(after, name, labels) - value(before, name, labels);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'retried' })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: 'completed' })).toBe(1);
+  });
+
   it('http_request_duration_seconds labels the route pattern, never the raw URL', async () => {
     const paths = [
       '/subdomains/67679',

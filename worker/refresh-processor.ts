@@ -39,6 +39,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   ): Promise<RefreshResult> => {
     const { cacheKey, parent } = job.data;
     const stopTimer = deps.metrics.refreshDuration.startTimer();
+    const deadline = deps.lane.refreshMs ? AbortSignal.timeout(deps.lane.refreshMs) : undefined;
+    if (deadline) signal = signal ? AbortSignal.any([signal, deadline]) : deadline;
     try {
       const override = job.data.endpoint.kind === 'override';
       const endpoint: RpcEndpoint | undefined =
@@ -52,7 +54,17 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       else await deps.cache.put(cacheKey, entry);
       await publishRefreshEvent(deps.publisher, deps.prefix, { key: cacheKey, ok: true });
       return { labels: found.labels.length, accounts: found.accounts, slot: found.slot };
-    } catch (err) {
+    } catch (thrown) {
+      const err =
+        deadline?.aborted && !(thrown instanceof RpcCallError)
+          ? new RpcCallError(
+              `refresh over its ${deps.lane.refreshMs} ms`,
+              'timeout',
+              false,
+              undefined,
+              { final: true },
+            )
+          : thrown;
       const reason = err instanceof RpcCallError ? 'rpc' : 'internal';
       deps.logger.warn(
         {
@@ -68,11 +80,9 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         ok: false,
         reason,
       }).catch(() => undefined);
-      // A JSON-RPC error is the node's word on this request and may pass; a reply that is not
-      // what was asked for (malformed, oversized, past the decode budget) comes again.
-      if (err instanceof RpcCallError && !err.retryable && err.outcome !== 'rpc_error') {
-        throw new UnrecoverableError(err.message);
-      }
+      // A reply that is not what was asked for (malformed, oversized, past the decode budget)
+      // comes again: no retry. Anything else, a 403 or a JSON-RPC error included, may pass.
+      if (err instanceof RpcCallError && err.final) throw new UnrecoverableError(err.message);
       throw err;
     } finally {
       stopTimer();

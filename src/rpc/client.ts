@@ -132,7 +132,7 @@ export class RpcClient {
           timeout ? 'timeout' : 'http_error',
           !tooLarge && !signal?.aborted,
           undefined,
-          { cause: err },
+          { cause: err, final: tooLarge },
         );
       }
       metrics.rpcResponseBytes.inc(labels, reply.body.length);

@@ -12,14 +12,22 @@ import { JsonBoundsError, parseBoundedJson, RPC_JSON_BOUNDS } from './bounded-js
  */
 export class RpcCallError extends Error {
   override readonly name = 'RpcCallError';
+  /**
+   * The reply itself was wrong (malformed, oversized, past the decode budget): the same upstream
+   * sends it again, so neither the client nor the job retries it. A status or JSON-RPC error that
+   * is merely not retryable in place (a 403, -32602) is not final: the job's back-off may see it
+   * pass.
+   */
+  readonly final: boolean;
   constructor(
     message: string,
     readonly outcome: Exclude<RpcOutcome, 'ok'>,
     readonly retryable: boolean,
     readonly retryAfterMs?: number,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { final?: boolean },
   ) {
     super(message, options);
+    this.final = options?.final ?? false;
   }
 }
 
@@ -76,7 +84,7 @@ export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number):
  * meets again, so it is not retried (the request answers 502 and nothing is cached).
  */
 export function malformed(message: string): RpcCallError {
-  return new RpcCallError(message, 'http_error', false);
+  return new RpcCallError(message, 'http_error', false, undefined, { final: true });
 }
 
 /**
@@ -90,6 +98,7 @@ export type WireError =
         outcome: Exclude<RpcOutcome, 'ok'>;
         retryable: boolean;
         retryAfterMs?: number;
+        final: boolean;
       };
     }
   | { error: Error }
@@ -97,8 +106,8 @@ export type WireError =
 
 export function toWireError(err: unknown): WireError {
   if (err instanceof RpcCallError) {
-    const { message, outcome, retryable, retryAfterMs } = err;
-    return { rpc: { message, outcome, retryable, retryAfterMs } };
+    const { message, outcome, retryable, retryAfterMs, final } = err;
+    return { rpc: { message, outcome, retryable, retryAfterMs, final } };
   }
   if (err instanceof Error) return { error: err };
   return { thrown: String(err) };
@@ -107,8 +116,8 @@ export function toWireError(err: unknown): WireError {
 /** The error {@link toWireError} describes, an RpcCallError again where it was one. */
 export function fromWireError(wire: WireError): Error {
   if ('rpc' in wire) {
-    const { message, outcome, retryable, retryAfterMs } = wire.rpc;
-    return new RpcCallError(message, outcome, retryable, retryAfterMs);
+    const { message, outcome, retryable, retryAfterMs, final } = wire.rpc;
+    return new RpcCallError(message, outcome, retryable, retryAfterMs, { final });
   }
   if ('error' in wire) return wire.error;
   return new Error(wire.thrown);

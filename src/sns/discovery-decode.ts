@@ -80,7 +80,10 @@ export type ProgramAccountsSummary = {
   labels: string[];
   /** Reverse records with a cut text, and the subdomains (keys) whose reverse key they are. */
   waiting: Array<{ reverse: string; children: string[] }>;
-  /** The reverse records whose text was cut at the slice, to complete with getMultipleAccounts. */
+  /**
+   * The reverse records whose text was cut at the slice and that a subdomain points at, to
+   * complete with getMultipleAccounts.
+   */
   truncated: string[];
   slot: number | undefined;
   accounts: number;
@@ -166,7 +169,9 @@ export function classifyProgramAccounts(
   return {
     labels,
     waiting: [...waiting].map(([reverse, children]) => ({ reverse, children })),
-    truncated,
+    // Only the cut texts some subdomain points at: a reverse record no child names lists nothing,
+    // and fetching it would let a reply send the discovery on follow-up calls for nothing.
+    truncated: [...waiting.keys()],
     slot,
     accounts: accounts.length,
   };

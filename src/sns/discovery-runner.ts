@@ -133,7 +133,15 @@ export class DecodeThread {
         if (!oom) return err;
         // The reply being decoded was too big; those waiting behind it were not at fault.
         return head
-          ? new RpcCallError(`reply decode over ${this.budget.heapMb} MiB`, 'http_error', false)
+          ? new RpcCallError(
+              `reply decode over ${this.budget.heapMb} MiB`,
+              'http_error',
+              false,
+              undefined,
+              {
+                final: true,
+              },
+            )
           : new RpcCallError('decode thread replaced while this reply waited', 'http_error', true);
       });
     });
@@ -224,7 +232,15 @@ export class DecodeThread {
       if (!worker || worker !== this.worker) return;
       this.lost(worker, (head) =>
         head
-          ? new RpcCallError(`reply decode over ${this.budget.taskMs} ms`, 'http_error', false)
+          ? new RpcCallError(
+              `reply decode over ${this.budget.taskMs} ms`,
+              'http_error',
+              false,
+              undefined,
+              {
+                final: true,
+              },
+            )
           : new RpcCallError('decode thread replaced while this reply waited', 'http_error', true),
       );
       // Ends once the parse under way returns; nothing waits for it.

@@ -1,7 +1,12 @@
 import type { RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
-import { CLASS_OFFSET, reverseTextSlice, SLICE_LEN } from './discovery-decode.js';
+import {
+  CLASS_OFFSET,
+  INLINE_TEXT_BYTES,
+  reverseTextSlice,
+  SLICE_LEN,
+} from './discovery-decode.js';
 import { DecodeThread } from './discovery-runner.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from './pda.js';
 
@@ -25,6 +30,11 @@ export type DiscoveryLane = {
   readonly maxLabelBytes: number;
   /** Most UTF-8 bytes of labels in one answer; past it the answer fails. */
   readonly maxAnswerBytes: number;
+  /**
+   * Longest one refresh may take, follow-up calls included, in milliseconds (none when absent).
+   * For overrides: a server can answer each call just in time, over many calls.
+   */
+  readonly refreshMs?: number;
 };
 
 /**
@@ -90,6 +100,11 @@ export async function discoverSubdomains(
     },
   );
   const { labels, waiting, truncated, slot, accounts } = found;
+  // Every label still to complete is longer than the inline text: when they cannot fit the
+  // answer, say so now rather than after a follow-up call per 100 of them.
+  let pending = 0;
+  for (const { children } of waiting) pending += children.length;
+  checkAnswerBounds(lane, labels, pending * (INLINE_TEXT_BYTES + 3));
   const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
   const count = labels.length;
   for (const { reverse, children } of waiting) {
@@ -102,16 +117,19 @@ export async function discoverSubdomains(
 }
 
 /**
+ * @param more bytes of labels known to come on top of `labels`.
  * @throws RpcCallError (malformed, not retried) for a label or an answer past the lane's bounds:
  *   an upstream can make a label as long as it likes, and every hit would carry it.
  */
-function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[]): void {
-  let bytes = 0;
+function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[], more = 0): void {
+  const over = () => malformed(`an answer over ${lane.maxAnswerBytes} bytes`);
+  let bytes = more;
+  if (bytes > lane.maxAnswerBytes) throw over();
   for (const label of labels) {
     const size = Buffer.byteLength(label);
     if (size > lane.maxLabelBytes) throw malformed(`a label over ${lane.maxLabelBytes} bytes`);
     bytes += size + 3;
-    if (bytes > lane.maxAnswerBytes) throw malformed(`an answer over ${lane.maxAnswerBytes} bytes`);
+    if (bytes > lane.maxAnswerBytes) throw over();
   }
 }
 
