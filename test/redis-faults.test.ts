@@ -292,13 +292,15 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
         status: 502,
         body: { s: 'error', result: 'RPC unavailable' },
       });
-      expect(await inspect.llen(`${prefix}:${REFRESH_QUEUE}:wait`)).toBe(1);
+      expect(await inspect.zcard(`${prefix}:${REFRESH_QUEUE}:prioritized`)).toBe(1);
 
       await server.stop();
       await server.start();
       await waitFor(async () => (await gw.get('/readyz')).status === 200, 15_000);
       // The append-only file brought the job back.
-      await waitFor(async () => (await inspect.llen(`${prefix}:${REFRESH_QUEUE}:wait`)) === 1);
+      await waitFor(
+        async () => (await inspect.zcard(`${prefix}:${REFRESH_QUEUE}:prioritized`)) === 1,
+      );
       expect(gw.sim.callCount('getProgramAccounts')).toBe(0);
 
       worker = await startWorker(gw.config, gw.metrics, logger, { serveMetrics: false });
@@ -309,7 +311,7 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
       expect(reply.headers.get('x-cache')).toBe('HIT');
       expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
       expect(await inspect.zcard(`${prefix}:${REFRESH_QUEUE}:completed`)).toBe(1);
-      expect(await inspect.llen(`${prefix}:${REFRESH_QUEUE}:wait`)).toBe(0);
+      expect(await inspect.zcard(`${prefix}:${REFRESH_QUEUE}:prioritized`)).toBe(0);
     } finally {
       await worker?.close();
       await closeOn(server, gw);

@@ -21,17 +21,19 @@ const FAST_STALLED = { WORKER_LOCK_MS: '1000', WORKER_STALLED_INTERVAL_MS: '500'
 
 /**
  * How many refresh jobs are in each state (jobs of other names, such as the hot-parent scans of a
- * job scheduler, are not counted).
+ * job scheduler, are not counted); `wait` counts prioritized jobs too.
  */
 async function queueState(gw: Gateway) {
   const queue = new Queue(REFRESH_QUEUE, { connection: gw.redis, prefix: gw.config.QUEUE_PREFIX });
   try {
-    const count = async (state: 'wait' | 'active' | 'completed' | 'failed' | 'delayed') =>
-      (await queue.getJobs([state])).filter((job) => job.name === REFRESH_JOB).length;
-    const [wait, active, completed, failed, delayed] = await Promise.all(
-      (['wait', 'active', 'completed', 'failed', 'delayed'] as const).map(count),
+    const count = async (
+      state: 'wait' | 'prioritized' | 'active' | 'completed' | 'failed' | 'delayed',
+    ) => (await queue.getJobs([state])).filter((job) => job.name === REFRESH_JOB).length;
+    const [wait, prioritized, active, completed, failed, delayed] = await Promise.all(
+      (['wait', 'prioritized', 'active', 'completed', 'failed', 'delayed'] as const).map(count),
     );
-    return { wait, active, completed, failed, delayed };
+    // Refreshes queued by requests carry a priority: they wait in the prioritized set.
+    return { wait: wait + prioritized, active, completed, failed, delayed };
   } finally {
     await queue.close();
   }

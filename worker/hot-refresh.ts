@@ -59,7 +59,7 @@ export async function runHotScan(
     const cacheKey = deps.cache.key(deps.defaultEndpointId, parent);
     const entry = await deps.cache.get(cacheKey);
     if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
-    await addRefreshJob(deps.queue, { cacheKey, parent, endpoint: { kind: 'default' } });
+    await addRefreshJob(deps.queue, { cacheKey, parent, endpoint: { kind: 'default' } }, 'ahead');
     queued++;
   }
   return { scanned: parents.length, queued };

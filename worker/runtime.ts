@@ -8,6 +8,7 @@ import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
   REFRESH_QUEUE,
+  refreshQueueCounts,
 } from '../src/queue/refresh-queue.js';
 import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
@@ -170,7 +171,7 @@ export async function startWorker(
       ),
     );
   }
-  metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
+  metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   const server = opts.serveMetrics
     ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)
     : undefined;

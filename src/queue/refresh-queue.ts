@@ -11,6 +11,35 @@ export const REFRESH_QUEUE = 'subdomain-refresh';
 export const OVERRIDE_REFRESH_QUEUE = 'subdomain-refresh-override';
 export const REFRESH_JOB = 'refresh';
 
+/**
+ * BullMQ priorities of refresh jobs (1 runs first). A cold miss has a request waiting for it; a
+ * stale entry is served meanwhile; a hot parent refreshed ahead of its expiry is not even stale.
+ * Without them, a burst of ahead-of-time refreshes (every parent asked for in the last windows)
+ * took the rate limiter's starts and a cold miss waited seconds behind them.
+ */
+export const REFRESH_PRIORITY = { coldMiss: 1, stale: 5, ahead: 10 } as const;
+export type RefreshPriority = keyof typeof REFRESH_PRIORITY;
+
+/**
+ * Job counts by state for `sns_queue_jobs`: prioritized jobs (all refreshes, see
+ * {@link REFRESH_PRIORITY}) are waiting jobs to the reader, and counted with them.
+ */
+export async function refreshQueueCounts(
+  queue: Queue,
+): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>> {
+  const c = await queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed');
+  return {
+    waiting: (c.waiting ?? 0) + (c.prioritized ?? 0),
+    active: c.active ?? 0,
+    delayed: c.delayed ?? 0,
+    failed: c.failed ?? 0,
+  };
+}
+
+/** Refreshes waiting to start, prioritized or not (the queue bound, `QUEUE_MAX_WAITING`). */
+export const waitingRefreshes = (queue: Queue): Promise<number> =>
+  queue.getJobCountByTypes('waiting', 'prioritized');
+
 /** The name of the custom back-off of refresh jobs (see {@link refreshBackoff}). */
 const BACKOFF_TYPE = 'retry-after';
 /** Longest wait an upstream's `Retry-After` can impose on a job between attempts. */
@@ -63,7 +92,8 @@ export function refreshJobDefaults(
 }
 
 /**
- * Queues one refresh of `data.cacheKey` on `queue` (the override queue for an override),
+ * Queues one refresh of `data.cacheKey` on `queue` (the override queue for an override), at
+ * `priority` ({@link REFRESH_PRIORITY}),
  * deduplicated on it: while a job for the key is waiting, delayed or active, adding another
  * returns that job (BullMQ deduplication, "simple mode", which ends when the job completes or
  * fails, so a stale entry can always queue its next refresh). Override jobs make one attempt (the
@@ -73,10 +103,12 @@ export function refreshJobDefaults(
 export async function addRefreshJob(
   queue: Queue<RefreshJobData>,
   data: RefreshJobData,
+  priority: RefreshPriority,
 ): Promise<void> {
   const override = data.endpoint.kind === 'override';
   await queue.add(REFRESH_JOB, data, {
     deduplication: { id: refreshDedupId(data.cacheKey) },
+    priority: REFRESH_PRIORITY[priority],
     ...(override ? { attempts: 1, removeOnComplete: true, removeOnFail: true } : {}),
   });
 }

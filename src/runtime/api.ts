@@ -5,7 +5,11 @@ import type { Config } from '../config.js';
 import { buildApp } from '../http/app.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { RefreshListener } from '../queue/refresh-events.js';
-import { createRefreshQueue, OVERRIDE_REFRESH_QUEUE } from '../queue/refresh-queue.js';
+import {
+  createRefreshQueue,
+  OVERRIDE_REFRESH_QUEUE,
+  refreshQueueCounts,
+} from '../queue/refresh-queue.js';
 import {
   closeRedis,
   createRedis,
@@ -67,7 +71,7 @@ export async function startApi(
     config.CACHE_FRESH_SECONDS * 1000,
     config.CACHE_STALE_SECONDS * 1000,
   );
-  metrics.setQueueCountsSource(() => queue.getJobCounts('waiting', 'active', 'delayed', 'failed'));
+  metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
 
   const hotKeys =
     config.HOT_KEYS_TOP_N > 0

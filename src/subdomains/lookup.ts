@@ -11,7 +11,12 @@ import {
 } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RefreshListener } from '../queue/refresh-events.js';
-import { addRefreshJob, refreshDedupId, type RefreshJobData } from '../queue/refresh-queue.js';
+import {
+  addRefreshJob,
+  refreshDedupId,
+  waitingRefreshes,
+  type RefreshJobData,
+} from '../queue/refresh-queue.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
 import type { HotKeyTracker } from './hot-keys.js';
 
@@ -279,7 +284,7 @@ export class SubdomainLookup {
         // when the miss joins a queued job, which is cheaper than a second round trip.
         const [joined, waiting] = await Promise.all([
           queue.getDeduplicationJobId(dedupId),
-          queue.getWaitingCount(),
+          waitingRefreshes(queue),
         ]);
         if (joined === null) {
           if (waiting >= this.deps.maxWaiting) {
@@ -288,14 +293,18 @@ export class SubdomainLookup {
           await admitNewRefresh();
         }
       }
-      await addRefreshJob(queue, {
-        cacheKey: key,
-        parent,
-        endpoint:
-          endpoint.kind === 'override'
-            ? { kind: 'override', url: endpoint.url }
-            : { kind: 'default' },
-      });
+      await addRefreshJob(
+        queue,
+        {
+          cacheKey: key,
+          parent,
+          endpoint:
+            endpoint.kind === 'override'
+              ? { kind: 'override', url: endpoint.url }
+              : { kind: 'default' },
+        },
+        admitNewRefresh ? 'coldMiss' : 'stale',
+      );
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });
