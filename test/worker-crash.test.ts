@@ -33,7 +33,7 @@ async function queueState(gw: Gateway) {
       (['wait', 'prioritized', 'active', 'completed', 'failed', 'delayed'] as const).map(count),
     );
     // Refreshes queued by requests carry a priority: they wait in the prioritized set.
-    return { wait: wait + prioritized, active, completed, failed, delayed };
+    return { wait: (wait ?? 0) + (prioritized ?? 0), active, completed, failed, delayed };
   } finally {
     await queue.close();
   }

@@ -39,7 +39,13 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   ): Promise<RefreshResult> => {
     const { cacheKey, parent } = job.data;
     const stopTimer = deps.metrics.refreshDuration.startTimer();
-    const deadline = deps.lane.refreshMs ? AbortSignal.timeout(deps.lane.refreshMs) : undefined;
+    // The lane's refresh bound counts from when the job was queued: an override job that waited
+    // its whole bound in the queue has nobody waiting for it any more.
+    const left =
+      deps.lane.refreshMs === undefined
+        ? undefined
+        : deps.lane.refreshMs - (Date.now() - job.timestamp);
+    const deadline = left === undefined ? undefined : AbortSignal.timeout(Math.max(1, left));
     if (deadline) signal = signal ? AbortSignal.any([signal, deadline]) : deadline;
     try {
       const override = job.data.endpoint.kind === 'override';
@@ -48,6 +54,11 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           ? overrideEndpoint(job.data.endpoint.url)
           : deps.defaultEndpoint;
       if (!endpoint) throw new UnrecoverableError('RPC_URL is not configured on the worker');
+      if (left !== undefined && left <= 0) {
+        throw new RpcCallError('refresh expired in the queue', 'timeout', false, undefined, {
+          final: true,
+        });
+      }
       const found = await discoverSubdomains(deps.lane, endpoint, parent, signal);
       const entry = { labels: found.labels, fetchedAt: Date.now(), slot: found.slot };
       if (override) await deps.cache.putOverride(cacheKey, entry);

@@ -31,8 +31,9 @@ export type DiscoveryLane = {
   /** Most UTF-8 bytes of labels in one answer; past it the answer fails. */
   readonly maxAnswerBytes: number;
   /**
-   * Longest one refresh may take, follow-up calls included, in milliseconds (none when absent).
-   * For overrides: a server can answer each call just in time, over many calls.
+   * Longest one refresh may take from when it was queued, follow-up calls included, in
+   * milliseconds (none when absent). For overrides: a server can answer each call just in time,
+   * over many calls, and a refresh nobody waits for any more only holds a slot.
    */
   readonly refreshMs?: number;
 };

@@ -1,0 +1,95 @@
+/**
+ * Which refresh runs, and when (src/queue/refresh-queue.ts, worker/refresh-processor.ts): a cold
+ * miss, which has a request waiting, starts before refreshes queued ahead of expiry, so a burst of
+ * those cannot hold a user's request behind the rate limiter; an override refresh that waited its
+ * whole bound in the queue is dropped unstarted.
+ */
+import { Queue } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import {
+  addRefreshJob,
+  OVERRIDE_REFRESH_QUEUE,
+  REFRESH_QUEUE,
+  waitingRefreshes,
+  type RefreshJobData,
+} from '../src/queue/refresh-queue.js';
+import { endpointId } from '../src/rpc/endpoint.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+import { seedDemo, startGateway, waitFor } from './support/gateway.js';
+import { startRpcSimulator } from './support/rpc-sim/index.js';
+
+describe('refresh priorities', () => {
+  it('starts a cold miss before refreshes queued ahead of expiry', async () => {
+    // One start per second: six ahead-of-expiry refreshes in first-come order would take 6 s.
+    const gw = await startGateway({
+      env: { RPC_MAX_PER_SECOND: '1', HOT_KEYS_TOP_N: '0', WORKER_CONCURRENCY: '1' },
+    });
+    const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, {
+      connection: gw.redis,
+      prefix: gw.config.QUEUE_PREFIX,
+    });
+    try {
+      const id = endpointId(gw.config.RPC_URL ?? '');
+      for (let i = 0; i < 6; i++) {
+        const parent = `ahead${i}`;
+        await addRefreshJob(
+          queue,
+          {
+            cacheKey: `${gw.config.QUEUE_PREFIX}:subdomains:${id}:${parent}`,
+            parent,
+            endpoint: { kind: 'default' },
+          },
+          'ahead',
+        );
+      }
+      const started = performance.now();
+      const reply = await gw.get('/subdomains/67679');
+      const took = performance.now() - started;
+      expect(reply.status).toBe(200);
+      expect(reply.body.result).toEqual(['bullish', 'hollaaa', 'testing']);
+      // At most the refresh under way and one limiter window before it.
+      expect(took).toBeLessThan(2_500);
+      // The cold parent's scan came before most of the six queued ahead of it.
+      expect(gw.sim.callCount('getProgramAccounts')).toBeLessThan(4);
+    } finally {
+      await queue.close();
+      await gw.close();
+    }
+  }, 30_000);
+});
+
+describe('override refreshes', () => {
+  it('drops one that waited SUBDOMAINS_WAIT_MS in the queue, without calling the RPC', async () => {
+    const sim = await startRpcSimulator({ chain: seedDemo() });
+    const gw = await startGateway({
+      sim,
+      worker: false,
+      env: { SUBDOMAINS_WAIT_MS: '300', RPC_OVERRIDE_ALLOWLIST: new URL(sim.url).origin },
+    });
+    const overrides = new Queue<RefreshJobData>(OVERRIDE_REFRESH_QUEUE, {
+      connection: gw.redis,
+      prefix: gw.config.QUEUE_PREFIX,
+    });
+    let worker: WorkerRuntime | undefined;
+    try {
+      // No worker yet: the request gives up waiting (502); its job stays queued.
+      const reply = await gw.get(`/subdomains/67679?rpc=${encodeURIComponent(sim.url)}`);
+      expect(reply.status).toBe(502);
+      expect(await waitingRefreshes(overrides)).toBe(1);
+      worker = await startWorker(gw.config, gw.metrics, pino({ level: 'silent' }), {
+        serveMetrics: false,
+      });
+      await waitFor(async () => {
+        const counts = await overrides.getJobCounts('waiting', 'prioritized', 'active');
+        return Object.values(counts).every((n) => n === 0);
+      });
+      expect(sim.callCount('getProgramAccounts')).toBe(0);
+    } finally {
+      await worker?.close();
+      await overrides.close();
+      await gw.close();
+      await sim.close();
+    }
+  });
+});
