@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseBenchArgs } from './cli.js';
+import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
 import type { Child } from './lib.js';
 import {
   ceilingPath,
@@ -49,14 +49,7 @@ const flags = parseBenchArgs({
     base: { value: 'REV', default: 'HEAD', description: 'git revision to compare against' },
     scenario: { value: 'NAME', default: 'warm', choices: SCENARIOS, description: 'load scenario' },
     seconds: { value: 'N', default: '30', min: 1, description: 'seconds of load per server' },
-    slice: { value: 'N', default: '2', min: 1, description: 'seconds per turn' },
-    warmup: {
-      value: 'N',
-      default: '2',
-      min: 0,
-      description: 'unrecorded seconds per server first',
-    },
-    connections: { value: 'N', default: '16', min: 1, description: 'concurrent connections' },
+    ...LOAD_OPTIONS,
   },
 });
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

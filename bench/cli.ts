@@ -29,6 +29,13 @@ export type BenchCommand<O extends Record<string, BenchOption>> = {
   options: O;
 };
 
+/** The options of every script that drives load through alternating slices (run, ab). */
+export const LOAD_OPTIONS = {
+  slice: { value: 'N', default: '2', min: 1, description: 'seconds of each alternating slice' },
+  warmup: { value: 'N', default: '2', min: 0, description: 'unrecorded seconds per server first' },
+  connections: { value: 'N', default: '16', min: 1, description: 'concurrent connections' },
+} as const satisfies Record<string, BenchOption>;
+
 /** Parsed values: a string for options with a default, `string | undefined` for the others. */
 export type BenchFlags<O extends Record<string, BenchOption>> = {
   [K in keyof O]: O[K] extends { default: string } ? string : string | undefined;

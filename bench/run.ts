@@ -7,7 +7,7 @@
  * Options, how long it takes and what it writes: `npm run bench -- --help` (the spec below).
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
  */
-import { parseBenchArgs } from './cli.js';
+import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
 import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
 import {
   CLASS_OFFSET,
@@ -51,14 +51,7 @@ const flags = parseBenchArgs({
       min: 1,
       description: 'seconds of load per server and scenario',
     },
-    slice: { value: 'N', default: '2', min: 1, description: 'seconds of each alternating slice' },
-    warmup: {
-      value: 'N',
-      default: '2',
-      min: 0,
-      description: 'unrecorded seconds per server first',
-    },
-    connections: { value: 'N', default: '16', min: 1, description: 'concurrent connections' },
+    ...LOAD_OPTIONS,
     big: { value: 'N', default: '10000', min: 1, description: 'subdomains of the large parent' },
   },
 });
