@@ -37,6 +37,7 @@ import { spawnMain, type MainProcess } from './support/main-process.js';
 import { hasBinary } from './support/programs.js';
 import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
+import { redisKeys } from '../src/redis-keys.js';
 
 /** The table of docs/observability.md: name, type, label names. The dashboard depends on it. */
 const METRICS_TABLE: ReadonlyArray<readonly [string, string, readonly string[]]> = [
@@ -116,7 +117,10 @@ const cost = (method: string) => (method === 'getProgramAccounts' ? 10 : 1);
  * computed, not found with SCAN: one SCAN page can miss it on a Redis shared with other runs.
  */
 async function ageEntry(gw: Gateway, parent: string): Promise<void> {
-  const key = `${gw.config.QUEUE_PREFIX}:subdomains:${endpointId(gw.config.RPC_URL ?? '')}:${parent}`;
+  const key = redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(
+    endpointId(gw.config.RPC_URL ?? ''),
+    parent,
+  );
   const raw = await gw.redis.get(key);
   if (!raw) throw new Error(`no cache entry for ${parent}`);
   const entry = JSON.parse(raw) as { fetchedAt: number };

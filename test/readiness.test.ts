@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { startGateway, waitFor } from './support/gateway.js';
 import { startRedisProcess } from './support/redis-process.js';
+import { redisKeys } from '../src/redis-keys.js';
 
 /**
  * `/readyz` says which part is ready (Redis, Redis writes, RPC configured, websocket), and a
@@ -18,7 +19,7 @@ describe('/readyz', () => {
         status: 200,
         body: { s: 'ok', result: 'ready', parts: ALL_READY },
       });
-      const key = `${gw.config.QUEUE_PREFIX}:readyz`;
+      const key = redisKeys(gw.config.QUEUE_PREFIX).readinessProbe;
       expect(await gw.redis.get(key)).toBe('1');
       const ttl = await gw.redis.pttl(key);
       expect(ttl).toBeGreaterThan(0);

@@ -18,6 +18,7 @@ import { endpointId } from '../src/rpc/endpoint.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { seedDemo, startGateway, waitFor } from './support/gateway.js';
 import { startRpcSimulator } from './support/rpc-sim/index.js';
+import { redisKeys } from '../src/redis-keys.js';
 
 describe('refresh priorities', () => {
   it('starts a cold miss before refreshes queued ahead of expiry', async () => {
@@ -36,7 +37,7 @@ describe('refresh priorities', () => {
         await addRefreshJob(
           queue,
           {
-            cacheKey: `${gw.config.QUEUE_PREFIX}:subdomains:${id}:${parent}`,
+            cacheKey: redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(id, parent),
             parent,
             endpoint: { kind: 'default' },
           },

@@ -8,6 +8,7 @@ import { publishRefreshEvent, RefreshListener } from '../src/queue/refresh-event
 import { createRefreshQueue } from '../src/queue/refresh-queue.js';
 import { SubdomainLookup } from '../src/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
+import { redisKeys } from '../src/redis-keys.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();
@@ -150,7 +151,9 @@ describe('SubdomainCache.putOverride', () => {
     const kept = await Promise.all(keys.map((k) => redis.exists(k)));
     expect(kept.slice(-2)).toEqual([1, 1]);
     expect(kept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(2);
-    expect(Number(await redis.get(`${prefix}:override-entries:bytes`))).toBeLessThanOrEqual(2_500);
+    expect(Number(await redis.get(redisKeys(prefix).overrideEntries.bytes))).toBeLessThanOrEqual(
+      2_500,
+    );
     const ttl = await redis.pttl(keys[5] as string);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(5_000);
@@ -172,7 +175,9 @@ describe('SubdomainCache.putOverride', () => {
     await cache.putOverride(cache.key('o', 'b'), entry(2));
     await new Promise((resolve) => setTimeout(resolve, 80));
     await cache.putOverride(cache.key('o', 'c'), entry(3));
-    expect(await redis.zcard(`${prefix}:b:override-entries:by-expiry`)).toBe(1);
-    expect(Number(await redis.get(`${prefix}:b:override-entries:bytes`))).toBeLessThan(1_000);
+    expect(await redis.zcard(redisKeys(`${prefix}:b`).overrideEntries.byExpiry)).toBe(1);
+    expect(Number(await redis.get(redisKeys(`${prefix}:b`).overrideEntries.bytes))).toBeLessThan(
+      1_000,
+    );
   });
 });

@@ -4,6 +4,7 @@ import { endpointId } from '../src/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
+import { redisKeys } from '../src/redis-keys.js';
 
 /** A chain with every shape of parent the SDK distinguishes. */
 function richChain(): SimChain {
@@ -114,7 +115,7 @@ describe('GET /subdomains/:parent', () => {
 
   it('keeps fresh entries in process: warm hits skip Redis, and a refresh anywhere replaces them', async () => {
     const expected = (await gw.get('/subdomains/67679')).body.result;
-    const key = `${gw.config.QUEUE_PREFIX}:subdomains:${endpointId(gw.sim.url)}:67679`;
+    const key = redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(endpointId(gw.sim.url), '67679');
     // Gone from Redis behind the API's back (no refresh event): a Redis read would now miss.
     await gw.redis.del(key);
     for (let i = 0; i < 20; i++) {

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js';
+import { redisKeys } from '../redis-keys.js';
 
 /** One cached answer of `/subdomains` (docs/design.md, "The subdomain cache"). */
 export type CacheEntry = {
@@ -104,7 +105,7 @@ export class SubdomainCache {
    * endpoint id is a hash (never the URL); the parent is a normalized label.
    */
   key(endpointId: string, parent: string): string {
-    return `${this.prefix}:subdomains:${endpointId}:${parent}`;
+    return redisKeys(this.prefix).subdomainEntry(endpointId, parent);
   }
 
   /** @returns the entry, or null when absent or unreadable (treated as a miss). */
@@ -142,14 +143,14 @@ export class SubdomainCache {
    * endpoint's entries (a Redis at its `maxmemory` refuses every write).
    */
   async putOverride(key: string, entry: CacheEntry, now = Date.now()): Promise<void> {
-    const index = `${this.prefix}:override-entries`;
+    const index = redisKeys(this.prefix).overrideEntries;
     await this.redis.eval(
       PUT_OVERRIDE,
       4,
       key,
-      `${index}:by-expiry`,
-      `${index}:sizes`,
-      `${index}:bytes`,
+      index.byExpiry,
+      index.sizes,
+      index.bytes,
       serialize(entry),
       String(entry.fetchedAt),
       String(this.overrides.ttlMs),

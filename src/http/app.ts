@@ -28,6 +28,7 @@ import { homeRoutes } from './routes/home.js';
 import { opsRoutes, type Readiness } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { subdomainRoutes } from './routes/subdomains.js';
+import { redisKeys } from '../redis-keys.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
 
@@ -207,7 +208,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     max: deps.config.COLD_MISS_LIMIT,
     timeWindow: deps.config.COLD_MISS_WINDOW_SECONDS * 1000,
     ...(deps.rateLimitRedis ? { redis: deps.rateLimitRedis } : {}),
-    nameSpace: `${deps.config.QUEUE_PREFIX}:cold-miss-limit:`,
+    nameSpace: redisKeys(deps.config.QUEUE_PREFIX).coldMissLimitNamespace,
     // A Redis fault must not turn into refusals: the cache read fails on its own anyway.
     skipOnError: true,
   });

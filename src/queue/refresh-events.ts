@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js';
+import { redisKeys } from '../redis-keys.js';
 
 /**
  * What the worker tells waiting API requests after each attempt. The cache entry is the source of
@@ -9,7 +10,7 @@ export type RefreshEvent =
   | { key: string; ok: false; reason: 'rpc' | 'internal' | 'disconnected' };
 
 /** The pub/sub channel of refresh events for one queue prefix. */
-export const refreshChannel = (prefix: string) => `${prefix}:subdomain-refresh:events`;
+export const refreshChannel = (prefix: string) => redisKeys(prefix).refreshEvents;
 
 /** Publishes one event; at-most-once, like any Redis pub/sub message. */
 export async function publishRefreshEvent(

@@ -23,6 +23,7 @@ import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
+import { redisKeys } from '../redis-keys.js';
 
 export type ApiRuntime = {
   app: FastifyInstance;
@@ -101,7 +102,7 @@ export async function startApi(
   // One probe in flight at a time, however many /readyz requests arrive together.
   let probing: Promise<RedisProbe> | undefined;
   const probe = () =>
-    (probing ??= probeRedis(command, `${config.QUEUE_PREFIX}:readyz`).finally(() => {
+    (probing ??= probeRedis(command, redisKeys(config.QUEUE_PREFIX).readinessProbe).finally(() => {
       probing = undefined;
     }));
   const app = buildApp({

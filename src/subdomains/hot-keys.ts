@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js';
+import { redisKeys } from '../redis-keys.js';
 
 /**
  * Request counts per parent, for refreshing hot entries ahead of expiry (docs/design.md, "The
@@ -59,7 +60,7 @@ export class HotKeyTracker {
 
 /** The sorted set of the window holding `now`. */
 export function hotKeysWindowKey(prefix: string, windowMs: number, now: number): string {
-  return `${prefix}:hot-parents:${Math.floor(now / windowMs)}`;
+  return redisKeys(prefix).hotParents(Math.floor(now / windowMs));
 }
 
 /**

@@ -1,0 +1,46 @@
+/**
+ * Every Redis key and channel the gateway names, in one place (as BullMQ's QueueKeys names its
+ * own). All start with `QUEUE_PREFIX`, which BullMQ puts before its queue keys too, so one prefix
+ * holds everything of one deployment; on Redis Cluster it is a hash tag (`{sns}`), so every key
+ * lives in one slot, as the Lua scripts and BullMQ's multi-key commands need.
+ *
+ * Key layout (docs/design.md, "The subdomain cache"):
+ * - `<prefix>:subdomains:<endpoint id>:<parent>`: one cached answer (a JSON string).
+ * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
+ *   byte budget.
+ * - `<prefix>:hot-parents:<window>`: request counts per parent, one sorted set per window.
+ * - `<prefix>:cold-miss-limit:<client>`: the per-client limit of new refreshes
+ *   (@fastify/rate-limit's namespace).
+ * - `<prefix>:readyz`: the readiness write probe.
+ * - `<prefix>:subdomain-refresh:events`: the pub/sub channel of refresh events.
+ * - `<prefix>:subdomain-refresh[-override]:*`: BullMQ's own keys of the two queues.
+ */
+export type RedisKeys = ReturnType<typeof redisKeys>;
+
+/** The key names under `prefix` (`QUEUE_PREFIX`, as the configuration hands it out). */
+export function redisKeys(prefix: string) {
+  const overrideIndex = `${prefix}:override-entries`;
+  return Object.freeze({
+    prefix,
+    /**
+     * One cached answer: the endpoint id is a hash (never the URL), the parent a normalized label.
+     * Everything before the parent is {@link subdomainEntryPrefix}.
+     */
+    subdomainEntry: (endpointId: string, parent: string) =>
+      `${prefix}:subdomains:${endpointId}:${parent}`,
+    /** What every entry of one endpoint starts with; the rest of the key is the parent. */
+    subdomainEntryPrefix: (endpointId: string) => `${prefix}:subdomains:${endpointId}:`,
+    /** The override entries by expiry time, their sizes, and the sum of those sizes. */
+    overrideEntries: Object.freeze({
+      byExpiry: `${overrideIndex}:by-expiry`,
+      sizes: `${overrideIndex}:sizes`,
+      bytes: `${overrideIndex}:bytes`,
+    }),
+    /** The sorted set of request counts of window number `window` (time / window length). */
+    hotParents: (window: number) => `${prefix}:hot-parents:${window}`,
+    /** @fastify/rate-limit's `nameSpace`: the client's key follows it. */
+    coldMissLimitNamespace: `${prefix}:cold-miss-limit:`,
+    readinessProbe: `${prefix}:readyz`,
+    refreshEvents: `${prefix}:subdomain-refresh:events`,
+  });
+}
