@@ -10,10 +10,12 @@ import { pino } from 'pino';
 import {
   addRefreshJob,
   OVERRIDE_REFRESH_QUEUE,
+  refreshBackoff,
   REFRESH_QUEUE,
   waitingRefreshes,
   type RefreshJobData,
 } from '../src/queue/refresh-queue.js';
+import { RpcCallError } from '../src/rpc/client.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { seedDemo, startGateway, waitFor } from './support/gateway.js';
@@ -92,5 +94,24 @@ describe('override refreshes', () => {
       await gw.close();
       await sim.close();
     }
+  });
+});
+
+describe('the back-off between attempts', () => {
+  const backoff = refreshBackoff(2_000);
+
+  it('doubles from JOB_BACKOFF_MS', () => {
+    expect([1, 2, 3, 4].map((attempts) => backoff(attempts))).toEqual([
+      2_000, 4_000, 8_000, 16_000,
+    ]);
+  });
+
+  it("waits at least the upstream's Retry-After, at most ten minutes of it", () => {
+    const asked = (ms: number) =>
+      new RpcCallError('getProgramAccounts: HTTP 429', 'http_error', true, ms);
+    expect(backoff(1, 'retry-after', asked(30_000))).toBe(30_000);
+    expect(backoff(4, 'retry-after', asked(3_000))).toBe(16_000);
+    expect(backoff(1, 'retry-after', asked(3_600_000))).toBe(600_000);
+    expect(backoff(1, 'retry-after', new Error('no Retry-After'))).toBe(2_000);
   });
 });
