@@ -8,6 +8,8 @@ describe('redactUrl', () => {
     ['/subdomains/x?%72%70%63=a&b=1', '/subdomains/x?rpc=[redacted]&b=1'],
     ['/subdomains/x?a=1&rp%63&RPC=2', '/subdomains/x?a=1&rpc=[redacted]&rpc=[redacted]'],
     ['/subdomains/x?rpc', '/subdomains/x?rpc=[redacted]'],
+    // The router also starts the query at a `#`.
+    ['/subdomains/x#rpc=https://k.example/?api-key=1', '/subdomains/x#rpc=[redacted]'],
   ])('redacts every parameter the router reads as rpc: %s', (url, expected) => {
     expect(redactUrl(url)).toBe(expected);
   });

@@ -26,7 +26,9 @@ function decodedName(pair: string): string {
  * @returns the same target with each such parameter written `rpc=[redacted]`.
  */
 export function redactUrl(url: string): string {
-  const q = url.indexOf('?');
+  // The router starts the query at the first `?` or `#` (find-my-way): so must this, or
+  // `/subdomains/x#rpc=...` reaches the route with `rpc` set and is logged in clear.
+  const q = url.search(/[?#]/);
   if (q === -1) return url;
   const params = url
     .slice(q + 1)
@@ -34,5 +36,5 @@ export function redactUrl(url: string): string {
     .map((pair) =>
       decodedName(pair).toLowerCase() === SECRET_PARAM ? `${SECRET_PARAM}=[redacted]` : pair,
     );
-  return `${url.slice(0, q)}?${params.join('&')}`;
+  return `${url.slice(0, q + 1)}${params.join('&')}`;
 }
