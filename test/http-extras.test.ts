@@ -206,6 +206,8 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
         expect(res.status, field).toBe(304);
         expect(await res.text(), field).toBe('');
         expect(res.headers.get('etag'), field).toBe(tag);
+        // A 304 carries no Content-Length of its own (RFC 9110 §8.6): never a length of 0.
+        expect(res.headers.get('content-length'), field).toBeNull();
       }
       expect((await ask('*', 'HEAD')).status).toBe(304);
       for (const field of ['"older"', `"older", "${tag!.slice(1, -1)}x"`, `${tag!.slice(0, -1)}`]) {

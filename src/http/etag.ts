@@ -58,7 +58,13 @@ export function installEtags(app: FastifyInstance): void {
       ifNoneMatchHits(field, String(etag))
     ) {
       reply.code(304);
-      return done(null, '');
+      // HEAD: Fastify's own HEAD hook measures the payload for Content-Length and sends none,
+      // which gives the 200's length, the one a 304 may carry (RFC 9110 §8.6).
+      if (req.raw.method === 'HEAD') return done(null, payload);
+      // GET: no body, and no Content-Length or Content-Type of one (§15.4.5, §8.6): a cache that
+      // copies a 304's fields onto its stored answer must not learn a length of 0.
+      reply.removeHeader('content-length').removeHeader('content-type');
+      return done(null, null);
     }
     done(null, payload);
   });
