@@ -25,6 +25,9 @@ import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
 
+/** How long one readiness probe of Redis answers /readyz, in milliseconds. */
+const READINESS_PROBE_MS = 1_000;
+
 export type ApiRuntime = {
   app: FastifyInstance;
   /** Marks the API not ready, finishes in-flight requests, then closes its Redis connections. */
@@ -99,12 +102,17 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
-  // One probe in flight at a time, however many /readyz requests arrive together.
+  // One probe a second at most, however many /readyz requests arrive: the route is public, and
+  // each probe is a write.
   let probing: Promise<RedisProbe> | undefined;
-  const probe = () =>
-    (probing ??= probeRedis(command, redisKeys(config.QUEUE_PREFIX).readinessProbe).finally(() => {
-      probing = undefined;
-    }));
+  let probedAt = 0;
+  const probe = () => {
+    if (!probing || Date.now() - probedAt >= READINESS_PROBE_MS) {
+      probedAt = Date.now();
+      probing = probeRedis(command, redisKeys(config.QUEUE_PREFIX).readinessProbe);
+    }
+    return probing;
+  };
   const app = buildApp({
     config,
     metrics,
@@ -117,7 +125,9 @@ export async function startApi(
     readiness: async () => {
       const redis = await probe();
       return {
-        ready: !closing && redis.reachable && redis.writable,
+        // Writes refused (Redis at its maxmemory) is said in `parts`, not by leaving the load
+        // balancer: derivations and cached answers still work, and every replica shares Redis.
+        ready: !closing && redis.reachable,
         parts: {
           redis: redis.reachable,
           redisWrites: redis.writable,

@@ -15,7 +15,10 @@ export type ReadinessParts = {
   websocket: 'off';
 };
 
-/** `ready`: the process can serve (Redis answers and accepts writes, no shutdown has begun). */
+/**
+ * `ready`: the process can serve (Redis answers, no shutdown has begun). Refused writes show in
+ * `parts.redisWrites` only: derivations and cached answers still work then.
+ */
 export type Readiness = { ready: boolean; parts: ReadinessParts };
 
 export type OpsRouteDeps = {
@@ -66,10 +69,12 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     {
       schema: {
         tags: ['ops'],
-        summary: 'Readiness: Redis answers and accepts writes, and no shutdown has begun',
+        summary: 'Readiness: Redis answers and no shutdown has begun',
         description:
           '200 when the process can serve, else 503 (a load balancer stops sending to it). ' +
-          '`parts` says which part is ready. A 503 during shutdown (`Shutting down`) has no `parts`.',
+          '`parts` says which part is ready; `redisWrites: false` (Redis at its maxmemory) leaves ' +
+          'it ready, since derivations and cached answers still work. Never cached ' +
+          '(`Cache-Control: no-store`). A 503 during shutdown (`Shutting down`) has no `parts`.',
         response: {
           200: Type.Object(
             { s: Type.Literal('ok'), result: Type.Literal('ready'), parts: partsSchema },
@@ -92,13 +97,13 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
             },
             {
               description:
-                '`Not ready` (Redis does not answer or refuses writes; `parts` says which), or ' +
+                '`Not ready` (Redis does not answer), or ' +
                 '`Shutting down`: stop sending it traffic.',
               examples: [
                 {
                   s: 'error',
                   result: 'Not ready',
-                  parts: { redis: true, redisWrites: false, rpc: 'configured', websocket: 'off' },
+                  parts: { redis: false, redisWrites: false, rpc: 'configured', websocket: 'off' },
                 },
               ],
             },
@@ -107,6 +112,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
       },
     },
     async (_req, reply) => {
+      reply.header('cache-control', 'no-store');
       const { ready, parts } = await deps.readiness();
       if (ready) return { ...ok('ready' as const), parts };
       return reply.code(503).send({ ...errorEnvelope('Not ready'), parts });
