@@ -257,17 +257,22 @@ export class EndpointSelector {
     const deadline = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer within ${deadlineMs} ms`)), deadlineMs);
     });
-    const resolution = Promise.race([(async () => this.resolveHost(host))(), deadline])
+    const query = (async () => this.resolveHost(host))();
+    // The slot is held until the query itself ends, not until the deadline: c-ares goes on past
+    // it (its time-out and tries apply to each name server in turn), and the bound is on queries.
+    void query
+      .catch(() => undefined)
+      .finally(() => {
+        this.inFlight--;
+      });
+    const resolution = Promise.race([query, deadline])
       .catch((err: unknown) => {
         // Failures are kept a short while: a name whose DNS never answers costs one slot, not one
         // per request.
         this.resolutions.set(host, resolution, { ttl: Math.max(1, Math.floor(cacheMs / 5)) });
         throw new DnsFailure(host, { cause: err });
       })
-      .finally(() => {
-        clearTimeout(timer);
-        this.inFlight--;
-      });
+      .finally(() => clearTimeout(timer));
     // Settled failures are read by later requests; none may count as unhandled meanwhile.
     resolution.catch(() => undefined);
     this.resolutions.set(host, resolution);
