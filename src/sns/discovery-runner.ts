@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { ReplyDecoder } from '../rpc/client.js';
 import { fromWireError, RpcCallError } from '../rpc/envelope.js';
@@ -62,6 +63,8 @@ export class DecodeThread {
   private headTimer: NodeJS.Timeout | undefined;
   /** The current worker has loaded: budgets run from then, not from its start-up. */
   private ready = false;
+  /** Threads left to end by themselves (a parse under way cannot be interrupted). */
+  private readonly abandoned = new Set<Worker>();
 
   constructor(private readonly budget: DecodeBudget) {}
 
@@ -109,12 +112,19 @@ export class DecodeThread {
     return (own ? body : new Uint8Array(body)).buffer as ArrayBuffer;
   }
 
-  /** Terminates the thread; tasks still waiting fail. A later task starts a new thread. */
+  /**
+   * Terminates the thread; tasks still waiting fail. A later task starts a new thread. Resolves
+   * once every thread this runner started has exited, abandoned ones included: `process.exit()`
+   * waits for live threads without running any timer, so a shutdown must see them gone first
+   * (or its own time-out fire while this is pending).
+   */
   async close(): Promise<void> {
     const worker = this.worker;
-    if (!worker) return;
-    this.lost(worker, () => new Error('discovery thread closed'));
-    await worker.terminate();
+    if (worker) {
+      this.lost(worker, () => new Error('discovery thread closed'));
+      await worker.terminate();
+    }
+    await Promise.all([...this.abandoned].map((w) => once(w, 'exit').catch(() => undefined)));
   }
 
   private ensure(): Worker {
@@ -243,7 +253,9 @@ export class DecodeThread {
             )
           : new RpcCallError('decode thread replaced while this reply waited', 'http_error', true),
       );
-      // Ends once the parse under way returns; nothing waits for it.
+      // Ends once the parse under way returns; only close() waits for it.
+      this.abandoned.add(worker);
+      worker.once('exit', () => this.abandoned.delete(worker));
       void worker.terminate();
     }, this.budget.taskMs);
     this.headTimer.unref();
