@@ -7,6 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { createMetrics, type Metrics } from '../src/metrics/metrics.js';
 import { RpcCallError, RpcClient } from '../src/rpc/client.js';
 import type { RpcEndpoint } from '../src/rpc/endpoint.js';
@@ -131,6 +132,7 @@ describe('discovery through the discovery thread', () => {
       retries: 3,
       maxResponseBytes: 64 * 1024 * 1024,
       isTrusted: () => true,
+      costs: loadConfig({}).RPC_CREDITS,
       minBackoffMs: 1,
     });
     lane = { rpc, thread, maxLabelBytes: 1024 * 1024, maxAnswerBytes: 64 * 1024 * 1024 };

@@ -10,6 +10,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.js';
@@ -109,8 +110,9 @@ function chain() {
   return c;
 }
 
-/** What a JSON-RPC method costs (docs/observability.md: getProgramAccounts 10, the others 1). */
-const cost = (method: string) => (method === 'getProgramAccounts' ? 10 : 1);
+/** What a JSON-RPC method costs by the default `RPC_CREDITS` (the one cost table). */
+const credits = loadConfig({}).RPC_CREDITS;
+const cost = (method: string) => credits[method] ?? credits['*'] ?? 1;
 
 /**
  * Makes a cached entry stale by moving its `fetchedAt` back past the fresh window. The key is

@@ -1,5 +1,6 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
 import { createMetrics, type Metrics } from '../src/metrics/metrics.js';
 import { parseRetryAfter, RpcCallError, RpcClient } from '../src/rpc/client.js';
 import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
@@ -37,6 +38,7 @@ describe('RpcClient against the simulator', () => {
       retries: 3,
       maxResponseBytes: 1024 * 1024,
       isTrusted: () => true,
+      costs: loadConfig({}).RPC_CREDITS,
       minBackoffMs: 10,
     });
   });
@@ -116,6 +118,7 @@ describe('RpcClient against the simulator', () => {
       retries: 0,
       maxResponseBytes: 1024,
       isTrusted: () => false,
+      costs: loadConfig({}).RPC_CREDITS,
     });
     const err = await untrusted
       .call({ kind: 'override', url: sim.url, id: 'x' }, 'getSlot', [], { decode })

@@ -69,7 +69,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     }),
     rpcCredits: new Counter({
       name: 'sns_rpc_credits_total',
-      help: 'Provider cost units spent, from the configured cost table (getProgramAccounts 10, others 1).',
+      help: 'Provider cost units spent, from the configured cost table (RPC_CREDITS).',
       labelNames: RPC_LABELS,
       registers,
     }),

@@ -7,9 +7,11 @@ import { postJson, TransportError, type Agents, type HttpReply } from './transpo
 
 export { RpcCallError };
 
-/** Provider cost units per method (`getProgramAccounts` 10, others 1, as Helius bills). */
+/**
+ * Provider cost units per method, `*` for the others: `RPC_CREDITS`, parsed by src/config.ts,
+ * which holds the one default (as Helius bills).
+ */
 export type CostTable = { readonly [method: string]: number };
-export const DEFAULT_COSTS: CostTable = Object.freeze({ getProgramAccounts: 10, '*': 1 });
 
 /**
  * Longest `Retry-After` a call sleeps through in place, holding its worker slot. A longer one
@@ -29,7 +31,8 @@ export type RpcClientOptions = {
   maxResponseBytes: number;
   /** Whether an endpoint may reach private addresses (the configured one, allowlisted origins). */
   isTrusted: (endpoint: RpcEndpoint) => boolean;
-  costs?: CostTable;
+  /** `RPC_CREDITS`: what each round trip adds to `sns_rpc_credits_total`. */
+  costs: CostTable;
   /** First back-off delay in milliseconds; doubles per retry, randomised (p-retry). */
   minBackoffMs?: number;
 };
@@ -63,7 +66,7 @@ export class RpcClient {
   private readonly costs: CostTable;
 
   constructor(private readonly opts: RpcClientOptions) {
-    this.costs = opts.costs ?? DEFAULT_COSTS;
+    this.costs = opts.costs;
   }
 
   /**
