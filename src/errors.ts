@@ -62,9 +62,18 @@ export class RpcUnavailableError extends GatewayError {
 
 /** 500 `Internal error`: a fault of our own, or no RPC endpoint configured (the contract). */
 export class InternalError extends GatewayError {
-  override readonly name = 'InternalError';
+  override readonly name: string = 'InternalError';
   readonly statusCode = 500;
   readonly publicMessage = ERROR_TEXT.internal;
+}
+
+/**
+ * 500 `Internal error` for a missing piece of configuration (`RPC_URL` unset): the contract's
+ * answer, but not a fault. It is warned about once at start, so each request logs it at debug
+ * only, without a stack (the error handler reads the class).
+ */
+export class NotConfiguredError extends InternalError {
+  override readonly name = 'NotConfiguredError';
 }
 
 /** An answer that tells the client when to try again (`Retry-After`, RFC 9110 §10.2.3). */

@@ -16,8 +16,8 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
-import { ERROR_TEXT, errorEnvelope, InternalError } from '../errors.js';
-import { CORS_HEADERS, CORS_OPTIONS, preflightErrorAsEnvelope } from './cors.js';
+import { ERROR_TEXT, errorEnvelope } from '../errors.js';
+import { CORS_OPTIONS, preflightErrorAsEnvelope } from './cors.js';
 import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
 import { installEtags } from './etag.js';
@@ -69,20 +69,6 @@ export type AppDeps = {
  * bounds the URL anyway.
  */
 const MAX_PARAM_LENGTH = 8192;
-
-/**
- * Without `RPC_URL` a subdomain request without `?rpc=` answers 500 `Internal error`, as the
- * contract says; that is the configuration, warned about once at start, not a fault: logged at
- * debug, without a stack, instead of as an error. Other errors go on to the app's error handler.
- */
-function answerUnsetRpcQuietly(scope: FastifyInstance): void {
-  scope.setErrorHandler((err, req, reply) => {
-    const { rpc } = req.query as { rpc?: string };
-    if (!(err instanceof InternalError) || rpc !== undefined) throw err;
-    req.log.debug('RPC_URL is not set: 500');
-    return reply.code(500).headers(CORS_HEADERS).send(errorEnvelope(ERROR_TEXT.internal));
-  });
-}
 
 /**
  * `TRUST_PROXY` as Fastify's `trustProxy`. A hop count becomes proxy-addr's hop rule (the socket's
@@ -216,14 +202,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     deriver: deps.deriver,
     cacheSize: deps.config.DERIVATION_CACHE_SIZE,
   });
-  void app.register(async (scope) => {
-    if (!deps.endpoints.defaultEndpoint) answerUnsetRpcQuietly(scope);
-    await scope.register(subdomainRoutes, {
-      endpoints: deps.endpoints,
-      lookup: deps.lookup,
-      freshSeconds: deps.config.CACHE_FRESH_SECONDS,
-      staleSeconds: deps.config.CACHE_STALE_SECONDS,
-    });
+  void app.register(subdomainRoutes, {
+    endpoints: deps.endpoints,
+    lookup: deps.lookup,
+    freshSeconds: deps.config.CACHE_FRESH_SECONDS,
+    staleSeconds: deps.config.CACHE_STALE_SECONDS,
   });
   void app.register(homeRoutes);
   if (deps.config.ADMIN_TOKEN && deps.queue) {

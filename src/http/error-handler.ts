@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ERROR_TEXT, errorEnvelope, GatewayError } from '../errors.js';
+import { ERROR_TEXT, errorEnvelope, GatewayError, NotConfiguredError } from '../errors.js';
 import { CORS_HEADERS } from './cors.js';
 
 /**
@@ -36,7 +36,8 @@ export function installErrorHandling(app: FastifyInstance): void {
       // another origin must be able to read an error too.
       reply.headers(CORS_HEADERS);
       if (err instanceof GatewayError) {
-        if (err.statusCode >= 500) req.log.error({ err }, 'request failed');
+        if (err instanceof NotConfiguredError) req.log.debug(err.message);
+        else if (err.statusCode >= 500) req.log.error({ err }, 'request failed');
         else req.log.info({ reason: err.message }, 'request refused');
         return reply
           .code(err.statusCode)

@@ -3,7 +3,7 @@ import { Resolver } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.js';
-import { InternalError, InvalidInputError, OverloadedError } from '../errors.js';
+import { InvalidInputError, NotConfiguredError, OverloadedError } from '../errors.js';
 import type { EndpointLabel } from '../metrics/metrics.js';
 
 /**
@@ -170,11 +170,11 @@ export class EndpointSelector {
   /**
    * The configured `RPC_URL`, synchronously (a request without `?rpc=`).
    *
-   * @throws InternalError when `RPC_URL` is unset (the contract's 500; docs/design.md,
+   * @throws NotConfiguredError (500) when `RPC_URL` is unset (the contract's 500; docs/design.md,
    *   "Endpoints and the error contract").
    */
   selectDefault(): RpcEndpoint {
-    if (!this.defaultEndpoint) throw new InternalError('RPC_URL is not configured');
+    if (!this.defaultEndpoint) throw new NotConfiguredError('RPC_URL is not configured');
     return this.defaultEndpoint;
   }
 
@@ -184,7 +184,7 @@ export class EndpointSelector {
    * @returns the endpoint to use for this request.
    * @throws InvalidInputError when the override is refused by policy.
    * @throws OverloadedError (503) when `maxInFlight` resolutions are under way.
-   * @throws InternalError when no override is given and `RPC_URL` is unset (the contract's 500).
+   * @throws NotConfiguredError when no override is given and `RPC_URL` is unset (the contract's 500).
    * @throws whatever `beforeLookup` throws.
    */
   async select(rpcParam: string | undefined, beforeLookup?: BeforeLookup): Promise<RpcEndpoint> {
