@@ -3,20 +3,14 @@ import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typ
 import type { FastifyReply } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { Doorkeeper } from '../../cache/doorkeeper.js';
-import { InternalError, InvalidInputError, ok } from '../../errors.js';
+import { InternalError, ok } from '../../errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
 import { parseRecord, RECORD_ENUM } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import {
-  errorEnvelopeSchema,
-  errorResponse,
-  HEADER,
-  INTERNAL,
-  notModifiedResponse,
-  SHUTTING_DOWN,
-} from '../schemas.js';
+import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import { refuseOtherPaths } from './wrong-shape.js';
 
 export type RecordKeyRouteDeps = {
   deriver: RecordKeyDeriver;
@@ -137,16 +131,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
     },
   );
 
-  // Any other path under the prefix is a request of the wrong shape, not an unknown route. A
-  // client's URL parser removes `.` and `..` segments, `%2E` and `%2E%2E` included (WHATWG URL,
-  // "single-dot URL path segment"), before sending: `/record-key-v2/%2E/SOL` arrives as
-  // `/record-key-v2/SOL`, which the route above cannot match.
-  const wrongShape = () => {
-    throw new InvalidInputError('path of the wrong shape', { detail: WRONG_SHAPE_DETAIL });
-  };
-  const wrongShapeSchema = { hide: true, response: { '4xx': errorEnvelopeSchema } };
-  app.get('/record-key-v2', { schema: wrongShapeSchema }, wrongShape);
-  app.get('/record-key-v2/*', { schema: wrongShapeSchema }, wrongShape);
+  refuseOtherPaths(app, '/record-key-v2', WRONG_SHAPE_DETAIL);
 
   app.get(
     '/types/record',

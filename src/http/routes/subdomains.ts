@@ -2,20 +2,14 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { boundedMemo } from '../../cache/bounded-memo.js';
 import type { CacheEntry } from '../../cache/subdomain-cache.js';
-import { InternalError, InvalidInputError, RateLimitedError } from '../../errors.js';
+import { InternalError, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import {
-  errorEnvelopeSchema,
-  errorResponse,
-  HEADER,
-  INTERNAL,
-  notModifiedResponse,
-  SHUTTING_DOWN,
-} from '../schemas.js';
+import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import { refuseOtherPaths } from './wrong-shape.js';
 
 export type SubdomainRouteDeps = {
   endpoints: EndpointSelector;
@@ -212,12 +206,5 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     },
   );
 
-  // Any other path under the prefix is a request of the wrong shape, not an unknown route (see
-  // the same routes in ./record-key.ts: a client removes a `%2E` segment before sending).
-  const wrongShape = () => {
-    throw new InvalidInputError('path of the wrong shape', { detail: WRONG_SHAPE_DETAIL });
-  };
-  const wrongShapeSchema = { hide: true, response: { '4xx': errorEnvelopeSchema } };
-  app.get('/subdomains', { schema: wrongShapeSchema }, wrongShape);
-  app.get('/subdomains/*', { schema: wrongShapeSchema }, wrongShape);
+  refuseOtherPaths(app, '/subdomains', WRONG_SHAPE_DETAIL);
 };
