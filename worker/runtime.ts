@@ -12,7 +12,7 @@ import {
 } from '../src/queue/refresh-queue.js';
 import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
-import { endpointId, EndpointSelector } from '../src/rpc/endpoint.js';
+import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
 import { DecodeThread } from '../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
@@ -119,8 +119,9 @@ export async function startWorker(
   const queue = createRefreshQueue(queueConnection, config);
   queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
   const freshMs = config.CACHE_FRESH_SECONDS * 1000;
+  const defaultEndpoint = endpoints.defaultEndpoint;
   const hotScan =
-    config.HOT_KEYS_TOP_N > 0 && config.RPC_URL
+    config.HOT_KEYS_TOP_N > 0 && defaultEndpoint
       ? () =>
           runHotScan({
             redis: command,
@@ -129,7 +130,7 @@ export async function startWorker(
             prefix: config.QUEUE_PREFIX,
             freshMs,
             topN: config.HOT_KEYS_TOP_N,
-            defaultEndpointId: endpointId(config.RPC_URL as string),
+            defaultEndpointId: defaultEndpoint.id,
           })
       : undefined;
   const processorDeps = {
