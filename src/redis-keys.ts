@@ -6,6 +6,8 @@
  *
  * Key layout (docs/design.md, "The subdomain cache"):
  * - `<prefix>:subdomains:<endpoint id>:<parent>`: one cached answer (a JSON string).
+ * - `<prefix>:subdomain-accounts:<endpoint id>:<parent>`: the name accounts behind its labels.
+ * - `<prefix>:watch-lease:<parent>`: which worker subscribes to a parent's changes.
  * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
  *   byte budget.
  * - `<prefix>:hot-parents:<window>`: request counts per parent, one sorted set per window.
@@ -28,6 +30,11 @@ export function redisKeys(prefix: string) {
      */
     subdomainEntry: (endpointId: string, parent: string) =>
       `${prefix}:subdomains:${endpointId}:${parent}`,
+    /** The name accounts behind the labels of that entry (a JSON object, account -> label). */
+    subdomainAccounts: (endpointId: string, parent: string) =>
+      `${prefix}:subdomain-accounts:${endpointId}:${parent}`,
+    /** The lease of the worker that watches `parent` on the chain (a redlock resource). */
+    watchLease: (parent: string) => `${prefix}:watch-lease:${parent}`,
     /** What every entry of one endpoint starts with; the rest of the key is the parent. */
     subdomainEntryPrefix: (endpointId: string) => `${prefix}:subdomains:${endpointId}:`,
     /** The override entries by expiry time, their sizes, and the sum of those sizes. */

@@ -41,6 +41,7 @@ function subdomain(label: string) {
   text.copy(data, 4);
   return {
     label,
+    child,
     reverse,
     data,
     accounts: [
@@ -172,6 +173,11 @@ describe('discovery through the discovery thread', () => {
     const found = await discoverSubdomains(lane, endpoint, PARENT);
     expect(found).toEqual({
       labels: [short.label, long.label, unicode.label].sort(),
+      members: {
+        [short.child]: short.label,
+        [long.child]: long.label,
+        [unicode.child]: unicode.label,
+      },
       slot: 42,
       accounts: accounts.length,
     });
@@ -185,6 +191,7 @@ describe('discovery through the discovery thread', () => {
     on('getProgramAccounts', (_p, id) => reply(id, []));
     expect(await discoverSubdomains(lane, endpoint, PARENT)).toEqual({
       labels: [],
+      members: {},
       slot: undefined,
       accounts: 0,
     });

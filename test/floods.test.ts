@@ -22,7 +22,7 @@ describe('load shedding and per-client limits', () => {
       env: { QUEUE_MAX_WAITING: '2', SUBDOMAINS_WAIT_MS: '200' },
     });
     const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 60_000, 86_400_000);
-    await cache.put(cache.key(endpointId(gw.config.RPC_URL ?? ''), 'hot'), {
+    await cache.put(endpointId(gw.config.RPC_URL ?? ''), 'hot', {
       labels: ['a'],
       fetchedAt: Date.now(),
     });

@@ -23,45 +23,84 @@ describe('SubdomainCache.put', () => {
     redis.disconnect();
   });
 
-  const entry = (fetchedAt: number, label = `at${fetchedAt}`): CacheEntry => ({
+  const entry = (fetchedAt: number, label = `at${fetchedAt}`, slot = 7): CacheEntry => ({
     labels: [label],
     fetchedAt,
-    slot: 7,
+    slot,
   });
+  const stored = async (parent: string) => {
+    const found = await cache.get(cache.key('e', parent));
+    if (!found) return found;
+    const { rev: _rev, ...rest } = found;
+    return rest;
+  };
 
-  it('keeps the later fetchedAt, whichever order the writes come in, with the stale expiry', async () => {
-    const key = cache.key('e', 'order');
-    await cache.put(key, entry(2_000));
-    await cache.put(key, entry(1_000));
-    expect(await cache.get(key)).toEqual(entry(2_000));
-    await cache.put(key, entry(3_000));
-    expect(await cache.get(key)).toEqual(entry(3_000));
-    const ttl = await redis.pttl(key);
+  it('keeps the later fetchedAt at one slot, whichever order the writes come in, with the stale expiry', async () => {
+    expect(await cache.put('e', 'order', entry(2_000))).toBe('written');
+    expect(await cache.put('e', 'order', entry(1_000))).toBe('kept');
+    expect(await stored('order')).toEqual(entry(2_000));
+    await cache.put('e', 'order', entry(3_000));
+    expect(await stored('order')).toEqual(entry(3_000));
+    const ttl = await redis.pttl(cache.key('e', 'order'));
     expect(ttl).toBeGreaterThan(3_500_000);
     expect(ttl).toBeLessThanOrEqual(3_600_000);
   });
 
-  it('ends with the latest of many concurrent writes', async () => {
-    const key = cache.key('e', 'race');
-    const times = Array.from({ length: 40 }, (_, i) => 10_000 + ((i * 7919) % 40));
-    await Promise.all(times.map((t) => cache.put(key, entry(t))));
-    expect((await cache.get(key))?.fetchedAt).toBe(Math.max(...times));
+  it('never goes back to an older slot, even from a later refresh (a lagging node)', async () => {
+    await cache.put('e', 'slots', entry(1_000, 'new', 200));
+    expect(await cache.put('e', 'slots', entry(9_000, 'behind', 150))).toBe('kept');
+    expect(await stored('slots')).toEqual(entry(1_000, 'new', 200));
+    expect(await cache.put('e', 'slots', entry(500, 'ahead', 201))).toBe('written');
+    expect(await stored('slots')).toEqual(entry(500, 'ahead', 201));
+    // Without a slot on either side, fetchedAt decides.
+    expect(await cache.put('e', 'slots', { labels: ['x'], fetchedAt: 400 })).toBe('kept');
+    expect(await cache.put('e', 'slots', { labels: ['y'], fetchedAt: 600 })).toBe('written');
+    expect((await stored('slots'))?.labels).toEqual(['y']);
   });
 
-  it('reads fetchedAt of an entry stored in another field order', async () => {
+  it('ends with the latest of many concurrent writes', async () => {
+    const times = Array.from({ length: 40 }, (_, i) => 10_000 + ((i * 7919) % 40));
+    await Promise.all(times.map((t) => cache.put('e', 'race', entry(t, 'l', t))));
+    expect((await cache.get(cache.key('e', 'race')))?.fetchedAt).toBe(Math.max(...times));
+  });
+
+  it('reads the head of an entry stored in another field order', async () => {
     const key = cache.key('e', 'legacy');
-    await redis.set(key, JSON.stringify({ labels: ['kept'], fetchedAt: 5_000 }));
-    await cache.put(key, entry(4_000));
+    await redis.set(key, JSON.stringify({ labels: ['kept'], fetchedAt: 5_000, slot: 7 }));
+    await cache.put('e', 'legacy', entry(4_000));
     expect((await cache.get(key))?.labels).toEqual(['kept']);
-    await cache.put(key, entry(6_000));
+    await cache.put('e', 'legacy', entry(6_000));
     expect((await cache.get(key))?.labels).toEqual(['at6000']);
   });
 
   it('replaces an unreadable value', async () => {
-    const key = cache.key('e', 'garbage');
-    await redis.set(key, 'not json');
-    await cache.put(key, entry(1));
-    expect(await cache.get(key)).toEqual(entry(1));
+    await redis.set(cache.key('e', 'garbage'), 'not json');
+    await cache.put('e', 'garbage', entry(1));
+    expect(await stored('garbage')).toEqual(entry(1));
+  });
+
+  it('keeps the accounts beside the entry, and drops them with a write that has none', async () => {
+    await cache.put('e', 'accounts', entry(1, 'a'), { Acc1: 'a' });
+    const read = await cache.getWithAccounts('e', 'accounts');
+    expect(read?.entry.labels).toEqual(['a']);
+    expect(read?.accounts).toEqual({ Acc1: 'a' });
+    await cache.put('e', 'accounts', entry(2, 'b'));
+    expect((await cache.getWithAccounts('e', 'accounts'))?.accounts).toBeNull();
+  });
+
+  it('patches only the revision it read: a write in between is a conflict, a missing entry is missing', async () => {
+    await cache.put('e', 'patch', entry(1, 'a', 10), { A: 'a' });
+    const read = await cache.getWithAccounts('e', 'patch');
+    const rev = read?.entry.rev ?? -1;
+    expect(rev).toBeGreaterThan(0);
+    const next = { labels: ['a', 'b'], fetchedAt: 1, slot: 12 };
+    expect(await cache.patch('e', 'patch', rev, next, { A: 'a', B: 'b' })).toBe('written');
+    // A second patch computed from the same read lost the race.
+    expect(await cache.patch('e', 'patch', rev, entry(1, 'c', 13), { C: 'c' })).toBe('conflict');
+    expect((await cache.getWithAccounts('e', 'patch'))?.accounts).toEqual({ A: 'a', B: 'b' });
+    expect(await stored('patch')).toEqual(next);
+    expect(await cache.patch('e', 'absent', 1, next, {})).toBe('missing');
+    expect(await redis.exists(cache.key('e', 'absent'))).toBe(0);
   });
 });
 
@@ -94,7 +133,7 @@ describe("SubdomainLookup's in-process copy", () => {
       });
       const endpoint = { kind: 'default', url: 'http://rpc.test/', id: 'e' } as const;
       const key = cache.key('e', 'p');
-      await cache.put(key, { labels: ['old'], fetchedAt: Date.now() });
+      await cache.put('e', 'p', { labels: ['old'], fetchedAt: Date.now() });
 
       // The read of the old entry returns, but reaches the lookup only after the new entry's
       // refresh event has arrived (on the subscriber connection).
@@ -108,8 +147,8 @@ describe("SubdomainLookup's in-process copy", () => {
       };
       const pending = lookup.lookup('p', endpoint);
       const arrived = new Promise<void>((resolve) => listener.onRefreshed(() => resolve()));
-      await cache.put(key, { labels: ['new'], fetchedAt: Date.now() + 1 });
-      await publishRefreshEvent(redis, prefix, { key, ok: true });
+      await cache.put('e', 'p', { labels: ['new'], fetchedAt: Date.now() + 1 });
+      await publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true });
       await arrived;
       release();
       expect((await pending).entry.labels).toEqual(['old']);
@@ -146,7 +185,9 @@ describe('SubdomainCache.putOverride', () => {
     });
     const big = (i: number): CacheEntry => ({ labels: ['x'.repeat(900)], fetchedAt: 1_000 + i });
     const keys = Array.from({ length: 6 }, (_, i) => cache.key('override', `p${i}`));
-    for (const [i, key] of keys.entries()) await cache.putOverride(key, big(i), Date.now() + i);
+    for (let i = 0; i < keys.length; i++) {
+      await cache.putOverride('override', `p${i}`, big(i), Date.now() + i);
+    }
     // About 1 KB each against a 2,500-byte budget: the two newest are kept, older ones deleted.
     const kept = await Promise.all(keys.map((k) => redis.exists(k)));
     expect(kept.slice(-2)).toEqual([1, 1]);
@@ -159,8 +200,8 @@ describe('SubdomainCache.putOverride', () => {
     expect(ttl).toBeLessThanOrEqual(5_000);
     // The configured endpoint's entries are outside the budget and keep the stale window.
     const own = cache.key('default', 'own');
-    await cache.put(own, big(99));
-    await cache.putOverride(cache.key('override', 'later'), big(100));
+    await cache.put('default', 'own', big(99));
+    await cache.putOverride('override', 'later', big(100));
     expect(await redis.exists(own)).toBe(1);
     expect(await redis.pttl(own)).toBeGreaterThan(3_000_000);
   });
@@ -171,10 +212,10 @@ describe('SubdomainCache.putOverride', () => {
       maxBytes: 2_500,
     });
     const entry = (i: number): CacheEntry => ({ labels: ['y'.repeat(900)], fetchedAt: i });
-    await cache.putOverride(cache.key('o', 'a'), entry(1));
-    await cache.putOverride(cache.key('o', 'b'), entry(2));
+    await cache.putOverride('o', 'a', entry(1));
+    await cache.putOverride('o', 'b', entry(2));
     await new Promise((resolve) => setTimeout(resolve, 80));
-    await cache.putOverride(cache.key('o', 'c'), entry(3));
+    await cache.putOverride('o', 'c', entry(3));
     expect(await redis.zcard(redisKeys(`${prefix}:b`).overrideEntries.byExpiry)).toBe(1);
     expect(Number(await redis.get(redisKeys(`${prefix}:b`).overrideEntries.bytes))).toBeLessThan(
       1_000,

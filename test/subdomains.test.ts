@@ -125,7 +125,11 @@ describe('GET /subdomains/:parent', () => {
     }
     // A worker's refresh event (any worker, in any process) drops the copy.
     gw.sim.chain.addSubdomain('67679', 'fresh-label');
-    await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, { key, ok: true });
+    await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
+      endpointId: endpointId(gw.sim.url),
+      parent: '67679',
+      ok: true,
+    });
     await waitFor(
       async () => (await gw.get('/subdomains/67679')).headers.get('x-cache') === 'MISS',
     );

@@ -24,6 +24,13 @@ export type RefreshProcessorDeps = {
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
 
+/** The endpoint id of a job's entry (as the API computed the cache key it waits on). */
+function refreshEndpointId(data: RefreshJobData, defaultEndpoint: RpcEndpoint | undefined) {
+  return data.endpoint.kind === 'override'
+    ? overrideEndpoint(data.endpoint.url).id
+    : (defaultEndpoint?.id ?? '');
+}
+
 /**
  * The refresh job: run discovery against the job's endpoint, write the cache entry, then tell
  * waiting API requests. On failure it tells them too (so a cold request gets its 502 once the RPC
@@ -37,7 +44,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
     _token?: string,
     signal?: AbortSignal,
   ): Promise<RefreshResult> => {
-    const { cacheKey, parent } = job.data;
+    const { parent } = job.data;
     const stopTimer = deps.metrics.refreshDuration.startTimer();
     // The lane's refresh bound counts from when the job was queued: an override job that waited
     // its whole bound in the queue has nobody waiting for it any more.
@@ -59,11 +66,23 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           final: true,
         });
       }
-      const found = await discoverSubdomains(deps.lane, endpoint, parent, signal);
+      const found = await discoverSubdomains(
+        deps.lane,
+        endpoint,
+        parent,
+        signal,
+        job.data.minContextSlot,
+      );
       const entry = { labels: found.labels, fetchedAt: Date.now(), slot: found.slot };
-      if (override) await deps.cache.putOverride(cacheKey, entry);
-      else await deps.cache.put(cacheKey, entry);
-      await publishRefreshEvent(deps.publisher, deps.prefix, { key: cacheKey, ok: true });
+      // A write that finds a newer entry (a later slot) keeps it: the event still tells waiters
+      // to look, and they read that newer entry.
+      if (override) await deps.cache.putOverride(endpoint.id, parent, entry);
+      else await deps.cache.put(endpoint.id, parent, entry, found.members);
+      await publishRefreshEvent(deps.publisher, deps.prefix, {
+        endpointId: endpoint.id,
+        parent,
+        ok: true,
+      });
       return { labels: found.labels.length, accounts: found.accounts, slot: found.slot };
     } catch (thrown) {
       const err =
@@ -87,7 +106,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         'refresh failed',
       );
       await publishRefreshEvent(deps.publisher, deps.prefix, {
-        key: cacheKey,
+        endpointId: refreshEndpointId(job.data, deps.defaultEndpoint),
+        parent,
         ok: false,
         reason,
       }).catch(() => undefined);

@@ -5,58 +5,106 @@ import { redisKeys } from '../redis-keys.js';
 export type CacheEntry = {
   /** Sorted subdomain labels; an empty list is an answer like any other. */
   readonly labels: readonly string[];
-  /** When the worker finished the refresh, in Unix milliseconds. */
+  /** When the answer was last known whole (a scan, or a deletion check), in Unix milliseconds. */
   readonly fetchedAt: number;
-  /** The slot `getProgramAccounts` answered at, when the RPC said. */
+  /** The slot the answer reflects (`withContext`), when the RPC said. */
   readonly slot?: number;
+  /** How many times the stored entry was written; what {@link SubdomainCache.patch} compares. */
+  readonly rev?: number;
 };
+
+/**
+ * The name accounts behind an entry's labels: subdomain name account (base58) -> label. Kept
+ * beside the configured endpoint's entries, so deletions are checked account by account
+ * (docs/design.md, "Freshness").
+ */
+export type EntryAccounts = Readonly<Record<string, string>>;
 
 export type Freshness = 'fresh' | 'stale';
 
-/**
- * An entry's JSON with `fetchedAt` first, so {@link PUT_IF_NEWER} reads it from the head of the
- * stored value without decoding a list of thousands of labels.
- */
-function serialize(entry: CacheEntry): string {
-  return JSON.stringify({ fetchedAt: entry.fetchedAt, labels: entry.labels, slot: entry.slot });
-}
+/** What a conditional write did. */
+export type WriteOutcome = 'written' | 'kept' | 'conflict' | 'missing';
 
 /**
- * KEYS[1] the entry's key; ARGV: the new entry's JSON, its `fetchedAt`, the expiry in
- * milliseconds. Keeps the stored entry when its `fetchedAt` is later (read from the head of the
- * JSON, or by decoding an entry written in another field order); writes otherwise. Returns 1 when
- * it wrote.
+ * Lua shared by the scripts. An entry is stored as `{"slot":S,"rev":R,"fetchedAt":T,"labels":[..]}`
+ * in that order, so `head(raw)` reads what the scripts compare from the head of the value without
+ * decoding thousands of labels; an entry in another layout (an older release, a null slot) is
+ * decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
+ * slot when both slots are known, else an earlier fetchedAt.
  */
-const PUT_IF_NEWER = `
-local current = redis.call('GET', KEYS[1])
-if current then
-  local at = tonumber(string.match(current, '^{"fetchedAt":(%d+)'))
-  if not at then
-    local ok, decoded = pcall(cjson.decode, current)
-    if ok and type(decoded) == 'table' then at = tonumber(decoded.fetchedAt) end
-  end
-  if at and at > tonumber(ARGV[2]) then return 0 end
+const LUA_ENTRY = `
+local function head(raw)
+  local s, r, a = string.match(raw, '^{"slot":(%d+),"rev":(%d+),"fetchedAt":(%d+)')
+  if a then return tonumber(s), tonumber(r), tonumber(a) end
+  local ok, d = pcall(cjson.decode, raw)
+  if not ok or type(d) ~= 'table' then return nil, 0, nil end
+  local function num(v) if type(v) == 'number' then return v end return nil end
+  return num(d.slot), num(d.rev) or 0, num(d.fetchedAt)
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-return 1
+local function older(cslot, cat, slot, at)
+  if cslot and slot and cslot ~= slot then return slot < cslot end
+  return cat ~= nil and at < cat
+end
+local function entry(slot, rev, at, rest)
+  return '{"slot":' .. slot .. ',"rev":' .. rev .. ',"fetchedAt":' .. at .. ',' .. rest
+end
+`;
+
+/**
+ * KEYS[1] the entry, KEYS[2] its accounts. ARGV: the new entry's slot ('null' when unknown), its
+ * fetchedAt, the rest of its JSON after the head, the expiry in milliseconds, the accounts' JSON
+ * ('' to leave none). Keeps the stored entry when the new one is older (`older`); writes
+ * otherwise, both keys in one step. Returns the new revision, or 0 when it kept the stored entry.
+ */
+const PUT_IF_NEWER = `${LUA_ENTRY}
+local current = redis.call('GET', KEYS[1])
+local rev = 0
+if current then
+  local cslot, crev, cat = head(current)
+  if older(cslot, cat, tonumber(ARGV[1]), tonumber(ARGV[2])) then return 0 end
+  rev = crev
+end
+redis.call('SET', KEYS[1], entry(ARGV[1], rev + 1, ARGV[2], ARGV[3]), 'PX', ARGV[4])
+if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
+else redis.call('DEL', KEYS[2]) end
+return rev + 1
+`;
+
+/**
+ * KEYS[1] the entry, KEYS[2] its accounts. ARGV: the revision the change was computed from, then
+ * as {@link PUT_IF_NEWER}. Writes only while the stored entry is still that revision (an
+ * optimistic compare-and-set: the caller read, changed, and writes back). Returns the new
+ * revision, 0 when the entry changed meanwhile, -1 when there is none (expired: nothing to patch).
+ */
+const PATCH = `${LUA_ENTRY}
+local current = redis.call('GET', KEYS[1])
+if not current then return -1 end
+local _, rev = head(current)
+if rev ~= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], entry(ARGV[2], rev + 1, ARGV[3], ARGV[4]), 'PX', ARGV[5])
+redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5])
+return rev + 1
 `;
 
 /**
  * {@link PUT_IF_NEWER} for an override's entry, which also keeps every override entry within one
  * budget of bytes. KEYS[1] the entry's key, KEYS[2] the index (a sorted set of override entry keys
- * by expiry time), KEYS[3] their sizes (a hash), KEYS[4] the sum of those sizes. ARGV: the JSON,
- * its `fetchedAt`, the expiry in milliseconds, the time now in Unix milliseconds, the budget in
- * bytes. Entries past their expiry leave the index first; then, while the sum is over the budget,
- * the entry closest to its expiry is deleted. Every key it touches shares the prefix, which is a
- * hash tag on Redis Cluster, so they live in one slot. Returns 1 when it wrote.
+ * by expiry time), KEYS[3] their sizes (a hash), KEYS[4] the sum of those sizes. ARGV: the new
+ * entry's slot, its fetchedAt, the rest of its JSON, the expiry in milliseconds, the time now in
+ * Unix milliseconds, the budget in bytes. Entries past their expiry leave the index first; then,
+ * while the sum is over the budget, the entry closest to its expiry is deleted. Every key it
+ * touches shares the prefix, which is a hash tag on Redis Cluster, so they live in one slot.
+ * Returns the new revision, or 0 when it kept the stored entry.
  */
-const PUT_OVERRIDE = `
+const PUT_OVERRIDE = `${LUA_ENTRY}
 local current = redis.call('GET', KEYS[1])
+local rev = 0
 if current then
-  local at = tonumber(string.match(current, '^{"fetchedAt":(%d+)'))
-  if at and at > tonumber(ARGV[2]) then return 0 end
+  local cslot, crev, cat = head(current)
+  if older(cslot, cat, tonumber(ARGV[1]), tonumber(ARGV[2])) then return 0 end
+  rev = crev
 end
-local now = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
 local function forget(key)
   local size = tonumber(redis.call('HGET', KEYS[3], key) or '0')
   redis.call('HDEL', KEYS[3], key)
@@ -65,19 +113,46 @@ local function forget(key)
 end
 for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do forget(key) end
 forget(KEYS[1])
-local size = #ARGV[1] + #KEYS[1]
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), KEYS[1])
+local value = entry(ARGV[1], rev + 1, ARGV[2], ARGV[3])
+local size = #value + #KEYS[1]
+redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), KEYS[1])
 redis.call('HSET', KEYS[3], KEYS[1], size)
 local total = redis.call('INCRBY', KEYS[4], size)
-while total > tonumber(ARGV[5]) do
+while total > tonumber(ARGV[6]) do
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if not oldest or oldest == KEYS[1] then break end
   redis.call('DEL', oldest)
   total = forget(oldest)
 end
-return 1
+return rev + 1
 `;
+
+/** The scripts as commands of the connection (`defineCommand`: EVALSHA, the text sent once). */
+type EntryCommands = {
+  snsPutEntry(...args: string[]): Promise<number>;
+  snsPatchEntry(...args: string[]): Promise<number>;
+  snsPutOverrideEntry(...args: string[]): Promise<number>;
+};
+
+function entryCommands(redis: RedisClient): EntryCommands {
+  const commands = redis as unknown as Partial<EntryCommands>;
+  if (!commands.snsPutEntry) {
+    redis.defineCommand('snsPutEntry', { numberOfKeys: 2, lua: PUT_IF_NEWER });
+    redis.defineCommand('snsPatchEntry', { numberOfKeys: 2, lua: PATCH });
+    redis.defineCommand('snsPutOverrideEntry', { numberOfKeys: 4, lua: PUT_OVERRIDE });
+  }
+  return redis as unknown as EntryCommands;
+}
+
+/** The head and the rest of an entry's stored JSON, as the scripts take them. */
+function entryArgs(entry: CacheEntry): [slot: string, fetchedAt: string, rest: string] {
+  return [
+    entry.slot === undefined ? 'null' : String(entry.slot),
+    String(entry.fetchedAt),
+    JSON.stringify({ labels: entry.labels }).slice(1),
+  ];
+}
 
 /** How override entries are kept: a short life and a budget of bytes of their own. */
 export type OverrideBudget = {
@@ -87,18 +162,27 @@ export type OverrideBudget = {
   readonly maxBytes: number;
 };
 
+const outcome = (rev: number): WriteOutcome =>
+  rev > 0 ? 'written' : rev === 0 ? 'conflict' : 'missing';
+
 /**
- * The Redis store of subdomain lists, one string key per (endpoint, parent). Entries live
- * `CACHE_STALE_SECONDS` in Redis; within `CACHE_FRESH_SECONDS` of `fetchedAt` they are fresh.
+ * The Redis store of subdomain lists, one string key per (endpoint, parent), and beside the
+ * configured endpoint's entries the name accounts behind their labels. Entries live
+ * `CACHE_STALE_SECONDS` in Redis; within `CACHE_FRESH_SECONDS` of `fetchedAt` they are fresh. No
+ * write takes an entry back to an older slot.
  */
 export class SubdomainCache {
+  private readonly commands: EntryCommands;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly freshMs: number,
     private readonly staleMs: number,
     private readonly overrides: OverrideBudget = { ttlMs: staleMs, maxBytes: 32 * 1024 * 1024 },
-  ) {}
+  ) {
+    this.commands = entryCommands(redis);
+  }
 
   /**
    * The key of an (endpoint, parent) pair: `<prefix>:subdomains:<endpoint id>:<parent>`. The
@@ -108,32 +192,84 @@ export class SubdomainCache {
     return redisKeys(this.prefix).subdomainEntry(endpointId, parent);
   }
 
+  /** The key of the accounts behind the entry of (endpoint, parent). */
+  accountsKey(endpointId: string, parent: string): string {
+    return redisKeys(this.prefix).subdomainAccounts(endpointId, parent);
+  }
+
   /** @returns the entry, or null when absent or unreadable (treated as a miss). */
   async get(key: string): Promise<CacheEntry | null> {
-    const raw = await this.redis.get(key);
-    if (raw === null) return null;
-    try {
-      const entry = JSON.parse(raw) as CacheEntry;
-      return Array.isArray(entry.labels) && typeof entry.fetchedAt === 'number' ? entry : null;
-    } catch {
-      return null;
-    }
+    return parseEntry(await this.redis.get(key));
   }
 
   /**
-   * Writes an entry unless a newer one is already there (two refreshes may race; the later
-   * `fetchedAt` wins), in one atomic step (a Lua script: a read then a write from here would let
-   * an older entry overwrite a newer one written in between). Expires with the stale window.
+   * The entry of (endpoint, parent) with the accounts behind its labels, read in one step.
+   * @returns null without an entry; `accounts` null when none are kept (an older release wrote
+   *   the entry, or they were unreadable).
    */
-  async put(key: string, entry: CacheEntry): Promise<void> {
-    await this.redis.eval(
-      PUT_IF_NEWER,
-      1,
-      key,
-      serialize(entry),
-      String(entry.fetchedAt),
-      String(this.staleMs),
+  async getWithAccounts(
+    endpointId: string,
+    parent: string,
+  ): Promise<{ entry: CacheEntry; accounts: EntryAccounts | null } | null> {
+    const [rawEntry, rawAccounts] = await this.redis.mget(
+      this.key(endpointId, parent),
+      this.accountsKey(endpointId, parent),
     );
+    const entry = parseEntry(rawEntry ?? null);
+    if (!entry) return null;
+    return { entry, accounts: parseAccounts(rawAccounts ?? null) };
+  }
+
+  /**
+   * Writes the entry of (endpoint, parent) unless the stored one is newer: read at a later slot,
+   * or (when a slot is unknown) fetched later. Two refreshes may race and a lagging node may
+   * answer from an older slot; neither takes the answer back. One atomic step (a Lua script), the
+   * accounts with it. Expires with the stale window.
+   *
+   * @param accounts the name accounts behind the labels; without them the stored ones are
+   *   deleted, so the two never disagree.
+   * @returns 'written', or 'kept' when the stored entry was newer.
+   */
+  async put(
+    endpointId: string,
+    parent: string,
+    entry: CacheEntry,
+    accounts?: EntryAccounts,
+  ): Promise<WriteOutcome> {
+    const rev = await this.commands.snsPutEntry(
+      this.key(endpointId, parent),
+      this.accountsKey(endpointId, parent),
+      ...entryArgs(entry),
+      String(this.staleMs),
+      accounts ? JSON.stringify(accounts) : '',
+    );
+    return rev > 0 ? 'written' : 'kept';
+  }
+
+  /**
+   * Writes a changed entry and its accounts only if the stored entry is still revision `rev` (the
+   * one the change was computed from): an optimistic compare-and-set, for changes computed from
+   * what is stored (a notification's patch, a deletion check).
+   *
+   * @returns 'written'; 'conflict' when the entry changed meanwhile (read again and retry);
+   *   'missing' when it is gone (expired: nothing to patch).
+   */
+  async patch(
+    endpointId: string,
+    parent: string,
+    rev: number,
+    entry: CacheEntry,
+    accounts: EntryAccounts,
+  ): Promise<WriteOutcome> {
+    const next = await this.commands.snsPatchEntry(
+      this.key(endpointId, parent),
+      this.accountsKey(endpointId, parent),
+      String(rev),
+      ...entryArgs(entry),
+      String(this.staleMs),
+      JSON.stringify(accounts),
+    );
+    return outcome(next);
   }
 
   /**
@@ -142,21 +278,24 @@ export class SubdomainCache {
    * than its `maxBytes`, so answers from servers anyone can name never crowd out the configured
    * endpoint's entries (a Redis at its `maxmemory` refuses every write).
    */
-  async putOverride(key: string, entry: CacheEntry, now = Date.now()): Promise<void> {
+  async putOverride(
+    endpointId: string,
+    parent: string,
+    entry: CacheEntry,
+    now = Date.now(),
+  ): Promise<WriteOutcome> {
     const index = redisKeys(this.prefix).overrideEntries;
-    await this.redis.eval(
-      PUT_OVERRIDE,
-      4,
-      key,
+    const rev = await this.commands.snsPutOverrideEntry(
+      this.key(endpointId, parent),
       index.byExpiry,
       index.sizes,
       index.bytes,
-      serialize(entry),
-      String(entry.fetchedAt),
+      ...entryArgs(entry),
       String(this.overrides.ttlMs),
       String(now),
       String(this.overrides.maxBytes),
     );
+    return rev > 0 ? 'written' : 'kept';
   }
 
   /** Fresh until `CACHE_FRESH_SECONDS` after `fetchedAt`, then stale until it expires. */
@@ -167,5 +306,29 @@ export class SubdomainCache {
   /** Milliseconds of freshness left (0 once stale). */
   freshMsLeft(entry: CacheEntry, now = Date.now()): number {
     return Math.max(0, entry.fetchedAt + this.freshMs - now);
+  }
+}
+
+function parseEntry(raw: string | null): CacheEntry | null {
+  if (raw === null) return null;
+  try {
+    const entry = JSON.parse(raw) as { labels?: unknown; fetchedAt?: unknown; slot?: unknown };
+    if (!Array.isArray(entry.labels) || typeof entry.fetchedAt !== 'number') return null;
+    if (typeof entry.slot !== 'number') delete entry.slot;
+    return entry as CacheEntry;
+  } catch {
+    return null;
+  }
+}
+
+function parseAccounts(raw: string | null): EntryAccounts | null {
+  if (raw === null) return null;
+  try {
+    const accounts = JSON.parse(raw) as unknown;
+    return typeof accounts === 'object' && accounts !== null && !Array.isArray(accounts)
+      ? (accounts as EntryAccounts)
+      : null;
+  } catch {
+    return null;
   }
 }

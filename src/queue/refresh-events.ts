@@ -5,9 +5,12 @@ import { redisKeys } from '../redis-keys.js';
  * What the worker tells waiting API requests after each attempt. The cache entry is the source of
  * truth; an event only says "look now" (`ok`) or "this attempt failed" and why.
  */
-export type RefreshEvent =
-  | { key: string; ok: true }
-  | { key: string; ok: false; reason: 'rpc' | 'internal' | 'disconnected' };
+export type RefreshEvent = { endpointId: string; parent: string } & (
+  { ok: true } | { ok: false; reason: 'rpc' | 'internal' | 'disconnected' }
+);
+
+/** The waiters' key of an (endpoint, parent) pair; a parent is a label, never holding a space. */
+const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}`;
 
 /** The pub/sub channel of refresh events for one queue prefix. */
 export const refreshChannel = (prefix: string) => redisKeys(prefix).refreshEvents;
@@ -25,12 +28,13 @@ type Waiter = (event: RefreshEvent | null) => void;
 
 /**
  * One shared subscription per process to the refresh events, not `job.waitUntilFinished` per
- * request (docs/design.md, "The refresh queue"). Requests register a waiter per cache key.
+ * request (docs/design.md, "The refresh queue"). Requests register a waiter per (endpoint,
+ * parent); the watcher's patches publish the same events as refreshes.
  */
 export class RefreshListener {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly channel: string;
-  private readonly refreshedHandlers: Array<(key: string) => void> = [];
+  private readonly refreshedHandlers: Array<(endpointId: string, parent: string) => void> = [];
   private readonly lostHandlers: Array<() => void> = [];
   private subscribed = false;
   private started = false;
@@ -74,8 +78,8 @@ export class RefreshListener {
     return this.subscribed;
   }
 
-  /** Calls `handler` with the key of every successful refresh, from any worker. */
-  onRefreshed(handler: (key: string) => void): void {
+  /** Calls `handler` with the endpoint id and parent of every entry written, by any worker. */
+  onRefreshed(handler: (endpointId: string, parent: string) => void): void {
     this.refreshedHandlers.push(handler);
   }
 
@@ -85,15 +89,17 @@ export class RefreshListener {
   }
 
   /**
-   * Waits for the next event about `key`.
+   * Waits for the next event about the entry of (endpoint, parent).
    *
    * @param timeoutMs after this many milliseconds `event` resolves with null.
    * @returns `event`: the event, or null on time-out, on `cancel()` or when the listener closes.
    */
   next(
-    key: string,
+    endpointId: string,
+    parent: string,
     timeoutMs: number,
   ): { event: Promise<RefreshEvent | null>; cancel: () => void } {
+    const key = waitKey(endpointId, parent);
     let cancel: () => void = () => undefined;
     const event = new Promise<RefreshEvent | null>((resolve) => {
       let set = this.waiters.get(key);
@@ -120,8 +126,9 @@ export class RefreshListener {
   }
 
   private failAll(): void {
-    for (const [key, set] of [...this.waiters]) {
-      for (const w of [...set]) w({ key, ok: false, reason: 'disconnected' });
+    for (const set of [...this.waiters.values()]) {
+      for (const w of [...set])
+        w({ endpointId: '', parent: '', ok: false, reason: 'disconnected' });
     }
   }
 
@@ -132,8 +139,11 @@ export class RefreshListener {
     } catch {
       return;
     }
-    if (event.ok) for (const handler of this.refreshedHandlers) handler(event.key);
-    const set = this.waiters.get(event.key);
+    if (typeof event.endpointId !== 'string' || typeof event.parent !== 'string') return;
+    if (event.ok) {
+      for (const handler of this.refreshedHandlers) handler(event.endpointId, event.parent);
+    }
+    const set = this.waiters.get(waitKey(event.endpointId, event.parent));
     if (set) for (const w of [...set]) w(event);
   }
 }

@@ -69,6 +69,11 @@ export type RefreshJobData = {
   cacheKey: string;
   parent: string;
   endpoint: { kind: 'default' } | { kind: 'override'; url: string };
+  /**
+   * The slot the scan must reflect at least: a notification's, when one caused the re-read, so a
+   * node lagging behind the websocket node cannot answer from before the change.
+   */
+  minContextSlot?: number;
 };
 
 /**

@@ -78,6 +78,8 @@ export function reverseText(payload: Buffer): string | undefined {
 export type ProgramAccountsSummary = {
   /** Labels of the subdomains whose reverse text came whole, sorted. */
   labels: string[];
+  /** The subdomain name account (base58) behind each of `labels`, in the same order. */
+  children: string[];
   /** Reverse records with a cut text, and the subdomains (keys) whose reverse key they are. */
   waiting: Array<{ reverse: string; children: string[] }>;
   /**
@@ -151,7 +153,7 @@ export function classifyProgramAccounts(
   // Cut texts are known only once completed: the subdomains pointing at them wait for that.
   const cutKeys = new Set(truncated);
   const waiting = new Map<string, string[]>();
-  const labels: string[] = [];
+  const members: Array<[label: string, child: string]> = [];
   for (let i = 0; i < accounts.length; i++) {
     const child = (accounts[i] as Account).pubkey;
     const reverse = toBase58(reverseKeyFromDomainKey(child, parentKey));
@@ -163,11 +165,12 @@ export function classifyProgramAccounts(
     }
     const payload = reverses.get(reverse);
     const label = payload && reverseText(payload);
-    if (label) labels.push(label);
+    if (label) members.push([label, child]);
   }
-  labels.sort();
+  members.sort(byLabel);
   return {
-    labels,
+    labels: members.map((m) => m[0]),
+    children: members.map((m) => m[1]),
     waiting: [...waiting].map(([reverse, children]) => ({ reverse, children })),
     // Only the cut texts some subdomain points at: a reverse record no child names lists nothing,
     // and fetching it would let a reply send the discovery on follow-up calls for nothing.
@@ -176,6 +179,10 @@ export function classifyProgramAccounts(
     accounts: accounts.length,
   };
 }
+
+/** Orders (label, account) pairs as `Array.prototype.sort` orders labels (UTF-16 code units). */
+export const byLabel = (a: readonly [string, string], b: readonly [string, string]) =>
+  a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
 
 /**
  * The `dataSlice` that completes reverse texts: from the class (so the reply proves the slice was

@@ -14,7 +14,15 @@ export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 
 const MULTIPLE_ACCOUNTS_BATCH = 100;
 
-export type Discovery = { labels: string[]; slot: number | undefined; accounts: number };
+export type Discovery = {
+  /** The labels, sorted (as the contract's answer lists them). */
+  labels: string[];
+  /** Subdomain name account (base58) -> its label, for every label. */
+  members: Record<string, string>;
+  slot: number | undefined;
+  /** How many accounts the scan returned (subdomains, reverse records and others). */
+  accounts: number;
+};
 
 const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 
@@ -61,6 +69,8 @@ export type DiscoveryLane = {
  * and sends back the labels and the few reverse texts still to fetch. Those are read at the
  * scan's slot or later (`minContextSlot`), so a lagging node cannot answer from before the scan.
  *
+ * @param minContextSlot the slot the scan must reflect at least (a notification's, when one
+ *   caused the refresh): a node behind it answers -32016, retried with back-off.
  * @throws RpcCallError when the RPC fails or answers with something that is not the account data
  *   asked for (not retried then), or the answer is past the lane's bounds.
  */
@@ -69,6 +79,7 @@ export async function discoverSubdomains(
   endpoint: RpcEndpoint,
   parent: string,
   signal?: AbortSignal,
+  minContextSlot?: number,
 ): Promise<Discovery> {
   const { rpc, thread } = lane;
   const parentKey = domainKey(parent);
@@ -81,6 +92,7 @@ export async function discoverSubdomains(
       {
         encoding: 'base64',
         withContext: true,
+        ...(minContextSlot === undefined ? {} : { minContextSlot }),
         filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
         dataSlice: { offset: CLASS_OFFSET, length: SLICE_LEN },
       },
@@ -100,21 +112,27 @@ export async function discoverSubdomains(
         ),
     },
   );
-  const { labels, waiting, truncated, slot, accounts } = found;
+  const { labels, children, waiting, truncated, slot, accounts } = found;
   // Every label still to complete is longer than the inline text: when they cannot fit the
   // answer, say so now rather than after a follow-up call per 100 of them.
   let pending = 0;
   for (const { children } of waiting) pending += children.length;
   checkAnswerBounds(lane, labels, pending * (INLINE_TEXT_BYTES + 3));
   const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
+  const members: Record<string, string> = {};
+  for (let i = 0; i < labels.length; i++) members[children[i] as string] = labels[i] as string;
   const count = labels.length;
-  for (const { reverse, children } of waiting) {
+  for (const { reverse, children: waitingChildren } of waiting) {
     const label = completed.get(reverse);
-    if (label) for (let i = 0; i < children.length; i++) labels.push(label);
+    if (!label) continue;
+    for (const child of waitingChildren) {
+      labels.push(label);
+      members[child] = label;
+    }
   }
   if (labels.length > count) labels.sort();
   checkAnswerBounds(lane, labels);
-  return { labels, slot, accounts };
+  return { labels, members, slot, accounts };
 }
 
 /**

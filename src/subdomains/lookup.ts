@@ -91,11 +91,9 @@ export class SubdomainLookup {
         maxSize,
         sizeCalculation: (entry) => entry.labels.reduce((n, label) => n + label.length + 8, 64),
       });
-      // Cache keys of the default endpoint start with this; the rest is the parent.
-      const prefix = deps.cache.key(deps.localEndpointId, '');
-      deps.listener.onRefreshed((key) => {
+      deps.listener.onRefreshed((endpointId, parent) => {
         this.generation++;
-        if (key.startsWith(prefix)) local.delete(key.slice(prefix.length));
+        if (endpointId === deps.localEndpointId) local.delete(parent);
       });
       deps.listener.onLost(() => {
         this.generation++;
@@ -207,7 +205,7 @@ export class SubdomainLookup {
   ): Promise<Read<CacheEntry>> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
-    const wait = this.deps.listener.next(key, this.deps.waitMs);
+    const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs);
     try {
       const raced = await this.read(key);
       if (raced.entry) {
