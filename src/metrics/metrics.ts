@@ -4,7 +4,11 @@ import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
 
 /** Which endpoint a call went to; never the URL itself (docs/observability.md, "The metrics"). */
 export type EndpointLabel = 'default' | 'override';
-export type RpcOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout';
+/**
+ * How one RPC round trip ended; `behind` is -32016 (the node has not reached the `minContextSlot`
+ * asked for): retried with back-off, a lagging node rather than a failure.
+ */
+export type RpcOutcome = 'ok' | 'behind' | 'rpc_error' | 'http_error' | 'timeout';
 export type QueueState = 'waiting' | 'active' | 'delayed' | 'failed';
 
 /**

@@ -38,6 +38,9 @@ export class RpcCallError extends Error {
  */
 const RETRYABLE_RPC_CODES = new Set([-32005, -32004, -32016, -32603, 429, -32429]);
 
+/** "Minimum context slot has not been reached" (agave's rpc custom errors): a node behind. */
+export const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
+
 /**
  * The `result` of a JSON-RPC 2.0 reply body (HTTP 200) to request `id`, parsed within
  * {@link RPC_JSON_BOUNDS} (./bounded-json.ts). Runs in a decode thread, never on the main thread.
@@ -68,7 +71,7 @@ export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number):
     const text = typeof msg.error.message === 'string' ? msg.error.message.slice(0, 200) : '';
     throw new RpcCallError(
       `${method}: JSON-RPC error ${code} ${text}`,
-      'rpc_error',
+      code === MIN_CONTEXT_SLOT_NOT_REACHED ? 'behind' : 'rpc_error',
       RETRYABLE_RPC_CODES.has(code),
     );
   }
