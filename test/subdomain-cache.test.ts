@@ -31,8 +31,7 @@ describe('SubdomainCache.put', () => {
   const stored = async (parent: string) => {
     const found = await cache.get(cache.key('e', parent));
     if (!found) return found;
-    const { rev: _rev, ...rest } = found;
-    return rest;
+    return { labels: found.labels, fetchedAt: found.fetchedAt, slot: found.slot };
   };
 
   it('keeps the later fetchedAt at one slot, whichever order the writes come in, with the stale expiry', async () => {
@@ -132,7 +131,6 @@ describe("SubdomainLookup's in-process copy", () => {
         localEndpointId: 'e',
       });
       const endpoint = { kind: 'default', url: 'http://rpc.test/', id: 'e' } as const;
-      const key = cache.key('e', 'p');
       await cache.put('e', 'p', { labels: ['old'], fetchedAt: Date.now() });
 
       // The read of the old entry returns, but reaches the lookup only after the new entry's
