@@ -20,6 +20,21 @@ const bool = (fallback: boolean) =>
 const MiB = 1024 * 1024;
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+const wsUrl = z.url({ protocol: /^wss?$/, error: 'must be a ws(s) URL' });
+
+/**
+ * The websocket endpoint of an RPC URL, as @solana/web3.js's `Connection` derives it
+ * (`makeWebsocketUrl`): http -> ws, https -> wss, an explicit port plus one (8899 -> 8900, the
+ * validator's layout), path and query kept.
+ */
+export function deriveWebsocketUrl(rpcUrl: string): string {
+  const ws = new URL(rpcUrl);
+  ws.protocol = rpcUrl.startsWith('https:') ? 'wss:' : 'ws:';
+  // The port as written: the URL parser drops a default one (`:80`), web3.js does not.
+  const port = /^[a-z]+:\/\/(?:[^@/]*@)?(?:\[[^\]]*\]|[^:/?#]*):(\d+)/i.exec(rpcUrl)?.[1];
+  if (port !== undefined) ws.port = String(Number(port) + 1);
+  return ws.href;
+}
 
 /**
  * Parses `RPC_OVERRIDE_ALLOWLIST`: comma-separated origins (`scheme://host[:port]`). Each entry is
@@ -129,6 +144,14 @@ export const configSchema = z
     ),
     RPC_URL: z.preprocess(unsetIfEmpty, httpUrl.optional()),
     RPC_OVERRIDE: z.preprocess(unsetIfEmpty, z.enum(['on', 'off']).default('on')),
+    /** Follow the chain over the RPC's websocket (`programSubscribe`); off: refresh by the clock. */
+    RPC_WS: z.preprocess(unsetIfEmpty, z.enum(['on', 'off']).default('on')),
+    /** The websocket endpoint; unset: derived from `RPC_URL` (see `deriveWebsocketUrl`). */
+    RPC_WS_URL: z.preprocess(unsetIfEmpty, wsUrl.optional()),
+    /** Keep-alive ping interval on the websocket; a socket silent for two of them is dropped. */
+    RPC_WS_PING_MS: int(100, 600_000, 10_000),
+    /** How long a worker's lease on a watched parent lasts unrenewed: the takeover time. */
+    WATCH_LEASE_MS: int(500, 600_000, 5_000),
     RPC_OVERRIDE_ALLOWLIST: originList,
     CACHE_FRESH_SECONDS: int(1, 365 * 86400, 60),
     CACHE_STALE_SECONDS: int(1, 365 * 86400, 86400),
@@ -211,13 +234,20 @@ export const configSchema = z
     path: ['CACHE_STALE_SECONDS'],
     message: 'must be at least CACHE_FRESH_SECONDS',
   })
-  // On Redis Cluster every key of the gateway must hash to one slot, as BullMQ's multi-key
-  // scripts require: the prefix becomes a hash tag (`sns` -> `{sns}`, docs/design.md, "Shape").
-  .transform((c) =>
-    c.REDIS_CLUSTER_NODES && !/\{.+\}/.test(c.QUEUE_PREFIX)
-      ? { ...c, QUEUE_PREFIX: `{${c.QUEUE_PREFIX}}` }
-      : c,
-  );
+  .transform((c) => ({
+    ...c,
+    // One websocket endpoint for the rest of the code: the configured one, else RPC_URL's.
+    RPC_WS_URL:
+      c.RPC_WS === 'off'
+        ? undefined
+        : (c.RPC_WS_URL ?? (c.RPC_URL ? deriveWebsocketUrl(c.RPC_URL) : undefined)),
+    // On Redis Cluster every key of the gateway must hash to one slot, as BullMQ's multi-key
+    // scripts require: the prefix becomes a hash tag (`sns` -> `{sns}`, docs/design.md, "Shape").
+    QUEUE_PREFIX:
+      c.REDIS_CLUSTER_NODES && !/\{.+\}/.test(c.QUEUE_PREFIX)
+        ? `{${c.QUEUE_PREFIX}}`
+        : c.QUEUE_PREFIX,
+  }));
 
 export type Config = Readonly<z.infer<typeof configSchema>>;
 

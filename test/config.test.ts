@@ -61,6 +61,19 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TRUST_PROXY: '10.0.0.0/33' })).toThrow(/TRUST_PROXY:/);
   });
 
+  it('derives the websocket endpoint from RPC_URL as web3.js does, unless set or turned off', () => {
+    const ws = (env: Record<string, string>) => loadConfig(env).RPC_WS_URL;
+    expect(ws({ RPC_URL: 'http://127.0.0.1:8899' })).toBe('ws://127.0.0.1:8900/');
+    expect(ws({ RPC_URL: 'https://rpc.example/?api-key=k' })).toBe('wss://rpc.example/?api-key=k');
+    expect(ws({ RPC_URL: 'http://[::1]:80/a' })).toBe('ws://[::1]:81/a');
+    expect(ws({ RPC_URL: 'http://a.example', RPC_WS_URL: 'wss://b.example/ws' })).toBe(
+      'wss://b.example/ws',
+    );
+    expect(ws({ RPC_URL: 'http://a.example', RPC_WS: 'off' })).toBeUndefined();
+    expect(ws({})).toBeUndefined();
+    expect(() => loadConfig({ RPC_WS_URL: 'http://a.example' })).toThrow(/RPC_WS_URL/);
+  });
+
   it('parses the RPC cost table', () => {
     expect(loadConfig({}).RPC_CREDITS).toEqual({ getProgramAccounts: 10, '*': 1 });
     expect(
