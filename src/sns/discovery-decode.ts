@@ -228,3 +228,39 @@ export function decodeReverseTexts(
     return reverseText(payload) ?? null;
   });
 }
+
+/** What a `getMultipleAccounts` existence check saw: the slot it read at, and each key's fate. */
+export type Existence = { slot: number | undefined; exists: boolean[] };
+
+/**
+ * Decodes a `getMultipleAccounts` reply for `count` keys asked with a `dataSlice` of length 0 (an
+ * existence check: 1 call per 100 keys, no data): true for an account, false for a null entry
+ * (closed; the name program's delete zeroes and closes it).
+ *
+ * @throws RpcCallError (malformed, not retried) for a list of the wrong size or an entry that is
+ *   not an account object carrying no more data than was sliced.
+ */
+export function decodeExistence(
+  method: string,
+  body: Uint8Array,
+  id: number,
+  count: number,
+): Existence {
+  const reply = decodeEnvelope<{ value?: unknown; context?: { slot?: unknown } } | null>(
+    method,
+    body,
+    id,
+  );
+  const list = reply?.value;
+  if (!Array.isArray(list) || list.length !== count) {
+    throw malformed(`${method}: wrong account list`);
+  }
+  const exists = list.map((entry: unknown) => {
+    if (entry === null) return false;
+    if (typeof entry !== 'object') throw malformed(`${method}: an account entry is not an object`);
+    base64Data((entry as { data?: unknown }).data, 0);
+    return true;
+  });
+  const slot = reply?.context?.slot;
+  return { slot: typeof slot === 'number' && slot >= 0 ? slot : undefined, exists };
+}

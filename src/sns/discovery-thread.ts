@@ -2,7 +2,9 @@ import { parentPort } from 'node:worker_threads';
 import { decodeEnvelope, toWireError, type WireError } from '../rpc/envelope.js';
 import {
   classifyProgramAccounts,
+  decodeExistence,
   decodeReverseTexts,
+  type Existence,
   type ProgramAccountsSummary,
 } from './discovery-decode.js';
 
@@ -27,6 +29,7 @@ export type ThreadRequest = Common &
     | { kind: 'envelope' }
     | { kind: 'program-accounts'; parentKey: Uint8Array }
     | { kind: 'reverse-texts'; count: number; maxTextBytes: number }
+    | { kind: 'existence'; count: number }
   );
 
 /** What each kind of request answers. */
@@ -34,6 +37,7 @@ export type ThreadResults = {
   envelope: unknown;
   'program-accounts': ProgramAccountsSummary;
   'reverse-texts': Array<string | null>;
+  existence: Existence;
 };
 
 export type ThreadReply =
@@ -51,6 +55,8 @@ function decode(req: ThreadRequest): unknown {
       return classifyProgramAccounts(req.method, body, req.id, req.parentKey);
     case 'reverse-texts':
       return decodeReverseTexts(req.method, body, req.id, req.count, req.maxTextBytes);
+    case 'existence':
+      return decodeExistence(req.method, body, req.id, req.count);
   }
 }
 

@@ -91,6 +91,9 @@ export async function discoverSubdomains(
       NAME_PROGRAM,
       {
         encoding: 'base64',
+        // As the subscriptions (../../worker/freshness): a notification's slot is a confirmed
+        // slot, and a finalized read would stay behind it for about 32 slots.
+        commitment: 'confirmed',
         withContext: true,
         ...(minContextSlot === undefined ? {} : { minContextSlot }),
         filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
@@ -174,6 +177,7 @@ async function completeTruncated(
         batch,
         {
           encoding: 'base64',
+          commitment: 'confirmed',
           dataSlice: reverseTextSlice(maxTextBytes),
           ...(slot === undefined ? {} : { minContextSlot: slot }),
         },
