@@ -1,11 +1,15 @@
-import type { Queue } from 'bullmq';
+import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import type { RedisClient } from '../src/redis.js';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { hottestParents } from '../src/subdomains/hot-keys.js';
 
-/** The job the scheduler adds; the refresh worker dispatches on this name. */
-export const HOT_SCAN_JOB = 'hot-scan';
+/**
+ * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
+ * reads), and on a refresh queue it took a start of the RPC rate limiter each time.
+ */
+export const HOT_SCAN_QUEUE = 'hot-parent-scans';
+const HOT_SCAN_JOB = 'hot-scan';
 const SCHEDULER_ID = 'hot-parents';
 
 /**
@@ -15,11 +19,13 @@ const SCHEDULER_ID = 'hot-parents';
 export const hotScanIntervalMs = (freshMs: number) => Math.max(500, Math.floor(freshMs / 6));
 
 /**
- * Installs (or updates) the BullMQ job scheduler of hot-parent scans. Idempotent: every worker
- * calls it at start and BullMQ keeps one scheduler per id.
+ * Installs (or updates) the BullMQ job scheduler of hot-parent scans on {@link HOT_SCAN_QUEUE}, and
+ * removes the one an earlier release kept on the refresh queue. Idempotent: every worker calls it
+ * at start and BullMQ keeps one scheduler per id.
  */
 export async function scheduleHotScans(
-  queue: Queue<RefreshJobData>,
+  queue: Queue,
+  refreshQueue: Queue<RefreshJobData>,
   freshMs: number,
 ): Promise<void> {
   await queue.upsertJobScheduler(
@@ -27,6 +33,35 @@ export async function scheduleHotScans(
     { every: hotScanIntervalMs(freshMs) },
     { name: HOT_SCAN_JOB, opts: { removeOnComplete: true, removeOnFail: 100 } },
   );
+  await refreshQueue.removeJobScheduler(SCHEDULER_ID);
+}
+
+/** The queue of hot-parent scans (for its scheduler). */
+export function createHotScanQueue(connection: ConnectionOptions, prefix: string): Queue {
+  return new Queue(HOT_SCAN_QUEUE, { connection, prefix });
+}
+
+/**
+ * The worker of hot-parent scans: one at a time, no rate limit (no RPC call; the refreshes it
+ * queues go through the refresh queue's limiter).
+ *
+ * @param onError where the worker's 'error' events go (Redis faults).
+ */
+export function createHotScanWorker(
+  connection: ConnectionOptions,
+  prefix: string,
+  scan: () => Promise<unknown>,
+  onError: (err: Error) => void,
+): Worker {
+  const worker = new Worker(
+    HOT_SCAN_QUEUE,
+    async () => {
+      await scan();
+    },
+    { connection, prefix, concurrency: 1 },
+  );
+  worker.on('error', onError);
+  return worker;
 }
 
 export type HotScanDeps = {

@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import type { Config } from '../src/config.js';
 import type { Metrics } from '../src/metrics/metrics.js';
 import { refreshBackoff, type RefreshJobData } from '../src/queue/refresh-queue.js';
-import { HOT_SCAN_JOB } from './hot-refresh.js';
 import {
   createRefreshProcessor,
   type RefreshProcessorDeps,
@@ -29,8 +28,6 @@ export function createRefreshWorker(
   deps: RefreshProcessorDeps & {
     metrics: Metrics;
     logger: Logger;
-    /** Runs one hot-parent scan (`HOT_SCAN_JOB`), when hot refresh is on. */
-    hotScan?: () => Promise<unknown>;
     /** Where the worker's 'error' events go (a rate-limited log); logged with their stack if absent. */
     onError?: (err: Error) => void;
   },
@@ -39,11 +36,7 @@ export function createRefreshWorker(
   const refresh = createRefreshProcessor(deps);
   const worker = new Worker<RefreshJobData, RefreshResult | undefined>(
     queue.name,
-    async (job, token, signal) => {
-      if (job.name !== HOT_SCAN_JOB) return refresh(job, token, signal);
-      await deps.hotScan?.();
-      return undefined;
-    },
+    (job, token, signal) => refresh(job, token, signal),
     {
       connection,
       prefix: config.QUEUE_PREFIX,
@@ -57,12 +50,8 @@ export function createRefreshWorker(
       autorun: opts.autorun ?? true,
     },
   );
-  // Scans are bookkeeping, not refreshes: they stay out of the refresh metrics.
-  worker.on('completed', (job) => {
-    if (job.name !== HOT_SCAN_JOB) deps.metrics.refreshJobs.inc({ outcome: 'completed' });
-  });
+  worker.on('completed', () => deps.metrics.refreshJobs.inc({ outcome: 'completed' }));
   worker.on('failed', (job) => {
-    if (job?.name === HOT_SCAN_JOB) return;
     const attempts = job?.opts.attempts ?? 1;
     const final = !job || job.attemptsMade >= attempts || job.finishedOn !== undefined;
     deps.metrics.refreshJobs.inc({ outcome: final ? 'failed' : 'retried' });

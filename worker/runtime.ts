@@ -16,7 +16,12 @@ import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
 import { DecodeThread } from '../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
-import { runHotScan, scheduleHotScans } from './hot-refresh.js';
+import {
+  createHotScanQueue,
+  createHotScanWorker,
+  runHotScan,
+  scheduleHotScans,
+} from './hot-refresh.js';
 import { startMetricsServer } from './metrics-server.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
@@ -151,7 +156,7 @@ export async function startWorker(
         concurrency: config.WORKER_CONCURRENCY,
         maxPerSecond: config.RPC_MAX_PER_SECOND,
       },
-      { ...processorDeps, lane: defaultLane, hotScan },
+      { ...processorDeps, lane: defaultLane },
     ),
     createRefreshWorker(
       workerConnection,
@@ -164,8 +169,15 @@ export async function startWorker(
       { ...processorDeps, lane: overrideLane },
     ),
   ];
-  if (hotScan) {
-    await scheduleHotScans(queue, freshMs).catch((err: unknown) =>
+  const hotScans = hotScan ? createHotScanQueue(queueConnection, config.QUEUE_PREFIX) : undefined;
+  hotScans?.on('error', (err) => redisErrors.report(err, 'worker hot-parent scan queue'));
+  if (hotScan && hotScans) {
+    workers.push(
+      createHotScanWorker(workerConnection, config.QUEUE_PREFIX, hotScan, (err) =>
+        redisErrors.report(err, 'hot-parent scan worker'),
+      ),
+    );
+    await scheduleHotScans(hotScans, queue, freshMs).catch((err: unknown) =>
       logger.warn(
         { err: String(err) },
         'could not schedule hot-parent scans (retried at next start)',
@@ -208,6 +220,7 @@ export async function startWorker(
         }
         await server?.close();
         await queue.close().catch(() => undefined);
+        await hotScans?.close().catch(() => undefined);
         await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
         agents.destroy();
         await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
