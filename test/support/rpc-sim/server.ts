@@ -6,6 +6,8 @@ import { STATUS_CODES, createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { SimChain } from './chain.js';
+import { errorJson, parseBody, validId } from './envelope.js';
+import type { Body, Envelope } from './envelope.js';
 import { FaultQueue, GARBAGE_BODY } from './faults.js';
 import type { Fault } from './faults.js';
 import { RpcError, RpcErrorCode, callMethod } from './methods.js';
@@ -69,18 +71,6 @@ export interface RpcSimulator {
    */
   close(): Promise<void>;
 }
-
-interface Envelope {
-  method: string;
-  params: unknown;
-  /** Whether the element carries an `id`; if not, it is a notification and gets no answer. */
-  hasId: boolean;
-  id: unknown;
-  /** Set when the element is not a valid JSON-RPC request. */
-  invalid?: string;
-}
-
-type Body = { kind: 'unparsable' } | { kind: 'single' | 'batch'; elements: Envelope[] };
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
@@ -316,42 +306,6 @@ function readBody(
     if (!rejected) onBody(Buffer.concat(chunks).toString('utf8'));
   });
   req.on('error', () => req.socket.destroy());
-}
-
-function parseBody(text: string): Body {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { kind: 'unparsable' };
-  }
-  if (Array.isArray(value)) return { kind: 'batch', elements: value.map(toEnvelope) };
-  return { kind: 'single', elements: [toEnvelope(value)] };
-}
-
-function toEnvelope(value: unknown): Envelope {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { method: '', params: undefined, hasId: false, id: null, invalid: 'Invalid request' };
-  }
-  const obj = value as Record<string, unknown>;
-  const method = typeof obj.method === 'string' ? obj.method : '';
-  const envelope: Envelope = { method, params: obj.params, hasId: 'id' in obj, id: obj.id };
-  const id = obj.id;
-  if (obj.jsonrpc !== '2.0') envelope.invalid = 'Invalid request: jsonrpc must be "2.0"';
-  else if (typeof obj.method !== 'string') envelope.invalid = 'Invalid request: missing method';
-  else if (envelope.hasId && id !== null && typeof id !== 'string' && typeof id !== 'number') {
-    envelope.invalid = 'Invalid request: id must be a string, number or null';
-  }
-  return envelope;
-}
-
-function validId(id: unknown): string | number | null {
-  return typeof id === 'string' || typeof id === 'number' ? id : null;
-}
-
-function errorJson(id: unknown, code: number, message: string, data?: unknown): string {
-  const error = data === undefined ? { code, message } : { code, message, data };
-  return JSON.stringify({ jsonrpc: '2.0', error, id: validId(id) });
 }
 
 function injectedError(id: unknown, fault: { code?: number; message?: string }): string {
