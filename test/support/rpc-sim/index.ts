@@ -14,12 +14,16 @@ export {
   rentExemptLamports,
 } from './chain.js';
 export type {
+  AccountWrite,
   AddDomainOptions,
   AddSubdomainOptions,
+  ChainView,
   NameHeader,
   SimAccount,
   SimAccountInput,
+  SimChainOptions,
   SubdomainKeys,
+  WriteListener,
 } from './chain.js';
 export { DEMO_DOMAINS, demoLabels, seedDemoChain } from './demo.js';
 export type { DemoDomain, SeededDomain } from './demo.js';
