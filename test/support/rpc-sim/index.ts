@@ -1,6 +1,7 @@
 /**
  * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP and
- * faults), chain.ts (account store and SNS layouts), demo.ts (demo names).
+ * faults), chain.ts (account store, history and SNS layouts), methods.ts (method
+ * semantics), demo.ts (demo names).
  */
 export {
   DEFAULT_DOMAIN_SPACE,
@@ -34,6 +35,7 @@ export {
   MAX_FILTERS,
   MAX_MULTIPLE_ACCOUNTS,
   RpcErrorCode,
+  SIM_ONLY_METHODS,
   SIM_SOLANA_VERSION,
   SUPPORTED_METHODS,
 } from './methods.js';
