@@ -1,7 +1,7 @@
 /**
- * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP and
- * faults), chain.ts (account store, history and SNS layouts), methods.ts (method
- * semantics), demo.ts (demo names).
+ * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP, faults,
+ * lag, and the API of both sides), pubsub.ts (websocket subscriptions), chain.ts (account
+ * store, history and SNS layouts), methods.ts (method semantics), demo.ts (demo names).
  */
 export {
   DEFAULT_DOMAIN_SPACE,
@@ -39,5 +39,6 @@ export {
   SIM_SOLANA_VERSION,
   SUPPORTED_METHODS,
 } from './methods.js';
+export type { WsCallRecord, WsStats } from './pubsub.js';
 export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
 export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';

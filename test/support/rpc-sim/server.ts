@@ -1,6 +1,7 @@
 /**
- * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection.
- * Good enough for `@solana/web3.js` 1.x `Connection` and the SNS SDK to run against unchanged.
+ * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection
+ * and a websocket (pubsub) endpoint on its own port (pubsub.ts). Good enough for
+ * `@solana/web3.js` 1.x `Connection` and the SNS SDK to run against unchanged.
  */
 import { STATUS_CODES, createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -11,6 +12,8 @@ import type { Body, Envelope } from './envelope.js';
 import { FaultQueue, GARBAGE_BODY } from './faults.js';
 import type { Fault } from './faults.js';
 import { RpcError, RpcErrorCode, callMethod } from './methods.js';
+import { PubSubServer } from './pubsub.js';
+import type { WsCallRecord, WsStats } from './pubsub.js';
 
 /** Default request body limit: 10 MiB. Larger bodies get HTTP 413. */
 export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
@@ -42,6 +45,12 @@ export interface RpcSimulatorOptions {
   host?: string;
   /** TCP port; default 0 (an ephemeral port, see `url`). */
   port?: number;
+  /**
+   * TCP port of the websocket (pubsub) endpoint, on the same host; default 0 (an ephemeral
+   * port, see `wsUrl`). Real nodes use the HTTP port + 1 (8899 → 8900), which is what
+   * web3.js derives from an HTTP URL; the CLI does that.
+   */
+  wsPort?: number;
   /** Request body limit in bytes; default `DEFAULT_MAX_BODY_BYTES`. */
   maxBodyBytes?: number;
   /** Called with each call record as it is added to `calls` (e.g. for logging). */
@@ -66,17 +75,52 @@ export interface RpcSimulator {
    */
   setFaults(faults: Fault[]): void;
   /**
-   * Stops listening, cancels delayed answers and destroys all open sockets (hanging and
-   * keep-alive ones included). Idempotent.
+   * Stops listening (HTTP and websocket), cancels delayed answers and destroys all open
+   * sockets (hanging, keep-alive and websockets included). Idempotent.
    */
   close(): Promise<void>;
+
+  /** Websocket (pubsub) URL, e.g. `ws://127.0.0.1:54322`; any path is accepted. */
+  readonly wsUrl: string;
+  /**
+   * One row per JSON-RPC call received on any websocket (accountSubscribe, programSubscribe,
+   * their unsubscribes, and unknown or invalid calls), oldest first, with the subscription
+   * id or error code it got. Empty it in place (`wsCalls.length = 0`) if needed.
+   */
+  readonly wsCalls: WsCallRecord[];
+  /**
+   * Websocket counters: `connections` open now, `accepted` since start, `subscriptions`
+   * active now, `notificationsSent` (account/programNotification), `bytesSent` (UTF-8 bytes
+   * of all text frames sent, answers included; for credit accounting).
+   */
+  wsStats(): WsStats;
+  /**
+   * Terminates every open websocket abruptly (TCP destroyed, no close frame, so clients see
+   * code 1006), as providers do; their subscriptions end.
+   * @returns how many websockets were open.
+   */
+  dropSockets(): number;
+  /**
+   * false: new websocket upgrades are refused with HTTP 503, like a provider without
+   * websocket support (open websockets stay); true (the default) accepts them again.
+   */
+  setWebsocketAvailable(available: boolean): void;
+  /**
+   * Turns every open websocket into a half-open connection: it stops sending anything
+   * (answers, notifications, and pongs to the client's pings) and stops reading, so only a
+   * client keep-alive can notice. Later websockets are unaffected; `dropSockets` or `close`
+   * ends frozen ones.
+   * @returns how many websockets were frozen.
+   */
+  freezeSockets(): number;
 }
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
 /**
  * Starts the simulator.
- * @returns once it listens; `url` holds the real port when `port` was 0.
+ * @returns once both the HTTP and the websocket servers listen; `url` and `wsUrl` hold the
+ *   real ports when `port`/`wsPort` were 0.
  * @throws the listen error (e.g. EADDRINUSE).
  */
 export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise<RpcSimulator> {
@@ -219,9 +263,22 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
   });
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  let pubsub: PubSubServer;
+  try {
+    pubsub = await PubSubServer.start(chain, opts.host ?? '127.0.0.1', opts.wsPort ?? 0);
+  } catch (err) {
+    server.close();
+    throw err;
+  }
 
   return {
     url: `http://${host}:${address.port}`,
+    wsUrl: pubsub.url,
+    wsCalls: pubsub.calls,
+    wsStats: () => pubsub.stats(),
+    dropSockets: () => pubsub.dropSockets(),
+    setWebsocketAvailable: (available) => pubsub.setAvailable(available),
+    freezeSockets: () => pubsub.freezeSockets(),
     chain,
     calls,
     callCount: (method) =>
@@ -231,13 +288,16 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     },
     setFaults: (list) => faults.set(list),
     close: () => {
-      closing ??= new Promise<void>((resolve) => {
-        for (const timer of timers) clearTimeout(timer);
-        timers.clear();
-        server.close(() => resolve());
-        server.closeAllConnections();
-        for (const socket of sockets) socket.destroy();
-      });
+      closing ??= Promise.all([
+        new Promise<void>((resolve) => {
+          for (const timer of timers) clearTimeout(timer);
+          timers.clear();
+          server.close(() => resolve());
+          server.closeAllConnections();
+          for (const socket of sockets) socket.destroy();
+        }),
+        pubsub.close(),
+      ]).then(() => undefined);
       return closing;
     },
   };
