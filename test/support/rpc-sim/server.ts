@@ -1,12 +1,14 @@
 /**
- * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection
- * and a websocket (pubsub) endpoint on its own port (pubsub.ts). Good enough for
- * `@solana/web3.js` 1.x `Connection` and the SNS SDK to run against unchanged.
+ * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection,
+ * an optional lag behind the chain, and a websocket (pubsub) endpoint on its own port
+ * (pubsub.ts). Good enough for `@solana/web3.js` 1.x `Connection` and the SNS SDK to run
+ * against unchanged.
  */
 import { STATUS_CODES, createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { SimChain } from './chain.js';
+import type { ChainView } from './chain.js';
 import { errorJson, parseBody, validId } from './envelope.js';
 import type { Body, Envelope } from './envelope.js';
 import { FaultQueue, GARBAGE_BODY } from './faults.js';
@@ -51,6 +53,12 @@ export interface RpcSimulatorOptions {
    * web3.js derives from an HTTP URL; the CLI does that.
    */
   wsPort?: number;
+  /**
+   * Milliseconds the HTTP side lags behind the chain (default 0): every HTTP read method
+   * answers from the chain as it was that long ago (accounts and `context.slot`), while the
+   * websocket side sees each write at once. See `setHttpLagMs`.
+   */
+  httpLagMs?: number;
   /** Request body limit in bytes; default `DEFAULT_MAX_BODY_BYTES`. */
   maxBodyBytes?: number;
   /** Called with each call record as it is added to `calls` (e.g. for logging). */
@@ -113,6 +121,17 @@ export interface RpcSimulator {
    * @returns how many websockets were frozen.
    */
   freezeSockets(): number;
+  /**
+   * Sets the HTTP lag (see `RpcSimulatorOptions.httpLagMs`). The chain keeps history for
+   * that long (`SimChain.retainHistory`), starting now: right after raising the lag,
+   * reads see the chain as of the moment of the change until the lag has passed. A
+   * `minContextSlot` above the lagging slot gets -32016 with `data.contextSlot` = that slot.
+   * 0 turns history off.
+   * @throws TypeError unless ms is a finite number >= 0.
+   */
+  setHttpLagMs(ms: number): void;
+  /** The current HTTP lag in milliseconds. */
+  readonly httpLagMs: number;
 }
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
@@ -121,10 +140,16 @@ const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
  * Starts the simulator.
  * @returns once both the HTTP and the websocket servers listen; `url` and `wsUrl` hold the
  *   real ports when `port`/`wsPort` were 0.
- * @throws the listen error (e.g. EADDRINUSE).
+ * @throws the listen error (e.g. EADDRINUSE); TypeError on a bad `httpLagMs`.
  */
 export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise<RpcSimulator> {
   const chain = opts.chain ?? new SimChain();
+  let httpLagMs = 0;
+  const setHttpLagMs = (ms: number): void => {
+    chain.retainHistory(ms);
+    httpLagMs = ms;
+  };
+  setHttpLagMs(opts.httpLagMs ?? 0);
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const faults = new FaultQueue();
   const calls: RpcCallRecord[] = [];
@@ -202,7 +227,8 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
 
   /** Answers normally, except `rpc-error` faults replace the matching elements' answers. */
   function answer(body: Body, res: ServerResponse, fault: Fault | undefined): void {
-    const slot = chain.advanceSlot();
+    chain.advanceSlot();
+    const view = httpLagMs > 0 ? chain.asOf(httpLagMs) : chain;
     if (body.kind === 'unparsable') {
       const text = errorJson(null, RpcErrorCode.parseError, 'Parse error');
       const injected = fault?.kind === 'rpc-error' ? injectedError(null, fault) : text;
@@ -219,7 +245,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     for (const e of body.elements) {
       const hit =
         fault?.kind === 'rpc-error' && (fault.method === undefined || fault.method === e.method);
-      const text = hit ? injectedError(e.id, fault) : answerOne(e, slot);
+      const text = hit ? injectedError(e.id, fault) : answerOne(e, view);
       const answered = e.hasId || e.invalid !== undefined;
       if (answered) parts.push(text);
       record({
@@ -241,12 +267,12 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     else send(res, 200, `[${parts.join(',')}]`, JSON_HEADERS);
   }
 
-  function answerOne(e: Envelope, slot: number): string {
+  function answerOne(e: Envelope, view: ChainView): string {
     if (e.invalid !== undefined) {
       return errorJson(validId(e.id), RpcErrorCode.invalidRequest, e.invalid);
     }
     try {
-      const result = callMethod(chain, e.method, e.params, slot);
+      const result = callMethod(chain, e.method, e.params, view.slot, view);
       return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
     } catch (err) {
       if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);
@@ -279,6 +305,10 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     dropSockets: () => pubsub.dropSockets(),
     setWebsocketAvailable: (available) => pubsub.setAvailable(available),
     freezeSockets: () => pubsub.freezeSockets(),
+    setHttpLagMs,
+    get httpLagMs() {
+      return httpLagMs;
+    },
     chain,
     calls,
     callCount: (method) =>
