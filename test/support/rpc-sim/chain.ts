@@ -23,6 +23,7 @@ import {
   getReverseKeyFromDomainKey,
 } from '@bonfida/spl-name-service';
 import { PublicKey } from '@solana/web3.js';
+import { performance } from 'node:perf_hooks';
 
 /** Length of the name account header (parent, owner, class: 32 bytes each). */
 export const NAME_HEADER_LEN = 96;
@@ -139,17 +140,86 @@ export interface SubdomainKeys {
 }
 
 /**
+ * What RPC methods read: a slot and the accounts as of that slot. `SimChain` is one (the
+ * chain now); `SimChain.asOf` gives one for the chain as it was a while ago.
+ */
+export interface ChainView {
+  /** Slot of this state. */
+  readonly slot: number;
+  /** The stored account at a base58 address, without copying. */
+  lookup(key: string): StoredAccount | undefined;
+  /** Stored accounts owned by the program with this base58 key, without copying. */
+  ownedBy(programKey: string): Iterable<StoredAccount>;
+}
+
+/** One account write, as `onWrite` listeners get it. */
+export interface AccountWrite {
+  /** Base58 address of the account. */
+  readonly key: string;
+  readonly pubkey: PublicKey;
+  /** The account after the write; undefined when the write deleted it. */
+  readonly account: StoredAccount | undefined;
+  /** The account before the write; undefined when the write created it. */
+  readonly previous: StoredAccount | undefined;
+  /** The chain's slot right after the write (each write advances the slot by one). */
+  readonly slot: number;
+}
+
+/** Called synchronously after each write; must not throw (see `onWrite`). */
+export type WriteListener = (write: AccountWrite) => void;
+
+/** Options of the `SimChain` constructor. */
+export interface SimChainOptions {
+  /** First slot number (default 1). */
+  slot?: number;
+  /**
+   * Monotonic clock in milliseconds used to time-stamp history (default
+   * `performance.now`); tests can pass a fake one to move time by hand.
+   */
+  now?: () => number;
+}
+
+/** A slot advance, kept while history is retained. */
+interface SlotEntry {
+  readonly time: number;
+  readonly slotBefore: number;
+}
+
+/** An account write, kept while history is retained. */
+interface WriteEntry {
+  readonly time: number;
+  readonly key: string;
+  readonly previous: StoredAccount | undefined;
+}
+
+/** Log entries dropped from the head before the array is compacted. */
+const COMPACT_AFTER = 1024;
+
+/**
  * In-memory accounts, indexed by address and by owning program. Every mutation advances
  * `slot` by one; the server also advances it once per HTTP request it answers.
+ *
+ * History: with `retainHistory(ms)` > 0 the chain also logs, for `ms` milliseconds, every slot
+ * advance and the previous version of every written account, so `asOf(age)` can rebuild the
+ * state of `age` ms ago by undoing the writes made since. Only writes are logged (not the
+ * whole state), so with retention 0 (the default) nothing is logged and reads cost as before.
  */
-export class SimChain {
+export class SimChain implements ChainView {
   #slot: number;
   readonly #byKey = new Map<string, StoredAccount>();
   readonly #byOwner = new Map<string, Map<string, StoredAccount>>();
+  readonly #listeners = new Set<WriteListener>();
+  readonly #now: () => number;
+  #retentionMs = 0;
+  #slotLog: SlotEntry[] = [];
+  #slotHead = 0;
+  #writeLog: WriteEntry[] = [];
+  #writeHead = 0;
 
-  /** @param opts.slot first slot number (default 1). */
-  constructor(opts: { slot?: number } = {}) {
+  /** @param opts.slot first slot number (default 1); `opts.now`: the history clock. */
+  constructor(opts: SimChainOptions = {}) {
     this.#slot = opts.slot ?? 1;
+    this.#now = opts.now ?? (() => performance.now());
   }
 
   /** Current slot. */
@@ -159,7 +229,8 @@ export class SimChain {
 
   /** Advances the slot by one and returns the new value. */
   advanceSlot(): number {
-    return ++this.#slot;
+    this.#bumpSlot(this.#retentionMs > 0 ? this.#now() : 0);
+    return this.#slot;
   }
 
   /** Number of stored accounts. */
@@ -168,7 +239,7 @@ export class SimChain {
   }
 
   /**
-   * Stores (or replaces) an account. The data is copied.
+   * Stores (or replaces) an account. The data is copied. Notifies `onWrite` listeners.
    * @throws TypeError if lamports is not a non-negative safe integer.
    */
   setAccount(pubkey: PublicKey, account: SimAccountInput): void {
@@ -186,6 +257,7 @@ export class SimChain {
       owner,
       lamports,
     };
+    const previous = this.#byKey.get(stored.key);
     this.#remove(stored.key);
     this.#byKey.set(stored.key, stored);
     let owned = this.#byOwner.get(stored.ownerKey);
@@ -194,14 +266,84 @@ export class SimChain {
       this.#byOwner.set(stored.ownerKey, owned);
     }
     owned.set(stored.key, stored);
-    this.#slot++;
+    this.#written(pubkey, stored.key, stored, previous);
   }
 
-  /** Removes an account. @returns whether it existed. */
+  /**
+   * Removes an account. Notifies `onWrite` listeners if it existed.
+   * @returns whether it existed.
+   */
   deleteAccount(pubkey: PublicKey): boolean {
-    const existed = this.#remove(pubkey.toBase58());
-    if (existed) this.#slot++;
-    return existed;
+    const key = pubkey.toBase58();
+    const previous = this.#byKey.get(key);
+    if (!previous) return false;
+    this.#remove(key);
+    this.#written(pubkey, key, undefined, previous);
+    return true;
+  }
+
+  /**
+   * Registers a listener called synchronously after every write (`setAccount`,
+   * `deleteAccount` and the helpers built on them), in write order, once the write is visible
+   * and the slot advanced. A listener that throws does not stop the write or the other
+   * listeners: its error is rethrown from a microtask (an uncaught exception).
+   * @returns a function that removes the listener.
+   */
+  onWrite(listener: WriteListener): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  /**
+   * Keeps the history needed by `asOf(age)` for every `age <= ms` from now on; 0 (the default)
+   * stops logging and drops the log. History starts when this is called: a view older than
+   * that shows the chain as it was at that moment, not before.
+   * @throws TypeError unless ms is a finite number >= 0.
+   */
+  retainHistory(ms: number): void {
+    if (!Number.isFinite(ms) || ms < 0) {
+      throw new TypeError(`history retention must be a finite number >= 0, got ${ms}`);
+    }
+    this.#retentionMs = ms;
+    if (ms === 0) {
+      this.#slotLog = [];
+      this.#slotHead = 0;
+      this.#writeLog = [];
+      this.#writeHead = 0;
+    }
+  }
+
+  /** Milliseconds of history kept (see `retainHistory`). */
+  get historyRetentionMs(): number {
+    return this.#retentionMs;
+  }
+
+  /**
+   * The chain as it was `ageMs` milliseconds ago: the slot of then and the accounts of then
+   * (writes made since are undone; accounts created since are absent). `asOf(0)`, or any age
+   * while no history is retained, is the chain itself. Ages beyond the retention see the
+   * oldest state still known. Cost: O(writes made in the last `ageMs`) to build, then lookups
+   * as fast as the chain's own.
+   */
+  asOf(ageMs: number): ChainView {
+    if (ageMs <= 0 || this.#retentionMs === 0) return this;
+    const now = this.#now();
+    this.#prune(now);
+    const time = now - ageMs;
+    const slotAt = firstAfter(this.#slotLog, this.#slotHead, time);
+    const slot = this.#slotLog[slotAt]?.slotBefore ?? this.#slot;
+    const writeAt = firstAfter(this.#writeLog, this.#writeHead, time);
+    const undone = new Map<string, StoredAccount | undefined>();
+    // Oldest first: the version before the earliest later write is the one of `time`.
+    for (let i = writeAt; i < this.#writeLog.length; i++) {
+      const entry = this.#writeLog[i];
+      if (entry && !undone.has(entry.key)) undone.set(entry.key, entry.previous);
+    }
+    return undone.size === 0
+      ? new PastView(this, slot, undefined)
+      : new PastView(this, slot, undone);
   }
 
   /** @returns a copy of the account, or undefined if there is none. */
@@ -295,6 +437,22 @@ export class SimChain {
     return keys;
   }
 
+  /**
+   * Deletes `label.parent`'s name account and its reverse record (keys derived as in
+   * `addSubdomain`), as deleting a subdomain with the name program does for each. Each
+   * deleted account advances the slot and notifies `onWrite` listeners. Does not create or
+   * touch the parent.
+   * @returns whether either account existed.
+   * @throws Error if parent or label is empty or has a dot.
+   */
+  deleteSubdomain(parent: string, label: string): boolean {
+    const domain = topLevelName(parent);
+    const keys = subdomainKeys(getDomainKeySync(domain).pubkey, domain, checkLabel(label));
+    const nameDeleted = this.deleteAccount(keys.subKey);
+    const reverseDeleted = this.deleteAccount(keys.reverseKey);
+    return nameDeleted || reverseDeleted;
+  }
+
   #writeSubReverse(keys: SubdomainKeys, label: string): void {
     this.setAccount(keys.reverseKey, {
       data: encodeNameAccount(
@@ -313,6 +471,51 @@ export class SimChain {
     return { parentKey: this.addDomain(parent), parentOwner: DEFAULT_SIM_OWNER };
   }
 
+  #bumpSlot(time: number): void {
+    if (this.#retentionMs > 0) {
+      this.#slotLog.push({ time, slotBefore: this.#slot });
+      this.#prune(time);
+    }
+    this.#slot++;
+  }
+
+  #written(
+    pubkey: PublicKey,
+    key: string,
+    account: StoredAccount | undefined,
+    previous: StoredAccount | undefined,
+  ): void {
+    const time = this.#retentionMs > 0 ? this.#now() : 0;
+    if (this.#retentionMs > 0) this.#writeLog.push({ time, key, previous });
+    this.#bumpSlot(time);
+    if (this.#listeners.size === 0) return;
+    const write: AccountWrite = { key, pubkey, account, previous, slot: this.#slot };
+    for (const listener of this.#listeners) {
+      try {
+        listener(write);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+  }
+
+  /** Drops log entries no view within the retention can need (older than now - retention). */
+  #prune(now: number): void {
+    const cutoff = now - this.#retentionMs;
+    while ((this.#slotLog[this.#slotHead]?.time ?? Infinity) <= cutoff) this.#slotHead++;
+    while ((this.#writeLog[this.#writeHead]?.time ?? Infinity) <= cutoff) this.#writeHead++;
+    if (this.#slotHead > COMPACT_AFTER && this.#slotHead * 2 > this.#slotLog.length) {
+      this.#slotLog = this.#slotLog.slice(this.#slotHead);
+      this.#slotHead = 0;
+    }
+    if (this.#writeHead > COMPACT_AFTER && this.#writeHead * 2 > this.#writeLog.length) {
+      this.#writeLog = this.#writeLog.slice(this.#writeHead);
+      this.#writeHead = 0;
+    }
+  }
+
   #remove(key: string): boolean {
     const stored = this.#byKey.get(key);
     if (!stored) return false;
@@ -322,6 +525,46 @@ export class SimChain {
     if (owned?.size === 0) this.#byOwner.delete(stored.ownerKey);
     return true;
   }
+}
+
+/**
+ * The chain as it was: accounts written since are replaced by their earlier versions
+ * (`undone`, undefined = did not exist then); everything else is read from the chain.
+ */
+class PastView implements ChainView {
+  constructor(
+    readonly chain: SimChain,
+    readonly slot: number,
+    readonly undone: ReadonlyMap<string, StoredAccount | undefined> | undefined,
+  ) {}
+
+  lookup(key: string): StoredAccount | undefined {
+    if (this.undone?.has(key)) return this.undone.get(key);
+    return this.chain.lookup(key);
+  }
+
+  *ownedBy(programKey: string): Iterable<StoredAccount> {
+    const { undone } = this;
+    for (const account of this.chain.ownedBy(programKey)) {
+      if (!undone?.has(account.key)) yield account;
+    }
+    if (!undone) return;
+    for (const account of undone.values()) {
+      if (account?.ownerKey === programKey) yield account;
+    }
+  }
+}
+
+/** Index of the first entry at or after `from` with `time` > `time` (entries sorted by time). */
+function firstAfter(log: ReadonlyArray<{ time: number }>, from: number, time: number): number {
+  let lo = from;
+  let hi = log.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((log[mid]?.time ?? Infinity) > time) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 function subdomainKeys(parentKey: PublicKey, parent: string, label: string): SubdomainKeys {

@@ -1,15 +1,20 @@
 /**
  * Runs the RPC simulator by hand with the demo chain:
  *
- *   npm run rpc:sim                       # http://127.0.0.1:8899
- *   RPC_SIM_PORT=9000 RPC_SIM_HOST=0.0.0.0 npm run rpc:sim
+ *   npm run rpc:sim                       # http://127.0.0.1:8899, ws://127.0.0.1:8900
+ *   RPC_SIM_PORT=9000 RPC_SIM_HOST=0.0.0.0 npm run rpc:sim   # websocket on 9001
+ *   RPC_SIM_PORT=0 npm run rpc:sim        # both ports ephemeral
  *   RPC_SIM_VERBOSE=1 npm run rpc:sim     # also log every call
  *
- * Prints the URL and the demo names it holds; stops on SIGINT/SIGTERM (a second signal exits
- * at once).
+ * The websocket port is the HTTP port + 1, as on solana-test-validator and as web3.js derives
+ * it from an HTTP URL. Prints both URLs, the demo names it holds and curl examples, including
+ * the simulator-only methods that change the chain; stops on SIGINT/SIGTERM (a second signal
+ * exits at once).
  */
+import { NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { SimChain } from './chain.js';
 import { seedDemoChain } from './demo.js';
+import { SIM_ONLY_METHODS } from './methods.js';
 import { startRpcSimulator } from './server.js';
 
 function portFromEnv(value: string | undefined): number {
@@ -21,13 +26,23 @@ function portFromEnv(value: string | undefined): number {
   return port;
 }
 
+/** The websocket port for HTTP port `port`: port + 1, or ephemeral when `port` is. */
+function wsPortFor(port: number): number {
+  if (port === 0) return 0;
+  if (port === 65535)
+    throw new Error('RPC_SIM_PORT must be below 65535 (the websocket uses port + 1)');
+  return port + 1;
+}
+
 const chain = new SimChain();
 const seeded = seedDemoChain(chain);
 const verbose = Boolean(process.env.RPC_SIM_VERBOSE);
+const port = portFromEnv(process.env.RPC_SIM_PORT);
 const sim = await startRpcSimulator({
   chain,
   host: process.env.RPC_SIM_HOST || '127.0.0.1',
-  port: portFromEnv(process.env.RPC_SIM_PORT),
+  port,
+  wsPort: wsPortFor(port),
   onCall: verbose
     ? (call) =>
         console.log(
@@ -39,6 +54,7 @@ const sim = await startRpcSimulator({
 
 const lines = [
   `Solana JSON-RPC simulator listening on ${sim.url} (${chain.size} accounts)`,
+  `Websocket (accountSubscribe, programSubscribe) on ${sim.wsUrl}`,
   '',
   'Demo names (findSubdomains lists only subdomains with a name account and a reverse record):',
 ];
@@ -52,11 +68,28 @@ for (const d of seeded) {
     lines.push(`    orphan reverse records: ${d.orphanReverses.join(', ')}`);
   }
 }
+const demoKey = seeded.find((d) => d.name === 'demo')?.key.toBase58() ?? '';
+const curl = (body: string): string[] => [
+  `  curl -s ${sim.url} -H 'Content-Type: application/json' \\`,
+  `    -d '${body}'`,
+];
 lines.push(
   '',
   'Try:',
-  `  curl -s ${sim.url} -H 'Content-Type: application/json' \\`,
-  `    -d '{"jsonrpc":"2.0","id":1,"method":"getAccountInfo","params":["${seeded[0]?.key.toBase58() ?? ''}",{"encoding":"base64"}]}'`,
+  ...curl(
+    `{"jsonrpc":"2.0","id":1,"method":"getAccountInfo","params":["${seeded[0]?.key.toBase58() ?? ''}",{"encoding":"base64"}]}`,
+  ),
+  '',
+  'Watch demo.sol subdomains (name accounts and reverse records with parent demo.sol):',
+  `  npx wscat -c ${sim.wsUrl}`,
+  '  then send:',
+  `  {"jsonrpc":"2.0","id":1,"method":"programSubscribe","params":["${NAME_PROGRAM_ID.toBase58()}",{"encoding":"base64","filters":[{"memcmp":{"offset":0,"bytes":"${demoKey}"}}],"dataSlice":{"offset":0,"length":96}}]}`,
+  '',
+  `Simulator-only methods (no real node has them): ${SIM_ONLY_METHODS.join(', ')}`,
+  ...curl('{"jsonrpc":"2.0","id":1,"method":"simAddSubdomain","params":["demo","delta"]}'),
+  '    # → {"subdomain":"<name account>","reverse":"<reverse record>"}',
+  ...curl('{"jsonrpc":"2.0","id":1,"method":"simDeleteSubdomain","params":["demo","delta"]}'),
+  '    # → true if either account existed',
   '',
   'Ctrl-C to stop.',
 );
@@ -66,7 +99,7 @@ let stopping = false;
 const stop = (signal: NodeJS.Signals): void => {
   if (stopping) process.exit(1); // second signal: do not wait for close()
   stopping = true;
-  console.log(`\n${signal}: closing ${sim.url}`);
+  console.log(`\n${signal}: closing ${sim.url} and ${sim.wsUrl}`);
   sim.close().then(
     () => process.exit(0),
     (err: unknown) => {

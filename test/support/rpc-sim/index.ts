@@ -1,6 +1,7 @@
 /**
- * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP and
- * faults), chain.ts (account store and SNS layouts), demo.ts (demo names).
+ * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP, faults,
+ * lag, and the API of both sides), pubsub.ts (websocket subscriptions), chain.ts (account
+ * store, history and SNS layouts), methods.ts (method semantics), demo.ts (demo names).
  */
 export {
   DEFAULT_DOMAIN_SPACE,
@@ -14,12 +15,16 @@ export {
   rentExemptLamports,
 } from './chain.js';
 export type {
+  AccountWrite,
   AddDomainOptions,
   AddSubdomainOptions,
+  ChainView,
   NameHeader,
   SimAccount,
   SimAccountInput,
+  SimChainOptions,
   SubdomainKeys,
+  WriteListener,
 } from './chain.js';
 export { DEMO_DOMAINS, demoLabels, seedDemoChain } from './demo.js';
 export type { DemoDomain, SeededDomain } from './demo.js';
@@ -30,8 +35,10 @@ export {
   MAX_FILTERS,
   MAX_MULTIPLE_ACCOUNTS,
   RpcErrorCode,
+  SIM_ONLY_METHODS,
   SIM_SOLANA_VERSION,
   SUPPORTED_METHODS,
 } from './methods.js';
+export type { WsCallRecord, WsStats } from './pubsub.js';
 export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
 export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';

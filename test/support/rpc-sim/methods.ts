@@ -4,7 +4,7 @@
  * and `rentEpoch` can be written as the exact u64 the real RPC sends.
  */
 import { base58Decode, base58Encode, isBase58Pubkey } from './base58.js';
-import type { SimChain, StoredAccount } from './chain.js';
+import type { ChainView, SimChain, StoredAccount } from './chain.js';
 
 /** Version the simulator claims (`getVersion`, `context.apiVersion`). */
 export const SIM_SOLANA_VERSION = '2.2.0';
@@ -42,7 +42,7 @@ export class RpcError extends Error {
 /** The result of one call, as JSON text. */
 export type ResultJson = string;
 
-type Handler = (chain: SimChain, params: unknown[], slot: number) => ResultJson;
+type Handler = (chain: ChainView, params: unknown[], slot: number) => ResultJson;
 
 const HANDLERS: Record<string, Handler> = {
   getProgramAccounts,
@@ -57,12 +57,44 @@ const HANDLERS: Record<string, Handler> = {
   getVersion: () => JSON.stringify({ 'solana-core': SIM_SOLANA_VERSION, 'feature-set': 1 }),
 };
 
-/** Names of the methods the simulator serves. */
+/**
+ * Simulator-only methods that change the chain, so a running simulator can be driven with
+ * curl. No real node has them; the `sim` prefix says so.
+ */
+const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => ResultJson> = {
+  simAddSubdomain: (chain, params) => {
+    const [parent, label] = nameParams(params);
+    const keys = chainCall(() => chain.addSubdomain(parent, label));
+    return JSON.stringify({
+      subdomain: keys.subKey.toBase58(),
+      reverse: keys.reverseKey.toBase58(),
+    });
+  },
+  simDeleteSubdomain: (chain, params) => {
+    const [parent, label] = nameParams(params);
+    return String(chainCall(() => chain.deleteSubdomain(parent, label)));
+  },
+};
+
+/** Names of the methods the simulator serves (the read methods a real node has). */
 export const SUPPORTED_METHODS: readonly string[] = Object.keys(HANDLERS);
 
 /**
- * Runs one JSON-RPC method against the chain as of `slot`.
+ * Simulator-only JSON-RPC methods, served over HTTP next to `SUPPORTED_METHODS`:
+ * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse}` (base58 keys): writes the
+ *   subdomain's name account and reverse record with `SimChain.addSubdomain`.
+ * - `simDeleteSubdomain` `[parent, label]` → boolean (whether anything existed): deletes both
+ *   with `SimChain.deleteSubdomain`.
+ * They write to the chain now, whatever the HTTP lag.
+ */
+export const SIM_ONLY_METHODS: readonly string[] = Object.keys(SIM_HANDLERS);
+
+/**
+ * Runs one JSON-RPC method: read methods against `view` as of `slot`, simulator-only methods
+ * (`SIM_ONLY_METHODS`) against `chain`.
  * @param params the request's `params` (absent, or an array).
+ * @param view what read methods see; default the chain now (a lagging node passes
+ *   `chain.asOf(lag)` and its slot).
  * @returns the result as JSON text.
  * @throws RpcError -32601 for an unknown method, -32602 for bad params, -32016 when
  *   `minContextSlot` is ahead of `slot`.
@@ -72,18 +104,44 @@ export function callMethod(
   method: string,
   params: unknown,
   slot: number,
+  view: ChainView = chain,
 ): ResultJson {
   const handler = Object.hasOwn(HANDLERS, method) ? HANDLERS[method] : undefined;
-  if (!handler) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
+  const simHandler = Object.hasOwn(SIM_HANDLERS, method) ? SIM_HANDLERS[method] : undefined;
+  if (!handler && !simHandler) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
+  const list = paramList(params);
+  return handler
+    ? handler(view, list, slot)
+    : (simHandler as NonNullable<typeof simHandler>)(chain, list);
+}
+
+function paramList(params: unknown): unknown[] {
   if (params !== undefined && !Array.isArray(params)) {
     throw invalidParams('Invalid params: expected an array of parameters');
   }
-  return handler(chain, (params as unknown[] | undefined) ?? [], slot);
+  return (params as unknown[] | undefined) ?? [];
+}
+
+function nameParams(params: unknown[]): [string, string] {
+  const [parent, label] = params;
+  if (typeof parent !== 'string' || typeof label !== 'string') {
+    throw invalidParams('Invalid params: expected [parent, label] strings');
+  }
+  return [parent, label];
+}
+
+/** Turns the chain helpers' name errors into -32602. */
+function chainCall<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw invalidParams(`Invalid params: ${err instanceof Error ? err.message : String(err)}`);
+  }
 }
 
 // ---- methods ---------------------------------------------------------------------------
 
-function getProgramAccounts(chain: SimChain, params: unknown[], slot: number): ResultJson {
+function getProgramAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
   const programKey = pubkeyParam(params[0]);
   const config = optionalConfig(params[1]);
   const encoding = readEncoding(config);
@@ -102,7 +160,7 @@ function getProgramAccounts(chain: SimChain, params: unknown[], slot: number): R
   return withContext ? `{"context":${context},"value":${list}}` : list;
 }
 
-function getMultipleAccounts(chain: SimChain, params: unknown[], slot: number): ResultJson {
+function getMultipleAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
   const keys = params[0];
   if (!Array.isArray(keys)) throw invalidParams('Invalid params: expected an array of pubkeys');
   if (keys.length > MAX_MULTIPLE_ACCOUNTS) {
@@ -119,7 +177,7 @@ function getMultipleAccounts(chain: SimChain, params: unknown[], slot: number): 
   return `{"context":${context},"value":[${values.join(',')}]}`;
 }
 
-function getAccountInfo(chain: SimChain, params: unknown[], slot: number): ResultJson {
+function getAccountInfo(chain: ChainView, params: unknown[], slot: number): ResultJson {
   const key = pubkeyParam(params[0]);
   const config = optionalConfig(params[1]);
   const encoding = readEncoding(config);
@@ -135,7 +193,7 @@ function getAccountInfo(chain: SimChain, params: unknown[], slot: number): Resul
  * is tokenized and treats -32602 as "not tokenized", which is what mainnet answers for a
  * mint that does not exist.
  */
-function getTokenLargestAccounts(chain: SimChain, params: unknown[], slot: number): ResultJson {
+function getTokenLargestAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
   const key = pubkeyParam(params[0]);
   const context = readContext(optionalConfig(params[1]), slot);
   const account = chain.lookup(key);
@@ -151,44 +209,139 @@ const TOKEN_2022_PROGRAM = 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb';
 
 // ---- encoding --------------------------------------------------------------------------
 
-type Encoding = 'base64' | 'base58';
-interface DataSlice {
+/**
+ * How account data is written: `base64` and `base58` as `["<data>","<encoding>"]`; `binary`
+ * (the pubsub default, "legacy binary") as a bare base58 string. `jsonParsed` is served as
+ * `base64`, as the real RPC does for accounts it cannot parse.
+ */
+export type Encoding = 'base64' | 'base58' | 'binary';
+
+/** `dataSlice` of a request: bytes `offset .. offset+length` of the data, clamped. */
+export interface DataSlice {
   offset: number;
   length: number;
 }
 
-function accountJson(
+/** Test run on an account's whole data (a getProgramAccounts/programSubscribe filter). */
+export type Filter = (data: Buffer) => boolean;
+
+/** Text agave's account decoder puts in place of base58 data over `MAX_BASE58_BYTES`. */
+const BASE58_TOO_LARGE = 'error: data too large for bs58 encoding';
+const SYSTEM_PROGRAM = '11111111111111111111111111111111';
+
+/**
+ * One account as the RPC writes it (`{"data":…,"executable":false,"lamports":…,"owner":…,
+ * "rentEpoch":…,"space":…}`), data cut by `slice`.
+ * @param base58TooLarge what to do when base58/binary data is over `MAX_BASE58_BYTES`:
+ *   `'throw'` (HTTP methods: RpcError -32600) or `'placeholder'` (pubsub notifications: the
+ *   text agave's account decoder writes instead of the data).
+ */
+export function accountJson(
   account: StoredAccount,
   encoding: Encoding,
   slice: DataSlice | undefined,
+  base58TooLarge: 'throw' | 'placeholder' = 'throw',
 ): string {
   const { data } = account;
   let encoded: string;
-  if (encoding === 'base58') {
+  if (encoding === 'base58' || encoding === 'binary') {
     const bytes = slice ? data.subarray(slice.offset, slice.offset + slice.length) : data;
-    if (bytes.length > MAX_BASE58_BYTES) {
+    if (bytes.length <= MAX_BASE58_BYTES) encoded = base58Encode(bytes);
+    else if (base58TooLarge === 'placeholder') encoded = BASE58_TOO_LARGE;
+    else {
       throw new RpcError(
         RpcErrorCode.invalidRequest,
         `Encoded binary (base 58) data should be less than ${MAX_BASE58_BYTES} bytes, please use Base64 encoding.`,
       );
     }
-    encoded = base58Encode(bytes);
   } else if (slice) {
     const bytes = data.subarray(slice.offset, slice.offset + slice.length);
     encoded = bytes.length === 0 ? '' : bytes.toString('base64');
   } else {
     encoded = account.base64 ??= data.toString('base64');
   }
+  const dataJson = encoding === 'binary' ? `"${encoded}"` : `["${encoded}","${encoding}"]`;
   return (
-    `{"data":["${encoded}","${encoding}"],"executable":false,"lamports":${account.lamports},` +
+    `{"data":${dataJson},"executable":false,"lamports":${account.lamports},` +
     `"owner":"${account.ownerKey}","rentEpoch":${RENT_EPOCH_JSON},"space":${data.length}}`
   );
+}
+
+/**
+ * A deleted account as accountNotification reports it: what the runtime stores for a closed
+ * account (0 lamports, no data, owned by the system program, rentEpoch 0).
+ */
+export function closedAccountJson(encoding: Encoding): string {
+  const dataJson = encoding === 'binary' ? '""' : `["","${encoding}"]`;
+  return (
+    `{"data":${dataJson},"executable":false,"lamports":0,` +
+    `"owner":"${SYSTEM_PROGRAM}","rentEpoch":0,"space":0}`
+  );
+}
+
+// ---- pubsub params ---------------------------------------------------------------------
+
+/** What accountSubscribe/programSubscribe asked for, validated. */
+export interface SubscriptionParams {
+  /** Base58 account (accountSubscribe) or program (programSubscribe) key. */
+  key: string;
+  encoding: Encoding;
+  dataSlice: DataSlice | undefined;
+  /** programSubscribe only; all must pass. Empty for accountSubscribe. */
+  filters: Filter[];
+}
+
+/**
+ * Validates accountSubscribe params `[pubkey, {encoding?, commitment?, dataSlice?}]` with the
+ * same rules as the HTTP methods; the encoding defaults to `binary`, as on agave.
+ * `minContextSlot` is accepted and ignored (agave ignores it too).
+ * @throws RpcError -32602 on bad params (`base64+zstd` included: the simulator has no zstd).
+ */
+export function readAccountSubscribe(params: unknown): SubscriptionParams {
+  const list = paramList(params);
+  const key = pubkeyParam(list[0]);
+  const config = optionalConfig(list[1]);
+  readContext({ commitment: config.commitment }, 0);
+  return {
+    key,
+    encoding: readEncoding(config, 'binary'),
+    dataSlice: readDataSlice(config),
+    filters: [],
+  };
+}
+
+/**
+ * Validates programSubscribe params `[programId, {encoding?, commitment?, filters?,
+ * dataSlice?, withContext?}]` with the same rules as getProgramAccounts (filters included);
+ * the encoding defaults to `binary`, as on agave.
+ * @throws RpcError -32602 on bad params.
+ */
+export function readProgramSubscribe(params: unknown): SubscriptionParams {
+  const list = paramList(params);
+  const key = pubkeyParam(list[0]);
+  const config = optionalConfig(list[1]);
+  readContext({ commitment: config.commitment }, 0);
+  readBoolean(config, 'withContext');
+  return {
+    key,
+    encoding: readEncoding(config, 'binary'),
+    dataSlice: readDataSlice(config),
+    filters: readFilters(config),
+  };
+}
+
+/**
+ * Validates the `[subscriptionId]` of accountUnsubscribe/programUnsubscribe.
+ * @throws RpcError -32602 unless it is a non-negative integer.
+ */
+export function readSubscriptionId(params: unknown): number {
+  const [id] = paramList(params);
+  return readCount(id, 'subscription id');
 }
 
 // ---- params ----------------------------------------------------------------------------
 
 type Config = Record<string, unknown>;
-type Filter = (data: Buffer) => boolean;
 
 const COMMITMENTS = new Set([
   'processed',
@@ -252,15 +405,20 @@ function readContext(config: Config, slot: number): string {
   return `{"apiVersion":"${SIM_SOLANA_VERSION}","slot":${slot}}`;
 }
 
-/** `jsonParsed` falls back to base64, as the real RPC does for accounts it cannot parse. */
-function readEncoding(config: Config): Encoding {
+/**
+ * `jsonParsed` falls back to base64, as the real RPC does for accounts it cannot parse.
+ * `binary` (legacy) is accepted only where it is the default (pubsub).
+ */
+function readEncoding(config: Config, fallback: Encoding = 'base64'): Encoding {
   const { encoding } = config;
-  if (encoding === undefined || encoding === 'base64' || encoding === 'jsonParsed') {
-    return 'base64';
-  }
+  if (encoding === undefined) return fallback;
+  if (encoding === 'base64' || encoding === 'jsonParsed') return 'base64';
   if (encoding === 'base58') return 'base58';
+  if (encoding === 'binary' && fallback === 'binary') return 'binary';
+  const served =
+    fallback === 'binary' ? 'base64, base58, binary, jsonParsed' : 'base64, base58, jsonParsed';
   throw invalidParams(
-    `Invalid params: unsupported encoding ${JSON.stringify(encoding)} (simulator serves base64, base58, jsonParsed)`,
+    `Invalid params: unsupported encoding ${JSON.stringify(encoding)} (simulator serves ${served})`,
   );
 }
 

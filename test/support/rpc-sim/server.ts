@@ -1,14 +1,21 @@
 /**
- * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection.
- * Good enough for `@solana/web3.js` 1.x `Connection` and the SNS SDK to run against unchanged.
+ * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection,
+ * an optional lag behind the chain, and a websocket (pubsub) endpoint on its own port
+ * (pubsub.ts). Good enough for `@solana/web3.js` 1.x `Connection` and the SNS SDK to run
+ * against unchanged.
  */
 import { STATUS_CODES, createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { SimChain } from './chain.js';
+import type { ChainView } from './chain.js';
+import { errorJson, parseBody, validId } from './envelope.js';
+import type { Body, Envelope } from './envelope.js';
 import { FaultQueue, GARBAGE_BODY } from './faults.js';
 import type { Fault } from './faults.js';
 import { RpcError, RpcErrorCode, callMethod } from './methods.js';
+import { PubSubServer } from './pubsub.js';
+import type { WsCallRecord, WsStats } from './pubsub.js';
 
 /** Default request body limit: 10 MiB. Larger bodies get HTTP 413. */
 export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
@@ -40,6 +47,18 @@ export interface RpcSimulatorOptions {
   host?: string;
   /** TCP port; default 0 (an ephemeral port, see `url`). */
   port?: number;
+  /**
+   * TCP port of the websocket (pubsub) endpoint, on the same host; default 0 (an ephemeral
+   * port, see `wsUrl`). Real nodes use the HTTP port + 1 (8899 → 8900), which is what
+   * web3.js derives from an HTTP URL; the CLI does that.
+   */
+  wsPort?: number;
+  /**
+   * Milliseconds the HTTP side lags behind the chain (default 0): every HTTP read method
+   * answers from the chain as it was that long ago (accounts and `context.slot`), while the
+   * websocket side sees each write at once. See `setHttpLagMs`.
+   */
+  httpLagMs?: number;
   /** Request body limit in bytes; default `DEFAULT_MAX_BODY_BYTES`. */
   maxBodyBytes?: number;
   /** Called with each call record as it is added to `calls` (e.g. for logging). */
@@ -64,33 +83,73 @@ export interface RpcSimulator {
    */
   setFaults(faults: Fault[]): void;
   /**
-   * Stops listening, cancels delayed answers and destroys all open sockets (hanging and
-   * keep-alive ones included). Idempotent.
+   * Stops listening (HTTP and websocket), cancels delayed answers and destroys all open
+   * sockets (hanging, keep-alive and websockets included). Idempotent.
    */
   close(): Promise<void>;
-}
 
-interface Envelope {
-  method: string;
-  params: unknown;
-  /** Whether the element carries an `id`; if not, it is a notification and gets no answer. */
-  hasId: boolean;
-  id: unknown;
-  /** Set when the element is not a valid JSON-RPC request. */
-  invalid?: string;
+  /** Websocket (pubsub) URL, e.g. `ws://127.0.0.1:54322`; any path is accepted. */
+  readonly wsUrl: string;
+  /**
+   * One row per JSON-RPC call received on any websocket (accountSubscribe, programSubscribe,
+   * their unsubscribes, and unknown or invalid calls), oldest first, with the subscription
+   * id or error code it got. Empty it in place (`wsCalls.length = 0`) if needed.
+   */
+  readonly wsCalls: WsCallRecord[];
+  /**
+   * Websocket counters: `connections` open now, `accepted` since start, `subscriptions`
+   * active now, `notificationsSent` (account/programNotification), `bytesSent` (UTF-8 bytes
+   * of all text frames sent, answers included; for credit accounting).
+   */
+  wsStats(): WsStats;
+  /**
+   * Terminates every open websocket abruptly (TCP destroyed, no close frame, so clients see
+   * code 1006), as providers do; their subscriptions end.
+   * @returns how many websockets were open.
+   */
+  dropSockets(): number;
+  /**
+   * false: new websocket upgrades are refused with HTTP 503, like a provider without
+   * websocket support (open websockets stay); true (the default) accepts them again.
+   */
+  setWebsocketAvailable(available: boolean): void;
+  /**
+   * Turns every open websocket into a half-open connection: it stops sending anything
+   * (answers, notifications, and pongs to the client's pings) and stops reading, so only a
+   * client keep-alive can notice. Later websockets are unaffected; `dropSockets` or `close`
+   * ends frozen ones.
+   * @returns how many websockets were frozen.
+   */
+  freezeSockets(): number;
+  /**
+   * Sets the HTTP lag (see `RpcSimulatorOptions.httpLagMs`). The chain keeps history for
+   * that long (`SimChain.retainHistory`), starting now: right after raising the lag,
+   * reads see the chain as of the moment of the change until the lag has passed. A
+   * `minContextSlot` above the lagging slot gets -32016 with `data.contextSlot` = that slot.
+   * 0 turns history off.
+   * @throws TypeError unless ms is a finite number >= 0.
+   */
+  setHttpLagMs(ms: number): void;
+  /** The current HTTP lag in milliseconds. */
+  readonly httpLagMs: number;
 }
-
-type Body = { kind: 'unparsable' } | { kind: 'single' | 'batch'; elements: Envelope[] };
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
 /**
  * Starts the simulator.
- * @returns once it listens; `url` holds the real port when `port` was 0.
- * @throws the listen error (e.g. EADDRINUSE).
+ * @returns once both the HTTP and the websocket servers listen; `url` and `wsUrl` hold the
+ *   real ports when `port`/`wsPort` were 0.
+ * @throws the listen error (e.g. EADDRINUSE); TypeError on a bad `httpLagMs`.
  */
 export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise<RpcSimulator> {
   const chain = opts.chain ?? new SimChain();
+  let httpLagMs = 0;
+  const setHttpLagMs = (ms: number): void => {
+    chain.retainHistory(ms);
+    httpLagMs = ms;
+  };
+  setHttpLagMs(opts.httpLagMs ?? 0);
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const faults = new FaultQueue();
   const calls: RpcCallRecord[] = [];
@@ -168,7 +227,8 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
 
   /** Answers normally, except `rpc-error` faults replace the matching elements' answers. */
   function answer(body: Body, res: ServerResponse, fault: Fault | undefined): void {
-    const slot = chain.advanceSlot();
+    chain.advanceSlot();
+    const view = httpLagMs > 0 ? chain.asOf(httpLagMs) : chain;
     if (body.kind === 'unparsable') {
       const text = errorJson(null, RpcErrorCode.parseError, 'Parse error');
       const injected = fault?.kind === 'rpc-error' ? injectedError(null, fault) : text;
@@ -185,7 +245,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     for (const e of body.elements) {
       const hit =
         fault?.kind === 'rpc-error' && (fault.method === undefined || fault.method === e.method);
-      const text = hit ? injectedError(e.id, fault) : answerOne(e, slot);
+      const text = hit ? injectedError(e.id, fault) : answerOne(e, view);
       const answered = e.hasId || e.invalid !== undefined;
       if (answered) parts.push(text);
       record({
@@ -207,12 +267,12 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     else send(res, 200, `[${parts.join(',')}]`, JSON_HEADERS);
   }
 
-  function answerOne(e: Envelope, slot: number): string {
+  function answerOne(e: Envelope, view: ChainView): string {
     if (e.invalid !== undefined) {
       return errorJson(validId(e.id), RpcErrorCode.invalidRequest, e.invalid);
     }
     try {
-      const result = callMethod(chain, e.method, e.params, slot);
+      const result = callMethod(chain, e.method, e.params, view.slot, view);
       return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
     } catch (err) {
       if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);
@@ -229,9 +289,26 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
   });
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  let pubsub: PubSubServer;
+  try {
+    pubsub = await PubSubServer.start(chain, opts.host ?? '127.0.0.1', opts.wsPort ?? 0);
+  } catch (err) {
+    server.close();
+    throw err;
+  }
 
   return {
     url: `http://${host}:${address.port}`,
+    wsUrl: pubsub.url,
+    wsCalls: pubsub.calls,
+    wsStats: () => pubsub.stats(),
+    dropSockets: () => pubsub.dropSockets(),
+    setWebsocketAvailable: (available) => pubsub.setAvailable(available),
+    freezeSockets: () => pubsub.freezeSockets(),
+    setHttpLagMs,
+    get httpLagMs() {
+      return httpLagMs;
+    },
     chain,
     calls,
     callCount: (method) =>
@@ -241,13 +318,16 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     },
     setFaults: (list) => faults.set(list),
     close: () => {
-      closing ??= new Promise<void>((resolve) => {
-        for (const timer of timers) clearTimeout(timer);
-        timers.clear();
-        server.close(() => resolve());
-        server.closeAllConnections();
-        for (const socket of sockets) socket.destroy();
-      });
+      closing ??= Promise.all([
+        new Promise<void>((resolve) => {
+          for (const timer of timers) clearTimeout(timer);
+          timers.clear();
+          server.close(() => resolve());
+          server.closeAllConnections();
+          for (const socket of sockets) socket.destroy();
+        }),
+        pubsub.close(),
+      ]).then(() => undefined);
       return closing;
     },
   };
@@ -316,42 +396,6 @@ function readBody(
     if (!rejected) onBody(Buffer.concat(chunks).toString('utf8'));
   });
   req.on('error', () => req.socket.destroy());
-}
-
-function parseBody(text: string): Body {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { kind: 'unparsable' };
-  }
-  if (Array.isArray(value)) return { kind: 'batch', elements: value.map(toEnvelope) };
-  return { kind: 'single', elements: [toEnvelope(value)] };
-}
-
-function toEnvelope(value: unknown): Envelope {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { method: '', params: undefined, hasId: false, id: null, invalid: 'Invalid request' };
-  }
-  const obj = value as Record<string, unknown>;
-  const method = typeof obj.method === 'string' ? obj.method : '';
-  const envelope: Envelope = { method, params: obj.params, hasId: 'id' in obj, id: obj.id };
-  const id = obj.id;
-  if (obj.jsonrpc !== '2.0') envelope.invalid = 'Invalid request: jsonrpc must be "2.0"';
-  else if (typeof obj.method !== 'string') envelope.invalid = 'Invalid request: missing method';
-  else if (envelope.hasId && id !== null && typeof id !== 'string' && typeof id !== 'number') {
-    envelope.invalid = 'Invalid request: id must be a string, number or null';
-  }
-  return envelope;
-}
-
-function validId(id: unknown): string | number | null {
-  return typeof id === 'string' || typeof id === 'number' ? id : null;
-}
-
-function errorJson(id: unknown, code: number, message: string, data?: unknown): string {
-  const error = data === undefined ? { code, message } : { code, message, data };
-  return JSON.stringify({ jsonrpc: '2.0', error, id: validId(id) });
 }
 
 function injectedError(id: unknown, fault: { code?: number; message?: string }): string {
