@@ -163,7 +163,9 @@ export const configSchema = z
       unsetIfEmpty,
       z
         .string()
-        .default('getProgramAccounts=10,*=1')
+        // As Helius bills: a getProgramAccounts is 10, a websocket 1 per connection and 2 per
+        // 0.1 MB received (`wsConnection`, `wsMegabyte`), any other call 1.
+        .default('getProgramAccounts=10,wsConnection=1,wsMegabyte=20,*=1')
         .transform((raw, ctx) => {
           const table: Record<string, number> = {};
           for (const item of raw

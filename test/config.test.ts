@@ -75,7 +75,12 @@ describe('loadConfig', () => {
   });
 
   it('parses the RPC cost table', () => {
-    expect(loadConfig({}).RPC_CREDITS).toEqual({ getProgramAccounts: 10, '*': 1 });
+    expect(loadConfig({}).RPC_CREDITS).toEqual({
+      getProgramAccounts: 10,
+      wsConnection: 1,
+      wsMegabyte: 20,
+      '*': 1,
+    });
     expect(
       loadConfig({ RPC_CREDITS: 'getProgramAccounts=100, getMultipleAccounts=2,*=1' }).RPC_CREDITS,
     ).toEqual({

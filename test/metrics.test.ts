@@ -51,6 +51,13 @@ const METRICS_TABLE: ReadonlyArray<readonly [string, string, readonly string[]]>
   ['sns_refresh_jobs_total', 'counter', ['outcome']],
   ['sns_refresh_duration_seconds', 'histogram', []],
   ['sns_queue_jobs', 'gauge', ['state']],
+  ['sns_ws_connected', 'gauge', []],
+  ['sns_ws_reconnects_total', 'counter', []],
+  ['sns_ws_subscriptions', 'gauge', []],
+  ['sns_ws_received_bytes_total', 'counter', []],
+  ['sns_ws_notifications_total', 'counter', ['outcome']],
+  ['sns_deletion_checks_total', 'counter', ['outcome']],
+  ['sns_watched_parents', 'gauge', []],
   ['http_request_duration_seconds', 'histogram', ['method', 'route', 'status_code']],
 ];
 
@@ -71,9 +78,11 @@ const DEFAULT_METRICS: ReadonlyArray<readonly [string, string]> = [
  * a label); `route` is checked against the app's own routes.
  */
 const BOUNDED_VALUES: Record<string, RegExp> = {
-  method: /^(getProgramAccounts|getMultipleAccounts|getAccountInfo|getSlot|GET|HEAD|OPTIONS)$/,
+  method:
+    /^(getProgramAccounts|getMultipleAccounts|getAccountInfo|getSlot|wsConnection|wsMegabyte|GET|HEAD|OPTIONS)$/,
   endpoint: /^(default|override)$/,
-  outcome: /^(ok|rpc_error|http_error|timeout|completed|failed|retried)$/,
+  outcome:
+    /^(ok|behind|rpc_error|http_error|timeout|completed|failed|retried|patched|reread|ignored|unchanged|dropped|scanned)$/,
   result: /^(hit|stale|miss)$/,
   state: /^(waiting|active|delayed|failed)$/,
   status_code: /^[1-5]\d\d$/,

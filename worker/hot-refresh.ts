@@ -2,6 +2,7 @@ import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 import type { RedisClient } from '../src/redis.js';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/queue/refresh-queue.js';
+import { redisKeys } from '../src/redis-keys.js';
 import { hottestParents } from '../src/subdomains/hot-keys.js';
 
 /**
@@ -78,8 +79,9 @@ export type HotScanDeps = {
 
 /**
  * One scan: for each of the `topN` most requested parents of the last two windows, queue a refresh
- * when its entry would go stale before two more scans have run (or is missing). Parents nobody
- * asks for drop out of the counts and their entries expire.
+ * when its entry would go stale before two more scans have run (or is missing), unless a worker
+ * watches it on the chain (holds its watch lease). Parents nobody asks for drop out of the counts
+ * and their entries expire.
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
@@ -89,8 +91,13 @@ export async function runHotScan(
 ): Promise<{ scanned: number; queued: number }> {
   const parents = await hottestParents(deps.redis, deps.prefix, deps.freshMs, deps.topN, now);
   const refreshAfterMs = deps.freshMs - 2 * hotScanIntervalMs(deps.freshMs);
+  const keys = redisKeys(deps.prefix);
+  if (parents.length === 0) return { scanned: 0, queued: 0 };
+  const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
   let queued = 0;
-  for (const parent of parents) {
+  for (const [i, parent] of parents.entries()) {
+    // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
+    if (leased[i] !== null) continue;
     const cacheKey = deps.cache.key(deps.defaultEndpointId, parent);
     const entry = await deps.cache.get(cacheKey);
     if (entry && now - entry.fetchedAt < refreshAfterMs) continue;

@@ -1,3 +1,4 @@
+import type { Worker } from 'bullmq';
 import type { LookupFunction } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -16,6 +17,7 @@ import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
 import { DecodeThread } from '../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
+import { ParentWatcher } from './freshness/parent-watcher.js';
 import {
   createHotScanQueue,
   createHotScanWorker,
@@ -50,6 +52,11 @@ export const decodeHeapMb = (maxResponseBytes: number) =>
 
 export type WorkerRuntime = {
   metricsPort: number | undefined;
+  /**
+   * The websocket's state: `off` without one (`RPC_WS=off`, no `RPC_URL`, no hot parents), else
+   * whether it is open now.
+   */
+  websocket(): 'off' | 'connected' | 'disconnected';
   /** Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis. */
   close(): Promise<void>;
 };
@@ -147,7 +154,7 @@ export async function startWorker(
     defaultEndpoint: endpoints.defaultEndpoint,
     onError: (err: Error) => redisErrors.report(err, 'refresh worker'),
   };
-  const workers = [
+  const workers: Worker[] = [
     createRefreshWorker(
       workerConnection,
       config,
@@ -184,6 +191,28 @@ export async function startWorker(
       ),
     );
   }
+  // Follows the hot parents on the chain: additions by websocket, deletions by existence checks.
+  // Without a websocket (or hot parents) the hot-parent scans keep them fresh by the clock.
+  const watcher =
+    config.RPC_WS_URL && defaultEndpoint && config.HOT_KEYS_TOP_N > 0
+      ? new ParentWatcher({
+          redis: command,
+          cache,
+          queue,
+          lane: defaultLane,
+          endpoint: defaultEndpoint,
+          metrics,
+          logger,
+          prefix: config.QUEUE_PREFIX,
+          freshMs,
+          topN: config.HOT_KEYS_TOP_N,
+          leaseMs: config.WATCH_LEASE_MS,
+          costs: config.RPC_CREDITS,
+          wsUrl: config.RPC_WS_URL,
+          pingMs: config.RPC_WS_PING_MS,
+        })
+      : undefined;
+  watcher?.start();
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   const server = opts.serveMetrics
     ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)
@@ -192,8 +221,13 @@ export async function startWorker(
   let closed: Promise<void> | undefined;
   return {
     metricsPort: server?.port,
+    websocket: () => (!watcher ? 'off' : watcher.connected ? 'connected' : 'disconnected'),
     close() {
       closed ??= (async () => {
+        // First, so the leases go back at once and another worker takes the parents over.
+        await watcher
+          ?.close()
+          .catch((err: unknown) => logger.warn({ err: String(err) }, 'closing the parent watcher'));
         // Graceful: wait for the active jobs, but not past the shutdown bound (BullMQ's close can
         // also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is
         // stalled, and another worker takes it over once its lock expires: nothing is lost.

@@ -35,7 +35,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   const registers = [registry];
   let queueCounts: QueueCountsSource | undefined;
   let pendingHits = 0;
-  return {
+  const metrics = {
     /**
      * Counts one cache hit in `sns_cache_lookups_total{result="hit"}`. Hits are the hot path: they
      * are added up in a number and handed to the counter when the registry is read (its `collect`),
@@ -121,6 +121,43 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
         for (const state of QUEUE_STATES) this.set({ state }, counts[state] ?? 0);
       },
     }),
+    wsConnected: new Gauge({
+      name: 'sns_ws_connected',
+      help: 'Whether the worker holds an open websocket to the RPC (1) or not (0).',
+      registers,
+    }),
+    wsReconnects: new Counter({
+      name: 'sns_ws_reconnects_total',
+      help: 'Websocket connections opened again after a drop, a silent socket or a refusal.',
+      registers,
+    }),
+    wsSubscriptions: new Gauge({
+      name: 'sns_ws_subscriptions',
+      help: 'programSubscribe subscriptions open, one per watched parent.',
+      registers,
+    }),
+    wsReceivedBytes: new Counter({
+      name: 'sns_ws_received_bytes_total',
+      help: 'Bytes of websocket messages received from the RPC (what providers bill).',
+      registers,
+    }),
+    wsNotifications: new Counter({
+      name: 'sns_ws_notifications_total',
+      help: 'programSubscribe notifications by outcome: patched, reread or ignored.',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    deletionChecks: new Counter({
+      name: 'sns_deletion_checks_total',
+      help: 'Watched parents checked for closed accounts, by outcome: unchanged, dropped or scanned.',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    watchedParents: new Gauge({
+      name: 'sns_watched_parents',
+      help: 'Parents this worker holds the watch lease of.',
+      registers,
+    }),
     httpDuration: new Histogram({
       name: 'http_request_duration_seconds',
       help: 'HTTP request duration by method, route pattern and status code.',
@@ -129,4 +166,12 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       registers,
     }),
   };
+  // Every outcome from the start, at 0: a series appears before its first event, so the
+  // dashboard's rates and Prometheus' alerts see the 0 rather than nothing.
+  for (const outcome of ['patched', 'reread', 'ignored'])
+    metrics.wsNotifications.inc({ outcome }, 0);
+  for (const outcome of ['unchanged', 'dropped', 'scanned']) {
+    metrics.deletionChecks.inc({ outcome }, 0);
+  }
+  return metrics;
 }

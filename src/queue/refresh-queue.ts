@@ -13,11 +13,13 @@ export const REFRESH_JOB = 'refresh';
 
 /**
  * BullMQ priorities of refresh jobs (1 runs first). A cold miss has a request waiting for it; a
- * stale entry is served meanwhile; a hot parent refreshed ahead of its expiry is not even stale.
+ * re-read after a change on chain (a notification the watcher could not patch in) should show
+ * within seconds; a stale entry is served meanwhile; a hot parent refreshed ahead of its expiry is
+ * not even stale.
  * Without them, a burst of ahead-of-time refreshes (every parent asked for in the last windows)
  * took the rate limiter's starts and a cold miss waited seconds behind them.
  */
-export const REFRESH_PRIORITY = { coldMiss: 1, stale: 5, ahead: 10 } as const;
+export const REFRESH_PRIORITY = { coldMiss: 1, change: 2, stale: 5, ahead: 10 } as const;
 export type RefreshPriority = keyof typeof REFRESH_PRIORITY;
 
 /**

@@ -132,7 +132,7 @@ export async function startApi(
           redis: redis.reachable,
           redisWrites: redis.writable,
           rpc: config.RPC_URL ? 'configured' : 'unset',
-          websocket: 'off',
+          websocket: config.RPC_WS_URL ? 'configured' : 'off',
         },
       };
     },

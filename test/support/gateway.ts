@@ -72,6 +72,9 @@ export function testConfig(env: Record<string, string> = {}): Config {
     RPC_RETRIES: '1',
     JOB_BACKOFF_MS: '200',
     SUBDOMAINS_WAIT_MS: '10000',
+    // Each test that follows the chain turns it on (test/freshness.test.ts); the others count
+    // the RPC calls of clock-driven refreshes, and keep the behaviour of a provider without one.
+    RPC_WS: 'off',
     ...env,
   });
 }
@@ -95,7 +98,7 @@ export async function startGateway(
 ): Promise<Gateway> {
   const ownSim = !opts.sim;
   const sim = opts.sim ?? (await startRpcSimulator({ chain: opts.chain ?? seedDemo() }));
-  const config = testConfig({ RPC_URL: sim.url, ...opts.env });
+  const config = testConfig({ RPC_URL: sim.url, RPC_WS_URL: sim.wsUrl, ...opts.env });
   const logs: string[] = [];
   const logger = createLogger(
     config.LOG_LEVEL,

@@ -26,7 +26,8 @@ export type MainProcess = {
  * Killed when the test process exits without its clean-up.
  *
  * @param env configuration variables (`ROLE`, `REDIS_URL`, `RPC_URL`, `QUEUE_PREFIX`, ...), added
- *   to the test's environment after `WORKER_METRICS_PORT=0` (any free port) and `LOG_LEVEL=info`.
+ *   to the test's environment after `WORKER_METRICS_PORT=0` (any free port), `LOG_LEVEL=info` and
+ *   `RPC_WS=off` (no websocket unless the test gives one).
  * @param until the log text to wait for instead of `sns-gateway started` (its line is `started`).
  * @throws when the child exits or stays silent for `startTimeoutMs` before it has started.
  */
@@ -37,7 +38,7 @@ export async function spawnMain(
 ): Promise<MainProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const reap = () => child.kill('SIGKILL');

@@ -11,8 +11,11 @@ export type ReadinessParts = {
   redisWrites: boolean;
   /** `RPC_URL` set or not; when unset, a request without `?rpc=` answers 500. */
   rpc: 'configured' | 'unset';
-  /** Live updates over a websocket: not offered yet. */
-  websocket: 'off';
+  /**
+   * Whether workers follow hot parents over the RPC's websocket (`RPC_WS_URL` resolved) or by the
+   * clock (`off`). Whether a socket is open now is the workers' `sns_ws_connected`.
+   */
+  websocket: 'configured' | 'off';
 };
 
 /**
@@ -36,7 +39,10 @@ const partsSchema = Type.Object(
     rpc: Type.Union([Type.Literal('configured'), Type.Literal('unset')], {
       description: 'RPC_URL set or not (unset: requests without ?rpc= answer 500)',
     }),
-    websocket: Type.Literal('off', { description: 'live updates over a websocket: not offered' }),
+    websocket: Type.Union([Type.Literal('configured'), Type.Literal('off')], {
+      description:
+        'workers follow hot parents over the RPC websocket (configured) or by the clock (off)',
+    }),
   },
   { description: 'each part the API depends on' },
 );

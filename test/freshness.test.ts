@@ -1,0 +1,245 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { endpointId } from '../src/rpc/endpoint.js';
+import { redisKeys } from '../src/redis-keys.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
+import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { createLogger } from '../src/logger.js';
+import { createMetrics } from '../src/metrics/metrics.js';
+import { Registry } from 'prom-client';
+
+/**
+ * Change-driven freshness (docs/design.md, "Freshness") against the real worker, Redis and the
+ * simulator over HTTP and websockets: additions by programSubscribe, deletions by existence
+ * checks, slots that never go back, reconnects, and one subscriber per parent across workers.
+ */
+
+const PARENT = '67679'; // bullish, hollaaa, testing on the demo chain
+
+/** Following the chain, quickly: short leases and pings, one hot parent watched. */
+const FOLLOW = {
+  RPC_WS: 'on',
+  HOT_KEYS_TOP_N: '5',
+  WATCH_LEASE_MS: '1500',
+  RPC_WS_PING_MS: '500',
+  CACHE_FRESH_SECONDS: '15',
+  CACHE_STALE_SECONDS: '600',
+};
+
+let gw: Gateway | undefined;
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+  await gw?.close();
+  gw = undefined;
+});
+
+const labels = async (g: Gateway, parent = PARENT) =>
+  (await g.get(`/subdomains/${parent}`)).body.result as string[];
+
+async function metric(g: Gateway, name: string, labels: Record<string, string> = {}) {
+  const found = (await g.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
+  return found
+    .filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want))
+    .reduce((n, v) => n + v.value, 0);
+}
+
+/**
+ * Asks for `parent` until a worker watches it: subscribed on the simulator, and the entry written
+ * again after the first answer (the read that follows each subscription), so the chain is
+ * followed from then on.
+ */
+async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): Promise<void> {
+  await waitFor(async () => {
+    await g.get(`/subdomains/${parent}`);
+    return sim.wsStats().subscriptions >= 1;
+  }, 15_000);
+  const key = redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(sim.url), parent);
+  await waitFor(async () => {
+    const raw = await g.redis.get(key);
+    return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;
+  }, 10_000);
+}
+
+describe('change-driven freshness', () => {
+  it('patches a subdomain created on chain into the answer within 2 s, without a scan', async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    sim.resetCalls();
+    const started = Date.now();
+    sim.chain.addSubdomain(PARENT, 'brandnew');
+    await waitFor(async () => (await labels(gw as Gateway)).includes('brandnew'), 2_000);
+    const tookMs = Date.now() - started;
+    expect(tookMs).toBeLessThan(2_000);
+    expect(await labels(gw)).toEqual(['brandnew', 'bullish', 'hollaaa', 'testing']);
+    expect(sim.callCount('getProgramAccounts')).toBe(0);
+    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'patched' })).toBe(1);
+    expect(await metric(gw, 'sns_ws_connected')).toBe(1);
+    expect(await metric(gw, 'sns_ws_subscriptions')).toBe(1);
+    expect(
+      await metric(gw, 'sns_rpc_credits_total', { method: 'wsConnection' }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(await metric(gw, 'sns_ws_received_bytes_total')).toBeGreaterThan(0);
+  });
+
+  it('re-reads at the notification slot what it cannot prove, waiting out a lagging node', async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    sim.setHttpLagMs(600);
+    sim.resetCalls();
+    const long = 'a-label-longer-than-the-inline-slice-of-thirty-bytes';
+    const before = sim.chain.slot;
+    sim.chain.addSubdomain(PARENT, long);
+    await waitFor(async () => (await labels(gw as Gateway)).includes(long), 5_000);
+    const scans = sim.calls.filter((c) => c.method === 'getProgramAccounts');
+    const config = (scans[0]?.params as unknown[])[1] as { minContextSlot?: number };
+    // The reverse record's slot: one of the two writes of the creation.
+    expect(config.minContextSlot).toBeGreaterThan(before);
+    expect(config.minContextSlot).toBeLessThanOrEqual(before + 2);
+    // The lagging node answered -32016 first: retried, counted as behind, not as a failure.
+    expect(await metric(gw, 'sns_rpc_requests_total', { outcome: 'behind' })).toBeGreaterThan(0);
+    expect(await metric(gw, 'sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
+    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'reread' })).toBe(1);
+    // Never backwards: every answer from now on holds the label, lagging node or not.
+    for (let i = 0; i < 20; i++) expect(await labels(gw)).toContain(long);
+  });
+
+  it('drops a deleted subdomain within one freshness window, by existence checks', async () => {
+    gw = await startGateway({ env: { ...FOLLOW, CACHE_FRESH_SECONDS: '3' } });
+    const { sim } = gw;
+    await watched(gw, sim);
+    sim.resetCalls();
+    sim.chain.deleteSubdomain(PARENT, 'bullish');
+    const started = Date.now();
+    await waitFor(async () => !(await labels(gw as Gateway)).includes('bullish'), 3_000);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(await labels(gw)).toEqual(['hollaaa', 'testing']);
+    expect(sim.callCount('getProgramAccounts')).toBe(0);
+    const checks = sim.calls.filter((c) => c.method === 'getMultipleAccounts');
+    expect(checks.length).toBeGreaterThan(0);
+    const [keys, config] = checks[0]?.params as [string[], { dataSlice: unknown }];
+    expect(config.dataSlice).toEqual({ offset: 0, length: 0 });
+    expect(keys).toHaveLength(6); // three subdomains and their reverse records
+    expect(await metric(gw, 'sns_deletion_checks_total', { outcome: 'dropped' })).toBe(1);
+  });
+
+  it('keeps a quiet parent fresh by existence checks alone, at a credit or so per window', async () => {
+    gw = await startGateway({ env: { ...FOLLOW, CACHE_FRESH_SECONDS: '3' } });
+    const { sim } = gw;
+    await watched(gw, sim);
+    sim.resetCalls();
+    const before = await metric(gw, 'sns_rpc_credits_total');
+    const windows = 3;
+    const until = Date.now() + windows * 3_000;
+    while (Date.now() < until) {
+      const res = await gw.get(`/subdomains/${PARENT}`);
+      expect(res.headers.get('x-cache')).toBe('HIT');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(sim.callCount('getProgramAccounts')).toBe(0);
+    const spent = (await metric(gw, 'sns_rpc_credits_total')) - before;
+    // One getMultipleAccounts (1 credit) about once per window, the window's edges either way.
+    expect(spent).toBeGreaterThanOrEqual(windows - 1);
+    expect(spent).toBeLessThanOrEqual(windows * 1.5 + 1);
+  });
+
+  it('reconnects after the provider drops the socket, reads every watched parent again, and follows on', async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    const accepted = sim.wsStats().accepted;
+    sim.resetCalls();
+    expect(sim.dropSockets()).toBeGreaterThanOrEqual(1);
+    await waitFor(() => sim.wsStats().accepted > accepted && sim.wsStats().subscriptions >= 1);
+    // The gap's changes are unknown: the parent is read again.
+    await waitFor(() => sim.callCount('getProgramAccounts') >= 1);
+    const started = Date.now();
+    sim.chain.addSubdomain(PARENT, 'afterdrop');
+    await waitFor(async () => (await labels(gw as Gateway)).includes('afterdrop'), 7_000);
+    expect(Date.now() - started).toBeLessThan(7_000);
+    expect(await metric(gw, 'sns_ws_reconnects_total')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('notices a socket that went silent (no pongs) and opens another', async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    const accepted = sim.wsStats().accepted;
+    sim.freezeSockets();
+    await waitFor(() => sim.wsStats().accepted > accepted, 5_000);
+    await waitFor(() => sim.wsStats().subscriptions >= 1, 5_000);
+  });
+
+  it('behaves as before without a websocket: no socket, hot parents refreshed by the clock', async () => {
+    gw = await startGateway({
+      env: { ...FOLLOW, RPC_WS: 'off', CACHE_FRESH_SECONDS: '2', CACHE_STALE_SECONDS: '4' },
+    });
+    const { sim } = gw;
+    await labels(gw);
+    sim.chain.addSubdomain(PARENT, 'byclock');
+    await waitFor(async () => (await labels(gw as Gateway)).includes('byclock'), 5_000);
+    expect(sim.wsStats().accepted).toBe(0);
+    expect(gw.worker?.websocket()).toBe('off');
+    expect((await gw.get('/readyz')).body).toMatchObject({ parts: { websocket: 'off' } });
+  });
+
+  it('falls back to the clock when the provider refuses websockets', async () => {
+    const sim = await startRpcSimulator({ chain: seedDemo() });
+    cleanups.push(() => sim.close());
+    sim.setWebsocketAvailable(false);
+    gw = await startGateway({
+      sim,
+      env: { ...FOLLOW, CACHE_FRESH_SECONDS: '2', CACHE_STALE_SECONDS: '4' },
+    });
+    await labels(gw);
+    sim.chain.addSubdomain(PARENT, 'byclock');
+    await waitFor(async () => (await labels(gw as Gateway)).includes('byclock'), 5_000);
+    expect(gw.worker?.websocket()).toBe('disconnected');
+    expect(sim.wsStats().subscriptions).toBe(0);
+  });
+});
+
+describe('several workers', () => {
+  it('has one subscriber per parent, and another worker takes over within seconds when it dies', async () => {
+    const sim = await startRpcSimulator({ chain: seedDemo() });
+    cleanups.push(() => sim.close());
+    // The API alone in this process, then a worker in a child process (the one to kill).
+    gw = await startGateway({ sim, worker: false, env: FOLLOW });
+    const env = {
+      ...Object.fromEntries(Object.entries(FOLLOW)),
+      REDIS_URL: gw.config.REDIS_URL,
+      QUEUE_PREFIX: gw.config.QUEUE_PREFIX,
+      RPC_URL: sim.url,
+      RPC_WS_URL: sim.wsUrl,
+    };
+    const first: MainProcess = await spawnWorkerProcess(env);
+    cleanups.push(() => first.kill('SIGKILL'));
+    await waitFor(async () => {
+      await gw?.get(`/subdomains/${PARENT}`);
+      return sim.wsStats().subscriptions === 1;
+    }, 15_000);
+    // A second worker in this process: the parent is leased, so it does not subscribe too.
+    const second: WorkerRuntime = await startWorker(
+      gw.config,
+      createMetrics(new Registry()),
+      createLogger('silent'),
+      { serveMetrics: false },
+    );
+    cleanups.push(() => second.close());
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(sim.wsStats().subscriptions).toBe(1);
+    expect(sim.wsStats().connections).toBe(2);
+
+    await first.kill('SIGKILL');
+    const killedAt = Date.now();
+    await waitFor(() => sim.wsStats().subscriptions === 1 && sim.wsStats().connections === 1);
+    expect(Date.now() - killedAt).toBeLessThan(6_000);
+    const started = Date.now();
+    sim.chain.addSubdomain(PARENT, 'takenover');
+    await waitFor(async () => (await labels(gw as Gateway)).includes('takenover'), 4_000);
+    expect(Date.now() - started).toBeLessThan(4_000);
+  });
+});
