@@ -7,7 +7,17 @@ import type { RefreshJobData } from '../src/queue/refresh-queue.js';
 import { RpcCallError } from '../src/rpc/client.js';
 import { overrideEndpoint, type RpcEndpoint } from '../src/rpc/endpoint.js';
 import type { RedisClient } from '../src/redis.js';
-import { discoverSubdomains, type DiscoveryLane } from '../src/sns/subdomain-discovery.js';
+import {
+  discoverSubdomains,
+  type Discovery,
+  type DiscoveryLane,
+} from '../src/sns/subdomain-discovery.js';
+
+/**
+ * Scans one refresh may make when the stored entry keeps turning out newer (see the loop below):
+ * the second reads at the stored slot, so more are needed only while changes keep landing.
+ */
+const MAX_SCANS_PER_REFRESH = 3;
 
 export type RefreshProcessorDeps = {
   /** What discovery runs through: the configured endpoint's lane, or the overrides' lane. */
@@ -66,18 +76,32 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           final: true,
         });
       }
-      const found = await discoverSubdomains(
-        deps.lane,
-        endpoint,
-        parent,
-        signal,
-        job.data.minContextSlot,
-      );
-      const entry = { labels: found.labels, fetchedAt: Date.now(), slot: found.slot };
-      // A write that finds a newer entry (a later slot) keeps it: the event still tells waiters
-      // to look, and they read that newer entry.
-      if (override) await deps.cache.putOverride(endpoint.id, parent, entry);
-      else await deps.cache.put(endpoint.id, parent, entry, found.members);
+      let minContextSlot = job.data.minContextSlot;
+      let found: Discovery;
+      for (let scan = 1; ; scan++) {
+        const scannedAt = Date.now();
+        found = await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot);
+        const entry = {
+          labels: found.labels,
+          fetchedAt: Date.now(),
+          slot: found.slot,
+          scanSlot: found.slot,
+          scannedAt,
+        };
+        if (override) {
+          await deps.cache.putOverride(endpoint.id, parent, entry);
+          break;
+        }
+        if ((await deps.cache.put(endpoint.id, parent, entry, found.members)) === 'written') break;
+        // The stored entry reflects a later slot. When that is a later scan, this one is simply
+        // older. When it is patches or a deletion check on top of an older scan than this one,
+        // dropping this scan would leave out for good what it was for (a change no notification
+        // proved): scan again at the stored slot, which then supersedes both.
+        const stored = await deps.cache.get(deps.cache.key(endpoint.id, parent));
+        const newerScan = (stored?.scanSlot ?? -1) >= (found.slot ?? -1);
+        if (stored?.slot === undefined || newerScan || scan >= MAX_SCANS_PER_REFRESH) break;
+        minContextSlot = stored.slot;
+      }
       await publishRefreshEvent(deps.publisher, deps.prefix, {
         endpointId: endpoint.id,
         parent,

@@ -11,6 +11,13 @@ export type CacheEntry = {
   readonly slot?: number;
   /** How many times the stored entry was written; what {@link SubdomainCache.patch} compares. */
   readonly rev?: number;
+  /**
+   * The slot of the last full scan (`getProgramAccounts`) behind the labels: `slot` also moves
+   * with patches and deletion checks, this only with scans.
+   */
+  readonly scanSlot?: number;
+  /** When that scan began, in Unix milliseconds. */
+  readonly scannedAt?: number;
 };
 
 /**
@@ -150,7 +157,11 @@ function entryArgs(entry: CacheEntry): [slot: string, fetchedAt: string, rest: s
   return [
     entry.slot === undefined ? 'null' : String(entry.slot),
     String(entry.fetchedAt),
-    JSON.stringify({ labels: entry.labels }).slice(1),
+    JSON.stringify({
+      scanSlot: entry.scanSlot,
+      scannedAt: entry.scannedAt,
+      labels: entry.labels,
+    }).slice(1),
   ];
 }
 
@@ -312,9 +323,11 @@ export class SubdomainCache {
 function parseEntry(raw: string | null): CacheEntry | null {
   if (raw === null) return null;
   try {
-    const entry = JSON.parse(raw) as { labels?: unknown; fetchedAt?: unknown; slot?: unknown };
+    const entry = JSON.parse(raw) as Record<string, unknown>;
     if (!Array.isArray(entry.labels) || typeof entry.fetchedAt !== 'number') return null;
-    if (typeof entry.slot !== 'number') delete entry.slot;
+    for (const field of ['slot', 'scanSlot', 'scannedAt']) {
+      if (typeof entry[field] !== 'number') delete entry[field];
+    }
     return entry as CacheEntry;
   } catch {
     return null;
