@@ -22,8 +22,11 @@ export type AccountNotification = {
   parent: string;
   slot: number;
   pubkey: string;
-  /** The account's data from the class offset (the subscription's `dataSlice`). */
-  slice: Buffer;
+  /**
+   * The account's data from the class offset (the subscription's `dataSlice`); undefined when the
+   * provider sent more than was sliced (it ignores `dataSlice`): the change is then unknown.
+   */
+  slice: Buffer | undefined;
 };
 
 export type ProgramSubscriberOptions = {
@@ -43,12 +46,33 @@ export type ProgramSubscriberOptions = {
   onSubscribed: (parent: string) => void;
   /** Called when the socket closes: every subscription is gone until `onSubscribed` again. */
   onDisconnected: () => void;
+  /**
+   * Called when the RPC refuses a parent's `programSubscribe`, or leaves it unanswered for
+   * {@link SUBSCRIBE_TIMEOUT_MS}: the parent is no longer watched here.
+   */
+  onRefused: (parent: string) => void;
   /** First reconnect delay in milliseconds; doubles per failed attempt, randomised (p-retry). */
   minBackoffMs?: number;
   maxBackoffMs?: number;
 };
 
-type Watched = { parentKey: string; subscription?: number; requestId?: number };
+type Watched = {
+  parentKey: string;
+  subscription?: number;
+  requestId?: number;
+  /** When the pending subscribe request was sent. */
+  requestedAt?: number;
+};
+
+/** How long a `programSubscribe` may go unanswered before the parent counts as refused. */
+export const SUBSCRIBE_TIMEOUT_MS = 10_000;
+
+/**
+ * A socket that lived less than this before it closed counts as a flap: the next one waits longer
+ * (a provider refusing subscriptions, or a proxy cutting every socket, would otherwise be reopened
+ * at once, each time followed by a scan of every watched parent).
+ */
+const FLAP_MS = 60_000;
 
 /**
  * One websocket to the configured RPC carrying a `programSubscribe` per watched parent: the name
@@ -70,6 +94,7 @@ export class ProgramSubscriber {
   private running: Promise<void> | undefined;
   private lastHeard = 0;
   private flaps = 0;
+  private warnedMalformed = false;
 
   constructor(private readonly opts: ProgramSubscriberOptions) {}
 
@@ -122,7 +147,7 @@ export class ProgramSubscriber {
     const { signal } = this.stopping;
     while (!signal.aborted) {
       try {
-        const socket = await pRetry(() => this.open(), {
+        const socket = await pRetry(() => this.open(signal), {
           retries: Number.POSITIVE_INFINITY,
           factor: 2,
           minTimeout: this.opts.minBackoffMs ?? 250,
@@ -134,11 +159,13 @@ export class ProgramSubscriber {
             this.opts.logger.warn({ err: error.message }, 'RPC websocket could not open');
           },
         });
+        if (signal.aborted) {
+          socket.terminate();
+          break;
+        }
         const openedAt = Date.now();
         await this.serve(socket);
-        // A socket that dies right after opening (a provider refusing subscriptions, a proxy
-        // cutting it) would otherwise be reopened at once, for ever: wait longer each time.
-        this.flaps = Date.now() - openedAt < 10_000 ? this.flaps + 1 : 0;
+        this.flaps = Date.now() - openedAt < FLAP_MS ? this.flaps + 1 : 0;
         if (signal.aborted) break;
         this.opts.metrics.wsReconnects.inc();
         if (this.flaps > 0) {
@@ -151,26 +178,33 @@ export class ProgramSubscriber {
     }
   }
 
-  /** Opens one socket; resolves once it is open. */
-  private open(): Promise<WebSocket> {
+  /** Opens one socket; resolves once it is open. A close() meanwhile ends it. */
+  private open(signal: AbortSignal): Promise<WebSocket> {
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(this.opts.url, {
         maxPayload: MAX_FRAME_BYTES,
         handshakeTimeout: 10_000,
         perMessageDeflate: false,
       });
+      // Whatever the socket does after this attempt is over, an error must not crash the process.
+      socket.on('error', () => undefined);
       const fail = (err: Error) => {
+        signal.removeEventListener('abort', abort);
         socket.removeAllListeners();
         socket.on('error', () => undefined);
         socket.terminate();
         reject(err);
       };
+      const abort = () => fail(new Error('closed while connecting'));
+      signal.addEventListener('abort', abort, { once: true });
       socket.once('error', fail);
       socket.once('unexpected-response', (_req, res) =>
         fail(new Error(`websocket upgrade refused: HTTP ${res.statusCode}`)),
       );
       socket.once('open', () => {
+        signal.removeEventListener('abort', abort);
         socket.removeAllListeners();
+        socket.on('error', () => undefined);
         resolve(socket);
       });
     });
@@ -187,7 +221,9 @@ export class ProgramSubscriber {
     );
     this.lastHeard = Date.now();
     for (const [parent, entry] of this.watched) this.subscribe(parent, entry);
+    this.warnedMalformed = false;
     const ping = setInterval(() => {
+      this.expireRequests();
       if (Date.now() - this.lastHeard > 2 * this.opts.pingMs) {
         this.opts.logger.warn('RPC websocket silent for two pings: reopening it');
         socket.terminate();
@@ -209,6 +245,7 @@ export class ProgramSubscriber {
         for (const entry of this.watched.values()) {
           entry.subscription = undefined;
           entry.requestId = undefined;
+          entry.requestedAt = undefined;
         }
         metrics.wsConnected.set(0);
         this.countSubscriptions();
@@ -218,7 +255,20 @@ export class ProgramSubscriber {
     });
   }
 
+  /** Subscribe requests unanswered for {@link SUBSCRIBE_TIMEOUT_MS}: refused. */
+  private expireRequests(): void {
+    const now = Date.now();
+    for (const [parent, entry] of [...this.watched]) {
+      if (entry.subscription !== undefined || entry.requestedAt === undefined) continue;
+      if (now - entry.requestedAt < SUBSCRIBE_TIMEOUT_MS) continue;
+      this.opts.logger.warn({ parent }, 'programSubscribe unanswered: left to the clock');
+      this.watched.delete(parent);
+      this.opts.onRefused(parent);
+    }
+  }
+
   private subscribe(parent: string, entry: Watched): void {
+    entry.requestedAt = Date.now();
     entry.requestId = this.send(
       'programSubscribe',
       [
@@ -258,7 +308,10 @@ export class ProgramSubscriber {
     try {
       message = parseBoundedJson(bytes);
     } catch {
-      this.opts.logger.warn('RPC websocket sent a message that is not bounded JSON');
+      if (!this.warnedMalformed) {
+        this.warnedMalformed = true;
+        this.opts.logger.warn('RPC websocket sent a message that is not bounded JSON (ignored)');
+      }
       return;
     }
     if (typeof message !== 'object' || message === null) return;
@@ -291,8 +344,10 @@ export class ProgramSubscriber {
       const text = (error as { message?: unknown } | undefined)?.message;
       this.opts.logger.warn(
         { parent: request.parent, err: typeof text === 'string' ? text.slice(0, 200) : 'no id' },
-        'programSubscribe refused: this parent is refreshed by the clock',
+        'programSubscribe refused: left to the clock',
       );
+      this.watched.delete(request.parent);
+      this.opts.onRefused(request.parent);
       return;
     }
     entry.subscription = result;
@@ -316,8 +371,12 @@ export class ProgramSubscriber {
     if (typeof slot !== 'number' || typeof pubkey !== 'string') return;
     if (!Array.isArray(data) || typeof data[0] !== 'string' || data[1] !== 'base64') return;
     const slice = Buffer.from(data[0], 'base64');
-    if (slice.length > SLICE_LEN) return;
-    this.opts.onNotification({ parent, slot, pubkey, slice });
+    this.opts.onNotification({
+      parent,
+      slot,
+      pubkey,
+      slice: slice.length > SLICE_LEN ? undefined : slice,
+    });
   }
 
   private countSubscriptions(): void {
