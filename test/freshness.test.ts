@@ -1,10 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { redisKeys } from '../src/redis-keys.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator } from './support/rpc-sim/index.js';
 import { createLogger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { Registry } from 'prom-client';
@@ -15,18 +14,6 @@ import { Registry } from 'prom-client';
  * checks, slots that never go back, reconnects, and one subscriber per parent across workers.
  */
 
-const PARENT = '67679'; // bullish, hollaaa, testing on the demo chain
-
-/** Following the chain, quickly: short leases and pings, one hot parent watched. */
-const FOLLOW = {
-  RPC_WS: 'on',
-  HOT_KEYS_TOP_N: '5',
-  WATCH_LEASE_MS: '1500',
-  RPC_WS_PING_MS: '500',
-  CACHE_FRESH_SECONDS: '15',
-  CACHE_STALE_SECONDS: '600',
-};
-
 let gw: Gateway | undefined;
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -34,33 +21,6 @@ afterEach(async () => {
   await gw?.close();
   gw = undefined;
 });
-
-const labels = async (g: Gateway, parent = PARENT) =>
-  (await g.get(`/subdomains/${parent}`)).body.result as string[];
-
-async function metric(g: Gateway, name: string, labels: Record<string, string> = {}) {
-  const found = (await g.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
-  return found
-    .filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want))
-    .reduce((n, v) => n + v.value, 0);
-}
-
-/**
- * Asks for `parent` until a worker watches it: subscribed on the simulator, and the entry written
- * again after the first answer (the read that follows each subscription), so the chain is
- * followed from then on.
- */
-async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): Promise<void> {
-  await waitFor(async () => {
-    await g.get(`/subdomains/${parent}`);
-    return sim.wsStats().subscriptions >= 1;
-  }, 15_000);
-  const key = redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(sim.url), parent);
-  await waitFor(async () => {
-    const raw = await g.redis.get(key);
-    return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;
-  }, 10_000);
-}
 
 describe('change-driven freshness', () => {
   it('patches a subdomain created on chain into the answer within 2 s, without a scan', async () => {

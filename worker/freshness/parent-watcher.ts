@@ -1,7 +1,7 @@
 import { Redlock, type Lock } from '@sesamecare-oss/redlock';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import type { EntryAccounts, SubdomainCache } from '../../src/cache/subdomain-cache.js';
+import type { CacheEntry, EntryAccounts, SubdomainCache } from '../../src/cache/subdomain-cache.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { publishRefreshEvent } from '../../src/queue/refresh-events.js';
 import { addRefreshJob, type RefreshJobData } from '../../src/queue/refresh-queue.js';
@@ -25,6 +25,25 @@ const MULTIPLE_ACCOUNTS_BATCH = 100;
 const PAIRING_MS = 1_500;
 /** Tries of an optimistic patch that lost the race to another write, before a re-read. */
 const PATCH_TRIES = 5;
+/**
+ * Watched parents are scanned in full once per this many windows whatever happens: providers drop
+ * notifications under load, and a missed one would otherwise stay missed while the parent is
+ * hot. At 10 credits a scan this is half a credit per parent per window.
+ */
+const RESCAN_WINDOWS = 20;
+/**
+ * A parent that stops being among the `topN` hottest is let go only once it falls below this
+ * many times `topN`: at the edge of the ranking, counts that tie or a window that rolls over
+ * would otherwise drop and take it again every tick, a scan each time.
+ */
+const KEEP_RANK_FACTOR = 1.25;
+/**
+ * How long after a subscription is confirmed the read that covers the gap begins. HTTP reads may
+ * reach a node behind the websocket's (providers balance them apart); a scan begun at once could
+ * answer from before a change made just before the subscription, which no notification will
+ * bring. Nodes behind the load balancer lag by a second or two.
+ */
+const GAP_READ_DELAY_MS = 2_000;
 
 export type ParentWatcherDeps = {
   redis: RedisClient;
@@ -53,12 +72,22 @@ type Watched = {
   parentKey: Buffer;
   /** When the subscription was last confirmed; undefined while there is none (a gap). */
   subscribedAt?: number;
+  /** The read that covers the gap, {@link GAP_READ_DELAY_MS} after the subscription. */
+  gapRead?: NodeJS.Timeout;
   /** Notifications of one parent are applied one after another. */
   chain: Promise<void>;
   /** Reverse records notified before their subdomain name account: account -> label, slot. */
   pendingReverses: Map<string, { label: string; slot: number; timer: NodeJS.Timeout }>;
-  /** Subdomain name accounts notified without a reverse record yet: account -> slot. */
-  seen: Map<string, number>;
+  /**
+   * Subdomain name accounts notified but not listed, waiting {@link PAIRING_MS} for their reverse
+   * record: account -> slot. Each expires with its timer.
+   */
+  seen: Map<string, { slot: number; timer: NodeJS.Timeout }>;
+  /**
+   * The slot a full scan must reflect for the entry to hold every change notified so far: set by
+   * a change only a scan can settle, cleared once the stored entry's `scanSlot` reaches it.
+   */
+  wantSlot?: number;
 };
 
 /**
@@ -76,14 +105,18 @@ type Watched = {
  *   `getMultipleAccounts` (`dataSlice` of length 0, batched across parents), the labels whose
  *   accounts are gone are dropped, and the entry is fresh again; a parent whose check would cost
  *   more than a scan is scanned instead.
- * - **Gaps.** Until a parent's subscription is confirmed and a read made after that is stored, its
- *   entry is left to the clock (hot-parent refreshes), and after every reconnect it is read again.
+ * - **Gaps.** A parent is read again after every (re)subscription, until a scan begun after it is
+ *   stored; a change only a scan settles is re-read at its slot until a scan that far is stored;
+ *   and every {@link RESCAN_WINDOWS} windows each parent is scanned anyway (notifications can be
+ *   lost). A parent whose subscription is refused is given back to the clock for a window.
  */
 export class ParentWatcher {
   private readonly subscriber: ProgramSubscriber;
   private readonly redlock: Redlock;
   private readonly leases = new Map<string, Lock>();
   private readonly watched = new Map<string, Watched>();
+  /** Parents whose subscription was refused, not taken again before this time. */
+  private readonly refusedUntil = new Map<string, number>();
   private leaseTimer: NodeJS.Timeout | undefined;
   private checkTimer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
@@ -106,6 +139,7 @@ export class ParentWatcher {
       onNotification: (note) => this.notified(note),
       onSubscribed: (parent) => this.subscribed(parent),
       onDisconnected: () => this.disconnected(),
+      onRefused: (parent) => this.refused(parent),
     });
   }
 
@@ -157,10 +191,22 @@ export class ParentWatcher {
       await this.releaseAll();
       return;
     }
-    const hot = new Set(await hottestParents(deps.redis, deps.prefix, deps.freshMs, deps.topN));
+    const ranked = await hottestParents(
+      deps.redis,
+      deps.prefix,
+      deps.freshMs,
+      Math.ceil(deps.topN * KEEP_RANK_FACTOR),
+    );
+    const keep = new Set(ranked);
+    const hot = new Set(ranked.slice(0, deps.topN));
+    const now = Date.now();
+    for (const [parent, until] of this.refusedUntil) {
+      if (until <= now) this.refusedUntil.delete(parent);
+      else hot.delete(parent);
+    }
     await Promise.all(
       [...this.leases].map(async ([parent, lock]) => {
-        if (!hot.has(parent)) {
+        if (!keep.has(parent)) {
           this.drop(parent);
           await lock.release().catch(() => undefined);
           return;
@@ -221,6 +267,8 @@ export class ParentWatcher {
     const state = this.watched.get(parent);
     if (!state) return;
     for (const pending of state.pendingReverses.values()) clearTimeout(pending.timer);
+    for (const seen of state.seen.values()) clearTimeout(seen.timer);
+    clearTimeout(state.gapRead);
     this.watched.delete(parent);
     this.subscriber.unwatch(parent);
   }
@@ -230,7 +278,21 @@ export class ParentWatcher {
     const state = this.watched.get(parent);
     if (!state) return;
     state.subscribedAt = Date.now();
-    void this.reread(parent);
+    clearTimeout(state.gapRead);
+    state.gapRead = setTimeout(() => void this.reread(parent), GAP_READ_DELAY_MS);
+    state.gapRead.unref();
+  }
+
+  /**
+   * The RPC refused the parent's subscription (a cap on subscriptions per socket, say): give the
+   * lease back so the clock keeps the entry fresh, and leave the parent alone for a window.
+   */
+  private refused(parent: string): void {
+    const lock = this.leases.get(parent);
+    this.drop(parent);
+    this.refusedUntil.set(parent, Date.now() + this.deps.freshMs);
+    void lock?.release().catch(() => undefined);
+    this.deps.metrics.watchedParents.set(this.leases.size);
   }
 
   /** Every subscription is gone: give the parents back, to a worker that can follow them. */
@@ -241,50 +303,72 @@ export class ParentWatcher {
   private notified(note: AccountNotification): void {
     const state = this.watched.get(note.parent);
     if (!state || state.subscribedAt === undefined) return;
-    const change = classifyChange(note.pubkey, note.slice, state.parentKey);
+    const change: Change = note.slice
+      ? classifyChange(note.pubkey, note.slice, state.parentKey)
+      : { kind: 'unproven' };
     state.chain = state.chain
       .then(() => this.apply(note, state, change))
       .catch((err: unknown) => {
+        // The change is known only by this notification: a scan at its slot settles it.
+        this.want(state, note.slot);
         this.deps.logger.warn({ err: String(err), parent: note.parent }, 'notification');
       });
   }
 
   private async apply(note: AccountNotification, state: Watched, change: Change): Promise<void> {
-    const { metrics } = this.deps;
+    const { cache, endpoint, metrics } = this.deps;
     const count = (outcome: 'patched' | 'reread' | 'ignored') =>
       metrics.wsNotifications.inc({ outcome });
     const { parent, slot } = note;
     switch (change.kind) {
-      case 'empty':
-        return count('ignored');
       case 'unproven':
+      case 'empty':
+        // A cut text, a record made by hand, or a text emptied (the SDK drops empty texts): only
+        // a scan tells what the parent lists now.
         count('reread');
         return this.reread(parent, slot);
       case 'subdomain': {
         const pending = state.pendingReverses.get(change.subdomain);
-        if (!pending) {
-          state.seen.set(change.subdomain, slot);
-          return count('ignored');
+        if (pending) {
+          clearTimeout(pending.timer);
+          state.pendingReverses.delete(change.subdomain);
+          return count(
+            await this.add(parent, change.subdomain, pending.label, Math.max(slot, pending.slot)),
+          );
         }
-        clearTimeout(pending.timer);
-        state.pendingReverses.delete(change.subdomain);
-        count('patched');
-        return this.add(parent, change.subdomain, pending.label, Math.max(slot, pending.slot));
+        const read = await cache.getWithAccounts(endpoint.id, parent);
+        // A listed subdomain's own data changed (a transfer): its label did not.
+        if (read?.accounts?.[change.subdomain] !== undefined) return count('ignored');
+        // A new name account: listed once its reverse record comes (usually in the same
+        // transaction). If none comes, it may have one already (re-created under a record that
+        // stayed) or none at all; only a scan tells.
+        clearTimeout(state.seen.get(change.subdomain)?.timer);
+        const timer = setTimeout(() => {
+          if (state.seen.get(change.subdomain)?.timer !== timer) return;
+          state.seen.delete(change.subdomain);
+          count('reread');
+          void this.reread(parent, slot);
+        }, PAIRING_MS);
+        timer.unref();
+        state.seen.set(change.subdomain, { slot, timer });
+        return;
       }
       case 'reverse': {
-        const seenAt = state.seen.get(change.subdomain);
-        if (seenAt !== undefined) {
+        const seen = state.seen.get(change.subdomain);
+        if (seen) {
+          clearTimeout(seen.timer);
           state.seen.delete(change.subdomain);
-          count('patched');
-          return this.add(parent, change.subdomain, change.label, Math.max(slot, seenAt));
+          return count(
+            await this.add(parent, change.subdomain, change.label, Math.max(slot, seen.slot)),
+          );
         }
         // A reverse record of a subdomain already listed (its name account is not new), or one
         // whose name account is still to come.
-        const read = await this.deps.cache.getWithAccounts(this.deps.endpoint.id, parent);
+        const read = await cache.getWithAccounts(endpoint.id, parent);
         if (read?.accounts?.[change.subdomain] !== undefined) {
-          count('patched');
-          return this.add(parent, change.subdomain, change.label, slot);
+          return count(await this.add(parent, change.subdomain, change.label, slot));
         }
+        clearTimeout(state.pendingReverses.get(change.subdomain)?.timer);
         const timer = setTimeout(() => {
           if (state.pendingReverses.get(change.subdomain)?.timer !== timer) return;
           state.pendingReverses.delete(change.subdomain);
@@ -303,35 +387,48 @@ export class ParentWatcher {
    * slot to `slot`: read, change, compare-and-set on the revision read, again when another write
    * came in between. An entry that is not cached stays so (the next request reads the chain).
    */
-  private async add(parent: string, subdomain: string, label: string, slot: number) {
+  private async add(
+    parent: string,
+    subdomain: string,
+    label: string,
+    slot: number,
+  ): Promise<'patched' | 'reread' | 'ignored'> {
     const { cache, endpoint } = this.deps;
     for (let i = 0; i < PATCH_TRIES; i++) {
       const read = await cache.getWithAccounts(endpoint.id, parent);
-      if (!read) return;
-      if (!read.accounts) return this.reread(parent, slot);
-      if (read.accounts[subdomain] === label && (read.entry.slot ?? 0) >= slot) return;
+      // Not cached: nothing to patch (the next request reads the chain).
+      if (!read) return 'ignored';
+      if (!read.accounts) break;
+      if (read.accounts[subdomain] === label && (read.entry.slot ?? 0) >= slot) return 'ignored';
       const accounts: EntryAccounts = { ...read.accounts, [subdomain]: label };
       const outcome = await cache.patch(
         endpoint.id,
         parent,
         read.entry.rev ?? 0,
         {
+          ...read.entry,
           labels: Object.values(accounts).sort(),
-          fetchedAt: read.entry.fetchedAt,
           slot: Math.max(read.entry.slot ?? 0, slot),
         },
         accounts,
       );
-      if (outcome === 'missing') return;
-      if (outcome === 'written') return this.announce(parent);
+      if (outcome === 'missing') return 'ignored';
+      if (outcome === 'written') {
+        await this.announce(parent);
+        return 'patched';
+      }
     }
-    return this.reread(parent, slot);
+    await this.reread(parent, slot);
+    return 'reread';
   }
 
   /**
-   * One round of deletion checks: every watched parent read since its subscription whose entry
-   * would go stale within one and a half rounds gets its accounts checked, all parents' keys batched
-   * 100 to a call, and is fresh again (the subscription covers additions).
+   * One round over the watched parents. A parent whose entry lacks a scan it needs (one begun
+   * after its subscription, one at the slot of a change only a scan settles, or the periodic one
+   * every {@link RESCAN_WINDOWS} windows) gets a re-read. The others whose entry would go stale
+   * within one and a half rounds get their accounts checked, all parents' keys batched 100 to a
+   * call at the highest slot among them (`minContextSlot`: a lagging node must not drop a
+   * subdomain a notification added), and are fresh again (the subscription covers additions).
    */
   private async checkDeletions(): Promise<void> {
     const { deps } = this;
@@ -342,7 +439,7 @@ export class ParentWatcher {
     type Due = {
       parent: string;
       rev: number;
-      slot: number;
+      entry: CacheEntry;
       accounts: EntryAccounts;
       keys: Array<[subdomain: string, reverse: string]>;
     };
@@ -350,18 +447,26 @@ export class ParentWatcher {
     for (const [parent, state] of this.watched) {
       if (state.subscribedAt === undefined) continue;
       const read = await cache.getWithAccounts(endpoint.id, parent);
-      if (!read || read.entry.fetchedAt < state.subscribedAt) {
-        // Not yet read since the subscription: until it is, the clock keeps it fresh.
-        void this.reread(parent);
+      const entry = read?.entry;
+      if (state.wantSlot !== undefined && (entry?.scanSlot ?? -1) >= state.wantSlot) {
+        state.wantSlot = undefined;
+      }
+      const scanned = entry?.scannedAt ?? 0;
+      const gapReadAt = state.subscribedAt + GAP_READ_DELAY_MS;
+      if (scanned < gapReadAt) {
+        // The gap is not covered yet: its read is due (again, if it joined an earlier one).
+        if (startedAt >= gapReadAt) void this.reread(parent, state.wantSlot);
         continue;
       }
-      // Checked when it would go stale within one and a half rounds (a round late is still in
-      // time): about once per window. Leased, it is left alone by the hot-parent scans.
-      if (startedAt - read.entry.fetchedAt < deps.freshMs - 1.5 * this.checkMs) continue;
-      if (!read.accounts) {
-        void this.reread(parent);
+      if (
+        !read?.accounts ||
+        state.wantSlot !== undefined ||
+        startedAt - scanned > RESCAN_WINDOWS * deps.freshMs
+      ) {
+        void this.reread(parent, state.wantSlot);
         continue;
       }
+      if (!read || startedAt - read.entry.fetchedAt < deps.freshMs - 1.5 * this.checkMs) continue;
       const subdomains = Object.keys(read.accounts);
       if (Math.ceil((2 * subdomains.length) / MULTIPLE_ACCOUNTS_BATCH) * gmaCost > scanCost) {
         metrics.deletionChecks.inc({ outcome: 'scanned' });
@@ -371,14 +476,15 @@ export class ParentWatcher {
       due.push({
         parent,
         rev: read.entry.rev ?? 0,
-        slot: read.entry.slot ?? 0,
+        entry: read.entry,
         accounts: read.accounts,
         keys: subdomains.map((s) => [s, toBase58(reverseKeyFromDomainKey(s, state.parentKey))]),
       });
     }
     if (due.length === 0) return;
     const keys = due.flatMap((d) => d.keys.flat());
-    const { exists, slot } = await this.existence(keys);
+    const atLeast = Math.max(...due.map((d) => d.entry.slot ?? 0));
+    const { exists, slot } = await this.existence(keys, atLeast > 0 ? atLeast : undefined);
     for (const d of due) {
       const accounts: Record<string, string> = {};
       for (const [subdomain, reverse] of d.keys) {
@@ -392,9 +498,10 @@ export class ParentWatcher {
         d.parent,
         d.rev,
         {
+          ...d.entry,
           labels: Object.values(accounts).sort(),
           fetchedAt: startedAt,
-          slot: Math.max(d.slot, slot ?? 0),
+          slot: Math.max(d.entry.slot ?? 0, slot ?? 0),
         },
         accounts,
       );
@@ -407,12 +514,14 @@ export class ParentWatcher {
 
   /**
    * Which of `keys` still have an account, by `getMultipleAccounts` with a `dataSlice` of length 0
-   * (no data, 1 call per 100 keys), and the lowest slot the calls read at.
+   * (no data, 1 call per 100 keys) at `minContextSlot` or later, and the lowest slot the calls
+   * read at.
    *
    * @throws RpcCallError when a call fails: the round touches nothing then.
    */
   private async existence(
     keys: string[],
+    minContextSlot: number | undefined,
   ): Promise<{ exists: Map<string, boolean>; slot: number | undefined }> {
     const { lane, endpoint } = this.deps;
     const exists = new Map<string, boolean>();
@@ -424,7 +533,12 @@ export class ParentWatcher {
         'getMultipleAccounts',
         [
           batch,
-          { encoding: 'base64', commitment: 'confirmed', dataSlice: { offset: 0, length: 0 } },
+          {
+            encoding: 'base64',
+            commitment: 'confirmed',
+            dataSlice: { offset: 0, length: 0 },
+            ...(minContextSlot === undefined ? {} : { minContextSlot }),
+          },
         ],
         {
           decode: (body, { method, id }) =>
@@ -443,9 +557,21 @@ export class ParentWatcher {
     return { exists, slot };
   }
 
-  /** Queues a re-read of `parent`, at `minContextSlot` or later when a notification caused it. */
+  /** Records that a full scan at `slot` or later is needed (see `Watched.wantSlot`). */
+  private want(state: Watched, slot: number): void {
+    state.wantSlot = Math.max(state.wantSlot ?? slot, slot);
+  }
+
+  /**
+   * Queues a re-read of `parent`, at `minContextSlot` or later when a change caused it. The need
+   * is remembered until a scan that far is stored: a re-read that joins a refresh already under
+   * way (BullMQ deduplication) gets that refresh, which may have read too early, and the next
+   * round queues it again.
+   */
   private async reread(parent: string, minContextSlot?: number): Promise<void> {
     const { cache, endpoint, queue, logger } = this.deps;
+    const state = this.watched.get(parent);
+    if (state && minContextSlot !== undefined) this.want(state, minContextSlot);
     await addRefreshJob(
       queue,
       {
