@@ -2,7 +2,8 @@
  * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
  *
  * - `api`, `worker`: the gateway, through src/runtime/api.ts and worker/runtime.ts, configured
- *   from the environment like src/main.ts (logs go to stdout, which the bench discards).
+ *   from the environment like src/main.ts (logs go to stdout, which the bench discards). The
+ *   worker's ready message carries the port of its `/metrics`.
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
  *   reference proxy does).
  * - `ceiling`: Fastify answering constant JSON with the gateway's headers (`/ceiling/...`), and
@@ -120,8 +121,10 @@ async function gatewayRole(role: 'api' | 'worker'): Promise<void> {
     const api = await startApi(config, metrics, logger);
     serve({ port: portOf(api.app) }, noCommands, () => api.close());
   } else {
-    const worker = await startWorker(config, metrics, logger, { serveMetrics: false });
-    serve({}, noCommands, () => worker.close());
+    // Its /metrics on WORKER_METRICS_PORT (0 in gatewayEnv: an ephemeral port), as in production:
+    // bench/freshness.ts reads the RPC credits the worker counted there.
+    const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
+    serve({ port: worker.metricsPort }, noCommands, () => worker.close());
   }
 }
 

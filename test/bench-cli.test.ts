@@ -47,9 +47,17 @@ async function inTwos<T>(tasks: Array<() => Promise<T>>): Promise<T[]> {
 }
 
 describe('bench scripts', () => {
-  it('are the five the README lists', () => {
+  it('are the seven the README lists', () => {
     expect(benches.map((b) => b.name).sort()).toEqual(
-      ['bench', 'bench:ab', 'bench:hostile', 'bench:memory', 'bench:profile', 'soak'].sort(),
+      [
+        'bench',
+        'bench:ab',
+        'bench:freshness',
+        'bench:hostile',
+        'bench:memory',
+        'bench:profile',
+        'soak',
+      ].sort(),
     );
   });
 
@@ -81,7 +89,7 @@ describe('bench scripts', () => {
   }, 60_000);
 
   it('refuse an unknown option or a bad value with one line and the usage, exit 2', async () => {
-    // The refusals are bench/cli.ts's, the same for every script: two scripts show them.
+    // The refusals are bench/cli.ts's, the same for every script: three scripts show them.
     const cases = [
       {
         name: 'bench',
@@ -94,6 +102,12 @@ describe('bench scripts', () => {
         file: 'bench/run.ts',
         args: ['--seconds', 'soon'],
         says: /--seconds must be a number of at least 1, not 'soon'$/,
+      },
+      {
+        name: 'bench:freshness',
+        file: 'bench/freshness.ts',
+        args: ['--parents', '3'],
+        says: /--parents must be a number of at least 5, not '3'$/,
       },
       {
         name: 'bench:profile',
