@@ -128,8 +128,8 @@ export class Child {
 /**
  * The environment of a gateway process (API or worker) of a benchmark: `redisUrl` under the
  * run's own key `prefix`, the simulator at `rpcUrl`, ephemeral ports on loopback, entries fresh
- * for an hour (no refresh during a measurement) and a cold miss allowed to wait two minutes (the
- * large parent). `extra` overrides any of them.
+ * for an hour (no refresh during a measurement), a cold miss allowed to wait two minutes (the
+ * large parent) and no websocket. `extra` overrides any of them.
  */
 export function gatewayEnv(
   redisUrl: string,
@@ -147,6 +147,8 @@ export function gatewayEnv(
     CACHE_FRESH_SECONDS: '3600',
     SUBDOMAINS_WAIT_MS: '120000',
     LOG_LEVEL: 'info',
+    // Off unless a bench follows the chain (bench/freshness.ts): the others measure the API.
+    RPC_WS: 'off',
     ...extra,
   };
 }
