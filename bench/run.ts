@@ -10,10 +10,10 @@
 import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
 import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
 import {
-  CLASS_OFFSET,
   HEADER_LEN,
   INLINE_TEXT_BYTES,
-  SLICE_LEN,
+  SCAN_SLICE,
+  SLICE_AT,
 } from '../src/sns/discovery-decode.js';
 import type { Child } from './lib.js';
 import {
@@ -396,14 +396,14 @@ async function inlineSizes(simUrl: string, sdkBytes: number): Promise<string[][]
   const parentKey = domainKey('big10k');
   const rows: string[][] = [];
   for (const inline of [0, 8, 12, 16, 20, 24, 27, 28, 30, 32, 33, 44, 60]) {
-    const slice = SLICE_LEN - INLINE_TEXT_BYTES + inline;
+    const slice = SCAN_SLICE.length - INLINE_TEXT_BYTES + inline;
     const gpa = await rpc(simUrl, 'getProgramAccounts', [
       toBase58(NAME_PROGRAM_ID),
       {
         encoding: 'base64',
         withContext: true,
         filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
-        dataSlice: { offset: CLASS_OFFSET, length: slice },
+        dataSlice: { offset: SCAN_SLICE.offset, length: slice },
       },
     ]);
     const accounts = (
@@ -414,8 +414,9 @@ async function inlineSizes(simUrl: string, sdkBytes: number): Promise<string[][]
     const truncated: string[] = [];
     for (const { pubkey, account } of accounts) {
       const data = Buffer.from(account.data[0], 'base64');
-      if (!data.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) continue;
-      if (data.length === slice && data.readUInt32LE(32) > inline) truncated.push(pubkey);
+      if (!data.subarray(SLICE_AT.class, SLICE_AT.data).equals(REVERSE_LOOKUP_CLASS)) continue;
+      if (data.length === slice && data.readUInt32LE(SLICE_AT.data) > inline)
+        truncated.push(pubkey);
     }
     let gmaBytes = 0;
     let gmaCalls = 0;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifyChange, subdomainKey } from '../src/sns/change.js';
-import { INLINE_TEXT_BYTES, SLICE_LEN } from '../src/sns/discovery-decode.js';
+import { INLINE_TEXT_BYTES, SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
 import {
   domainKey,
   REVERSE_LOOKUP_CLASS,
@@ -11,13 +11,16 @@ import { getDomainKeySync, getReverseKeyFromDomainKey } from '@bonfida/spl-name-
 
 const parentKey = domainKey('parent');
 
-/** The slice a subscription sends for a reverse record of `text`: class, length, text (cut). */
+/**
+ * The slice a subscription sends for a reverse record of `text`: a parent byte, the owner (zero),
+ * the class, the length, the text (cut).
+ */
 function reverseSlice(text: string): Buffer {
   const bytes = Buffer.from(`\0${text}`);
-  const slice = Buffer.alloc(Math.min(SLICE_LEN, 36 + bytes.length));
-  REVERSE_LOOKUP_CLASS.copy(slice, 0);
-  slice.writeUInt32LE(bytes.length, 32);
-  bytes.copy(slice, 36, 0, slice.length - 36);
+  const slice = Buffer.alloc(Math.min(SCAN_SLICE.length, SLICE_AT.data + 4 + bytes.length));
+  REVERSE_LOOKUP_CLASS.copy(slice, SLICE_AT.class);
+  slice.writeUInt32LE(bytes.length, SLICE_AT.data);
+  bytes.copy(slice, SLICE_AT.data + 4, 0, slice.length - SLICE_AT.data - 4);
   return slice;
 }
 
@@ -55,9 +58,13 @@ describe('classifyChange', () => {
 
   it('takes any other account under the parent for a subdomain name account', () => {
     const key = subdomainKey('fresh', parentKey);
-    expect(classifyChange(key, Buffer.alloc(SLICE_LEN), parentKey)).toEqual({
+    const slice = Buffer.alloc(SCAN_SLICE.length);
+    const owner = Buffer.alloc(32, 9);
+    owner.copy(slice, SLICE_AT.owner);
+    expect(classifyChange(key, slice, parentKey)).toEqual({
       kind: 'subdomain',
       subdomain: key,
+      owner: toBase58(owner),
     });
   });
 });

@@ -12,7 +12,7 @@ import { createMetrics, type Metrics } from '../src/metrics/metrics.js';
 import { RpcCallError, RpcClient } from '../src/rpc/client.js';
 import type { RpcEndpoint } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
-import { SLICE_LEN } from '../src/sns/discovery-decode.js';
+import { SCAN_SLICE } from '../src/sns/discovery-decode.js';
 import {
   domainKey,
   hashName,
@@ -31,6 +31,11 @@ const PARENT = 'threadparent';
 const parentKey = domainKey(PARENT);
 const b64 = (bytes: Buffer) => [bytes.toString('base64'), 'base64'];
 
+/** A header as {@link SCAN_SLICE} cuts it: the parent's last byte, the owner, the class. */
+const sliceHead = (owner: Buffer, nameClass: Buffer) =>
+  Buffer.concat([parentKey.subarray(31), owner, nameClass]);
+const OWNER = Buffer.alloc(32, 7);
+
 /** A subdomain and its reverse record as getProgramAccounts slices them, and the record's data. */
 function subdomain(label: string) {
   const child = toBase58(nameAccountKey(hashName(`\0${label}`), undefined, parentKey));
@@ -45,10 +50,27 @@ function subdomain(label: string) {
     reverse,
     data,
     accounts: [
-      { pubkey: child, account: { data: b64(Buffer.alloc(SLICE_LEN)) } },
+      {
+        pubkey: child,
+        account: {
+          data: b64(
+            Buffer.concat([
+              sliceHead(OWNER, Buffer.alloc(32)),
+              Buffer.alloc(SCAN_SLICE.length),
+            ]).subarray(0, SCAN_SLICE.length),
+          ),
+        },
+      },
       {
         pubkey: reverse,
-        account: { data: b64(Buffer.concat([REVERSE_LOOKUP_CLASS, data]).subarray(0, SLICE_LEN)) },
+        account: {
+          data: b64(
+            Buffer.concat([sliceHead(Buffer.alloc(32), REVERSE_LOOKUP_CLASS), data]).subarray(
+              0,
+              SCAN_SLICE.length,
+            ),
+          ),
+        },
       },
     ] as Account[],
   };
@@ -171,12 +193,14 @@ describe('discovery through the discovery thread', () => {
     ];
     on('getProgramAccounts', gpa(accounts));
     const found = await discoverSubdomains(lane, endpoint, PARENT);
+    // The owner in each subdomain's header, as the scan's slice carries it.
+    const owner = toBase58(OWNER);
     expect(found).toEqual({
       labels: [short.label, long.label, unicode.label].sort(),
       members: {
-        [short.child]: short.label,
-        [long.child]: long.label,
-        [unicode.child]: unicode.label,
+        [short.child]: [short.label, owner],
+        [long.child]: [long.label, owner],
+        [unicode.child]: [unicode.label, owner],
       },
       slot: 42,
       accounts: accounts.length,
@@ -262,7 +286,7 @@ describe('discovery through the discovery thread', () => {
   it('fails an account without a pubkey before completing any reverse text', async () => {
     const long = subdomain(`long-${'w'.repeat(50)}`);
     records.set(long.reverse, long.data);
-    const noKey = { pubkey: 7, account: { data: b64(Buffer.alloc(SLICE_LEN)) } };
+    const noKey = { pubkey: 7, account: { data: b64(Buffer.alloc(SCAN_SLICE.length)) } };
     on('getProgramAccounts', gpa([...long.accounts, noKey]));
     await refusesMalformed(
       discoverSubdomains(lane, endpoint, PARENT),

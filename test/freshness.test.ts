@@ -3,7 +3,10 @@ import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
-import { startRpcSimulator } from './support/rpc-sim/index.js';
+import { encodeNameAccount, startRpcSimulator } from './support/rpc-sim/index.js';
+import { PublicKey } from '@solana/web3.js';
+import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { endpointId } from '../src/rpc/endpoint.js';
 import { createLogger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { Registry } from 'prom-client';
@@ -42,6 +45,32 @@ describe('change-driven freshness', () => {
       await metric(gw, 'sns_rpc_credits_total', { method: 'wsConnection' }),
     ).toBeGreaterThanOrEqual(1);
     expect(await metric(gw, 'sns_ws_received_bytes_total')).toBeGreaterThan(0);
+  });
+
+  it("keeps each subdomain's owner, following a transfer from its notification without a scan", async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    const first = new PublicKey(Buffer.alloc(32, 1));
+    const keys = sim.chain.addSubdomain(PARENT, 'moving', { owner: first });
+    await waitFor(async () => (await labels(gw as Gateway)).includes('moving'), 2_000);
+    const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 15_000, 600_000);
+    const member = async () =>
+      (await cache.getWithAccounts(endpointId(sim.url), PARENT))?.accounts?.[
+        keys.subKey.toBase58()
+      ];
+    expect(await member()).toEqual(['moving', first.toBase58()]);
+    sim.resetCalls();
+    const next = new PublicKey(Buffer.alloc(32, 2));
+    const account = sim.chain.getAccount(keys.subKey);
+    sim.chain.setAccount(keys.subKey, {
+      data: encodeNameAccount(
+        { parent: keys.parentKey, owner: next, nameClass: PublicKey.default },
+        Buffer.from(account?.data ?? []).subarray(96),
+      ),
+    });
+    await waitFor(async () => (await member())?.[1] === next.toBase58(), 2_000);
+    expect(sim.callCount('getProgramAccounts')).toBe(0);
   });
 
   it('re-reads at the notification slot what it cannot prove, waiting out a lagging node', async () => {

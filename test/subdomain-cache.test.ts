@@ -79,24 +79,26 @@ describe('SubdomainCache.put', () => {
   });
 
   it('keeps the accounts beside the entry, and drops them with a write that has none', async () => {
-    await cache.put('e', 'accounts', entry(1, 'a'), { Acc1: 'a' });
+    await cache.put('e', 'accounts', entry(1, 'a'), { Acc1: ['a', 'Owner1'] });
     const read = await cache.getWithAccounts('e', 'accounts');
     expect(read?.entry.labels).toEqual(['a']);
-    expect(read?.accounts).toEqual({ Acc1: 'a' });
+    expect(read?.accounts).toEqual({ Acc1: ['a', 'Owner1'] });
     await cache.put('e', 'accounts', entry(2, 'b'));
     expect((await cache.getWithAccounts('e', 'accounts'))?.accounts).toBeNull();
   });
 
   it('patches only the revision it read: a write in between is a conflict, a missing entry is missing', async () => {
-    await cache.put('e', 'patch', entry(1, 'a', 10), { A: 'a' });
+    await cache.put('e', 'patch', entry(1, 'a', 10), { A: ['a', 'o'] });
     const read = await cache.getWithAccounts('e', 'patch');
     const rev = read?.entry.rev ?? -1;
     expect(rev).toBeGreaterThan(0);
     const next = { labels: ['a', 'b'], fetchedAt: 1, slot: 12 };
-    expect(await cache.patch('e', 'patch', rev, next, { A: 'a', B: 'b' })).toBe('written');
+    const accounts = { A: ['a', 'o'], B: ['b', 'o'] } as const;
+    expect(await cache.patch('e', 'patch', rev, next, accounts)).toBe('written');
     // A second patch computed from the same read lost the race.
-    expect(await cache.patch('e', 'patch', rev, entry(1, 'c', 13), { C: 'c' })).toBe('conflict');
-    expect((await cache.getWithAccounts('e', 'patch'))?.accounts).toEqual({ A: 'a', B: 'b' });
+    const other = { C: ['c', 'o'] } as const;
+    expect(await cache.patch('e', 'patch', rev, entry(1, 'c', 13), other)).toBe('conflict');
+    expect((await cache.getWithAccounts('e', 'patch'))?.accounts).toEqual(accounts);
     expect(await stored('patch')).toEqual(next);
     expect(await cache.patch('e', 'absent', 1, next, {})).toBe('missing');
     expect(await redis.exists(cache.key('e', 'absent'))).toBe(0);

@@ -20,12 +20,21 @@ export type CacheEntry = {
   readonly scannedAt?: number;
 };
 
+/** What the cache knows of one subdomain: its label, and the owner in its name account's header. */
+export type Member = readonly [label: string, owner: string];
+
 /**
- * The name accounts behind an entry's labels: subdomain name account (base58) -> label. Kept
- * beside the configured endpoint's entries, so deletions are checked account by account
- * (docs/design.md, "Freshness").
+ * The name accounts behind an entry's labels: subdomain name account (base58) -> its label and
+ * owner (base58). Kept beside the configured endpoint's entries, so deletions are checked account
+ * by account (docs/design.md, "Freshness") and answers can carry keys and owners.
  */
-export type EntryAccounts = Readonly<Record<string, string>>;
+export type EntryAccounts = Readonly<Record<string, Member>>;
+
+/** The labels of `accounts`, sorted as answers list them. */
+export const labelsOf = (accounts: EntryAccounts): string[] =>
+  Object.values(accounts)
+    .map((m) => m[0])
+    .sort();
 
 export type Freshness = 'fresh' | 'stale';
 

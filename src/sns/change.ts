@@ -1,11 +1,11 @@
-import { INLINE_TEXT_BYTES, reverseText, SLICE_LEN } from './discovery-decode.js';
 import {
-  hashName,
-  nameAccountKey,
-  REVERSE_LOOKUP_CLASS,
-  reverseKeyFromDomainKey,
-  toBase58,
-} from './pda.js';
+  INLINE_TEXT_BYTES,
+  isReverseSlice,
+  reverseText,
+  SCAN_SLICE,
+  SLICE_AT,
+} from './discovery-decode.js';
+import { hashName, nameAccountKey, reverseKeyFromDomainKey, toBase58 } from './pda.js';
 
 /**
  * What one `programSubscribe` notification under a parent proves (docs/design.md, "Freshness").
@@ -17,14 +17,15 @@ import {
  *   the parent (`getReverseKeyFromDomainKey(getDomainKeySync(label.parent))`): it names `label`
  *   for the subdomain name account `subdomain`, once that account exists.
  * - `subdomain`: another account under the parent, a subdomain name account by the SDK's rule (it
- *   lists every account under the parent that has a reverse record).
+ *   lists every account under the parent that has a reverse record), with the owner in its header
+ *   (a change of owner is a transfer).
  * - `unproven`: a reverse record whose text was cut at the slice, or whose key is not derived from
  *   its text (made by hand): only a scan tells what it lists.
  * - `empty`: a reverse record with an empty text, which the SDK does not list.
  */
 export type Change =
   | { kind: 'reverse'; subdomain: string; label: string }
-  | { kind: 'subdomain'; subdomain: string }
+  | { kind: 'subdomain'; subdomain: string; owner: string }
   | { kind: 'unproven' }
   | { kind: 'empty' };
 
@@ -42,16 +43,18 @@ export function subdomainKey(label: string, parentKey: Uint8Array): string {
  * Classifies an account notified under a parent.
  *
  * @param pubkey the notified account (base58, as the notification carries it).
- * @param slice its data from the class offset: at most {@link SLICE_LEN} bytes.
+ * @param slice its data as the {@link SCAN_SLICE} cuts it.
  * @param parentKey the parent's name account (32 bytes).
  */
 export function classifyChange(pubkey: string, slice: Buffer, parentKey: Uint8Array): Change {
-  if (slice.length < 32 || !slice.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) {
-    return { kind: 'subdomain', subdomain: pubkey };
+  if (slice.length < SLICE_AT.class) return { kind: 'unproven' };
+  if (!isReverseSlice(slice)) {
+    const owner = toBase58(slice.subarray(SLICE_AT.owner, SLICE_AT.class));
+    return { kind: 'subdomain', subdomain: pubkey, owner };
   }
-  const payload = slice.subarray(32);
+  const payload = slice.subarray(SLICE_AT.data);
   if (payload.length < 4) return { kind: 'unproven' };
-  if (slice.length === SLICE_LEN && payload.readUInt32LE(0) > INLINE_TEXT_BYTES) {
+  if (slice.length === SCAN_SLICE.length && payload.readUInt32LE(0) > INLINE_TEXT_BYTES) {
     return { kind: 'unproven' };
   }
   const label = reverseText(payload);

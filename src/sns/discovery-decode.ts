@@ -24,18 +24,32 @@ export const HEADER_LEN = 96;
  * refresh against the SDK's 8.4 MB, and sizes from 20 to 32 within 1% of each other in bytes.
  */
 export const INLINE_TEXT_BYTES = 30;
-/** The `dataSlice` of the `getProgramAccounts` call: class, then the start of a reverse record. */
-export const SLICE_LEN = 32 + 4 + INLINE_TEXT_BYTES;
+/**
+ * The `dataSlice` of the `getProgramAccounts` call and of the subscriptions: the owner, the class,
+ * then the start of a reverse record, from one byte before the owner (the parent's last byte,
+ * ignored). That byte puts the class at byte 33, a multiple of 3, so its base64 starts at
+ * character 44 and a reverse record is told by comparing text, without decoding; and it makes the
+ * slice 99 bytes, 132 base64 characters without padding.
+ */
+export const SCAN_SLICE = Object.freeze({
+  offset: 31,
+  length: 1 + 32 + 32 + 4 + INLINE_TEXT_BYTES,
+});
+/** Where the owner, the class and the reverse record's data start in a {@link SCAN_SLICE}. */
+export const SLICE_AT = Object.freeze({ owner: 1, class: 33, data: 65 });
+/** The base64 character at which a slice's class starts (byte 33). */
+const CLASS_B64_AT = (SLICE_AT.class / 3) * 4;
 /**
  * The base64 text of the reverse-lookup class's first 30 bytes (40 characters, no padding): every
- * slice of a reverse record starts with it, so other accounts are skipped without decoding.
+ * slice of a reverse record holds it at {@link CLASS_B64_AT}, so other accounts are skipped
+ * without decoding.
  */
 const REVERSE_CLASS_B64_PREFIX = REVERSE_LOOKUP_CLASS.subarray(0, 30).toString('base64');
 
 /** Base58 text of a 32-byte key: 32 to 44 characters of the Bitcoin alphabet. */
 const BASE58_KEY = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
-/** Base64 characters of a whole slice ({@link SLICE_LEN} bytes, no padding). */
-const SLICE_B64_LEN = Math.ceil(SLICE_LEN / 3) * 4;
+/** Base64 characters of a whole slice ({@link SCAN_SLICE}, no padding). */
+const SLICE_B64_LEN = Math.ceil(SCAN_SLICE.length / 3) * 4;
 
 /**
  * The base64 text of an account's `data` (`[text, "base64"]`).
@@ -80,8 +94,13 @@ export type ProgramAccountsSummary = {
   labels: string[];
   /** The subdomain name account (base58) behind each of `labels`, in the same order. */
   children: string[];
-  /** Reverse records with a cut text, and the subdomains (keys) whose reverse key they are. */
-  waiting: Array<{ reverse: string; children: string[] }>;
+  /** The owner (base58, from its header) of each of `children`, in the same order. */
+  owners: string[];
+  /**
+   * Reverse records with a cut text, and the subdomains (keys, with their owners) whose reverse key
+   * they are.
+   */
+  waiting: Array<{ reverse: string; children: string[]; owners: string[] }>;
   /**
    * The reverse records whose text was cut at the slice and that a subdomain points at, to
    * complete with getMultipleAccounts.
@@ -117,9 +136,16 @@ function accountList(reply: unknown): { accounts: Account[]; slot: number | unde
   return { accounts, slot: typeof slot === 'number' && slot >= 0 ? slot : undefined };
 }
 
+/** The owner in a slice's base64 text ({@link SCAN_SLICE}): bytes 1 to 33, base58. */
+function sliceOwner(text: string): string {
+  return toBase58(
+    Buffer.from(text.slice(0, 44), 'base64').subarray(SLICE_AT.owner, SLICE_AT.class),
+  );
+}
+
 /**
- * Decodes the body of a `getProgramAccounts` reply (a `memcmp` on the parent, a `dataSlice` of
- * {@link SLICE_LEN} bytes from the class) and sorts its accounts: reverse records, by key, and for
+ * Decodes the body of a `getProgramAccounts` reply (a `memcmp` on the parent, the
+ * {@link SCAN_SLICE}) and sorts its accounts: reverse records, by key, and for
  * every account the reverse key derived from it under the parent (`getReverseKeyFromDomainKey`,
  * from the base58 text the RPC returns, canonical as the SDK's `toBase58()` writes it).
  *
@@ -138,40 +164,44 @@ export function classifyProgramAccounts(
   // Reverse records under this parent, by key: the text bytes fetched so far.
   const reverses = new Map<string, Buffer>();
   const truncated: string[] = [];
+  const texts = new Array<string>(accounts.length);
   for (let i = 0; i < accounts.length; i++) {
     const { pubkey, data } = accounts[i] as Account;
     const text = base64Data(data, SLICE_B64_LEN);
-    if (!text.startsWith(REVERSE_CLASS_B64_PREFIX)) continue;
+    texts[i] = text;
+    if (!text.startsWith(REVERSE_CLASS_B64_PREFIX, CLASS_B64_AT)) continue;
     const slice = Buffer.from(text, 'base64');
-    if (slice.length < 32 || !slice.subarray(0, 32).equals(REVERSE_LOOKUP_CLASS)) continue;
-    const payload = slice.subarray(32);
+    if (!isReverseSlice(slice)) continue;
+    const payload = slice.subarray(SLICE_AT.data);
     reverses.set(pubkey, payload);
-    if (slice.length === SLICE_LEN && payload.readUInt32LE(0) > INLINE_TEXT_BYTES)
+    if (slice.length === SCAN_SLICE.length && payload.readUInt32LE(0) > INLINE_TEXT_BYTES)
       truncated.push(pubkey);
   }
 
   // Cut texts are known only once completed: the subdomains pointing at them wait for that.
   const cutKeys = new Set(truncated);
-  const waiting = new Map<string, string[]>();
-  const members: Array<[label: string, child: string]> = [];
+  const waiting = new Map<string, { children: string[]; owners: string[] }>();
+  const members: Array<[label: string, child: string, owner: string]> = [];
   for (let i = 0; i < accounts.length; i++) {
     const child = (accounts[i] as Account).pubkey;
     const reverse = toBase58(reverseKeyFromDomainKey(child, parentKey));
     if (cutKeys.has(reverse)) {
-      const children = waiting.get(reverse);
-      if (children) children.push(child);
-      else waiting.set(reverse, [child]);
+      const found = waiting.get(reverse) ?? { children: [], owners: [] };
+      found.children.push(child);
+      found.owners.push(sliceOwner(texts[i] as string));
+      waiting.set(reverse, found);
       continue;
     }
     const payload = reverses.get(reverse);
     const label = payload && reverseText(payload);
-    if (label) members.push([label, child]);
+    if (label) members.push([label, child, sliceOwner(texts[i] as string)]);
   }
   members.sort(byLabel);
   return {
     labels: members.map((m) => m[0]),
     children: members.map((m) => m[1]),
-    waiting: [...waiting].map(([reverse, children]) => ({ reverse, children })),
+    owners: members.map((m) => m[2]),
+    waiting: [...waiting].map(([reverse, found]) => ({ reverse, ...found })),
     // Only the cut texts some subdomain points at: a reverse record no child names lists nothing,
     // and fetching it would let a reply send the discovery on follow-up calls for nothing.
     truncated: [...waiting.keys()],
@@ -180,9 +210,17 @@ export function classifyProgramAccounts(
   };
 }
 
-/** Orders (label, account) pairs as `Array.prototype.sort` orders labels (UTF-16 code units). */
-export const byLabel = (a: readonly [string, string], b: readonly [string, string]) =>
+/** Orders tuples by their label as `Array.prototype.sort` orders labels (UTF-16 code units). */
+export const byLabel = (a: readonly [string, ...string[]], b: readonly [string, ...string[]]) =>
   a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
+
+/** Whether a {@link SCAN_SLICE} is a reverse record's: its class is the reverse-lookup class. */
+export function isReverseSlice(slice: Buffer): boolean {
+  return (
+    slice.length >= SLICE_AT.data &&
+    slice.subarray(SLICE_AT.class, SLICE_AT.data).equals(REVERSE_LOOKUP_CLASS)
+  );
+}
 
 /**
  * The `dataSlice` that completes reverse texts: from the class (so the reply proves the slice was

@@ -1,12 +1,8 @@
 import type { RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
-import {
-  CLASS_OFFSET,
-  INLINE_TEXT_BYTES,
-  reverseTextSlice,
-  SLICE_LEN,
-} from './discovery-decode.js';
+import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
+import type { Member } from '../cache/subdomain-cache.js';
 import { DecodeThread } from './discovery-runner.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from './pda.js';
 
@@ -17,8 +13,8 @@ const MULTIPLE_ACCOUNTS_BATCH = 100;
 export type Discovery = {
   /** The labels, sorted (as the contract's answer lists them). */
   labels: string[];
-  /** Subdomain name account (base58) -> its label, for every label. */
-  members: Record<string, string>;
+  /** Subdomain name account (base58) -> its label and owner, for every label. */
+  members: Record<string, Member>;
   slot: number | undefined;
   /** How many accounts the scan returned (subdomains, reverse records and others). */
   accounts: number;
@@ -97,7 +93,7 @@ export async function discoverSubdomains(
         withContext: true,
         ...(minContextSlot === undefined ? {} : { minContextSlot }),
         filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
-        dataSlice: { offset: CLASS_OFFSET, length: SLICE_LEN },
+        dataSlice: SCAN_SLICE,
       },
     ],
     {
@@ -115,23 +111,25 @@ export async function discoverSubdomains(
         ),
     },
   );
-  const { labels, children, waiting, truncated, slot, accounts } = found;
+  const { labels, children, owners, waiting, truncated, slot, accounts } = found;
   // Every label still to complete is longer than the inline text: when they cannot fit the
   // answer, say so now rather than after a follow-up call per 100 of them.
   let pending = 0;
   for (const { children } of waiting) pending += children.length;
   checkAnswerBounds(lane, labels, pending * (INLINE_TEXT_BYTES + 3));
   const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
-  const members: Record<string, string> = {};
-  for (let i = 0; i < labels.length; i++) members[children[i] as string] = labels[i] as string;
+  const members: Record<string, Member> = {};
+  for (let i = 0; i < labels.length; i++) {
+    members[children[i] as string] = [labels[i] as string, owners[i] as string];
+  }
   const count = labels.length;
-  for (const { reverse, children: waitingChildren } of waiting) {
+  for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
     const label = completed.get(reverse);
     if (!label) continue;
-    for (const child of waitingChildren) {
+    waitingChildren.forEach((child, i) => {
       labels.push(label);
-      members[child] = label;
-    }
+      members[child] = [label, waitingOwners[i] as string];
+    });
   }
   if (labels.length > count) labels.sort();
   checkAnswerBounds(lane, labels);

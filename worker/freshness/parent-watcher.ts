@@ -1,7 +1,13 @@
 import { Redlock, type Lock } from '@sesamecare-oss/redlock';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import type { CacheEntry, EntryAccounts, SubdomainCache } from '../../src/cache/subdomain-cache.js';
+import {
+  labelsOf,
+  type CacheEntry,
+  type EntryAccounts,
+  type Member,
+  type SubdomainCache,
+} from '../../src/cache/subdomain-cache.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { publishRefreshEvent } from '../../src/queue/refresh-events.js';
 import { addRefreshJob, type RefreshJobData } from '../../src/queue/refresh-queue.js';
@@ -82,7 +88,7 @@ type Watched = {
    * Subdomain name accounts notified but not listed, waiting {@link PAIRING_MS} for their reverse
    * record: account -> slot. Each expires with its timer.
    */
-  seen: Map<string, { slot: number; timer: NodeJS.Timeout }>;
+  seen: Map<string, { slot: number; owner: string; timer: NodeJS.Timeout }>;
   /**
    * The slot a full scan must reflect for the entry to hold every change notified so far: set by
    * a change only a scan can settle, cleared once the stored entry's `scanSlot` reaches it.
@@ -329,16 +335,20 @@ export class ParentWatcher {
         return this.reread(parent, slot);
       case 'subdomain': {
         const pending = state.pendingReverses.get(change.subdomain);
+        const { subdomain, owner } = change;
         if (pending) {
           clearTimeout(pending.timer);
-          state.pendingReverses.delete(change.subdomain);
+          state.pendingReverses.delete(subdomain);
+          const label = pending.label;
           return count(
-            await this.add(parent, change.subdomain, pending.label, Math.max(slot, pending.slot)),
+            await this.update(parent, subdomain, { label, owner }, Math.max(slot, pending.slot)),
           );
         }
         const read = await cache.getWithAccounts(endpoint.id, parent);
-        // A listed subdomain's own data changed (a transfer): its label did not.
-        if (read?.accounts?.[change.subdomain] !== undefined) return count('ignored');
+        // A listed subdomain's own header changed: a transfer (a new owner), or nothing listed.
+        if (read?.accounts?.[subdomain] !== undefined) {
+          return count(await this.update(parent, subdomain, { owner }, slot));
+        }
         // A new name account: listed once its reverse record comes (usually in the same
         // transaction). If none comes, it may have one already (re-created under a record that
         // stayed) or none at all; only a scan tells.
@@ -350,7 +360,7 @@ export class ParentWatcher {
           void this.reread(parent, slot);
         }, PAIRING_MS);
         timer.unref();
-        state.seen.set(change.subdomain, { slot, timer });
+        state.seen.set(change.subdomain, { slot, owner, timer });
         return;
       }
       case 'reverse': {
@@ -359,14 +369,19 @@ export class ParentWatcher {
           clearTimeout(seen.timer);
           state.seen.delete(change.subdomain);
           return count(
-            await this.add(parent, change.subdomain, change.label, Math.max(slot, seen.slot)),
+            await this.update(
+              parent,
+              change.subdomain,
+              { label: change.label, owner: seen.owner },
+              Math.max(slot, seen.slot),
+            ),
           );
         }
         // A reverse record of a subdomain already listed (its name account is not new), or one
         // whose name account is still to come.
         const read = await cache.getWithAccounts(endpoint.id, parent);
         if (read?.accounts?.[change.subdomain] !== undefined) {
-          return count(await this.add(parent, change.subdomain, change.label, slot));
+          return count(await this.update(parent, change.subdomain, { label: change.label }, slot));
         }
         clearTimeout(state.pendingReverses.get(change.subdomain)?.timer);
         const timer = setTimeout(() => {
@@ -383,14 +398,15 @@ export class ParentWatcher {
   }
 
   /**
-   * Patches `label` (of the subdomain name account `subdomain`) into the parent's entry, raising its
-   * slot to `slot`: read, change, compare-and-set on the revision read, again when another write
-   * came in between. An entry that is not cached stays so (the next request reads the chain).
+   * Patches what a notification proved of the subdomain name account `subdomain` (its label, its
+   * owner, or both) into the parent's entry and accounts, raising the entry's slot to `slot`:
+   * read, change, compare-and-set on the revision read, again when another write came in between.
+   * An entry that is not cached stays so (the next request reads the chain).
    */
-  private async add(
+  private async update(
     parent: string,
     subdomain: string,
-    label: string,
+    change: { label?: string; owner?: string },
     slot: number,
   ): Promise<'patched' | 'reread' | 'ignored'> {
     const { cache, endpoint } = this.deps;
@@ -399,17 +415,19 @@ export class ParentWatcher {
       // Not cached: nothing to patch (the next request reads the chain).
       if (!read) return 'ignored';
       if (!read.accounts) break;
-      if (read.accounts[subdomain] === label && (read.entry.slot ?? 0) >= slot) return 'ignored';
-      const accounts: EntryAccounts = { ...read.accounts, [subdomain]: label };
+      const current = read.accounts[subdomain];
+      const label = change.label ?? current?.[0];
+      const owner = change.owner ?? current?.[1];
+      if (label === undefined || owner === undefined) break;
+      if (current?.[0] === label && current[1] === owner && (read.entry.slot ?? 0) >= slot) {
+        return 'ignored';
+      }
+      const accounts: EntryAccounts = { ...read.accounts, [subdomain]: [label, owner] };
       const outcome = await cache.patch(
         endpoint.id,
         parent,
         read.entry.rev ?? 0,
-        {
-          ...read.entry,
-          labels: Object.values(accounts).sort(),
-          slot: Math.max(read.entry.slot ?? 0, slot),
-        },
+        { ...read.entry, labels: labelsOf(accounts), slot: Math.max(read.entry.slot ?? 0, slot) },
         accounts,
       );
       if (outcome === 'missing') return 'ignored';
@@ -486,11 +504,10 @@ export class ParentWatcher {
     const atLeast = Math.max(...due.map((d) => d.entry.slot ?? 0));
     const { exists, slot } = await this.existence(keys, atLeast > 0 ? atLeast : undefined);
     for (const d of due) {
-      const accounts: Record<string, string> = {};
+      const accounts: Record<string, Member> = {};
       for (const [subdomain, reverse] of d.keys) {
-        if (exists.get(subdomain) && exists.get(reverse)) {
-          accounts[subdomain] = d.accounts[subdomain] as string;
-        }
+        const member = d.accounts[subdomain];
+        if (member && exists.get(subdomain) && exists.get(reverse)) accounts[subdomain] = member;
       }
       const dropped = Object.keys(accounts).length < d.keys.length;
       const outcome = await cache.patch(
@@ -499,7 +516,7 @@ export class ParentWatcher {
         d.rev,
         {
           ...d.entry,
-          labels: Object.values(accounts).sort(),
+          labels: labelsOf(accounts),
           fetchedAt: startedAt,
           slot: Math.max(d.entry.slot ?? 0, slot ?? 0),
         },

@@ -5,14 +5,14 @@ import WebSocket, { type RawData } from 'ws';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { parseBoundedJson } from '../../src/rpc/bounded-json.js';
 import type { CostTable } from '../../src/rpc/client.js';
-import { CLASS_OFFSET, SLICE_LEN } from '../../src/sns/discovery-decode.js';
+import { SCAN_SLICE } from '../../src/sns/discovery-decode.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/sns/pda.js';
 
 const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 
 /**
  * Largest websocket message accepted. A notification carries one account sliced to
- * {@link SLICE_LEN} bytes (about 500 bytes of JSON); a bigger frame is not one we asked for, and
+ * {@link SCAN_SLICE} (about 500 bytes of JSON); a bigger frame is not one we asked for, and
  * ws closes the socket (1009) rather than buffer it.
  */
 export const MAX_FRAME_BYTES = 64 * 1024;
@@ -23,7 +23,7 @@ export type AccountNotification = {
   slot: number;
   pubkey: string;
   /**
-   * The account's data from the class offset (the subscription's `dataSlice`); undefined when the
+   * The account's data as {@link SCAN_SLICE} cuts it (the subscription's `dataSlice`); undefined when the
    * provider sent more than was sliced (it ignores `dataSlice`): the change is then unknown.
    */
   slice: Buffer | undefined;
@@ -277,7 +277,7 @@ export class ProgramSubscriber {
           encoding: 'base64',
           commitment: 'confirmed',
           filters: [{ memcmp: { offset: 0, bytes: entry.parentKey } }],
-          dataSlice: { offset: CLASS_OFFSET, length: SLICE_LEN },
+          dataSlice: SCAN_SLICE,
         },
       ],
       { parent, unsubscribe: false },
@@ -375,7 +375,7 @@ export class ProgramSubscriber {
       parent,
       slot,
       pubkey,
-      slice: slice.length > SLICE_LEN ? undefined : slice,
+      slice: slice.length > SCAN_SLICE.length ? undefined : slice,
     });
   }
 
