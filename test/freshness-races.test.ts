@@ -33,7 +33,7 @@ describe('freshness under races', () => {
     await watched(gw, sim);
     sim.setHttpLagMs(3_000);
     sim.chain.addSubdomain(PARENT, 'fresh');
-    await waitFor(async () => (await labels(gw as Gateway)).includes('fresh'), 2_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('fresh'));
     // The next existence check runs within a window, on a node 3 s behind.
     await keepAsking(gw, 3_500);
     sim.setHttpLagMs(0);
@@ -72,7 +72,7 @@ describe('freshness under races', () => {
     sim.chain.addSubdomain(PARENT, long); // unproven: re-read at slot M
     await sleep(1_200);
     sim.chain.addSubdomain(PARENT, 'short'); // patched at slot N > M
-    await waitFor(async () => (await labels(gw as Gateway)).includes('short'), 2_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('short'));
     await keepAsking(gw, 3_000);
     sim.setHttpLagMs(0);
     await keepAsking(gw, 3_000);
@@ -84,7 +84,7 @@ describe('freshness under races', () => {
     const { sim } = gw;
     await watched(gw, sim);
     const keys = sim.chain.addSubdomain(PARENT, 'emptied');
-    await waitFor(async () => (await labels(gw as Gateway)).includes('emptied'), 2_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('emptied'));
     sim.chain.setAccount(keys.reverseKey, {
       data: encodeNameAccount(
         {
@@ -104,10 +104,10 @@ describe('freshness under races', () => {
     const { sim } = gw;
     await watched(gw, sim);
     const keys = sim.chain.addSubdomain(PARENT, 'again');
-    await waitFor(async () => (await labels(gw as Gateway)).includes('again'), 2_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('again'));
     const account = sim.chain.getAccount(keys.subKey);
     sim.chain.deleteAccount(keys.subKey);
-    await waitFor(async () => !(await labels(gw as Gateway)).includes('again'), 5_000);
+    await waitFor(async () => !(await labels(gw as Gateway)).includes('again'));
     sim.chain.setAccount(keys.subKey, { data: Buffer.from(account?.data ?? []) });
     await keepAsking(gw, 6_000);
     expect(await labels(gw)).toContain('again');

