@@ -1,7 +1,8 @@
 /**
- * The Grafana dashboard against the metrics the gateway really exposes: every query parses as
- * PromQL (Prometheus' own lezer grammar), names only metrics and labels a running gateway serves,
- * and, where Prometheus is installed, returns series on a real Prometheus scraping that gateway.
+ * The Grafana dashboard against its source and the metrics the gateway really exposes: the
+ * checked-in JSON is what grafana/dashboard.ts generates, every query parses as PromQL
+ * (Prometheus' own lezer grammar), names only metrics and labels a running gateway serves, and,
+ * where Prometheus is installed, returns series on a real Prometheus scraping that gateway.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,9 @@ import { join } from 'node:path';
 import { parser } from '@prometheus-io/lezer-promql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { buildDashboard, ROWS } from '../grafana/dashboard.js';
+import { renderDashboard } from '../grafana/generate.js';
+import { timeseries } from '../grafana/panels.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { binary, hasBinary } from './support/programs.js';
 import { labelSets, scrape, type Exposition } from './support/prometheus.js';
@@ -132,6 +136,36 @@ async function traffic(gw: Gateway): Promise<void> {
 }
 
 describe('grafana/dashboards/sns-gateway.json', () => {
+  it('is what grafana/dashboard.ts generates', async () => {
+    const generated = await renderDashboard();
+    const checkedIn = readText('grafana/dashboards/sns-gateway.json');
+    const hint = 'the JSON differs from grafana/dashboard.ts: run `npm run dashboard`';
+    // The parsed comparison first, so a failure names the field that differs.
+    expect(JSON.parse(checkedIn), hint).toEqual(JSON.parse(generated));
+    expect(checkedIn, hint).toBe(generated);
+  });
+
+  it('refuses to generate a panel that reuses an id or runs past 24 columns', () => {
+    const panel = { title: 'extra', description: '', unit: 'short', queries: [] };
+    const row = (extra: ReturnType<typeof timeseries>) => ({
+      id: 1000,
+      title: 'x',
+      panels: [extra],
+    });
+    expect(() =>
+      buildDashboard([...ROWS, row(timeseries({ ...panel, id: 2, width: 12 }))]),
+    ).toThrow(/id 2 is missing or taken/);
+    const wide = timeseries({ ...panel, id: 1001, width: 12 });
+    expect(() =>
+      buildDashboard([
+        { id: 1000, title: 'x', panels: [timeseries({ ...panel, id: 1002, width: 18 }), wide] },
+      ]),
+    ).toThrow(/runs past the 24 columns/);
+    expect(() =>
+      buildDashboard([...ROWS, row(timeseries({ ...panel, id: 1001, width: 24 }))]),
+    ).not.toThrow();
+  });
+
   it('is one dashboard of at least 8 panels on the provisioned Prometheus datasource', () => {
     const datasources = parseYaml(readText('grafana/provisioning/datasources/prometheus.yml')) as {
       datasources: Array<{ uid: string; type: string; url: string }>;
