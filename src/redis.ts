@@ -1,4 +1,4 @@
-import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 
@@ -29,25 +29,9 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
 
 /**
- * Parses `REDIS_CLUSTER_NODES` (`host:port,host:port,...`) into ioredis cluster seeds.
- *
- * @throws Error naming the entry that is not `host:port`.
- */
-export function parseClusterNodes(raw: string): ClusterNode[] {
-  return raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((entry) => {
-      const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(entry);
-      if (!match) throw new Error(`"${entry}" is not host:port`);
-      return { host: (match[1] as string).replace(/^\[|\]$/g, ''), port: Number(match[2]) };
-    });
-}
-
-/**
  * Opens a connection for one role: to `REDIS_URL`, or, when `REDIS_CLUSTER_NODES` is set, to that
- * cluster (credentials and TLS of `REDIS_URL` apply to every node). ioredis reconnects by itself.
+ * cluster through its seeds (credentials and TLS of `REDIS_URL` apply to every node). ioredis
+ * reconnects by itself.
  *
  * @param name shows in `CLIENT LIST`, to tell the gateway's connections apart.
  */
@@ -63,7 +47,7 @@ export function createRedis(
   };
   if (!config.REDIS_CLUSTER_NODES) return new Redis(config.REDIS_URL, options);
   const url = new URL(config.REDIS_URL);
-  return new Cluster(parseClusterNodes(config.REDIS_CLUSTER_NODES), {
+  return new Cluster([...config.REDIS_CLUSTER_NODES], {
     redisOptions: {
       ...options,
       ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
