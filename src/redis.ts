@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { once } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 
@@ -60,24 +61,23 @@ export function createRedis(
   });
 }
 
-/** Resolves once the connection is ready; rejects after `timeoutMs`. */
-export async function waitReady(redis: RedisClient, timeoutMs = 10_000): Promise<void> {
-  if (redis.status === 'ready') return;
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`Redis not ready within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = () => {
-      cleanup();
-      resolve();
-    };
-    const cleanup = () => {
-      clearTimeout(timer);
-      redis.off('ready', onReady);
-    };
-    redis.on('ready', onReady);
-  });
+/**
+ * Resolves once the connection is ready (ioredis's `ready`). Connection errors on the way do not
+ * end the wait: ioredis reconnects by itself, and a Redis starting next to the gateway (compose)
+ * refuses the first attempts.
+ *
+ * @param signal ends the wait (`AbortSignal.timeout(ms)` for a bound).
+ * @throws the signal's reason (a `TimeoutError` for `AbortSignal.timeout`) when it aborts first.
+ */
+export async function waitReady(redis: RedisClient, signal: AbortSignal): Promise<void> {
+  while (redis.status !== 'ready') {
+    try {
+      await once(redis, 'ready', { signal });
+    } catch (err) {
+      // `once` also rejects on an 'error' event: a failed attempt, not the end of the wait.
+      if (signal.aborted) throw signal.reason ?? err;
+    }
+  }
 }
 
 /** Closes a connection politely, or drops it when Redis does not answer. */

@@ -25,6 +25,9 @@ import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
 
+/** How long the API waits for Redis at start before it listens without it, in milliseconds. */
+const REDIS_START_WAIT_MS = 5_000;
+
 /** How long one readiness probe of Redis answers /readyz, in milliseconds. */
 const READINESS_PROBE_MS = 1_000;
 
@@ -58,8 +61,11 @@ export async function startApi(
   redisErrors.watch(subscriber, 'api subscriber connection');
   // Give Redis a moment so the first requests find it, but start without it: derivations do not
   // need it, and readiness tells the load balancer when the subdomain route can answer.
-  await Promise.all([command, queueConnection, subscriber].map((c) => waitReady(c, 5_000))).catch(
-    () => logger.warn('Redis is not reachable yet: the subdomain route answers 500 until it is'),
+  const startWait = AbortSignal.timeout(REDIS_START_WAIT_MS);
+  await Promise.all(
+    [command, queueConnection, subscriber].map((c) => waitReady(c, startWait)),
+  ).catch(() =>
+    logger.warn('Redis is not reachable yet: the subdomain route answers 500 until it is'),
   );
   const queue = createRefreshQueue(queueConnection, config);
   const overrideQueue = createRefreshQueue(queueConnection, config, OVERRIDE_REFRESH_QUEUE);
