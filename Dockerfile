@@ -28,7 +28,7 @@ COPY --from=build /app/dist ./dist
 # The page of `GET /`, read at start-up (src/http/routes/home.ts).
 COPY public ./public
 USER node
-# API on PORT (3000); the worker's /metrics and /healthz on WORKER_METRICS_PORT (9101).
+# API on PORT (3000); the worker's /metrics, /healthz and /readyz on WORKER_METRICS_PORT (9101).
 EXPOSE 3000 9101
 # Liveness with node (the slim image has no curl): the API's /healthz, or the worker's for ROLE=worker.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Config } from '../src/config.js';
+import { buildOpsApp } from '../src/http/ops-app.js';
 import type { Metrics } from '../src/metrics/metrics.js';
 import {
   createRefreshQueue,
@@ -15,6 +16,8 @@ import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from
 import { RpcClient } from '../src/rpc/client.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
+import { redisKeys } from '../src/redis-keys.js';
+import { redisReadiness } from '../src/runtime/readiness.js';
 import { DecodeThread } from '../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';
@@ -24,7 +27,6 @@ import {
   runHotScan,
   scheduleHotScans,
 } from './hot-refresh.js';
-import { startMetricsServer } from './metrics-server.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
@@ -65,7 +67,8 @@ export type WorkerRuntime = {
  * Connects the worker's dependencies (a blocking connection for BullMQ, a command connection for
  * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
  *
- * @param opts.serveMetrics serve `/metrics` on `WORKER_METRICS_PORT` (true for the worker roles).
+ * @param opts.serveMetrics serve the ops routes (`/metrics`, `/healthz`, `/readyz`) on
+ *   `WORKER_METRICS_PORT` (true for the worker roles).
  * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
  * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
  */
@@ -214,16 +217,34 @@ export async function startWorker(
       : undefined;
   watcher?.start();
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
-  const server = opts.serveMetrics
-    ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)
+  let closing = false;
+  // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
+  // worker can finish no job then) and once the shutdown has begun.
+  const opsApp = opts.serveMetrics
+    ? buildOpsApp({
+        logger,
+        registry: metrics.registry,
+        readiness: redisReadiness({
+          redis: command,
+          key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
+          parts: {
+            rpc: config.RPC_URL ? 'configured' : 'unset',
+            websocket: watcher ? 'configured' : 'off',
+          },
+          closing: () => closing,
+        }),
+      })
     : undefined;
+  await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
+  const opsAddress = opsApp?.server.address();
 
   let closed: Promise<void> | undefined;
   return {
-    metricsPort: server?.port,
+    metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
     websocket: () => (!watcher ? 'off' : watcher.connected ? 'connected' : 'disconnected'),
     close() {
       closed ??= (async () => {
+        closing = true;
         // First, so the leases go back at once and another worker takes the parents over.
         await watcher
           ?.close()
@@ -252,7 +273,7 @@ export async function startWorker(
             sleep(1_000, undefined, { ref: false }),
           ]);
         }
-        await server?.close();
+        await opsApp?.close();
         await queue.close().catch(() => undefined);
         await hotScans?.close().catch(() => undefined);
         await Promise.all([workerConnection, command, queueConnection].map(closeRedis));

@@ -14,22 +14,18 @@ import {
   closeRedis,
   createRedis,
   createRedisErrorLog,
-  probeRedis,
   waitReady,
   type RedisErrorLog,
-  type RedisProbe,
 } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
+import { redisReadiness } from './readiness.js';
 
 /** How long the API waits for Redis at start before it listens without it, in milliseconds. */
 const REDIS_START_WAIT_MS = 5_000;
-
-/** How long one readiness probe of Redis answers /readyz, in milliseconds. */
-const READINESS_PROBE_MS = 1_000;
 
 export type ApiRuntime = {
   app: FastifyInstance;
@@ -108,17 +104,15 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
-  // One probe a second at most, however many /readyz requests arrive: the route is public, and
-  // each probe is a write.
-  let probing: Promise<RedisProbe> | undefined;
-  let probedAt = 0;
-  const probe = () => {
-    if (!probing || Date.now() - probedAt >= READINESS_PROBE_MS) {
-      probedAt = Date.now();
-      probing = probeRedis(command, redisKeys(config.QUEUE_PREFIX).readinessProbe);
-    }
-    return probing;
-  };
+  const readiness = redisReadiness({
+    redis: command,
+    key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
+    parts: {
+      rpc: config.RPC_URL ? 'configured' : 'unset',
+      websocket: config.RPC_WS_URL ? 'configured' : 'off',
+    },
+    closing: () => closing,
+  });
   const app = buildApp({
     config,
     metrics,
@@ -128,20 +122,7 @@ export async function startApi(
     deriver: new RecordKeyDeriver(),
     endpoints,
     lookup,
-    readiness: async () => {
-      const redis = await probe();
-      return {
-        // Writes refused (Redis at its maxmemory) is said in `parts`, not by leaving the load
-        // balancer: derivations and cached answers still work, and every replica shares Redis.
-        ready: !closing && redis.reachable,
-        parts: {
-          redis: redis.reachable,
-          redisWrites: redis.writable,
-          rpc: config.RPC_URL ? 'configured' : 'unset',
-          websocket: config.RPC_WS_URL ? 'configured' : 'off',
-        },
-      };
-    },
+    readiness,
   });
   await app.listen({ port: config.PORT, host: config.HOST });
 
