@@ -20,6 +20,7 @@ import { redisKeys } from '../src/redis-keys.js';
 import { redisReadiness } from '../src/runtime/readiness.js';
 import { DecodeThread } from '../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
+import { closeSteps } from '../src/runtime/shutdown.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';
 import {
   createHotScanQueue,
@@ -59,7 +60,10 @@ export type WorkerRuntime = {
    * whether it is open now.
    */
   websocket(): 'off' | 'connected' | 'disconnected';
-  /** Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis. */
+  /**
+   * Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis: every
+   * step, even after one failed (then it rejects, once all have run).
+   */
   close(): Promise<void>;
 };
 
@@ -238,6 +242,34 @@ export async function startWorker(
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
   const opsAddress = opsApp?.server.address();
 
+  /**
+   * Graceful: waits for the active jobs, but not past half the shutdown bound (BullMQ's close can
+   * also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is stalled,
+   * and another worker takes it over once its lock expires: nothing is lost. With Redis
+   * unreachable no active job can finish (finishing is a Redis write) and BullMQ's graceful close
+   * waits for Redis, for ever: close without them at once.
+   */
+  const threads = [defaultLane.thread, overrideLane.thread];
+  const closeJobs = async () => {
+    const reachable = workerConnection.status === 'ready';
+    const graceful =
+      reachable &&
+      (await Promise.race([
+        Promise.all(workers.map((w) => w.close())).then(() => true),
+        sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
+      ]));
+    if (graceful) return;
+    if (reachable) {
+      logger.warn('active jobs did not finish in time: closing the worker without them');
+    }
+    // Decodes under way fail at once, so the jobs waiting on them end.
+    await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+    await Promise.race([
+      Promise.all(workers.map((w) => w.close(true))),
+      sleep(1_000, undefined, { ref: false }),
+    ]);
+  };
+
   let closed: Promise<void> | undefined;
   return {
     metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
@@ -245,40 +277,46 @@ export async function startWorker(
     close() {
       closed ??= (async () => {
         closing = true;
-        // First, so the leases go back at once and another worker takes the parents over.
-        await watcher
-          ?.close()
-          .catch((err: unknown) => logger.warn({ err: String(err) }, 'closing the parent watcher'));
-        // Graceful: wait for the active jobs, but not past the shutdown bound (BullMQ's close can
-        // also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is
-        // stalled, and another worker takes it over once its lock expires: nothing is lost.
-        // With Redis unreachable no active job can finish (finishing is a Redis write) and BullMQ's
-        // graceful close waits for Redis, for ever: close without them at once.
-        const threads = [defaultLane.thread, overrideLane.thread];
-        const reachable = workerConnection.status === 'ready';
-        const graceful =
-          reachable &&
-          (await Promise.race([
-            Promise.all(workers.map((w) => w.close())).then(() => true),
-            sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
-          ]));
-        if (!graceful) {
-          if (reachable) {
-            logger.warn('active jobs did not finish in time: closing the worker without them');
-          }
-          // Decodes under way fail at once, so the jobs waiting on them end.
-          await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
-          await Promise.race([
-            Promise.all(workers.map((w) => w.close(true))),
-            sleep(1_000, undefined, { ref: false }),
-          ]);
-        }
-        await opsApp?.close();
-        await queue.close().catch(() => undefined);
-        await hotScans?.close().catch(() => undefined);
-        await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
-        agents.destroy();
-        await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+        // Every step runs even when one before it fails (a failing server close must not leave
+        // the Redis connections open), in this order: leases and jobs first, connections last.
+        const ok = await closeSteps(
+          [
+            {
+              // First, so the leases go back at once and another worker takes the parents over.
+              name: 'worker parent watcher',
+              close: async () =>
+                watcher
+                  ?.close()
+                  .catch((err: unknown) =>
+                    logger.warn({ err: String(err) }, 'closing the parent watcher'),
+                  ),
+            },
+            { name: 'worker jobs', close: closeJobs },
+            { name: 'worker ops server', close: async () => opsApp?.close() },
+            {
+              name: 'worker queues',
+              close: async () => {
+                await queue.close().catch(() => undefined);
+                await hotScans?.close().catch(() => undefined);
+              },
+            },
+            {
+              name: 'worker redis connections',
+              close: async () => {
+                await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
+              },
+            },
+            { name: 'worker rpc agents', close: async () => agents.destroy() },
+            {
+              name: 'worker decode threads',
+              close: async () => {
+                await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+              },
+            },
+          ],
+          logger,
+        );
+        if (!ok) throw new Error('the worker closed with failures (logged per step)');
       })();
       return closed;
     },

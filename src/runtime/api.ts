@@ -23,13 +23,17 @@ import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
 import { redisReadiness } from './readiness.js';
+import { closeSteps } from './shutdown.js';
 
 /** How long the API waits for Redis at start before it listens without it, in milliseconds. */
 const REDIS_START_WAIT_MS = 5_000;
 
 export type ApiRuntime = {
   app: FastifyInstance;
-  /** Marks the API not ready, finishes in-flight requests, then closes its Redis connections. */
+  /**
+   * Marks the API not ready, finishes in-flight requests, then closes its Redis connections:
+   * every step, even after one failed (then it rejects, once all have run).
+   */
   close(): Promise<void>;
 };
 
@@ -132,16 +136,34 @@ export async function startApi(
     close() {
       closed ??= (async () => {
         closing = true;
-        // Requests waiting for a refresh get part of the shutdown bound, then answer 503, so the
-        // server's close is not held up by waits that can outlast it.
-        lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25);
-        await app.close();
-        await hotKeys?.close();
-        await listener.close();
-        for (const q of [queue, overrideQueue]) {
-          await q.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
-        }
-        await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+        // Every step runs even when one before it fails (a failing app.close() must not leave
+        // the Redis connections open), in this order: requests first, connections last.
+        const ok = await closeSteps(
+          [
+            {
+              // Requests waiting for a refresh get part of the shutdown bound, then answer 503,
+              // so the server's close is not held up by waits that can outlast it.
+              name: 'api waiting requests',
+              close: async () => lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25),
+            },
+            { name: 'api http server', close: () => app.close() },
+            { name: 'api hot-parent counts', close: async () => hotKeys?.close() },
+            { name: 'api refresh listener', close: () => listener.close() },
+            ...[queue, overrideQueue].map((q) => ({
+              name: `api queue ${q.name}`,
+              close: () =>
+                q.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed')),
+            })),
+            {
+              name: 'api redis connections',
+              close: async () => {
+                await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+              },
+            },
+          ],
+          logger,
+        );
+        if (!ok) throw new Error('the API closed with failures (logged per step)');
       })();
       return closed;
     },
