@@ -736,7 +736,7 @@ describe("the worker's metrics server", () => {
     const sim = await startRpcSimulator({ chain: seedDemo() });
     const config = testConfig({ RPC_URL: sim.url, ROLE: 'all' });
     const { logger } = memoryLogger();
-    // What src/main.ts does for ROLE=all: one registry, the API, then the worker.
+    // What main.ts does for ROLE=all: one registry, the API, then the worker.
     const metrics = createMetrics(new Registry());
     const api = await startApi(config, metrics, logger);
     const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
@@ -765,7 +765,7 @@ describe("the worker's metrics server", () => {
     }
   });
 
-  it('src/main.ts with ROLE=all serves both /metrics from one registry', async () => {
+  it('main.ts with ROLE=all serves both /metrics from one registry', async () => {
     const redisUrl = inject('redisUrl');
     const sim = await startRpcSimulator({ chain: seedDemo() });
     const prefix = uniquePrefix();
