@@ -11,7 +11,7 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json main.ts ./
 COPY src ./src
 COPY worker ./worker
 RUN npm run build
@@ -28,9 +28,9 @@ COPY --from=build /app/dist ./dist
 # The page of `GET /`, read at start-up (src/http/routes/home.ts).
 COPY public ./public
 USER node
-# API on PORT (3000); the worker's /metrics and /healthz on WORKER_METRICS_PORT (9101).
+# API on PORT (3000); the worker's /metrics, /healthz and /readyz on WORKER_METRICS_PORT (9101).
 EXPOSE 3000 9101
 # Liveness with node (the slim image has no curl): the API's /healthz, or the worker's for ROLE=worker.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "const w=process.env.ROLE==='worker';const p=w?(process.env.WORKER_METRICS_PORT||9101):(process.env.PORT||3000);fetch('http://127.0.0.1:'+p+'/healthz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-CMD ["node", "dist/src/main.js"]
+CMD ["node", "dist/main.js"]

@@ -18,5 +18,22 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
   },
+  {
+    // worker/ builds on src/, never the other way: the entry (main.ts, at the root) wires both.
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)worker(/|$)',
+              message: 'src/ must not import worker/: wire the two in main.ts at the root',
+            },
+          ],
+        },
+      ],
+    },
+  },
   { files: ['eslint.config.js', '**/*.mjs'], ...tseslint.configs.disableTypeChecked },
 );

@@ -2,7 +2,7 @@
  * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
  *
  * - `api`, `worker`: the gateway, through src/runtime/api.ts and worker/runtime.ts, configured
- *   from the environment like src/main.ts (logs go to stdout, which the bench discards). The
+ *   from the environment like main.ts (logs go to stdout, which the bench discards). The
  *   worker's ready message carries the port of its `/metrics`.
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
  *   reference proxy does).

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:hostile`: replays the attacks of a hostile `?rpc=` server
- * (test/support/hostile-rpc.ts) against one gateway process (`ROLE=all`, src/main.ts), each for a
+ * (test/support/hostile-rpc.ts) against one gateway process (`ROLE=all`, main.ts), each for a
  * burst of override requests while `/healthz` is probed every 50 ms and the configured endpoint
  * takes cold misses; then a SIGTERM in the middle of an attack. Prints and writes to BENCHMARKS.md
  * (section `hostile`): the worst probe, the slowest cold miss, what the hostile requests got, the

@@ -3,7 +3,8 @@
  * change starts at once. Current means that dist/.build-stamp, written after a build that
  * succeeded and dated when that build began, is newer than every input: the files and folders
  * under src/ and worker/ (a folder's time changes when a file in it is added, renamed or
- * removed), tsconfig*.json and package-lock.json (dependencies, @types/node included).
+ * removed), the entry main.ts, tsconfig*.json and package-lock.json (dependencies, @types/node
+ * included).
  *
  *   node scripts/build-if-stale.mjs          build if needed (`npm start` runs this)
  *   node scripts/build-if-stale.mjs --check  exit 0 when current, 1 when a build is needed
@@ -33,6 +34,7 @@ function needsBuild() {
   const built = statSync(STAMP, { throwIfNoEntry: false });
   if (!built) return true;
   const inputs = [
+    'main.ts',
     'src',
     'worker',
     'package-lock.json',

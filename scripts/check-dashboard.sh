@@ -14,7 +14,7 @@
 #
 #   scripts/check-dashboard.sh
 #   API_PORT=3100 WORKER_METRICS_PORT=9201 PROM_PORT=9190 SIM_PORT=8999 scripts/check-dashboard.sh
-#   FROM_SOURCE=1 scripts/check-dashboard.sh   # run src/main.ts with tsx instead of building
+#   FROM_SOURCE=1 scripts/check-dashboard.sh   # run main.ts with tsx instead of building
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,9 +79,9 @@ pids+=($!)
 wait_http "http://127.0.0.1:$SIM_PORT/" any
 
 echo "== gateway (ROLE=all) API 127.0.0.1:$API_PORT, worker metrics 127.0.0.1:$WORKER_METRICS_PORT"
-gateway=(node dist/src/main.js)
+gateway=(node dist/main.js)
 if [ "${FROM_SOURCE:-0}" = 1 ]; then
-  gateway=(node --import tsx src/main.ts)
+  gateway=(node --import tsx main.ts)
 else
   npm run build > "$work/build.log" 2>&1 || {
     echo "check-dashboard: npm run build failed, see $work/build.log (or FROM_SOURCE=1)" >&2

@@ -65,6 +65,38 @@ const originList = z.preprocess(
     }),
 );
 
+/** One seed of a Redis Cluster, as ioredis's `Cluster` takes it. */
+export type ClusterSeed = Readonly<{ host: string; port: number }>;
+
+/**
+ * Parses `REDIS_CLUSTER_NODES`: comma-separated `host:port` seeds, an IPv6 address in brackets
+ * (`[::1]:7000`). Unset stays `undefined` (a single Redis at `REDIS_URL`); otherwise a frozen,
+ * non-empty list of seeds, the one form the rest of the code takes.
+ */
+const clusterNodes = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .optional()
+    .transform((raw, ctx): readonly ClusterSeed[] | undefined => {
+      if (raw === undefined) return undefined;
+      const seeds: ClusterSeed[] = [];
+      for (const entry of raw.split(',').map((s) => s.trim())) {
+        const match = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(entry);
+        if (!match) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `"${entry}" is not host:port (host:port[,host:port...])`,
+          });
+          continue;
+        }
+        const host = (match[1] as string).replace(/^\[|\]$/g, '');
+        seeds.push(Object.freeze({ host, port: Number(match[2]) }));
+      }
+      return Object.freeze(seeds);
+    }),
+);
+
 /** The names proxy-addr (Fastify's `trustProxy`) accepts for whole ranges. */
 const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
@@ -132,16 +164,7 @@ export const configSchema = z
         .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
         .default('redis://127.0.0.1:6379'),
     ),
-    REDIS_CLUSTER_NODES: z.preprocess(
-      unsetIfEmpty,
-      z
-        .string()
-        .regex(
-          /^\s*[^,\s]+:\d{1,5}(\s*,\s*[^,\s]+:\d{1,5})*\s*$/,
-          'must be host:port[,host:port...]',
-        )
-        .optional(),
-    ),
+    REDIS_CLUSTER_NODES: clusterNodes,
     RPC_URL: z.preprocess(unsetIfEmpty, httpUrl.optional()),
     RPC_OVERRIDE: z.preprocess(unsetIfEmpty, z.enum(['on', 'off']).default('on')),
     /** Follow the chain over the RPC's websocket (`programSubscribe`); off: refresh by the clock. */

@@ -1,6 +1,6 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
-import { redactUrl } from './http/redact.js';
+import { redactUrl } from './redact.js';
 
 /**
  * The process logger (pino, JSON lines). Request URLs are logged with `?rpc=` redacted, and

@@ -1,4 +1,5 @@
-import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { once } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 
@@ -29,25 +30,9 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
 
 /**
- * Parses `REDIS_CLUSTER_NODES` (`host:port,host:port,...`) into ioredis cluster seeds.
- *
- * @throws Error naming the entry that is not `host:port`.
- */
-export function parseClusterNodes(raw: string): ClusterNode[] {
-  return raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((entry) => {
-      const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(entry);
-      if (!match) throw new Error(`"${entry}" is not host:port`);
-      return { host: (match[1] as string).replace(/^\[|\]$/g, ''), port: Number(match[2]) };
-    });
-}
-
-/**
  * Opens a connection for one role: to `REDIS_URL`, or, when `REDIS_CLUSTER_NODES` is set, to that
- * cluster (credentials and TLS of `REDIS_URL` apply to every node). ioredis reconnects by itself.
+ * cluster through its seeds (credentials and TLS of `REDIS_URL` apply to every node). ioredis
+ * reconnects by itself.
  *
  * @param name shows in `CLIENT LIST`, to tell the gateway's connections apart.
  */
@@ -63,7 +48,7 @@ export function createRedis(
   };
   if (!config.REDIS_CLUSTER_NODES) return new Redis(config.REDIS_URL, options);
   const url = new URL(config.REDIS_URL);
-  return new Cluster(parseClusterNodes(config.REDIS_CLUSTER_NODES), {
+  return new Cluster([...config.REDIS_CLUSTER_NODES], {
     redisOptions: {
       ...options,
       ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
@@ -76,24 +61,23 @@ export function createRedis(
   });
 }
 
-/** Resolves once the connection is ready; rejects after `timeoutMs`. */
-export async function waitReady(redis: RedisClient, timeoutMs = 10_000): Promise<void> {
-  if (redis.status === 'ready') return;
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`Redis not ready within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = () => {
-      cleanup();
-      resolve();
-    };
-    const cleanup = () => {
-      clearTimeout(timer);
-      redis.off('ready', onReady);
-    };
-    redis.on('ready', onReady);
-  });
+/**
+ * Resolves once the connection is ready (ioredis's `ready`). Connection errors on the way do not
+ * end the wait: ioredis reconnects by itself, and a Redis starting next to the gateway (compose)
+ * refuses the first attempts.
+ *
+ * @param signal ends the wait (`AbortSignal.timeout(ms)` for a bound).
+ * @throws the signal's reason (a `TimeoutError` for `AbortSignal.timeout`) when it aborts first.
+ */
+export async function waitReady(redis: RedisClient, signal: AbortSignal): Promise<void> {
+  while (redis.status !== 'ready') {
+    try {
+      await once(redis, 'ready', { signal });
+    } catch (err) {
+      // `once` also rejects on an 'error' event: a failed attempt, not the end of the wait.
+      if (signal.aborted) throw signal.reason ?? err;
+    }
+  }
 }
 
 /** Closes a connection politely, or drops it when Redis does not answer. */

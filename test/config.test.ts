@@ -91,6 +91,22 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ RPC_CREDITS: 'gPA:10' })).toThrow(/RPC_CREDITS:/);
   });
 
+  it('parses REDIS_CLUSTER_NODES into frozen seeds and makes the prefix a hash tag', () => {
+    expect(loadConfig({}).REDIS_CLUSTER_NODES).toBeUndefined();
+    const config = loadConfig({ REDIS_CLUSTER_NODES: ' 10.0.0.1:7000, [::1]:7001,redis-b:6379 ' });
+    expect(config.REDIS_CLUSTER_NODES).toEqual([
+      { host: '10.0.0.1', port: 7000 },
+      { host: '::1', port: 7001 },
+      { host: 'redis-b', port: 6379 },
+    ]);
+    expect(Object.isFrozen(config.REDIS_CLUSTER_NODES)).toBe(true);
+    expect(Object.isFrozen(config.REDIS_CLUSTER_NODES?.[0])).toBe(true);
+    expect(config.QUEUE_PREFIX).toBe('{sns}');
+    for (const bad of ['10.0.0.1', 'a:1,', 'a:1,,b:2', '::1:7000', 'a:123456']) {
+      expect(() => loadConfig({ REDIS_CLUSTER_NODES: bad }), bad).toThrow(/REDIS_CLUSTER_NODES:/);
+    }
+  });
+
   it('treats empty values as unset', () => {
     const config = loadConfig({ RPC_URL: '', PORT: '' });
     expect(config.RPC_URL).toBeUndefined();

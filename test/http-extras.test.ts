@@ -299,10 +299,22 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toContain('Basic');
     expect(await res.json()).toMatchObject({ s: 'error', result: 'Unauthorized' });
-    const wrong = await fetch(`${gw.baseUrl}/admin/queues`, {
-      headers: { authorization: 'Bearer nope' },
-    });
-    expect(wrong.status).toBe(401);
+    const wrongBasic = Buffer.from(`ops:${token.slice(0, -1)}x`).toString('base64');
+    for (const authorization of [
+      'Bearer nope',
+      `Bearer ${token}x`,
+      `Token ${token}`,
+      `Basic ${wrongBasic}`,
+    ]) {
+      const wrong = await fetch(`${gw.baseUrl}/admin/queues`, { headers: { authorization } });
+      expect(wrong.status, authorization).toBe(401);
+      expect(wrong.headers.get('www-authenticate')).toContain('Basic');
+      expect(await wrong.json()).toEqual({
+        s: 'error',
+        result: 'Unauthorized',
+        detail: 'send ADMIN_TOKEN as a Bearer token, or as the password of HTTP Basic',
+      });
+    }
   });
 
   it('serves the UI and its API with the token (Bearer or Basic)', async () => {
@@ -311,6 +323,11 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('<html');
+    // The scheme is case-insensitive.
+    const lower = await fetch(`${gw.baseUrl}/admin/queues`, {
+      headers: { authorization: `bearer ${token}` },
+    });
+    expect(lower.status).toBe(200);
     await gw.get('/subdomains/67679');
     const basic = Buffer.from(`ops:${token}`).toString('base64');
     const api = await fetch(`${gw.baseUrl}/admin/queues/api/queues`, {

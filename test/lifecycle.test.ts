@@ -163,7 +163,7 @@ describe('the entry file', () => {
   });
 
   it('refuses to start on a bad variable, naming it', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
       env: { ...process.env, PORT: 'not-a-port' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -19,6 +19,7 @@ import { startWorker } from '../worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,
+  getJson,
   seedDemo,
   startGateway,
   testConfig,
@@ -703,8 +704,27 @@ describe("the worker's metrics server", () => {
         expect(exp.families.process_resident_memory_bytes?.type).toBe('gauge');
         expect(labelSets(exp, 'sns_queue_jobs')).toHaveLength(4);
       }
-      expect((await fetch(`${workerUrl}/healthz`)).status).toBe(200);
-      expect((await fetch(`${workerUrl}/nothing`)).status).toBe(404);
+      // The API's ops routes, in the API's shapes.
+      for (const path of ['/healthz', '/readyz', '/nothing']) {
+        const [fromWorkerOps, fromApiOps] = await Promise.all([
+          getJson(workerUrl, path),
+          gw.get(path),
+        ]);
+        expect(fromWorkerOps.status, path).toBe(fromApiOps.status);
+        expect(fromWorkerOps.body, path).toEqual(fromApiOps.body);
+        expect(fromWorkerOps.headers.get('content-type')).toBe(
+          fromApiOps.headers.get('content-type'),
+        );
+      }
+      expect(await getJson(workerUrl, '/readyz')).toMatchObject({
+        status: 200,
+        body: { s: 'ok', result: 'ready', parts: { redis: true, redisWrites: true } },
+      });
+      expect((await getJson(workerUrl, '/nothing')).body).toMatchObject({
+        s: 'error',
+        result: 'Not found',
+      });
+      expect((await getJson(workerUrl, '/healthz')).body).toEqual({ s: 'ok', result: 'live' });
     } finally {
       await worker.close();
       await gw.close();
@@ -716,7 +736,7 @@ describe("the worker's metrics server", () => {
     const sim = await startRpcSimulator({ chain: seedDemo() });
     const config = testConfig({ RPC_URL: sim.url, ROLE: 'all' });
     const { logger } = memoryLogger();
-    // What src/main.ts does for ROLE=all: one registry, the API, then the worker.
+    // What main.ts does for ROLE=all: one registry, the API, then the worker.
     const metrics = createMetrics(new Registry());
     const api = await startApi(config, metrics, logger);
     const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
@@ -745,7 +765,7 @@ describe("the worker's metrics server", () => {
     }
   });
 
-  it('src/main.ts with ROLE=all serves both /metrics from one registry', async () => {
+  it('main.ts with ROLE=all serves both /metrics from one registry', async () => {
     const redisUrl = inject('redisUrl');
     const sim = await startRpcSimulator({ chain: seedDemo() });
     const prefix = uniquePrefix();

@@ -144,7 +144,7 @@ describe('scripts/build-if-stale.mjs', () => {
       for (const sub of ['src/http', 'worker', 'dist'])
         mkdirSync(join(dir, sub), { recursive: true });
       for (const file of [
-        'src/main.ts',
+        'main.ts',
         'src/http/app.ts',
         'worker/runtime.ts',
         'tsconfig.json',
@@ -154,9 +154,9 @@ describe('scripts/build-if-stale.mjs', () => {
         writeFileSync(join(dir, file), '');
       }
       const inputs = [
+        'main.ts',
         'src',
         'src/http',
-        'src/main.ts',
         'src/http/app.ts',
         'worker',
         'worker/runtime.ts',
@@ -175,6 +175,7 @@ describe('scripts/build-if-stale.mjs', () => {
       expect(check()).toBe(0);
 
       for (const path of [
+        'main.ts',
         'src/http/app.ts',
         'worker/runtime.ts',
         'tsconfig.build.json',

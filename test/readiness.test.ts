@@ -1,6 +1,10 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { startGateway, waitFor } from './support/gateway.js';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { createMetrics } from '../src/metrics/metrics.js';
+import { startWorker } from '../worker/runtime.js';
+import { getJson, startGateway, waitFor } from './support/gateway.js';
 import { startRedisProcess } from './support/redis-process.js';
 import { redisKeys } from '../src/redis-keys.js';
 
@@ -75,6 +79,41 @@ describe('/readyz', () => {
         parts: { ...ALL_READY, redis: false, redisWrites: false },
       });
     } finally {
+      await gw.api.close();
+      gw.redis.disconnect();
+      await server.destroy();
+      await gw.sim.close();
+    }
+  });
+});
+
+describe("the worker's /readyz (WORKER_METRICS_PORT)", () => {
+  it('answers as the API does: ready with Redis, 503 without it', async () => {
+    const server = await startRedisProcess();
+    const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
+    const worker = await startWorker(
+      gw.config,
+      createMetrics(new Registry()),
+      pino({ level: 'silent' }),
+      {
+        serveMetrics: true,
+      },
+    );
+    try {
+      const workerUrl = `http://127.0.0.1:${worker.metricsPort}`;
+      expect(await getJson(workerUrl, '/readyz')).toMatchObject({
+        status: 200,
+        body: { s: 'ok', result: 'ready', parts: ALL_READY },
+      });
+      await server.stop();
+      await waitFor(async () => (await getJson(workerUrl, '/readyz')).status === 503, 5_000);
+      expect((await getJson(workerUrl, '/readyz')).body).toEqual({
+        s: 'error',
+        result: 'Not ready',
+        parts: { ...ALL_READY, redis: false, redisWrites: false },
+      });
+    } finally {
+      await worker.close();
       await gw.api.close();
       gw.redis.disconnect();
       await server.destroy();

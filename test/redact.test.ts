@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redactUrl } from '../src/http/redact.js';
+import { redactUrl } from '../src/redact.js';
 
 describe('redactUrl', () => {
   it.each([

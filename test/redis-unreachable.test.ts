@@ -2,8 +2,14 @@ import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
-import { createRedisErrorLog, REDIS_ERROR_REMINDER_MS } from '../src/redis.js';
+import { Redis } from 'ioredis';
+import { describe, expect, inject, it } from 'vitest';
+import {
+  createRedisErrorLog,
+  REDIS_ERROR_REMINDER_MS,
+  waitReady,
+  type RedisClient,
+} from '../src/redis.js';
 import { uniquePrefix } from './support/gateway.js';
 import { spawnMain } from './support/main-process.js';
 import { freePort } from './support/ports.js';
@@ -68,6 +74,48 @@ describe('the entry file without a reachable Redis', () => {
       await child.kill('SIGKILL');
     }
   }, 40_000);
+});
+
+describe('waitReady', () => {
+  it('waits through refused connections until its signal aborts, then throws its reason', async () => {
+    const redis = new Redis(`redis://127.0.0.1:${await freePort()}`, {
+      retryStrategy: () => 20,
+      maxRetriesPerRequest: null,
+    });
+    let errors = 0;
+    redis.on('error', () => (errors += 1));
+    try {
+      const started = Date.now();
+      await expect(waitReady(redis, AbortSignal.timeout(500))).rejects.toMatchObject({
+        name: 'TimeoutError',
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+      // Several attempts failed during the wait: none of them ended it.
+      expect(errors).toBeGreaterThan(2);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it('resolves on the ready that follows failed attempts, and at once when already ready', async () => {
+    const conn = Object.assign(new EventEmitter(), { status: 'connecting' });
+    conn.on('error', () => undefined);
+    const waiting = waitReady(conn as unknown as RedisClient, AbortSignal.timeout(5_000));
+    conn.emit('error', new Error('connect ECONNREFUSED'));
+    await sleep(10);
+    conn.status = 'ready';
+    conn.emit('ready');
+    await expect(waiting).resolves.toBeUndefined();
+
+    const redis = new Redis(inject('redisUrl'));
+    try {
+      await waitReady(redis, AbortSignal.timeout(5_000));
+      expect(redis.status).toBe('ready');
+      await expect(waitReady(redis, AbortSignal.abort())).resolves.toBeUndefined();
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
 
 describe('createRedisErrorLog', () => {

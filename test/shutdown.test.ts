@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { closeSteps, SAME_SIGNAL_MS } from '../src/runtime/shutdown.js';
-import { waitFor } from './support/gateway.js';
+import { startGateway, waitFor } from './support/gateway.js';
+import { startRedisProcess } from './support/redis-process.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -30,6 +32,34 @@ describe('closeSteps', () => {
     expect(ran).toEqual(['api', 'throws', 'worker']);
     expect(ok).toBe(false);
     expect(await closeSteps([{ name: 'api', close: async () => undefined }], silent)).toBe(true);
+  });
+});
+
+describe("the API's close", () => {
+  it('closes its Redis connections even when the HTTP server fails to close', async () => {
+    // A private redis-server, so CLIENT LIST shows this API's connections only.
+    const server = await startRedisProcess();
+    const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
+    const apiConnections = async () =>
+      ((await admin.client('LIST')) as string)
+        .split('\n')
+        .filter((line) => / name=sns-gateway:api:/.test(line)).length;
+    const realClose = gw.api.app.close.bind(gw.api.app);
+    try {
+      expect(await apiConnections()).toBe(3);
+      gw.api.app.close = (() =>
+        Promise.reject(new Error('server close failed'))) as unknown as typeof gw.api.app.close;
+      await expect(gw.api.close()).rejects.toThrow();
+      // The steps after the failed one ran: command, queue and subscriber connections are gone.
+      await waitFor(async () => (await apiConnections()) === 0, 5_000);
+    } finally {
+      await realClose();
+      gw.redis.disconnect();
+      admin.disconnect();
+      await gw.sim.close();
+      await server.destroy();
+    }
   });
 });
 

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { Config } from '../src/config.js';
+import { buildOpsApp } from '../src/http/ops-app.js';
 import type { Metrics } from '../src/metrics/metrics.js';
 import {
   createRefreshQueue,
@@ -15,8 +16,11 @@ import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from
 import { RpcClient } from '../src/rpc/client.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { Agents } from '../src/rpc/transport.js';
+import { redisKeys } from '../src/redis-keys.js';
+import { redisReadiness } from '../src/runtime/readiness.js';
 import { DecodeThread } from '../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
+import { closeSteps } from '../src/runtime/shutdown.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';
 import {
   createHotScanQueue,
@@ -24,7 +28,6 @@ import {
   runHotScan,
   scheduleHotScans,
 } from './hot-refresh.js';
-import { startMetricsServer } from './metrics-server.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
@@ -57,7 +60,10 @@ export type WorkerRuntime = {
    * whether it is open now.
    */
   websocket(): 'off' | 'connected' | 'disconnected';
-  /** Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis. */
+  /**
+   * Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis: every
+   * step, even after one failed (then it rejects, once all have run).
+   */
   close(): Promise<void>;
 };
 
@@ -65,7 +71,8 @@ export type WorkerRuntime = {
  * Connects the worker's dependencies (a blocking connection for BullMQ, a command connection for
  * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
  *
- * @param opts.serveMetrics serve `/metrics` on `WORKER_METRICS_PORT` (true for the worker roles).
+ * @param opts.serveMetrics serve the ops routes (`/metrics`, `/healthz`, `/readyz`) on
+ *   `WORKER_METRICS_PORT` (true for the worker roles).
  * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
  * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
  */
@@ -214,50 +221,102 @@ export async function startWorker(
       : undefined;
   watcher?.start();
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
-  const server = opts.serveMetrics
-    ? await startMetricsServer(metrics.registry, config.WORKER_METRICS_PORT, config.HOST)
+  let closing = false;
+  // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
+  // worker can finish no job then) and once the shutdown has begun.
+  const opsApp = opts.serveMetrics
+    ? buildOpsApp({
+        logger,
+        registry: metrics.registry,
+        readiness: redisReadiness({
+          redis: command,
+          key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
+          parts: {
+            rpc: config.RPC_URL ? 'configured' : 'unset',
+            websocket: watcher ? 'configured' : 'off',
+          },
+          closing: () => closing,
+        }),
+      })
     : undefined;
+  await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
+  const opsAddress = opsApp?.server.address();
+
+  /**
+   * Graceful: waits for the active jobs, but not past half the shutdown bound (BullMQ's close can
+   * also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is stalled,
+   * and another worker takes it over once its lock expires: nothing is lost. With Redis
+   * unreachable no active job can finish (finishing is a Redis write) and BullMQ's graceful close
+   * waits for Redis, for ever: close without them at once.
+   */
+  const threads = [defaultLane.thread, overrideLane.thread];
+  const closeJobs = async () => {
+    const reachable = workerConnection.status === 'ready';
+    const graceful =
+      reachable &&
+      (await Promise.race([
+        Promise.all(workers.map((w) => w.close())).then(() => true),
+        sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
+      ]));
+    if (graceful) return;
+    if (reachable) {
+      logger.warn('active jobs did not finish in time: closing the worker without them');
+    }
+    // Decodes under way fail at once, so the jobs waiting on them end.
+    await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+    await Promise.race([
+      Promise.all(workers.map((w) => w.close(true))),
+      sleep(1_000, undefined, { ref: false }),
+    ]);
+  };
 
   let closed: Promise<void> | undefined;
   return {
-    metricsPort: server?.port,
+    metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
     websocket: () => (!watcher ? 'off' : watcher.connected ? 'connected' : 'disconnected'),
     close() {
       closed ??= (async () => {
-        // First, so the leases go back at once and another worker takes the parents over.
-        await watcher
-          ?.close()
-          .catch((err: unknown) => logger.warn({ err: String(err) }, 'closing the parent watcher'));
-        // Graceful: wait for the active jobs, but not past the shutdown bound (BullMQ's close can
-        // also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is
-        // stalled, and another worker takes it over once its lock expires: nothing is lost.
-        // With Redis unreachable no active job can finish (finishing is a Redis write) and BullMQ's
-        // graceful close waits for Redis, for ever: close without them at once.
-        const threads = [defaultLane.thread, overrideLane.thread];
-        const reachable = workerConnection.status === 'ready';
-        const graceful =
-          reachable &&
-          (await Promise.race([
-            Promise.all(workers.map((w) => w.close())).then(() => true),
-            sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
-          ]));
-        if (!graceful) {
-          if (reachable) {
-            logger.warn('active jobs did not finish in time: closing the worker without them');
-          }
-          // Decodes under way fail at once, so the jobs waiting on them end.
-          await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
-          await Promise.race([
-            Promise.all(workers.map((w) => w.close(true))),
-            sleep(1_000, undefined, { ref: false }),
-          ]);
-        }
-        await server?.close();
-        await queue.close().catch(() => undefined);
-        await hotScans?.close().catch(() => undefined);
-        await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
-        agents.destroy();
-        await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+        closing = true;
+        // Every step runs even when one before it fails (a failing server close must not leave
+        // the Redis connections open), in this order: leases and jobs first, connections last.
+        const ok = await closeSteps(
+          [
+            {
+              // First, so the leases go back at once and another worker takes the parents over.
+              name: 'worker parent watcher',
+              close: async () =>
+                watcher
+                  ?.close()
+                  .catch((err: unknown) =>
+                    logger.warn({ err: String(err) }, 'closing the parent watcher'),
+                  ),
+            },
+            { name: 'worker jobs', close: closeJobs },
+            { name: 'worker ops server', close: async () => opsApp?.close() },
+            {
+              name: 'worker queues',
+              close: async () => {
+                await queue.close().catch(() => undefined);
+                await hotScans?.close().catch(() => undefined);
+              },
+            },
+            {
+              name: 'worker redis connections',
+              close: async () => {
+                await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
+              },
+            },
+            { name: 'worker rpc agents', close: async () => agents.destroy() },
+            {
+              name: 'worker decode threads',
+              close: async () => {
+                await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+              },
+            },
+          ],
+          logger,
+        );
+        if (!ok) throw new Error('the worker closed with failures (logged per step)');
       })();
       return closed;
     },

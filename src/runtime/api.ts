@@ -14,23 +14,26 @@ import {
   closeRedis,
   createRedis,
   createRedisErrorLog,
-  probeRedis,
   waitReady,
   type RedisErrorLog,
-  type RedisProbe,
 } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { HotKeyTracker } from '../subdomains/hot-keys.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
+import { redisReadiness } from './readiness.js';
+import { closeSteps } from './shutdown.js';
 
-/** How long one readiness probe of Redis answers /readyz, in milliseconds. */
-const READINESS_PROBE_MS = 1_000;
+/** How long the API waits for Redis at start before it listens without it, in milliseconds. */
+const REDIS_START_WAIT_MS = 5_000;
 
 export type ApiRuntime = {
   app: FastifyInstance;
-  /** Marks the API not ready, finishes in-flight requests, then closes its Redis connections. */
+  /**
+   * Marks the API not ready, finishes in-flight requests, then closes its Redis connections:
+   * every step, even after one failed (then it rejects, once all have run).
+   */
   close(): Promise<void>;
 };
 
@@ -58,8 +61,11 @@ export async function startApi(
   redisErrors.watch(subscriber, 'api subscriber connection');
   // Give Redis a moment so the first requests find it, but start without it: derivations do not
   // need it, and readiness tells the load balancer when the subdomain route can answer.
-  await Promise.all([command, queueConnection, subscriber].map((c) => waitReady(c, 5_000))).catch(
-    () => logger.warn('Redis is not reachable yet: the subdomain route answers 500 until it is'),
+  const startWait = AbortSignal.timeout(REDIS_START_WAIT_MS);
+  await Promise.all(
+    [command, queueConnection, subscriber].map((c) => waitReady(c, startWait)),
+  ).catch(() =>
+    logger.warn('Redis is not reachable yet: the subdomain route answers 500 until it is'),
   );
   const queue = createRefreshQueue(queueConnection, config);
   const overrideQueue = createRefreshQueue(queueConnection, config, OVERRIDE_REFRESH_QUEUE);
@@ -102,17 +108,15 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
-  // One probe a second at most, however many /readyz requests arrive: the route is public, and
-  // each probe is a write.
-  let probing: Promise<RedisProbe> | undefined;
-  let probedAt = 0;
-  const probe = () => {
-    if (!probing || Date.now() - probedAt >= READINESS_PROBE_MS) {
-      probedAt = Date.now();
-      probing = probeRedis(command, redisKeys(config.QUEUE_PREFIX).readinessProbe);
-    }
-    return probing;
-  };
+  const readiness = redisReadiness({
+    redis: command,
+    key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
+    parts: {
+      rpc: config.RPC_URL ? 'configured' : 'unset',
+      websocket: config.RPC_WS_URL ? 'configured' : 'off',
+    },
+    closing: () => closing,
+  });
   const app = buildApp({
     config,
     metrics,
@@ -122,20 +126,7 @@ export async function startApi(
     deriver: new RecordKeyDeriver(),
     endpoints,
     lookup,
-    readiness: async () => {
-      const redis = await probe();
-      return {
-        // Writes refused (Redis at its maxmemory) is said in `parts`, not by leaving the load
-        // balancer: derivations and cached answers still work, and every replica shares Redis.
-        ready: !closing && redis.reachable,
-        parts: {
-          redis: redis.reachable,
-          redisWrites: redis.writable,
-          rpc: config.RPC_URL ? 'configured' : 'unset',
-          websocket: config.RPC_WS_URL ? 'configured' : 'off',
-        },
-      };
-    },
+    readiness,
   });
   await app.listen({ port: config.PORT, host: config.HOST });
 
@@ -145,16 +136,34 @@ export async function startApi(
     close() {
       closed ??= (async () => {
         closing = true;
-        // Requests waiting for a refresh get part of the shutdown bound, then answer 503, so the
-        // server's close is not held up by waits that can outlast it.
-        lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25);
-        await app.close();
-        await hotKeys?.close();
-        await listener.close();
-        for (const q of [queue, overrideQueue]) {
-          await q.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));
-        }
-        await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+        // Every step runs even when one before it fails (a failing app.close() must not leave
+        // the Redis connections open), in this order: requests first, connections last.
+        const ok = await closeSteps(
+          [
+            {
+              // Requests waiting for a refresh get part of the shutdown bound, then answer 503,
+              // so the server's close is not held up by waits that can outlast it.
+              name: 'api waiting requests',
+              close: async () => lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25),
+            },
+            { name: 'api http server', close: () => app.close() },
+            { name: 'api hot-parent counts', close: async () => hotKeys?.close() },
+            { name: 'api refresh listener', close: () => listener.close() },
+            ...[queue, overrideQueue].map((q) => ({
+              name: `api queue ${q.name}`,
+              close: () =>
+                q.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed')),
+            })),
+            {
+              name: 'api redis connections',
+              close: async () => {
+                await Promise.all([command, queueConnection, subscriber].map(closeRedis));
+              },
+            },
+          ],
+          logger,
+        );
+        if (!ok) throw new Error('the API closed with failures (logged per step)');
       })();
       return closed;
     },

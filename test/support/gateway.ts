@@ -9,7 +9,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import type { HostResolver } from '../../src/rpc/endpoint.js';
-import { parseClusterNodes, type RedisClient } from '../../src/redis.js';
+import type { RedisClient } from '../../src/redis.js';
 import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
@@ -116,7 +116,7 @@ export async function startGateway(
       ? undefined
       : await startWorker(config, metrics, logger, { serveMetrics: false, lookup: opts.lookup });
   const redis: RedisClient = config.REDIS_CLUSTER_NODES
-    ? new Cluster(parseClusterNodes(config.REDIS_CLUSTER_NODES))
+    ? new Cluster([...config.REDIS_CLUSTER_NODES])
     : new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1 });
   // Tests stop Redis on purpose: the inspection connection just waits for it to come back.
   redis.on('error', () => undefined);

@@ -21,7 +21,7 @@ export type MainProcess = {
 };
 
 /**
- * Runs the entry file `src/main.ts` (through tsx) in a child process, the same program as
+ * Runs the entry file `main.ts` (through tsx) in a child process, the same program as
  * `npm start` and its `start:*` variants, and resolves once it has logged `sns-gateway started`.
  * Killed when the test process exits without its clean-up.
  *
@@ -36,7 +36,7 @@ export async function spawnMain(
   startTimeoutMs = 20_000,
   until = STARTED,
 ): Promise<MainProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
     cwd: ROOT,
     env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -74,7 +74,7 @@ export async function spawnMain(
   if (!started) {
     child.kill('SIGKILL');
     await exited;
-    throw new Error(`src/main.ts did not start:\n${out.slice(-3000)}`);
+    throw new Error(`main.ts did not start:\n${out.slice(-3000)}`);
   }
   return {
     pid: child.pid as number,

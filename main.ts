@@ -1,15 +1,17 @@
 import { Registry } from 'prom-client';
-import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
-import { ConfigError, loadConfig } from './config.js';
-import { createLogger } from './logger.js';
-import { createMetrics } from './metrics/metrics.js';
-import { createRedisErrorLog } from './redis.js';
-import { startApi, type ApiRuntime } from './runtime/api.js';
-import { installShutdown } from './runtime/shutdown.js';
+import { startWorker, type WorkerRuntime } from './worker/runtime.js';
+import { ConfigError, loadConfig } from './src/config.js';
+import { createLogger } from './src/logger.js';
+import { createMetrics } from './src/metrics/metrics.js';
+import { createRedisErrorLog } from './src/redis.js';
+import { startApi, type ApiRuntime } from './src/runtime/api.js';
+import { installShutdown } from './src/runtime/shutdown.js';
 
 /**
  * The entry file: parse the configuration, connect, listen, and shut down gracefully. `ROLE`
- * picks the API, the worker, or both in one process (`all`, what `npm start` runs).
+ * picks the API, the worker, or both in one process (`all`, what `npm start` runs). It sits at
+ * the root, above src/ and worker/, because it wires both: worker/ builds on src/, and src/
+ * never imports worker/.
  */
 async function main(): Promise<void> {
   let config;
