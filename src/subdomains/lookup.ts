@@ -19,12 +19,16 @@ import {
 } from '../queue/refresh-queue.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
 import type { HotKeyTracker } from './hot-keys.js';
+import { InProcessCopy } from './in-process-copy.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
 export type LookupResult = { entry: CacheEntry; state: CacheState };
 
-/** An entry read from Redis (null: none), and the event count of when the read began. */
+/**
+ * An entry read from Redis (null: none), and the in-process copy's generation of when the read
+ * began ({@link InProcessCopy.generation}).
+ */
 type Read<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
 
 export type SubdomainLookupDeps = {
@@ -53,21 +57,12 @@ export type SubdomainLookupDeps = {
  * misses for one key in this process share one wait (single flight); across processes BullMQ's
  * deduplication makes one job. The API never calls the RPC itself.
  *
- * Fresh entries of the default endpoint are also kept in process, so a warm hit costs no Redis
- * round trip. The copy stays coherent across replicas through the refresh events every process
- * already listens to: an entry is dropped when any worker refreshes its key, everything is
- * dropped when the subscription drops (events could be missed), and nothing is kept while it is
- * down. A copy is never served past its freshness, so staleness is always decided on Redis's
- * entry. Answers through another endpoint (a `?rpc=` override, `no-store`, rare) read Redis.
+ * Fresh entries of the default endpoint are also kept in process ({@link InProcessCopy}), so a
+ * warm hit costs no Redis round trip. Answers through another endpoint (a `?rpc=` override,
+ * `no-store`, rare) read Redis.
  */
 export class SubdomainLookup {
   private readonly inflight = new Map<string, Promise<Read<CacheEntry>>>();
-  /**
-   * Counts refresh events and subscription losses. A Redis read that began before one of them may
-   * return the entry that event replaced (the event comes on another connection): such an entry
-   * is served, but not kept in process.
-   */
-  private generation = 0;
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
   /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
   private readonly closing = new AbortController();
@@ -75,52 +70,19 @@ export class SubdomainLookup {
   private readonly closed = new Promise<'closed'>((resolve) =>
     this.closing.signal.addEventListener('abort', () => resolve('closed'), { once: true }),
   );
-
-  /**
-   * The in-process copy, keyed by parent alone: a warm hit then hashes the short label the route
-   * already holds instead of building and hashing the ~90-character cache key (about 0.4 µs a
-   * request). Freshness is checked here, on `fetchedAt`, rather than with lru-cache's TTL, which
-   * reads the clock and keeps timestamps of its own for the same answer.
-   */
-  private readonly local: LRUCache<string, CacheEntry> | undefined;
+  /** Fresh entries of the default endpoint kept in process; none when not configured. */
+  private readonly local: InProcessCopy | undefined;
 
   constructor(private readonly deps: SubdomainLookupDeps) {
-    const maxSize = deps.localCacheBytes ?? 0;
-    if (maxSize > 0 && deps.localEndpointId !== undefined) {
-      const local = new LRUCache<string, CacheEntry>({
-        maxSize,
-        sizeCalculation: (entry) => entry.labels.reduce((n, label) => n + label.length + 8, 64),
+    const maxBytes = deps.localCacheBytes ?? 0;
+    if (maxBytes > 0 && deps.localEndpointId !== undefined) {
+      this.local = new InProcessCopy({
+        cache: deps.cache,
+        listener: deps.listener,
+        endpointId: deps.localEndpointId,
+        maxBytes,
       });
-      deps.listener.onRefreshed((endpointId, parent) => {
-        this.generation++;
-        if (endpointId === deps.localEndpointId) local.delete(parent);
-      });
-      deps.listener.onLost(() => {
-        this.generation++;
-        local.clear();
-      });
-      this.local = local;
     }
-  }
-
-  /**
-   * Keeps a fresh entry of the default endpoint in process, if events are flowing and none came
-   * since its read began.
-   */
-  private remember(
-    parent: string,
-    endpoint: RpcEndpoint,
-    { entry, generation }: Read<CacheEntry>,
-  ): void {
-    const local = this.localFor(endpoint);
-    if (!local || generation !== this.generation) return;
-    if (this.deps.cache.freshMsLeft(entry) > 0) local.set(parent, entry);
-  }
-
-  /** The in-process copy, when it serves `endpoint` (the default one) and events are flowing. */
-  private localFor(endpoint: RpcEndpoint): LRUCache<string, CacheEntry> | undefined {
-    if (endpoint.id !== this.deps.localEndpointId || !this.deps.listener.live) return undefined;
-    return this.local;
   }
 
   /**
@@ -133,13 +95,8 @@ export class SubdomainLookup {
    * @param now the clock, in milliseconds since the epoch.
    */
   peek(parent: string, endpoint: RpcEndpoint, now = Date.now()): LookupResult | undefined {
-    const local = this.localFor(endpoint);
-    const entry = local?.get(parent);
-    if (!local || !entry) return undefined;
-    if (this.deps.cache.freshness(entry, now) !== 'fresh') {
-      local.delete(parent);
-      return undefined;
-    }
+    const entry = this.local?.peek(parent, endpoint, now);
+    if (!entry) return undefined;
     this.deps.hotKeys?.hit(parent);
     this.deps.metrics.countCacheHit();
     return { entry, state: 'HIT' };
@@ -169,7 +126,7 @@ export class SubdomainLookup {
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
         metrics.countCacheHit();
-        this.remember(parent, endpoint, { entry, generation: read.generation });
+        this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
       }
       metrics.cacheLookups.inc({ result: 'stale' });
@@ -193,7 +150,7 @@ export class SubdomainLookup {
       this.inflight.set(key, flight);
     }
     const fetched = await flight;
-    this.remember(parent, endpoint, fetched);
+    this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
   }
 
@@ -253,9 +210,9 @@ export class SubdomainLookup {
     else setTimeout(() => this.closing.abort(), graceMs).unref();
   }
 
-  /** Reads the entry, with the event count of when the read began (see `generation`). */
+  /** Reads the entry, with the in-process copy's generation of when the read began. */
   private async read(key: string): Promise<Read> {
-    const generation = this.generation;
+    const generation = this.local?.generation ?? 0;
     try {
       return { entry: await this.deps.cache.get(key), generation };
     } catch (err) {
