@@ -27,6 +27,7 @@ import { docsPlugin } from './plugins/docs.js';
 import { homeRoutes } from './routes/home.js';
 import { opsRoutes, type Readiness } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
+import { recordTypesRoutes } from './routes/record-types.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { redisKeys } from '../redis-keys.js';
 
@@ -191,6 +192,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     deriver: deps.deriver,
     cacheSize: deps.config.DERIVATION_CACHE_SIZE,
   });
+  void app.register(recordTypesRoutes);
   void app.register(subdomainRoutes, {
     endpoints: deps.endpoints,
     lookup: deps.lookup,
