@@ -8,7 +8,14 @@ import { parseRecord } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import {
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type RecordKeyRouteDeps = {
@@ -85,14 +92,11 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
           }),
         }),
         response: {
-          200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.String({ description: 'base58 account key' }) },
-            {
-              description: 'The record key. `bonfida` / `SOL` gives this example.',
-              examples: [{ s: 'ok', result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' }],
-              headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
-            },
-          ),
+          200: okResponse(Type.String({ description: 'base58 account key' }), {
+            description: 'The record key. `bonfida` / `SOL` gives this example.',
+            examples: [{ s: 'ok', result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' }],
+            headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
+          }),
           304: notModifiedResponse,
           400: errorResponse(
             '`Invalid input`: an empty label, more than two labels, or a record that is not ' +

@@ -1,7 +1,13 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ok } from '../../errors.js';
 import { RECORD_ENUM } from '../../sns/records.js';
-import { errorResponse, HEADER, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import {
+  errorResponse,
+  HEADER,
+  notModifiedResponse,
+  ok,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../schemas.js';
 
 /**
  * `GET /types/record` (README, "Routes"): the SDK's `Record` enum, whose values are what
@@ -15,19 +21,13 @@ export const recordTypesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['sns'],
         summary: "The SDK's Record enum: name -> value; the values go in /record-key-v2's path",
         response: {
-          200: Type.Object(
-            {
-              s: Type.Literal('ok'),
-              result: Type.Record(Type.String(), Type.String()),
-            },
-            {
-              description:
-                'Every record type of @bonfida/spl-name-service, enum name to value. The value ' +
-                '(`SOL`, `email`, `IPFS`) is what /record-key-v2 takes, not the name (`Email`).',
-              examples: [ok(RECORD_ENUM)],
-              headers: { 'Cache-Control': HEADER.typesCacheControl, ETag: HEADER.etag },
-            },
-          ),
+          200: okResponse(Type.Record(Type.String(), Type.String()), {
+            description:
+              'Every record type of @bonfida/spl-name-service, enum name to value. The value ' +
+              '(`SOL`, `email`, `IPFS`) is what /record-key-v2 takes, not the name (`Email`).',
+            examples: [ok(RECORD_ENUM)],
+            headers: { 'Cache-Control': HEADER.typesCacheControl, ETag: HEADER.etag },
+          }),
           304: notModifiedResponse,
           503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
         },

@@ -8,7 +8,14 @@ import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import {
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type SubdomainRouteDeps = {
@@ -143,21 +150,18 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         params,
         querystring,
         response: {
-          200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.Array(Type.String()) },
-            {
-              description:
-                'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). ' +
-                "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
-              examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
-              headers: {
-                'Cache-Control': HEADER.subdomainsCacheControl,
-                Age: HEADER.age,
-                ETag: HEADER.etag,
-                'X-Cache': HEADER.xCache,
-              },
+          200: okResponse(Type.Array(Type.String()), {
+            description:
+              'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). ' +
+              "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
+            examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
+            headers: {
+              'Cache-Control': HEADER.subdomainsCacheControl,
+              Age: HEADER.age,
+              ETag: HEADER.etag,
+              'X-Cache': HEADER.xCache,
             },
-          ),
+          }),
           304: notModifiedResponse,
           400: errorResponse(
             '`Invalid input`: a parent that is not exactly one non-empty label, or a refused ' +
