@@ -21,7 +21,7 @@ import {
 } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
-import { HotKeyTracker } from '../subdomains/hot-keys.js';
+import { HotParentCounter } from '../subdomains/hot-parents.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
 
@@ -77,16 +77,16 @@ export async function startApi(
   );
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
 
-  const hotKeys =
+  const hotParents =
     config.HOT_KEYS_TOP_N > 0
-      ? new HotKeyTracker(
+      ? new HotParentCounter(
           command,
           config.QUEUE_PREFIX,
           config.CACHE_FRESH_SECONDS * 1000,
           config.HOT_KEYS_MAX_TRACKED,
         )
       : undefined;
-  hotKeys?.start();
+  hotParents?.start();
 
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
@@ -98,7 +98,7 @@ export async function startApi(
     logger,
     waitMs: config.SUBDOMAINS_WAIT_MS,
     maxWaiting: config.QUEUE_MAX_WAITING,
-    hotKeys,
+    hotParents,
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
@@ -149,7 +149,7 @@ export async function startApi(
         // server's close is not held up by waits that can outlast it.
         lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25);
         await app.close();
-        await hotKeys?.close();
+        await hotParents?.close();
         await listener.close();
         for (const q of [queue, overrideQueue]) {
           await q.close().catch((err: unknown) => logger.warn({ err }, 'queue close failed'));

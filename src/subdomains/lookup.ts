@@ -18,7 +18,7 @@ import {
   type RefreshJobData,
 } from '../queue/refresh-queue.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
-import type { HotKeyTracker } from './hot-keys.js';
+import type { HotParentCounter } from './hot-parents.js';
 import { InProcessCopy } from './in-process-copy.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
@@ -42,8 +42,8 @@ export type SubdomainLookupDeps = {
   waitMs: number;
   /** Cold misses shed with 503 past this many waiting jobs (`QUEUE_MAX_WAITING`). */
   maxWaiting: number;
-  /** Counts requests per parent so the worker keeps the hottest fresh; off when absent. */
-  hotKeys?: HotKeyTracker;
+  /** Counts requests per parent so the worker keeps hot parents fresh; off when absent. */
+  hotParents?: HotParentCounter;
   /** Bytes of labels kept in the process-local copy of fresh entries (0: none). */
   localCacheBytes?: number;
   /** The endpoint whose fresh entries are kept in process: the default one (none when absent). */
@@ -97,7 +97,7 @@ export class SubdomainLookup {
   peek(parent: string, endpoint: RpcEndpoint, now = Date.now()): LookupResult | undefined {
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
-    this.deps.hotKeys?.hit(parent);
+    this.deps.hotParents?.hit(parent);
     this.deps.metrics.countCacheHit();
     return { entry, state: 'HIT' };
   }
@@ -120,7 +120,7 @@ export class SubdomainLookup {
     if (kept) return kept;
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
-    if (endpoint.kind === 'default') this.deps.hotKeys?.hit(parent);
+    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent);
     const read = await this.read(key);
     const { entry } = read;
     if (entry) {

@@ -13,8 +13,8 @@ import { classifyChange, type Change } from '../../src/sns/change.js';
 import { DecodeThread } from '../../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../../src/sns/subdomain-discovery.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/sns/pda.js';
-import { hottestParents } from '../../src/subdomains/hot-keys.js';
-import { hotScanIntervalMs } from '../hot-refresh.js';
+import { topHotParents } from '../../src/subdomains/hot-parents.js';
+import { hotParentScanIntervalMs } from '../hot-parent-scan.js';
 import { ProgramSubscriber, type AccountNotification } from './program-subscriber.js';
 
 const MULTIPLE_ACCOUNTS_BATCH = 100;
@@ -93,7 +93,7 @@ export class ParentWatcher {
   private readonly checkMs: number;
 
   constructor(private readonly deps: ParentWatcherDeps) {
-    this.checkMs = hotScanIntervalMs(deps.freshMs);
+    this.checkMs = hotParentScanIntervalMs(deps.freshMs);
     this.redlock = new Redlock([deps.redis], { retryCount: 0 });
     // Redlock reports failed extensions of `using` as events; a missing listener would throw.
     this.redlock.on('error', () => undefined);
@@ -157,7 +157,7 @@ export class ParentWatcher {
       await this.releaseAll();
       return;
     }
-    const hot = new Set(await hottestParents(deps.redis, deps.prefix, deps.freshMs, deps.topN));
+    const hot = new Set(await topHotParents(deps.redis, deps.prefix, deps.freshMs, deps.topN));
     await Promise.all(
       [...this.leases].map(async ([parent, lock]) => {
         if (!hot.has(parent)) {
