@@ -107,8 +107,11 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   // (an invalid one throws, and is not kept).
   const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
 
-  /** Everything but a warm hit: Redis, the queue, the wait for a refresh. */
-  const lookUp = async (
+  /**
+   * Everything but a warm hit: selects the endpoint, then {@link SubdomainLookup.lookup} (Redis,
+   * the queue, the wait for a refresh) and sends its answer.
+   */
+  const answerThroughRedis = async (
     req: FastifyRequest,
     reply: FastifyReply,
     parent: string,
@@ -206,7 +209,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           return;
         }
       }
-      return lookUp(req, reply, parent, req.query.rpc);
+      return answerThroughRedis(req, reply, parent, req.query.rpc);
     },
   );
 
