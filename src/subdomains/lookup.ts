@@ -29,7 +29,7 @@ export type LookupResult = { entry: CacheEntry; state: CacheState };
  * An entry read from Redis (null: none), and the in-process copy's generation of when the read
  * began ({@link InProcessCopy.generation}).
  */
-type Read<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
+type EntryRead<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
 
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
@@ -62,7 +62,7 @@ export type SubdomainLookupDeps = {
  * `no-store`, rare) read Redis.
  */
 export class SubdomainLookup {
-  private readonly inflight = new Map<string, Promise<Read<CacheEntry>>>();
+  private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
   /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
   private readonly closing = new AbortController();
@@ -159,7 +159,7 @@ export class SubdomainLookup {
     parent: string,
     endpoint: RpcEndpoint,
     admitNewRefresh: () => Promise<void>,
-  ): Promise<Read<CacheEntry>> {
+  ): Promise<EntryRead<CacheEntry>> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
     const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs);
@@ -167,7 +167,7 @@ export class SubdomainLookup {
       const raced = await this.read(key);
       if (raced.entry) {
         wait.cancel();
-        return raced as Read<CacheEntry>;
+        return raced as EntryRead<CacheEntry>;
       }
       await this.enqueue(key, parent, endpoint, admitNewRefresh);
     } catch (err) {
@@ -193,7 +193,7 @@ export class SubdomainLookup {
     if (!read.entry) {
       throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
     }
-    return read as Read<CacheEntry>;
+    return read as EntryRead<CacheEntry>;
   }
 
   /**
@@ -211,7 +211,7 @@ export class SubdomainLookup {
   }
 
   /** Reads the entry, with the in-process copy's generation of when the read began. */
-  private async read(key: string): Promise<Read> {
+  private async read(key: string): Promise<EntryRead> {
     const generation = this.local?.generation ?? 0;
     try {
       return { entry: await this.deps.cache.get(key), generation };
