@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { startGateway, waitFor } from './support/gateway.js';
-import { startRedisProcess } from './support/redis-process.js';
+import { startPrivateRedis } from './support/private-redis.js';
 import { redisKeys } from '../src/redis-keys.js';
 
 /**
@@ -31,7 +31,7 @@ describe('/readyz', () => {
 
   it('says when Redis refuses writes (OOM at maxmemory), staying ready for what still works', async () => {
     // A private redis-server: never the shared one.
-    const server = await startRedisProcess();
+    const server = await startPrivateRedis();
     const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
     const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
     try {
@@ -65,7 +65,7 @@ describe('/readyz', () => {
   });
 
   it('says Redis is down when it is unreachable', async () => {
-    const server = await startRedisProcess();
+    const server = await startPrivateRedis();
     const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
     try {
       await server.stop();
