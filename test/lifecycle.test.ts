@@ -192,11 +192,10 @@ describe('closing with open connections', () => {
       });
       // The API has counted the miss: the request waits for its refresh, which the simulator
       // holds for 600 ms (its call is recorded only when answered, so it cannot be waited on).
-      await waitFor(async () =>
-        (await gw.metrics.cacheLookups.get()).values.some(
-          (v) => v.labels.result === 'miss' && v.value === 1,
-        ),
-      );
+      await waitFor(async () => {
+        const lookups = await gw.metrics.registry.getSingleMetric('sns_cache_lookups_total')?.get();
+        return lookups?.values.some((v) => v.labels.result === 'miss' && v.value === 1) === true;
+      });
       const started = Date.now();
       const closing = gw.api.close();
       // Without `Connection: close` the client would keep the socket for the keep-alive time-out

@@ -98,7 +98,7 @@ export class SubdomainLookup {
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent);
-    this.deps.metrics.countCacheHit();
+    this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
   }
 
@@ -125,11 +125,11 @@ export class SubdomainLookup {
     const { entry } = read;
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
-        metrics.countCacheHit();
+        metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
       }
-      metrics.cacheLookups.inc({ result: 'stale' });
+      metrics.countCacheLookup('stale');
       // A popular stale key would otherwise run BullMQ's add script on every request; one add
       // per key per second and process is enough (the job is deduplicated anyway).
       if (!this.recentlyQueued.has(key)) {
@@ -140,7 +140,7 @@ export class SubdomainLookup {
       }
       return { entry, state: 'STALE' };
     }
-    metrics.cacheLookups.inc({ result: 'miss' });
+    metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
     let flight = this.inflight.get(key);
     if (!flight) {
