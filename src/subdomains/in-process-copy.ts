@@ -23,9 +23,9 @@ export type InProcessCopyOptions = {
  * entry.
  *
  * Keyed by parent alone: a warm hit then hashes the short label the route already holds instead
- * of building and hashing the cache key (BENCHMARKS.md). Freshness is checked here, on
- * `fetchedAt`, rather than with lru-cache's TTL, which reads the clock and keeps timestamps of
- * its own for the same answer.
+ * of building and hashing the cache key (BENCHMARKS.md, "Costs the code's comments refer to").
+ * Freshness is checked here, on `fetchedAt`, rather than with lru-cache's TTL, which reads the
+ * clock and keeps timestamps of its own for the same answer.
  */
 export class InProcessCopy {
   private readonly entries: LRUCache<string, CacheEntry>;

@@ -8,7 +8,8 @@ import fp from 'fastify-plugin';
  * (which `server.close()` ends) nor in flight, so `app.close()` would wait for them forever.
  *
  * Tells them apart by the byte count every socket keeps anyway: a `'data'` listener would take
- * the socket off Node's native HTTP parsing and slow every request (BENCHMARKS.md, session 2).
+ * the socket off Node's native HTTP parsing and slow every request (BENCHMARKS.md, "Costs the
+ * code's comments refer to").
  * Wrapped with fastify-plugin, so its hook applies to the whole server.
  */
 export const closeSilentSockets = fp(
