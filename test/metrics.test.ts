@@ -1,7 +1,7 @@
 /**
  * The metrics contract (docs/observability.md, "The metrics"), read the way Prometheus reads it:
  * real traffic through the real API and BullMQ worker against the RPC simulator, then the
- * `/metrics` text parsed (prom2javascript, and `promtool check metrics` when installed).
+ * `/metrics` text parsed (test/support/prometheus.ts, and `promtool check metrics` when installed).
  */
 import { readFileSync } from 'node:fs';
 import net from 'node:net';

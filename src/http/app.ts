@@ -98,7 +98,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // A request's child logger is made when it logs a line, not for every request.
     childLoggerFactory: deferredChildLogger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    // A connection silent this long is dropped (slow-loris, forgotten sockets), in milliseconds.
     // A request must arrive whole within this many milliseconds, and a connection that sends
     // nothing is answered 408 and closed after as long (slow-loris, forgotten sockets): Node
     // checks every connection at once every few seconds. Fastify's `connectionTimeout` would arm
