@@ -13,7 +13,7 @@ import { spawnMain } from '../test/support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc } from '../test/support/hostile-rpc.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
-import { benchPrefix, deletePrefix, machine, table, writeSection } from './lib.js';
+import { benchPrefix, deleteKeysAt, machine, table, writeSection } from './lib.js';
 
 const flags = parseBenchArgs({
   command: 'npm run bench:hostile',
@@ -146,7 +146,7 @@ async function main(): Promise<void> {
     await gateway.kill('SIGKILL');
     await hostile.close();
     await sim.close();
-    await deletePrefix(REDIS_URL, prefix);
+    await deleteKeysAt(REDIS_URL, prefix);
   }
 }
 

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import * as prettier from 'prettier';
-import { deletePrefix as deleteKeysUnder } from '../test/support/redis-keys.js';
+import { deletePrefix } from '../test/support/redis-keys.js';
 
 export type Role = 'api' | 'worker' | 'baseline' | 'ceiling' | 'sim';
 
@@ -187,7 +187,7 @@ export async function withBenchRun<T>(
     });
   } finally {
     for (const child of children.reverse()) await child.stop().catch(() => undefined);
-    const deleted = await deletePrefix(redisUrl, prefix).catch(() => -1);
+    const deleted = await deleteKeysAt(redisUrl, prefix).catch(() => -1);
     process.stderr.write(`deleted ${deleted} Redis keys under ${prefix}\n`);
     for (const step of deferred.reverse()) await step().catch(() => undefined);
   }
@@ -196,11 +196,16 @@ export async function withBenchRun<T>(
 /** A key prefix of this run alone, deleted at the end. */
 export const benchPrefix = () => `snsgw-bench-${process.pid}-${randomBytes(4).toString('hex')}`;
 
-/** Deletes every key under `prefix` on `redisUrl` (test/support/redis-keys.ts), with a connection of its own. */
-export async function deletePrefix(redisUrl: string, prefix: string): Promise<number> {
+/**
+ * {@link deletePrefix} (test/support/redis-keys.ts) on the Redis at `redisUrl`, through a
+ * connection of its own, for scripts that hold none.
+ *
+ * @returns how many keys were deleted.
+ */
+export async function deleteKeysAt(redisUrl: string, prefix: string): Promise<number> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
   try {
-    return await deleteKeysUnder(redis, prefix);
+    return await deletePrefix(redis, prefix);
   } finally {
     redis.disconnect();
   }

@@ -17,7 +17,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { parseBenchArgs } from './cli.js';
-import { startRedisProcess } from '../test/support/redis-process.js';
+import { startPrivateRedis } from '../test/support/private-redis.js';
 import {
   seedDemoChain,
   SimChain,
@@ -83,7 +83,7 @@ async function main(): Promise<void> {
   log(
     `soak: ${SECONDS} s, ${CONNECTIONS} connections, on ${m.cores} cores (${m.cpu}), Node ${m.node}`,
   );
-  const redis = await startRedisProcess();
+  const redis = await startPrivateRedis();
   await withBenchRun(redis.url, async ({ prefix, start, defer }) => {
     defer(() => redis.destroy());
     const chain = new SimChain();

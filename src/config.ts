@@ -228,6 +228,11 @@ export const configSchema = z
     WORKER_STALLED_INTERVAL_MS: int(100, 3_600_000, 30_000),
     JOB_ATTEMPTS: int(1, 100, 5),
     JOB_BACKOFF_MS: int(0, 3_600_000, 2_000),
+    /**
+     * Prefix of every Redis key and channel of the gateway, not only the queue's: cache entries,
+     * BullMQ's keys, hot-parent counts, leases, the cold-miss limit (src/redis-keys.ts). The name
+     * is historical and kept so deployments keep working; a hash tag on Redis Cluster (below).
+     */
     QUEUE_PREFIX: z.preprocess(
       unsetIfEmpty,
       z

@@ -1,5 +1,6 @@
 /**
- * Typed errors and the response envelope. The texts of 400, 500 and 502 are the contract's; the
+ * Typed errors and the error envelope (the success envelope is the HTTP layer's:
+ * src/http/schemas.ts). The texts of 400, 500 and 502 are the contract's; the
  * gateway answers every other error in the same envelope (docs/design.md, "Endpoints and the
  * error contract").
  */
@@ -9,7 +10,6 @@
  * accepted, for people reading the answer (clients branch on the status and `result` only).
  */
 export type ErrorEnvelope = { s: 'error'; result: string; detail?: string };
-export type OkEnvelope<T> = { s: 'ok'; result: T };
 
 export const ERROR_TEXT = {
   invalidInput: 'Invalid input',
@@ -144,6 +144,3 @@ export function echoInput(raw: string): string {
   const cut = chars.length > MAX_ECHO_CHARS || raw.length > MAX_ECHO_CHARS * 4;
   return JSON.stringify(chars.slice(0, MAX_ECHO_CHARS).join('') + (cut ? '…' : ''));
 }
-
-/** Builds the envelope of a success answer. */
-export const ok = <T>(result: T): OkEnvelope<T> => ({ s: 'ok', result });

@@ -5,7 +5,7 @@ import { Registry } from 'prom-client';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startWorker } from '../worker/runtime.js';
 import { getJson, startGateway, waitFor } from './support/gateway.js';
-import { startRedisProcess } from './support/redis-process.js';
+import { startPrivateRedis } from './support/private-redis.js';
 import { redisKeys } from '../src/redis-keys.js';
 
 /**
@@ -35,7 +35,7 @@ describe('/readyz', () => {
 
   it('says when Redis refuses writes (OOM at maxmemory), staying ready for what still works', async () => {
     // A private redis-server: never the shared one.
-    const server = await startRedisProcess();
+    const server = await startPrivateRedis();
     const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
     const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
     try {
@@ -69,7 +69,7 @@ describe('/readyz', () => {
   });
 
   it('says Redis is down when it is unreachable', async () => {
-    const server = await startRedisProcess();
+    const server = await startPrivateRedis();
     const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
     try {
       await server.stop();
@@ -89,7 +89,7 @@ describe('/readyz', () => {
 
 describe("the worker's /readyz (WORKER_METRICS_PORT)", () => {
   it('answers as the API does: ready with Redis, 503 without it', async () => {
-    const server = await startRedisProcess();
+    const server = await startPrivateRedis();
     const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
     const worker = await startWorker(
       gw.config,

@@ -5,7 +5,7 @@ import { REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
 import { startWorker } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
 import { hasBinary } from './support/programs.js';
-import { startRedisProcess, type RedisProcess } from './support/redis-process.js';
+import { startPrivateRedis, type PrivateRedis } from './support/private-redis.js';
 
 /**
  * Redis faults (docs/design.md, "Shape": derivations need no Redis; the subdomain route fails fast
@@ -31,7 +31,7 @@ function inspector(url: string): Redis {
 }
 
 /** The gateway on the private Redis (startGateway keeps its inspection connection quiet). */
-async function gatewayOn(server: RedisProcess, opts: Parameters<typeof startGateway>[0] = {}) {
+async function gatewayOn(server: PrivateRedis, opts: Parameters<typeof startGateway>[0] = {}) {
   return startGateway({ ...opts, env: { REDIS_URL: server.url, ...opts.env } });
 }
 
@@ -40,7 +40,7 @@ async function gatewayOn(server: RedisProcess, opts: Parameters<typeof startGate
  * restart it first waits for a refresh to go through: BullMQ's `Worker.close()` never returns
  * while the worker's blocking connection is still reconnecting (taskforcesh/bullmq#4656).
  */
-async function closeOn(server: RedisProcess, gw: Gateway): Promise<void> {
+async function closeOn(server: PrivateRedis, gw: Gateway): Promise<void> {
   if (!server.running) {
     await server.start();
     if (gw.worker) {
@@ -55,9 +55,9 @@ const available = hasBinary('redis-server');
 if (!available) console.warn('Redis fault tests skipped: redis-server is not installed');
 
 describe.skipIf(!available)('Redis killed and restarted under the API and the worker', () => {
-  let server: RedisProcess;
+  let server: PrivateRedis;
   beforeAll(async () => {
-    server = await startRedisProcess();
+    server = await startPrivateRedis();
   });
   afterAll(async () => {
     await server?.destroy();

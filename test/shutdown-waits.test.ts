@@ -12,11 +12,10 @@ describe('shutdown with requests waiting for a refresh', () => {
     try {
       gw.sim.setFaults([{ kind: 'delay', ms: 20_000 }]);
       const waiting = gw.get('/subdomains/67679');
-      await waitFor(async () =>
-        (await gw.metrics.cacheLookups.get()).values.some(
-          (v) => v.labels.result === 'miss' && v.value === 1,
-        ),
-      );
+      await waitFor(async () => {
+        const lookups = await gw.metrics.registry.getSingleMetric('sns_cache_lookups_total')?.get();
+        return lookups?.values.some((v) => v.labels.result === 'miss' && v.value === 1) === true;
+      });
       const started = Date.now();
       const closing = gw.api.close();
       const answer = await waiting;

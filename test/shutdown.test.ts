@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { closeSteps, SAME_SIGNAL_MS } from '../src/runtime/shutdown.js';
 import { startGateway, waitFor } from './support/gateway.js';
-import { startRedisProcess } from './support/redis-process.js';
+import { startPrivateRedis } from './support/private-redis.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -38,7 +38,7 @@ describe('closeSteps', () => {
 describe("the API's close", () => {
   it('closes its Redis connections even when the HTTP server fails to close', async () => {
     // A private redis-server, so CLIENT LIST shows this API's connections only.
-    const server = await startRedisProcess();
+    const server = await startPrivateRedis();
     const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
     const gw = await startGateway({ worker: false, env: { REDIS_URL: server.url } });
     const apiConnections = async () =>

@@ -23,11 +23,11 @@ import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
 import { closeSteps } from '../src/runtime/shutdown.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';
 import {
-  createHotScanQueue,
-  createHotScanWorker,
-  runHotScan,
-  scheduleHotScans,
-} from './hot-refresh.js';
+  createHotParentScanQueue,
+  createHotParentScanWorker,
+  runHotParentScan,
+  scheduleHotParentScans,
+} from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
@@ -139,10 +139,10 @@ export async function startWorker(
   queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
   const freshMs = config.CACHE_FRESH_SECONDS * 1000;
   const defaultEndpoint = endpoints.defaultEndpoint;
-  const hotScan =
+  const hotParentScan =
     config.HOT_KEYS_TOP_N > 0 && defaultEndpoint
       ? () =>
-          runHotScan({
+          runHotParentScan({
             redis: command,
             cache,
             queue,
@@ -183,15 +183,17 @@ export async function startWorker(
       { ...processorDeps, lane: overrideLane },
     ),
   ];
-  const hotScans = hotScan ? createHotScanQueue(queueConnection, config.QUEUE_PREFIX) : undefined;
-  hotScans?.on('error', (err) => redisErrors.report(err, 'worker hot-parent scan queue'));
-  if (hotScan && hotScans) {
+  const hotParentScans = hotParentScan
+    ? createHotParentScanQueue(queueConnection, config.QUEUE_PREFIX)
+    : undefined;
+  hotParentScans?.on('error', (err) => redisErrors.report(err, 'worker hot-parent scan queue'));
+  if (hotParentScan && hotParentScans) {
     workers.push(
-      createHotScanWorker(workerConnection, config.QUEUE_PREFIX, hotScan, (err) =>
+      createHotParentScanWorker(workerConnection, config.QUEUE_PREFIX, hotParentScan, (err) =>
         redisErrors.report(err, 'hot-parent scan worker'),
       ),
     );
-    await scheduleHotScans(hotScans, queue, freshMs).catch((err: unknown) =>
+    await scheduleHotParentScans(hotParentScans, queue, freshMs).catch((err: unknown) =>
       logger.warn(
         { err: String(err) },
         'could not schedule hot-parent scans (retried at next start)',
@@ -297,7 +299,7 @@ export async function startWorker(
               name: 'worker queues',
               close: async () => {
                 await queue.close().catch(() => undefined);
-                await hotScans?.close().catch(() => undefined);
+                await hotParentScans?.close().catch(() => undefined);
               },
             },
             {

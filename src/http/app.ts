@@ -2,7 +2,6 @@ import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import type { Queue } from 'bullmq';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Socket } from 'node:net';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -23,10 +22,12 @@ import { deferredChildLogger } from './request-logger.js';
 import { installEtags } from './etag.js';
 import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
+import { closeSilentSockets } from './plugins/close-silent-sockets.js';
 import { docsPlugin } from './plugins/docs.js';
 import { homeRoutes } from './routes/home.js';
 import { opsRoutes, type Readiness } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
+import { recordTypesRoutes } from './routes/record-types.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { redisKeys } from '../redis-keys.js';
 
@@ -97,7 +98,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // A request's child logger is made when it logs a line, not for every request.
     childLoggerFactory: deferredChildLogger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    // A connection silent this long is dropped (slow-loris, forgotten sockets), in milliseconds.
     // A request must arrive whole within this many milliseconds, and a connection that sends
     // nothing is answered 408 and closed after as long (slow-loris, forgotten sockets): Node
     // checks every connection at once every few seconds. Fastify's `connectionTimeout` would arm
@@ -125,22 +125,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   countUnrouted = instrumentRequests(app, deps.metrics);
   installErrorHandling(app);
 
-  // Connections that have not sent a byte yet (browsers and load balancers open spare ones) are
-  // neither idle keep-alives nor in flight, so close() would wait for them forever: drop them
-  // when closing begins. No 'data' listener tells them apart: one would take the socket off
-  // Node's native HTTP parsing and cost every request about 3 µs (BENCHMARKS.md); the byte count
-  // the socket keeps anyway does.
-  const sockets = new Set<Socket>();
-  app.server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
-    for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
   });
+  void app.register(closeSilentSockets);
   // Hooks on every request are callback-style: no promise per request on the hot path. One hook
   // for both checks: the common case costs one more property read, not one more hook.
   app.addHook('onRequest', (req, reply, done) => {
@@ -202,6 +191,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     deriver: deps.deriver,
     cacheSize: deps.config.DERIVATION_CACHE_SIZE,
   });
+  void app.register(recordTypesRoutes);
   void app.register(subdomainRoutes, {
     endpoints: deps.endpoints,
     lookup: deps.lookup,

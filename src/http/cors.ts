@@ -15,8 +15,8 @@ export const CORS_OPTIONS = {
 
 /**
  * What @fastify/cors adds to a non-preflight answer with {@link CORS_OPTIONS}: two constant headers.
- * The hottest routes opt out of its per-request hook (`config: { cors: false }`, about 1.5 µs a
- * request, BENCHMARKS.md) and send these with their answers; the error handler adds them to every
+ * The hottest routes opt out of its per-request hook (`config: { cors: false }`, BENCHMARKS.md,
+ * "Costs the code's comments refer to") and send these with their answers; the error handler adds them to every
  * error answer, so those routes' errors carry them too; preflights still go to @fastify/cors.
  * test/http-extras.test.ts checks all of them give the same headers.
  */

@@ -6,8 +6,8 @@ type LogArgs = [unknown, ...unknown[]];
 /**
  * A request's logger that makes its pino child (`logger.child({ reqId })`) on the first line it
  * logs. Fastify gives every request a child logger; pino serializes the bindings when the child is
- * made, which cost about a microsecond a request under load although, with the access log off,
- * almost no request logs anything. Lines that are logged carry the same bindings as before.
+ * made, a cost on every request (BENCHMARKS.md, "Costs the code's comments refer to") although,
+ * with the access log off, almost no request logs anything. Lines that are logged carry the same bindings as before.
  */
 class DeferredChildLogger implements FastifyBaseLogger {
   #child: FastifyBaseLogger | undefined;

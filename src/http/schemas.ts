@@ -1,4 +1,17 @@
-import { Type, type TSchema } from '@fastify/type-provider-typebox';
+import {
+  Type,
+  type TLiteral,
+  type TObject,
+  type TObjectOptions,
+  type TProperties,
+  type TSchema,
+} from '@fastify/type-provider-typebox';
+
+/** `{ s: "ok", result }`, the envelope of every success answer. */
+export type OkEnvelope<T> = { s: 'ok'; result: T };
+
+/** Builds the envelope of a success answer. */
+export const ok = <T>(result: T): OkEnvelope<T> => ({ s: 'ok', result });
 
 /** `{ s: "error", result: "<short text>" }`, the error envelope of every refusal and failure. */
 export const errorEnvelopeSchema = Type.Object({
@@ -60,6 +73,21 @@ export const HEADER = {
     description: 'Whole seconds to wait before trying again.',
   },
 } as const;
+
+/**
+ * The success answer of a route, `{ s: "ok", result }`, for the OpenAPI document (`options`:
+ * description, examples, headers) and the serializer.
+ *
+ * @param result the schema of `result`.
+ * @param extra properties after `result` (/readyz's `parts`).
+ */
+export function okResponse<R extends TSchema, E extends TProperties = Record<never, never>>(
+  result: R,
+  options: TObjectOptions,
+  extra?: E,
+): TObject<{ s: TLiteral<'ok'>; result: R } & E> {
+  return Type.Object({ s: Type.Literal('ok'), result, ...(extra as E) }, options);
+}
 
 /**
  * One error status of a route for the OpenAPI document: the envelope, what the status means

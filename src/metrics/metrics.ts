@@ -10,6 +10,8 @@ export type EndpointLabel = 'default' | 'override';
  */
 export type RpcOutcome = 'ok' | 'behind' | 'rpc_error' | 'http_error' | 'timeout';
 export type QueueState = 'waiting' | 'active' | 'delayed' | 'failed';
+/** How a subdomain cache lookup went (`SubdomainLookup`'s `HIT`, `STALE`, `MISS`). */
+export type CacheLookupResult = 'hit' | 'stale' | 'miss';
 
 /**
  * Every metric of docs/observability.md's table, registered on one registry. One instance per
@@ -35,14 +37,27 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   const registers = [registry];
   let queueCounts: QueueCountsSource | undefined;
   let pendingHits = 0;
+  const cacheLookups = new Counter({
+    name: 'sns_cache_lookups_total',
+    help: 'Subdomain cache lookups by result.',
+    labelNames: ['result'] as const,
+    registers,
+    collect() {
+      if (pendingHits === 0) return;
+      this.inc({ result: 'hit' }, pendingHits);
+      pendingHits = 0;
+    },
+  });
   const metrics = {
     /**
-     * Counts one cache hit in `sns_cache_lookups_total{result="hit"}`. Hits are the hot path: they
-     * are added up in a number and handed to the counter when the registry is read (its `collect`),
-     * instead of prom-client hashing the label set on every request.
+     * Counts one subdomain cache lookup in `sns_cache_lookups_total{result}`: the only way to
+     * count one. Hits are the hot path: they are added up in a number and handed to the counter
+     * when the registry is read (its `collect`), instead of prom-client hashing the label set on
+     * every request.
      */
-    countCacheHit() {
-      pendingHits++;
+    countCacheLookup(result: CacheLookupResult) {
+      if (result === 'hit') pendingHits++;
+      else cacheLookups.inc({ result });
     },
     /**
      * Sets where `sns_queue_jobs` reads its counts at scrape time. A read slower than
@@ -82,17 +97,6 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Solana JSON-RPC calls retried after a transient failure.',
       labelNames: RPC_LABELS,
       registers,
-    }),
-    cacheLookups: new Counter({
-      name: 'sns_cache_lookups_total',
-      help: 'Subdomain cache lookups by result.',
-      labelNames: ['result'] as const,
-      registers,
-      collect() {
-        if (pendingHits === 0) return;
-        this.inc({ result: 'hit' }, pendingHits);
-        pendingHits = 0;
-      },
     }),
     refreshJobs: new Counter({
       name: 'sns_refresh_jobs_total',

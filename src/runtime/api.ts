@@ -19,7 +19,7 @@ import {
 } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
-import { HotKeyTracker } from '../subdomains/hot-keys.js';
+import { HotParentCounter } from '../subdomains/hot-parents.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { redisKeys } from '../redis-keys.js';
 import { redisReadiness } from './readiness.js';
@@ -83,16 +83,16 @@ export async function startApi(
   );
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
 
-  const hotKeys =
+  const hotParents =
     config.HOT_KEYS_TOP_N > 0
-      ? new HotKeyTracker(
+      ? new HotParentCounter(
           command,
           config.QUEUE_PREFIX,
           config.CACHE_FRESH_SECONDS * 1000,
           config.HOT_KEYS_MAX_TRACKED,
         )
       : undefined;
-  hotKeys?.start();
+  hotParents?.start();
 
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
@@ -104,7 +104,7 @@ export async function startApi(
     logger,
     waitMs: config.SUBDOMAINS_WAIT_MS,
     maxWaiting: config.QUEUE_MAX_WAITING,
-    hotKeys,
+    hotParents,
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
@@ -147,7 +147,7 @@ export async function startApi(
               close: async () => lookup.close(config.SHUTDOWN_TIMEOUT_MS * 0.25),
             },
             { name: 'api http server', close: () => app.close() },
-            { name: 'api hot-parent counts', close: async () => hotKeys?.close() },
+            { name: 'api hot-parent counts', close: async () => hotParents?.close() },
             { name: 'api refresh listener', close: () => listener.close() },
             ...[queue, overrideQueue].map((q) => ({
               name: `api queue ${q.name}`,

@@ -4,8 +4,8 @@
  * of the number the remaining bytes spell, big-endian.
  *
  * The encoder divides by 58^5 over 16-bit limbs, so a 32-byte key takes nine passes instead of
- * the byte-by-digit loop of `base-x` (about 2 µs a key here, some 20% under `bs58`); it also
- * spares the gateway a dependency on `bs58`, which is only web3.js's.
+ * the byte-by-digit loop of `base-x` (faster than `bs58`: BENCHMARKS.md, "Costs the code's
+ * comments refer to"); it also spares the gateway a dependency on `bs58`, which is only web3.js's.
  */
 
 const ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';

@@ -10,8 +10,7 @@ import { recordKeyV2, toBase58 } from './pda.js';
  * record_v2/getRecordV2Key): the record key is the name-program PDA of
  * `sha256("SPL Name Service" + "\x02" + record)` with class `CENTRAL_STATE_SNS_RECORDS` and parent
  * the domain's name account. It is computed by `recordKeyV2` of ./pda.ts, bit-identical to the SDK
- * (test/pda.test.ts) and about 15x faster (some 40 µs a key against the SDK's 640 µs on the bench
- * machine).
+ * (test/pda.test.ts) and much faster (BENCHMARKS.md, "Costs the code's comments refer to").
  */
 export class RecordKeyDeriver {
   /**

@@ -18,14 +18,18 @@ import {
   type RefreshJobData,
 } from '../queue/refresh-queue.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
-import type { HotKeyTracker } from './hot-keys.js';
+import type { HotParentCounter } from './hot-parents.js';
+import { InProcessCopy } from './in-process-copy.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
 export type LookupResult = { entry: CacheEntry; state: CacheState };
 
-/** An entry read from Redis (null: none), and the event count of when the read began. */
-type Read<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
+/**
+ * An entry read from Redis (null: none), and the in-process copy's generation of when the read
+ * began ({@link InProcessCopy.generation}).
+ */
+type EntryRead<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
 
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
@@ -38,8 +42,8 @@ export type SubdomainLookupDeps = {
   waitMs: number;
   /** Cold misses shed with 503 past this many waiting jobs (`QUEUE_MAX_WAITING`). */
   maxWaiting: number;
-  /** Counts requests per parent so the worker keeps the hottest fresh; off when absent. */
-  hotKeys?: HotKeyTracker;
+  /** Counts requests per parent so the worker keeps hot parents fresh; off when absent. */
+  hotParents?: HotParentCounter;
   /** Bytes of labels kept in the process-local copy of fresh entries (0: none). */
   localCacheBytes?: number;
   /** The endpoint whose fresh entries are kept in process: the default one (none when absent). */
@@ -53,21 +57,12 @@ export type SubdomainLookupDeps = {
  * misses for one key in this process share one wait (single flight); across processes BullMQ's
  * deduplication makes one job. The API never calls the RPC itself.
  *
- * Fresh entries of the default endpoint are also kept in process, so a warm hit costs no Redis
- * round trip. The copy stays coherent across replicas through the refresh events every process
- * already listens to: an entry is dropped when any worker refreshes its key, everything is
- * dropped when the subscription drops (events could be missed), and nothing is kept while it is
- * down. A copy is never served past its freshness, so staleness is always decided on Redis's
- * entry. Answers through another endpoint (a `?rpc=` override, `no-store`, rare) read Redis.
+ * Fresh entries of the default endpoint are also kept in process ({@link InProcessCopy}), so a
+ * warm hit costs no Redis round trip. Answers through another endpoint (a `?rpc=` override,
+ * `no-store`, rare) read Redis.
  */
 export class SubdomainLookup {
-  private readonly inflight = new Map<string, Promise<Read<CacheEntry>>>();
-  /**
-   * Counts refresh events and subscription losses. A Redis read that began before one of them may
-   * return the entry that event replaced (the event comes on another connection): such an entry
-   * is served, but not kept in process.
-   */
-  private generation = 0;
+  private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
   /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
   private readonly closing = new AbortController();
@@ -75,52 +70,19 @@ export class SubdomainLookup {
   private readonly closed = new Promise<'closed'>((resolve) =>
     this.closing.signal.addEventListener('abort', () => resolve('closed'), { once: true }),
   );
-
-  /**
-   * The in-process copy, keyed by parent alone: a warm hit then hashes the short label the route
-   * already holds instead of building and hashing the ~90-character cache key (about 0.4 µs a
-   * request). Freshness is checked here, on `fetchedAt`, rather than with lru-cache's TTL, which
-   * reads the clock and keeps timestamps of its own for the same answer.
-   */
-  private readonly local: LRUCache<string, CacheEntry> | undefined;
+  /** Fresh entries of the default endpoint kept in process; none when not configured. */
+  private readonly local: InProcessCopy | undefined;
 
   constructor(private readonly deps: SubdomainLookupDeps) {
-    const maxSize = deps.localCacheBytes ?? 0;
-    if (maxSize > 0 && deps.localEndpointId !== undefined) {
-      const local = new LRUCache<string, CacheEntry>({
-        maxSize,
-        sizeCalculation: (entry) => entry.labels.reduce((n, label) => n + label.length + 8, 64),
+    const maxBytes = deps.localCacheBytes ?? 0;
+    if (maxBytes > 0 && deps.localEndpointId !== undefined) {
+      this.local = new InProcessCopy({
+        cache: deps.cache,
+        listener: deps.listener,
+        endpointId: deps.localEndpointId,
+        maxBytes,
       });
-      deps.listener.onRefreshed((endpointId, parent) => {
-        this.generation++;
-        if (endpointId === deps.localEndpointId) local.delete(parent);
-      });
-      deps.listener.onLost(() => {
-        this.generation++;
-        local.clear();
-      });
-      this.local = local;
     }
-  }
-
-  /**
-   * Keeps a fresh entry of the default endpoint in process, if events are flowing and none came
-   * since its read began.
-   */
-  private remember(
-    parent: string,
-    endpoint: RpcEndpoint,
-    { entry, generation }: Read<CacheEntry>,
-  ): void {
-    const local = this.localFor(endpoint);
-    if (!local || generation !== this.generation) return;
-    if (this.deps.cache.freshMsLeft(entry) > 0) local.set(parent, entry);
-  }
-
-  /** The in-process copy, when it serves `endpoint` (the default one) and events are flowing. */
-  private localFor(endpoint: RpcEndpoint): LRUCache<string, CacheEntry> | undefined {
-    if (endpoint.id !== this.deps.localEndpointId || !this.deps.listener.live) return undefined;
-    return this.local;
   }
 
   /**
@@ -133,15 +95,10 @@ export class SubdomainLookup {
    * @param now the clock, in milliseconds since the epoch.
    */
   peek(parent: string, endpoint: RpcEndpoint, now = Date.now()): LookupResult | undefined {
-    const local = this.localFor(endpoint);
-    const entry = local?.get(parent);
-    if (!local || !entry) return undefined;
-    if (this.deps.cache.freshness(entry, now) !== 'fresh') {
-      local.delete(parent);
-      return undefined;
-    }
-    this.deps.hotKeys?.hit(parent);
-    this.deps.metrics.countCacheHit();
+    const entry = this.local?.peek(parent, endpoint, now);
+    if (!entry) return undefined;
+    this.deps.hotParents?.hit(parent);
+    this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
   }
 
@@ -163,16 +120,16 @@ export class SubdomainLookup {
     if (kept) return kept;
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
-    if (endpoint.kind === 'default') this.deps.hotKeys?.hit(parent);
+    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent);
     const read = await this.read(key);
     const { entry } = read;
     if (entry) {
       if (cache.freshness(entry) === 'fresh') {
-        metrics.countCacheHit();
-        this.remember(parent, endpoint, { entry, generation: read.generation });
+        metrics.countCacheLookup('hit');
+        this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
       }
-      metrics.cacheLookups.inc({ result: 'stale' });
+      metrics.countCacheLookup('stale');
       // A popular stale key would otherwise run BullMQ's add script on every request; one add
       // per key per second and process is enough (the job is deduplicated anyway).
       if (!this.recentlyQueued.has(key)) {
@@ -183,7 +140,7 @@ export class SubdomainLookup {
       }
       return { entry, state: 'STALE' };
     }
-    metrics.cacheLookups.inc({ result: 'miss' });
+    metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
     let flight = this.inflight.get(key);
     if (!flight) {
@@ -193,7 +150,7 @@ export class SubdomainLookup {
       this.inflight.set(key, flight);
     }
     const fetched = await flight;
-    this.remember(parent, endpoint, fetched);
+    this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
   }
 
@@ -202,7 +159,7 @@ export class SubdomainLookup {
     parent: string,
     endpoint: RpcEndpoint,
     admitNewRefresh: () => Promise<void>,
-  ): Promise<Read<CacheEntry>> {
+  ): Promise<EntryRead<CacheEntry>> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
     const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs);
@@ -210,7 +167,7 @@ export class SubdomainLookup {
       const raced = await this.read(key);
       if (raced.entry) {
         wait.cancel();
-        return raced as Read<CacheEntry>;
+        return raced as EntryRead<CacheEntry>;
       }
       await this.enqueue(key, parent, endpoint, admitNewRefresh);
     } catch (err) {
@@ -236,7 +193,7 @@ export class SubdomainLookup {
     if (!read.entry) {
       throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
     }
-    return read as Read<CacheEntry>;
+    return read as EntryRead<CacheEntry>;
   }
 
   /**
@@ -253,9 +210,9 @@ export class SubdomainLookup {
     else setTimeout(() => this.closing.abort(), graceMs).unref();
   }
 
-  /** Reads the entry, with the event count of when the read began (see `generation`). */
-  private async read(key: string): Promise<Read> {
-    const generation = this.generation;
+  /** Reads the entry, with the in-process copy's generation of when the read began. */
+  private async read(key: string): Promise<EntryRead> {
+    const generation = this.local?.generation ?? 0;
     try {
       return { entry: await this.deps.cache.get(key), generation };
     } catch (err) {

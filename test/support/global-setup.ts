@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { resolveTestRedis } from './redis-server.js';
+import { resolveTestRedis } from './shared-redis.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { binary } from './programs.js';
-import { redisAnswers } from './redis-process.js';
+import { redisAnswers } from './shared-redis.js';
 
 async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

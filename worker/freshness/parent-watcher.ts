@@ -19,8 +19,8 @@ import { classifyChange, type Change } from '../../src/sns/change.js';
 import { DecodeThread } from '../../src/sns/discovery-runner.js';
 import type { DiscoveryLane } from '../../src/sns/subdomain-discovery.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/sns/pda.js';
-import { hottestParents } from '../../src/subdomains/hot-keys.js';
-import { hotScanIntervalMs } from '../hot-refresh.js';
+import { topHotParents } from '../../src/subdomains/hot-parents.js';
+import { hotParentScanIntervalMs } from '../hot-parent-scan.js';
 import { ProgramSubscriber, type AccountNotification } from './program-subscriber.js';
 
 const MULTIPLE_ACCOUNTS_BATCH = 100;
@@ -132,7 +132,7 @@ export class ParentWatcher {
   private readonly checkMs: number;
 
   constructor(private readonly deps: ParentWatcherDeps) {
-    this.checkMs = hotScanIntervalMs(deps.freshMs);
+    this.checkMs = hotParentScanIntervalMs(deps.freshMs);
     this.redlock = new Redlock([deps.redis], { retryCount: 0 });
     // Redlock reports failed extensions of `using` as events; a missing listener would throw.
     this.redlock.on('error', () => undefined);
@@ -197,7 +197,7 @@ export class ParentWatcher {
       await this.releaseAll();
       return;
     }
-    const ranked = await hottestParents(
+    const ranked = await topHotParents(
       deps.redis,
       deps.prefix,
       deps.freshMs,

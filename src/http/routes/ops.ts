@@ -1,7 +1,7 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
-import { errorEnvelope, ok } from '../../errors.js';
-import { errorResponse, SHUTTING_DOWN } from '../schemas.js';
+import { errorEnvelope } from '../../errors.js';
+import { errorResponse, ok, okResponse, SHUTTING_DOWN } from '../schemas.js';
 
 /** The parts `/readyz` reports, each on its own (its body's `parts`). */
 export type ReadinessParts = {
@@ -59,10 +59,10 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
         tags: ['ops'],
         summary: 'Liveness: the process answers (it needs neither Redis nor the RPC)',
         response: {
-          200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.String() },
-            { description: 'Alive.', examples: [{ s: 'ok', result: 'live' }] },
-          ),
+          200: okResponse(Type.String(), {
+            description: 'Alive.',
+            examples: [{ s: 'ok', result: 'live' }],
+          }),
           503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
         },
       },
@@ -82,8 +82,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
           'it ready, since derivations and cached answers still work. Never cached ' +
           '(`Cache-Control: no-store`). A 503 during shutdown (`Shutting down`) has no `parts`.',
         response: {
-          200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.Literal('ready'), parts: partsSchema },
+          200: okResponse(
+            Type.Literal('ready'),
             {
               description: 'Ready: send it traffic.',
               examples: [
@@ -94,6 +94,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
                 },
               ],
             },
+            { parts: partsSchema },
           ),
           503: Type.Object(
             {

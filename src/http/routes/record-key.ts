@@ -1,15 +1,21 @@
 import type { Record } from '@bonfida/spl-name-service';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
-import { LRUCache } from 'lru-cache';
-import { Doorkeeper } from '../../cache/doorkeeper.js';
-import { InternalError, ok } from '../../errors.js';
+import { AdmittedLru } from '../../cache/admitted-lru.js';
+import { InternalError } from '../../errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
-import { parseRecord, RECORD_ENUM } from '../../sns/records.js';
+import { parseRecord } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import {
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type RecordKeyRouteDeps = {
@@ -24,12 +30,6 @@ export type RecordKeyRouteDeps = {
  */
 const MAX_CACHED_DOMAIN_LENGTH = 128;
 
-/**
- * How many distinct names, in LRU sizes, the doorkeeper remembers before it forgets them all: a
- * name asked for again within about that many other names is admitted.
- */
-const DOORKEEPER_WINDOW = 4;
-
 const WRONG_SHAPE_DETAIL =
   'path must be /record-key-v2/<domain>/<record>; a domain of "." or ".." (%2E) is removed from the URL by the client';
 
@@ -40,22 +40,19 @@ const DERIVATION_HEADERS = Object.freeze({
 });
 
 /**
- * `GET /record-key-v2/:domain/:record` and `GET /types/record` (README, "Routes"). Pure CPU:
- * no Redis, no RPC, so both keep answering while Redis is down (docs/design.md, "Shape").
+ * `GET /record-key-v2/:domain/:record` (README, "Routes"). Pure CPU: no Redis, no RPC, so it keeps
+ * answering while Redis is down (docs/design.md, "Shape").
  *
  * Answers are kept in a bounded LRU keyed by the raw path parameters, rendered (body and ETag), so
  * a hot name costs one map lookup: no parsing, derivation, serialization or hashing. A derivation
  * is pure, so a kept answer never goes stale. An answer is admitted on its name's second request
- * ({@link Doorkeeper}): names asked for once, most of the cold traffic, never evict anything.
+ * ({@link AdmittedLru}): names asked for once, most of the cold traffic, never evict anything.
  */
 export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = async (
   app,
   { deriver, cacheSize },
 ) => {
-  const answers =
-    cacheSize > 0 ? new LRUCache<string, RenderedAnswer>({ max: cacheSize }) : undefined;
-  // Admits an answer on its name's second request: one-off names never churn the LRU.
-  const doorkeeper = cacheSize > 0 ? new Doorkeeper(cacheSize * DOORKEEPER_WINDOW) : undefined;
+  const answers = cacheSize > 0 ? new AdmittedLru<RenderedAnswer>(cacheSize) : undefined;
 
   /** @throws InvalidInputError for a bad name (from the parser); InternalError if the derivation fails. */
   const answer = (rawDomain: string, record: Record): RenderedAnswer => {
@@ -95,14 +92,11 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
           }),
         }),
         response: {
-          200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.String({ description: 'base58 account key' }) },
-            {
-              description: 'The record key. `bonfida` / `SOL` gives this example.',
-              examples: [{ s: 'ok', result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' }],
-              headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
-            },
-          ),
+          200: okResponse(Type.String({ description: 'base58 account key' }), {
+            description: 'The record key. `bonfida` / `SOL` gives this example.',
+            examples: [{ s: 'ok', result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' }],
+            headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
+          }),
           304: notModifiedResponse,
           400: errorResponse(
             '`Invalid input`: an empty label, more than two labels, or a record that is not ' +
@@ -123,7 +117,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
       let rendered = cacheable ? answers.get(key) : undefined;
       if (!rendered) {
         rendered = answer(domain, record);
-        if (cacheable && doorkeeper?.seenBefore(key)) answers.set(key, rendered);
+        if (cacheable) answers.offer(key, rendered);
       }
       // Sent here, not returned: a synchronous handler that sends needs no promise, and a ready
       // string bypasses the schema serializer (the type provider only knows objects).
@@ -132,35 +126,4 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   );
 
   refuseOtherPaths(app, '/record-key-v2', WRONG_SHAPE_DETAIL);
-
-  app.get(
-    '/types/record',
-    {
-      schema: {
-        tags: ['sns'],
-        summary: "The SDK's Record enum: name -> value; the values go in /record-key-v2's path",
-        response: {
-          200: Type.Object(
-            {
-              s: Type.Literal('ok'),
-              result: Type.Record(Type.String(), Type.String()),
-            },
-            {
-              description:
-                'Every record type of @bonfida/spl-name-service, enum name to value. The value ' +
-                '(`SOL`, `email`, `IPFS`) is what /record-key-v2 takes, not the name (`Email`).',
-              examples: [ok(RECORD_ENUM)],
-              headers: { 'Cache-Control': HEADER.typesCacheControl, ETag: HEADER.etag },
-            },
-          ),
-          304: notModifiedResponse,
-          503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
-        },
-      },
-    },
-    async (_req, reply) => {
-      reply.header('cache-control', 'public, max-age=3600');
-      return ok(RECORD_ENUM);
-    },
-  );
 };

@@ -8,7 +8,14 @@ import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
-import { errorResponse, HEADER, INTERNAL, notModifiedResponse, SHUTTING_DOWN } from '../schemas.js';
+import {
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type SubdomainRouteDeps = {
@@ -100,8 +107,11 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   // (an invalid one throws, and is not kept).
   const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
 
-  /** Everything but a warm hit: Redis, the queue, the wait for a refresh. */
-  const lookUp = async (
+  /**
+   * Everything but a warm hit: selects the endpoint, then {@link SubdomainLookup.lookup} (Redis,
+   * the queue, the wait for a refresh) and sends its answer.
+   */
+  const answerThroughRedis = async (
     req: FastifyRequest,
     reply: FastifyReply,
     parent: string,
@@ -143,21 +153,18 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         params,
         querystring,
         response: {
-          200: Type.Object(
-            { s: Type.Literal('ok'), result: Type.Array(Type.String()) },
-            {
-              description:
-                'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). ' +
-                "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
-              examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
-              headers: {
-                'Cache-Control': HEADER.subdomainsCacheControl,
-                Age: HEADER.age,
-                ETag: HEADER.etag,
-                'X-Cache': HEADER.xCache,
-              },
+          200: okResponse(Type.Array(Type.String()), {
+            description:
+              'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). ' +
+              "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
+            examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
+            headers: {
+              'Cache-Control': HEADER.subdomainsCacheControl,
+              Age: HEADER.age,
+              ETag: HEADER.etag,
+              'X-Cache': HEADER.xCache,
             },
-          ),
+          }),
           304: notModifiedResponse,
           400: errorResponse(
             '`Invalid input`: a parent that is not exactly one non-empty label, or a refused ' +
@@ -202,7 +209,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           return;
         }
       }
-      return lookUp(req, reply, parent, req.query.rpc);
+      return answerThroughRedis(req, reply, parent, req.query.rpc);
     },
   );
 

@@ -2,11 +2,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { freePort } from './ports.js';
 import { findBinary } from './programs.js';
+import { redisAnswers } from './shared-redis.js';
 
-export type RedisProcess = {
+export type PrivateRedis = {
   readonly port: number;
   readonly url: string;
   /** The data directory (append-only file), kept across `stop()` and `start()`. */
@@ -36,9 +36,9 @@ export type RedisProcess = {
  *
  * @param bin the server binary (`REDIS_SERVER_BIN`, else `redis-server` on the PATH).
  */
-export async function startRedisProcess(
+export async function startPrivateRedis(
   bin = process.env.REDIS_SERVER_BIN ?? findBinary('redis-server') ?? 'redis-server',
-): Promise<RedisProcess> {
+): Promise<PrivateRedis> {
   const dir = await mkdtemp(join(tmpdir(), 'sns-gateway-redis-'));
   const port = await freePort();
   const url = `redis://127.0.0.1:${port}`;
@@ -125,23 +125,4 @@ export async function startRedisProcess(
       await rm(dir, { recursive: true, force: true });
     },
   };
-}
-
-/** True when a Redis at `url` answers PING within about half a second. */
-export async function redisAnswers(url: string, connectTimeoutMs = 500): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    connectTimeout: connectTimeoutMs,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
 }

@@ -5,10 +5,10 @@ import { redisKeys } from '../redis-keys.js';
  * Request counts per parent, for refreshing hot entries ahead of expiry (docs/design.md, "The
  * refresh queue", hot parents). Counted in process and flushed to Redis once a second, so the
  * hot path pays no extra round trip; in Redis one sorted set per freshness window, trimmed to
- * `maxTracked` members and expiring after two windows, so memory stays bounded and keys nobody
+ * `maxTracked` members and expiring after two windows, so memory stays bounded and parents nobody
  * asks for drop out by themselves.
  */
-export class HotKeyTracker {
+export class HotParentCounter {
   private counts = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
 
@@ -42,7 +42,7 @@ export class HotKeyTracker {
     if (this.counts.size === 0) return;
     const batch = this.counts;
     this.counts = new Map();
-    const key = hotKeysWindowKey(this.prefix, this.windowMs, now);
+    const key = hotParentsWindowKey(this.prefix, this.windowMs, now);
     const pipeline = this.redis.pipeline();
     for (const [parent, n] of batch) pipeline.zincrby(key, n, parent);
     pipeline.zremrangebyrank(key, 0, -(this.maxTracked + 1));
@@ -59,7 +59,7 @@ export class HotKeyTracker {
 }
 
 /** The sorted set of the window holding `now`. */
-export function hotKeysWindowKey(prefix: string, windowMs: number, now: number): string {
+export function hotParentsWindowKey(prefix: string, windowMs: number, now: number): string {
   return redisKeys(prefix).hotParents(Math.floor(now / windowMs));
 }
 
@@ -67,7 +67,7 @@ export function hotKeysWindowKey(prefix: string, windowMs: number, now: number):
  * The `topN` most requested parents over the current and the previous window, most requested
  * first.
  */
-export async function hottestParents(
+export async function topHotParents(
   redis: RedisClient,
   prefix: string,
   windowMs: number,
@@ -75,8 +75,8 @@ export async function hottestParents(
   now = Date.now(),
 ): Promise<string[]> {
   const keys = [
-    hotKeysWindowKey(prefix, windowMs, now),
-    hotKeysWindowKey(prefix, windowMs, now - windowMs),
+    hotParentsWindowKey(prefix, windowMs, now),
+    hotParentsWindowKey(prefix, windowMs, now - windowMs),
   ];
   const totals = new Map<string, number>();
   for (const key of keys) {

@@ -3,43 +3,43 @@ import type { RedisClient } from '../src/redis.js';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { redisKeys } from '../src/redis-keys.js';
-import { hottestParents } from '../src/subdomains/hot-keys.js';
+import { topHotParents } from '../src/subdomains/hot-parents.js';
 
 /**
  * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
  * reads), and on a refresh queue it took a start of the RPC rate limiter each time.
  */
-export const HOT_SCAN_QUEUE = 'hot-parent-scans';
-const HOT_SCAN_JOB = 'hot-scan';
+export const HOT_PARENT_SCAN_QUEUE = 'hot-parent-scans';
+const HOT_PARENT_SCAN_JOB = 'hot-scan';
 const SCHEDULER_ID = 'hot-parents';
 
 /**
- * How often the hottest parents are checked: six times per freshness window (at least every
+ * How often the hot parents are checked: six times per freshness window (at least every
  * 500 ms), so an entry is refreshed within its last third of freshness, before it goes stale.
  */
-export const hotScanIntervalMs = (freshMs: number) => Math.max(500, Math.floor(freshMs / 6));
+export const hotParentScanIntervalMs = (freshMs: number) => Math.max(500, Math.floor(freshMs / 6));
 
 /**
- * Installs (or updates) the BullMQ job scheduler of hot-parent scans on {@link HOT_SCAN_QUEUE}, and
+ * Installs (or updates) the BullMQ job scheduler of hot-parent scans on {@link HOT_PARENT_SCAN_QUEUE}, and
  * removes the one an earlier release kept on the refresh queue. Idempotent: every worker calls it
  * at start and BullMQ keeps one scheduler per id.
  */
-export async function scheduleHotScans(
+export async function scheduleHotParentScans(
   queue: Queue,
   refreshQueue: Queue<RefreshJobData>,
   freshMs: number,
 ): Promise<void> {
   await queue.upsertJobScheduler(
     SCHEDULER_ID,
-    { every: hotScanIntervalMs(freshMs) },
-    { name: HOT_SCAN_JOB, opts: { removeOnComplete: true, removeOnFail: 100 } },
+    { every: hotParentScanIntervalMs(freshMs) },
+    { name: HOT_PARENT_SCAN_JOB, opts: { removeOnComplete: true, removeOnFail: 100 } },
   );
   await refreshQueue.removeJobScheduler(SCHEDULER_ID);
 }
 
 /** The queue of hot-parent scans (for its scheduler). */
-export function createHotScanQueue(connection: ConnectionOptions, prefix: string): Queue {
-  return new Queue(HOT_SCAN_QUEUE, { connection, prefix });
+export function createHotParentScanQueue(connection: ConnectionOptions, prefix: string): Queue {
+  return new Queue(HOT_PARENT_SCAN_QUEUE, { connection, prefix });
 }
 
 /**
@@ -48,14 +48,14 @@ export function createHotScanQueue(connection: ConnectionOptions, prefix: string
  *
  * @param onError where the worker's 'error' events go (Redis faults).
  */
-export function createHotScanWorker(
+export function createHotParentScanWorker(
   connection: ConnectionOptions,
   prefix: string,
   scan: () => Promise<unknown>,
   onError: (err: Error) => void,
 ): Worker {
   const worker = new Worker(
-    HOT_SCAN_QUEUE,
+    HOT_PARENT_SCAN_QUEUE,
     async () => {
       await scan();
     },
@@ -65,7 +65,7 @@ export function createHotScanWorker(
   return worker;
 }
 
-export type HotScanDeps = {
+export type HotParentScanDeps = {
   redis: RedisClient;
   cache: SubdomainCache;
   queue: Queue<RefreshJobData>;
@@ -85,12 +85,12 @@ export type HotScanDeps = {
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
-export async function runHotScan(
-  deps: HotScanDeps,
+export async function runHotParentScan(
+  deps: HotParentScanDeps,
   now = Date.now(),
 ): Promise<{ scanned: number; queued: number }> {
-  const parents = await hottestParents(deps.redis, deps.prefix, deps.freshMs, deps.topN, now);
-  const refreshAfterMs = deps.freshMs - 2 * hotScanIntervalMs(deps.freshMs);
+  const parents = await topHotParents(deps.redis, deps.prefix, deps.freshMs, deps.topN, now);
+  const refreshAfterMs = deps.freshMs - 2 * hotParentScanIntervalMs(deps.freshMs);
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
   const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));

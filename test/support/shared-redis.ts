@@ -1,4 +1,4 @@
-import { redisAnswers } from './redis-process.js';
+import { Redis } from 'ioredis';
 
 const LOCAL_REDIS = 'redis://127.0.0.1:6379';
 
@@ -27,5 +27,24 @@ export async function resolveTestRedis(): Promise<{ url: string; stop: () => Pro
       `no Redis for the tests: REDIS_URL is unset, ${LOCAL_REDIS} does not answer, and testcontainers ` +
         `could not start one (${(err as Error).message})`,
     );
+  }
+}
+
+/** True when a Redis at `url` answers PING within about half a second. */
+export async function redisAnswers(url: string, connectTimeoutMs = 500): Promise<boolean> {
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    connectTimeout: connectTimeoutMs,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
   }
 }
