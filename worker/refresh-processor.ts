@@ -89,7 +89,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           scannedAt,
         };
         if (override) {
-          await deps.cache.putOverride(endpoint.id, parent, entry);
+          await deps.cache.putOverride(endpoint.id, parent, { ...entry, accounts: found.members });
           break;
         }
         if ((await deps.cache.put(endpoint.id, parent, entry, found.members)) === 'written') break;

@@ -18,6 +18,12 @@ export type CacheEntry = {
   readonly scanSlot?: number;
   /** When that scan began, in Unix milliseconds. */
   readonly scannedAt?: number;
+  /**
+   * The name accounts behind the labels, inside the entry: for `?rpc=` overrides, whose entries
+   * live apart (short-lived, within a byte budget); the configured endpoint keeps them beside
+   * the entry (see {@link SubdomainCache.getWithAccounts}).
+   */
+  readonly accounts?: EntryAccounts;
 };
 
 /** What the cache knows of one subdomain: its label, and the owner in its name account's header. */
@@ -169,6 +175,7 @@ function entryArgs(entry: CacheEntry): [slot: string, fetchedAt: string, rest: s
     JSON.stringify({
       scanSlot: entry.scanSlot,
       scannedAt: entry.scannedAt,
+      accounts: entry.accounts,
       labels: entry.labels,
     }).slice(1),
   ];
@@ -336,6 +343,10 @@ function parseEntry(raw: string | null): CacheEntry | null {
     if (!Array.isArray(entry.labels) || typeof entry.fetchedAt !== 'number') return null;
     for (const field of ['slot', 'scanSlot', 'scannedAt']) {
       if (typeof entry[field] !== 'number') delete entry[field];
+    }
+    const { accounts } = entry;
+    if (typeof accounts !== 'object' || accounts === null || Array.isArray(accounts)) {
+      delete entry.accounts;
     }
     return entry as CacheEntry;
   } catch {

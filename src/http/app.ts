@@ -28,6 +28,7 @@ import { homeRoutes } from './routes/home.js';
 import { opsRoutes, type Readiness } from './routes/ops.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { recordTypesRoutes } from './routes/record-types.js';
+import { subdomainDetailsRoutes } from './routes/subdomain-details.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { redisKeys } from '../redis-keys.js';
 
@@ -193,6 +194,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   void app.register(recordTypesRoutes);
   void app.register(subdomainRoutes, {
+    endpoints: deps.endpoints,
+    lookup: deps.lookup,
+    freshSeconds: deps.config.CACHE_FRESH_SECONDS,
+    staleSeconds: deps.config.CACHE_STALE_SECONDS,
+  });
+  void app.register(subdomainDetailsRoutes, {
     endpoints: deps.endpoints,
     lookup: deps.lookup,
     freshSeconds: deps.config.CACHE_FRESH_SECONDS,
