@@ -54,6 +54,7 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
         '/readyz',
         '/record-key-v2/{domain}/{record}',
         '/subdomains/{parent}',
+        '/subdomains/{parent}/events',
         '/types/record',
       ].sort(),
     );
