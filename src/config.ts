@@ -246,6 +246,10 @@ export const configSchema = z
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
     TRUST_PROXY: trustProxy,
+    /** Event streams (`/subdomains/:parent/events`) one client address may hold open. */
+    SSE_MAX_PER_CLIENT: int(1, 100_000, 8),
+    /** Event streams one API process holds open. */
+    SSE_MAX_STREAMS: int(1, 10_000_000, 10_000),
     WORKER_METRICS_PORT: int(0, 65535, 9101),
     LOCAL_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),

@@ -55,6 +55,7 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
         '/record-key-v2/{domain}/{record}',
         '/subdomains/{parent}',
         '/subdomains/{parent}/details',
+        '/subdomains/{parent}/events',
         '/types/record',
       ].sort(),
     );

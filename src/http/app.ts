@@ -15,6 +15,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
+import type { LiveUpdates } from '../subdomains/live-updates.js';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
 import { CORS_OPTIONS, preflightErrorAsEnvelope } from './cors.js';
 import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
@@ -30,6 +31,7 @@ import { recordKeyRoutes } from './routes/record-key.js';
 import { recordTypesRoutes } from './routes/record-types.js';
 import { subdomainDetailsRoutes } from './routes/subdomain-details.js';
 import { subdomainRoutes } from './routes/subdomains.js';
+import { subdomainEventRoutes } from './routes/subdomain-events.js';
 import { redisKeys } from '../redis-keys.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
@@ -57,6 +59,8 @@ export type AppDeps = {
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
   lookup?: SubdomainLookup;
+  /** The event streams of `/subdomains/:parent/events`; the route answers 500 when absent. */
+  live?: LiveUpdates;
   /** What `/readyz` reports (see `opsRoutes`); the app adds the shutdown. */
   readiness: () => Promise<Readiness>;
   /** The refresh queue, for the queue UI (shown only when `ADMIN_TOKEN` is set). */
@@ -204,6 +208,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     lookup: deps.lookup,
     freshSeconds: deps.config.CACHE_FRESH_SECONDS,
     staleSeconds: deps.config.CACHE_STALE_SECONDS,
+  });
+  void app.register(subdomainEventRoutes, {
+    endpoints: deps.endpoints,
+    lookup: deps.lookup,
+    live: deps.live,
   });
   void app.register(homeRoutes);
   if (deps.config.ADMIN_TOKEN && deps.queue) {

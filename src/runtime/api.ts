@@ -21,6 +21,7 @@ import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { HotParentCounter } from '../subdomains/hot-parents.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
+import { LiveUpdates } from '../subdomains/live-updates.js';
 import { redisKeys } from '../redis-keys.js';
 import { redisReadiness } from './readiness.js';
 import { closeSteps } from './shutdown.js';
@@ -45,12 +46,14 @@ export type ApiRuntime = {
  * @param opts.resolveHost DNS resolution for the `?rpc=` policy check (tests pass a stub).
  * @param opts.redisErrors where Redis errors are logged, rate-limited (one per process, shared
  *   with the worker); a new one on `logger` if absent.
+ * @param opts.sseHeartbeatMs milliseconds between the event streams' heartbeats (15 s; tests
+ *   shorten it).
  */
 export async function startApi(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { resolveHost?: HostResolver; redisErrors?: RedisErrorLog } = {},
+  opts: { resolveHost?: HostResolver; redisErrors?: RedisErrorLog; sseHeartbeatMs?: number } = {},
 ): Promise<ApiRuntime> {
   const command = createRedis(config, 'command', 'api');
   const queueConnection = createRedis(config, 'queue', 'api');
@@ -108,6 +111,14 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
+  const live = new LiveUpdates({
+    cache,
+    listener,
+    hotParents,
+    maxPerClient: config.SSE_MAX_PER_CLIENT,
+    maxStreams: config.SSE_MAX_STREAMS,
+    heartbeatMs: opts.sseHeartbeatMs,
+  });
   const readiness = redisReadiness({
     redis: command,
     key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
@@ -126,6 +137,7 @@ export async function startApi(
     deriver: new RecordKeyDeriver(),
     endpoints,
     lookup,
+    live,
     readiness,
   });
   await app.listen({ port: config.PORT, host: config.HOST });

@@ -94,6 +94,8 @@ export async function startGateway(
     resolveHost?: HostResolver;
     /** DNS stub for the worker's RPC connections. */
     lookup?: LookupFunction;
+    /** Milliseconds between the event streams' heartbeats (15 s when absent). */
+    sseHeartbeatMs?: number;
   } = {},
 ): Promise<Gateway> {
   const ownSim = !opts.sim;
@@ -110,7 +112,10 @@ export async function startGateway(
     }),
   );
   const metrics = createMetrics(new Registry());
-  const api = await startApi(config, metrics, logger, { resolveHost: opts.resolveHost });
+  const api = await startApi(config, metrics, logger, {
+    resolveHost: opts.resolveHost,
+    sseHeartbeatMs: opts.sseHeartbeatMs,
+  });
   const worker =
     opts.worker === false
       ? undefined
