@@ -96,7 +96,7 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     const list = answers('/subdomains/{parent}');
     expect(Object.keys(list).sort()).toEqual(['200', '304', '400', '429', '500', '502', '503']);
     expect(Object.keys(list['200']?.headers ?? {}).sort()).toEqual(
-      ['Age', 'Cache-Control', 'ETag', 'X-Cache'].sort(),
+      ['Age', 'Cache-Control', 'ETag', 'X-Cache', 'X-Total-Count'].sort(),
     );
     expect(list['429']?.headers?.['Retry-After']?.description).toBeTruthy();
     const demo = await gw.get('/subdomains/67679');

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_TEXT, errorEnvelope, GatewayError, NotConfiguredError } from '../errors.js';
 import { CORS_HEADERS } from './cors.js';
+import { PAGE_PARAM_ACCEPTED } from './pages.js';
 
 /**
  * The envelope text of a framework-raised status: every error uses the envelope (docs/design.md,
@@ -80,10 +81,17 @@ const MAX_VALIDATION_DETAIL = 200;
 function validationDetail(err: FastifyError): string {
   const text = err.message.replace(/[\p{Cc}\p{Cf}]/gu, '').slice(0, MAX_VALIDATION_DETAIL);
   // `?rpc=a&rpc=b` arrives as an array: say what is accepted, not only that it is not a string.
-  return err.validationContext === 'querystring' && /^querystring\/rpc\b/.test(text)
-    ? `${text}: rpc must be given once, as a non-empty absolute URL`
-    : text;
+  if (err.validationContext !== 'querystring') return text;
+  const param = /^querystring\/(\w+)/.exec(text)?.[1];
+  const accepted = param === undefined ? undefined : QUERY_ACCEPTED[param];
+  return accepted === undefined ? text : `${text}: ${accepted}`;
 }
+
+/** What each query parameter accepts, appended to the `detail` of its refusal. */
+const QUERY_ACCEPTED: Readonly<Record<string, string>> = {
+  rpc: 'rpc must be given once, as a non-empty absolute URL',
+  ...PAGE_PARAM_ACCEPTED,
+};
 
 const CLIENT_ERRORS: Record<string, number> = {
   HPE_HEADER_OVERFLOW: 431,

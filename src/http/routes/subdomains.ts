@@ -6,7 +6,15 @@ import { InternalError, RateLimitedError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
+import { selectPage, type PageRequest } from '../../subdomains/pages.js';
 import { CORS_HEADERS } from '../cors.js';
+import {
+  PAGED_CORS_HEADERS,
+  pageQueryProperties,
+  pageRequestOf,
+  renderPage,
+  TOTAL_COUNT_HEADER,
+} from '../pages.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -58,6 +66,7 @@ const querystring = Type.Object({
       examples: ['https://api.mainnet-beta.solana.com'],
     }),
   ),
+  ...pageQueryProperties,
 });
 const params = Type.Object({
   parent: Type.String({
@@ -88,19 +97,34 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     'cache-control': `public, max-age=${deps.freshSeconds}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
   });
   const overrideHeaders = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
+  // Paged answers: the same caching, and X-Total-Count readable across origins (../pages.ts).
+  const pagedSharedHeaders = Object.freeze({ ...sharedHeaders, ...PAGED_CORS_HEADERS });
+  const pagedOverrideHeaders = Object.freeze({ ...overrideHeaders, ...PAGED_CORS_HEADERS });
 
+  /**
+   * Sends the entry: the whole list (the contract's answer) without `page`, else the page it
+   * asks for with `X-Total-Count`. A page is its own representation under its own URL, with the
+   * list's caching headers (the same entry, so the same freshness and Age).
+   */
   const send = (
     reply: FastifyReply,
     endpoint: RpcEndpoint,
     { entry, state }: LookupResult,
+    page: PageRequest | undefined,
     now = Date.now(),
   ) => {
-    if (endpoint.kind === 'override') reply.headers(overrideHeaders);
-    else {
+    const override = endpoint.kind === 'override';
+    if (page === undefined) reply.headers(override ? overrideHeaders : sharedHeaders);
+    else reply.headers(override ? pagedOverrideHeaders : pagedSharedHeaders);
+    if (!override) {
       const age = Math.max(0, Math.floor((now - entry.fetchedAt) / 1000));
-      reply.headers(sharedHeaders).header('age', String(age));
+      reply.header('age', String(age));
     }
-    return sendRendered(reply.header('x-cache', state), render(entry));
+    reply.header('x-cache', state);
+    if (page === undefined) return sendRendered(reply, render(entry));
+    const selected = selectPage(entry.labels, page);
+    reply.header('x-total-count', String(selected.total));
+    return sendRendered(reply, renderPage(selected, page, render(entry).etag));
   };
 
   // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again
@@ -116,6 +140,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     reply: FastifyReply,
     parent: string,
     rpc: string | undefined,
+    page: PageRequest | undefined,
   ) => {
     // One unit of the client's limit for a request that starts a refresh or resolves a `?rpc=`
     // host (DNS the client chooses, which may never answer), and one only if it does both.
@@ -133,7 +158,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     const endpoint = await deps.endpoints.select(rpc, charge);
     if (!deps.lookup) throw new InternalError('no cache configured');
     const result = await deps.lookup.lookup(parent, endpoint, charge);
-    return send(reply, endpoint, result);
+    return send(reply, endpoint, result, page);
   };
 
   app.get(
@@ -149,27 +174,45 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           "The labels the SDK's `findSubdomains` gives, from the Redis cache: a subdomain counts " +
           'only when its reverse record exists. A miss queues one refresh (getProgramAccounts, ' +
           'by the worker) and waits for it at most SUBDOMAINS_WAIT_MS; a stale entry is served at ' +
-          'once while one refresh runs (stale-while-revalidate).',
+          'once while one refresh runs (stale-while-revalidate). With `limit` (and `after`), a ' +
+          'page of the list and its `next`; with `prefix`, only the labels starting with it; ' +
+          'either way, `X-Total-Count`. Without them the answer is the whole list, as it was.',
         params,
         querystring,
         response: {
-          200: okResponse(Type.Array(Type.String()), {
-            description:
-              'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). ' +
-              "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
-            examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
-            headers: {
-              'Cache-Control': HEADER.subdomainsCacheControl,
-              Age: HEADER.age,
-              ETag: HEADER.etag,
-              'X-Cache': HEADER.xCache,
+          200: okResponse(
+            Type.Array(Type.String()),
+            {
+              description:
+                'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). With ' +
+                '`limit`, one page of them and `next`: `?limit=2` gives ' +
+                '`{"s":"ok","result":["bullish","hollaaa"],"next":"hollaaa"}`. ' +
+                "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
+              examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
+              headers: {
+                'Cache-Control': HEADER.subdomainsCacheControl,
+                Age: HEADER.age,
+                ETag: HEADER.etag,
+                'X-Cache': HEADER.xCache,
+                'X-Total-Count': TOTAL_COUNT_HEADER,
+              },
             },
-          }),
+            {
+              next: Type.Optional(
+                Type.Union([Type.String(), Type.Null()], {
+                  description:
+                    'Only with `limit`: the last label of this page, to pass as `after` for the ' +
+                    'next one; null when no more labels follow.',
+                }),
+              ),
+            },
+          ),
           304: notModifiedResponse,
           400: errorResponse(
-            '`Invalid input`: a parent that is not exactly one non-empty label, or a refused ' +
+            '`Invalid input`: a parent that is not exactly one non-empty label, a refused ' +
               '`?rpc=` (not https, a private or literal address, not on the allowlist, ' +
-              'overrides off).',
+              'overrides off), a `limit` that is not a whole number from 1 to 1000, an empty ' +
+              '`after` or one without `limit`, or a parameter given twice.',
             'Invalid input',
           ),
           429: errorResponse(
@@ -199,17 +242,18 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     },
     (req, reply) => {
       const parent = parentOf(req.params.parent);
+      const page = pageRequestOf(req.query);
       // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
       if (req.query.rpc === undefined && deps.lookup) {
         const endpoint = deps.endpoints.selectDefault();
         const now = Date.now();
         const hit = deps.lookup.peek(parent, endpoint, now);
         if (hit) {
-          send(reply, endpoint, hit, now);
+          send(reply, endpoint, hit, page, now);
           return;
         }
       }
-      return answerThroughRedis(req, reply, parent, req.query.rpc);
+      return answerThroughRedis(req, reply, parent, req.query.rpc, page);
     },
   );
 

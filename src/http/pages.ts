@@ -1,0 +1,111 @@
+import { fnv1a } from '@fastify/etag';
+import { Type } from '@fastify/type-provider-typebox';
+import { InvalidInputError } from '../errors.js';
+import { normalizeName } from '../sns/names.js';
+import type { Page, PageRequest } from '../subdomains/pages.js';
+import { CORS_HEADERS } from './cors.js';
+import type { RenderedAnswer } from './rendered.js';
+
+/**
+ * The HTTP side of pages and prefixes (issue 14, item 1; README, "Routes"): the query parameters,
+ * their parsing, and the paged answer. The selection itself is src/subdomains/pages.ts.
+ */
+
+/** Most labels in one page: `?limit=` takes 1 to this. */
+export const MAX_PAGE_LIMIT = 1000;
+
+/** The `detail` of a refused page parameter, by name: what it accepts. */
+export const PAGE_PARAM_ACCEPTED: Readonly<Record<string, string>> = {
+  limit: `limit must be given once, as a whole number from 1 to ${MAX_PAGE_LIMIT}`,
+  after: 'after must be given once, as a non-empty label (the `next` of the previous page)',
+  prefix: 'prefix must be given once, as text',
+};
+
+/** The querystring properties `limit`, `after` and `prefix`, for a route's schema. */
+export const pageQueryProperties = {
+  limit: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_PAGE_LIMIT,
+      description:
+        `A page of at most this many labels (1 to ${MAX_PAGE_LIMIT}), and a \`next\` field in ` +
+        'the answer: the last label of the page, or null when no more follow. Without it the ' +
+        'answer is the whole list (of the prefix), with no `next` field.',
+      examples: [100],
+    }),
+  ),
+  after: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        "With `limit`: the page starts after this label in the answer's sort order (the previous " +
+        "page's `next`; it need not be a label of the list). Taken as it is, not normalized. " +
+        'Refused without `limit`.',
+      examples: ['hollaaa'],
+    }),
+  ),
+  prefix: Type.Optional(
+    Type.String({
+      description:
+        'Only the labels that start with this text, trimmed and lower-cased as the parent is ' +
+        '(empty: every label). Combines with `limit` and `after`; `X-Total-Count` counts its labels.',
+      examples: ['ho'],
+    }),
+  ),
+};
+
+/** The querystring as the route's schema gives it. */
+export type PageQuery = { limit?: number; after?: string; prefix?: string };
+
+/**
+ * The page a request asks for, or undefined when it gives none of `limit`, `after`, `prefix`:
+ * then the answer is the contract's, byte for byte (no `next`, no `X-Total-Count`).
+ *
+ * @throws InvalidInputError for `after` without `limit` (a cursor with no page size; refusing it
+ *   leaves the meaning free to give later).
+ */
+export function pageRequestOf(query: PageQuery): PageRequest | undefined {
+  const { limit, after, prefix } = query;
+  if (limit === undefined && after === undefined && prefix === undefined) return undefined;
+  if (after !== undefined && limit === undefined) {
+    throw new InvalidInputError('after without limit', {
+      detail: 'after needs limit: ?limit=N&after=<the next of the previous page>',
+    });
+  }
+  return { limit, after, prefix: prefix === undefined ? '' : normalizeName(prefix) };
+}
+
+/**
+ * The CORS headers of a paged answer: those of every answer, and `X-Total-Count` readable by
+ * pages on other origins. Only paged answers carry it, so the others keep their headers as they were.
+ */
+export const PAGED_CORS_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  ...CORS_HEADERS,
+  'access-control-expose-headers': `${CORS_HEADERS['access-control-expose-headers']}, X-Total-Count`,
+});
+
+/** The `X-Total-Count` header, as an OpenAPI header object. */
+export const TOTAL_COUNT_HEADER = {
+  type: 'string',
+  description:
+    'Only when `limit`, `after` or `prefix` is given: how many labels the prefix matches in the ' +
+    'whole list (every label without `prefix`), whatever the page.',
+} as const;
+
+/**
+ * Renders a paged answer, `{"s":"ok","result":[...]}` plus `"next"` when the request gave a
+ * `limit`. Its strong ETag is made of the whole list's ETag and the request's parameters, not of
+ * the page's bytes: the same list and parameters give the same bytes, a page of another URL gets
+ * another tag, and any change to the list (one that moves only `X-Total-Count` included) a new one.
+ *
+ * @param listEtag the ETag of the whole list's answer (./rendered.ts `renderOk`).
+ */
+export function renderPage(page: Page, req: PageRequest, listEtag: string): RenderedAnswer {
+  const body =
+    page.next === undefined
+      ? JSON.stringify({ s: 'ok', result: page.labels })
+      : JSON.stringify({ s: 'ok', result: page.labels, next: page.next });
+  // JSON: no two requests give one key, whatever their labels hold.
+  const key = JSON.stringify([listEtag, req.limit ?? null, req.prefix, req.after ?? null]);
+  return { body, etag: `"${fnv1a(key)}"` };
+}
