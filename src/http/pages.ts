@@ -98,13 +98,19 @@ export const TOTAL_COUNT_HEADER = {
  * the page's bytes: the same list and parameters give the same bytes, a page of another URL gets
  * another tag, and any change to the list (one that moves only `X-Total-Count` included) a new one.
  *
+ * @param result the page's items: its labels, or their rows (`/details`).
  * @param listEtag the ETag of the whole list's answer (./rendered.ts `renderOk`).
  */
-export function renderPage(page: Page, req: PageRequest, listEtag: string): RenderedAnswer {
+export function renderPage(
+  page: Pick<Page, 'next'>,
+  result: readonly unknown[],
+  req: PageRequest,
+  listEtag: string,
+): RenderedAnswer {
   const body =
     page.next === undefined
-      ? JSON.stringify({ s: 'ok', result: page.labels })
-      : JSON.stringify({ s: 'ok', result: page.labels, next: page.next });
+      ? JSON.stringify({ s: 'ok', result })
+      : JSON.stringify({ s: 'ok', result, next: page.next });
   // JSON: no two requests give one key, whatever their labels hold.
   const key = JSON.stringify([listEtag, req.limit ?? null, req.prefix, req.after ?? null]);
   return { body, etag: `"${fnv1a(key)}"` };

@@ -28,6 +28,8 @@ export type Page = {
   readonly next: string | null | undefined;
   /** How many labels the prefix matches in the whole list (`after` and `limit` aside). */
   readonly total: number;
+  /** Where the page's labels start in the list (for rows kept beside the labels, as `/details`). */
+  readonly start: number;
 };
 
 /** The first index in `[from, to)` whose label is not below `target` (`to` when none). */
@@ -89,10 +91,10 @@ export function selectPage(labels: readonly string[], req: PageRequest): Page {
   if (req.limit === undefined) {
     // No copy when the whole list is asked for (a prefix of '' with no `after`).
     const all = start === 0 && end === labels.length;
-    return { labels: all ? labels : labels.slice(start, end), next: undefined, total };
+    return { labels: all ? labels : labels.slice(start, end), next: undefined, total, start };
   }
   const stop = Math.min(end, start + req.limit);
   const page = labels.slice(start, stop);
   const next = stop < end ? (page[page.length - 1] as string) : null;
-  return { labels: page, next, total };
+  return { labels: page, next, total, start };
 }

@@ -1,11 +1,13 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { EntryAccounts } from '../../cache/subdomain-cache.js';
-import { InternalError, OverloadedError, RateLimitedError } from '../../errors.js';
+import { InternalError, OverloadedError } from '../../errors.js';
 import type { EndpointSelector } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
-import { CORS_HEADERS } from '../cors.js';
+import { selectPage } from '../../subdomains/pages.js';
+import { pageQueryProperties, pageRequestOf, renderPage, TOTAL_COUNT_HEADER } from '../pages.js';
 import { renderOk, sendRendered } from '../rendered.js';
+import { cacheHeaders, coldMissCharge, setCacheHeaders } from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, notModifiedResponse, okResponse } from '../schemas.js';
 
 export type SubdomainDetailsRouteDeps = {
@@ -31,9 +33,6 @@ export function detailsOf(accounts: EntryAccounts): SubdomainDetail[] {
     );
 }
 
-const COLD_MISS_DETAIL =
-  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
-
 const detail = Type.Object({
   label: Type.String({ description: 'the label, as `/subdomains/:parent` lists it' }),
   key: Type.String({ description: "the subdomain's name account (base58)" }),
@@ -51,12 +50,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   deps,
 ) => {
   const checkColdMiss = app.createRateLimit();
-  const afterExpiry = Math.max(0, deps.staleSeconds - deps.freshSeconds);
-  const sharedHeaders = Object.freeze({
-    ...CORS_HEADERS,
-    'cache-control': `public, max-age=${deps.freshSeconds}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
-  });
-  const overrideHeaders = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
+  const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
 
   app.get(
     '/subdomains/:parent/details',
@@ -74,6 +68,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
         }),
         querystring: Type.Object({
           rpc: Type.Optional(Type.String({ minLength: 1, description: 'as for `/subdomains`' })),
+          ...pageQueryProperties,
         }),
         response: {
           200: okResponse(Type.Array(detail), {
@@ -95,6 +90,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
               Age: HEADER.age,
               ETag: HEADER.etag,
               'X-Cache': HEADER.xCache,
+              'X-Total-Count': TOTAL_COUNT_HEADER,
             },
           }),
           304: notModifiedResponse,
@@ -119,17 +115,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     },
     async (req, reply) => {
       const parent = parseParentLabel(req.params.parent);
-      let charged = false;
-      const charge = async () => {
-        if (charged) return;
-        charged = true;
-        const limit = await checkColdMiss(req);
-        if (!limit.isAllowed && limit.isExceeded) {
-          throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
-            detail: COLD_MISS_DETAIL,
-          });
-        }
-      };
+      const page = pageRequestOf(req.query);
+      const charge = coldMissCharge(req, checkColdMiss);
       const endpoint = await deps.endpoints.select(req.query.rpc, charge);
       if (!deps.lookup) throw new InternalError('no cache configured');
       const { entry, state } = await deps.lookup.lookup(parent, endpoint, charge);
@@ -139,12 +126,18 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
           detail: 'owners are not cached for this parent yet; they are after its next refresh',
         });
       }
-      if (endpoint.kind === 'override') reply.headers(overrideHeaders);
-      else {
-        const age = Math.max(0, Math.floor((Date.now() - entry.fetchedAt) / 1000));
-        reply.headers(sharedHeaders).header('age', String(age));
-      }
-      return sendRendered(reply.header('x-cache', state), renderOk(detailsOf(accounts)));
+      setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined);
+      const rows = detailsOf(accounts);
+      const whole = renderOk(rows);
+      if (page === undefined) return sendRendered(reply, whole);
+      // The page of the labels, as `/subdomains/:parent` gives it, with its rows.
+      const selected = selectPage(
+        rows.map((r) => r.label),
+        page,
+      );
+      reply.header('x-total-count', String(selected.total));
+      const pageRows = rows.slice(selected.start, selected.start + selected.labels.length);
+      return sendRendered(reply, renderPage(selected, pageRows, page, whole.etag));
     },
   );
 };

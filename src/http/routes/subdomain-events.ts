@@ -1,11 +1,11 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InternalError, RateLimitedError } from '../../errors.js';
+import { InternalError } from '../../errors.js';
 import type { EndpointSelector } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
+import { coldMissCharge } from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../schemas.js';
 
 export type SubdomainEventsDeps = {
@@ -14,9 +14,6 @@ export type SubdomainEventsDeps = {
   lookup: SubdomainLookup | undefined;
   live: LiveUpdates | undefined;
 };
-
-const COLD_MISS_DETAIL =
-  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
 
 /**
  * A stream left with more than this many bytes unsent is cut rather than ended at shutdown: a
@@ -176,24 +173,3 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
     },
   );
 };
-
-/**
- * Spends one unit of the client's cold-miss limit, once per request, when it starts a refresh or
- * resolves a `?rpc=` host (as the list route does).
- */
-function coldMissCharge(
-  req: FastifyRequest,
-  check: ReturnType<FastifyInstance['createRateLimit']>,
-): () => Promise<void> {
-  let charged = false;
-  return async () => {
-    if (charged) return;
-    charged = true;
-    const limit = await check(req);
-    if (!limit.isAllowed && limit.isExceeded) {
-      throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
-        detail: COLD_MISS_DETAIL,
-      });
-    }
-  };
-}

@@ -2,19 +2,12 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { boundedMemo } from '../../cache/bounded-memo.js';
 import type { CacheEntry } from '../../cache/subdomain-cache.js';
-import { InternalError, RateLimitedError } from '../../errors.js';
+import { InternalError } from '../../errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { selectPage, type PageRequest } from '../../subdomains/pages.js';
-import { CORS_HEADERS } from '../cors.js';
-import {
-  PAGED_CORS_HEADERS,
-  pageQueryProperties,
-  pageRequestOf,
-  renderPage,
-  TOTAL_COUNT_HEADER,
-} from '../pages.js';
+import { pageQueryProperties, pageRequestOf, renderPage, TOTAL_COUNT_HEADER } from '../pages.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -24,6 +17,7 @@ import {
   okResponse,
   SHUTTING_DOWN,
 } from '../schemas.js';
+import { cacheHeaders, coldMissCharge, setCacheHeaders } from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type SubdomainRouteDeps = {
@@ -52,9 +46,6 @@ function render(entry: CacheEntry): RenderedAnswer {
 const WRONG_SHAPE_DETAIL =
   'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
 
-const COLD_MISS_DETAIL =
-  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
-
 const querystring = Type.Object({
   rpc: Type.Optional(
     Type.String({
@@ -81,25 +72,13 @@ const params = Type.Object({
  * `GET /subdomains/:parent[?rpc=URL]` (README, "Routes"), answered from the Redis cache
  * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`.
  *
- * HTTP caching of one answer (RFC 9111; docs/design.md, "HTTP caching"): `max-age` is the entry's
- * freshness lifetime and `Age` how long ago the worker fetched it, so a CDN or browser keeps it
- * exactly for the freshness left; after that it may serve it stale while revalidating, or on
- * error, for the rest of the stale window. Answers through an override are
- * `Cache-Control: no-store`: they must not be shared under the gateway's URL.
+ * HTTP caching as ../subdomain-answers.ts `cacheHeaders` says: the entry's freshness left, then
+ * stale-while-revalidate; `no-store` through an override.
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
   const checkColdMiss = app.createRateLimit();
-  const afterExpiry = Math.max(0, deps.staleSeconds - deps.freshSeconds);
-  // Constant per process: made once, with the CORS headers (the route opts out of the plugin's hook).
-  const sharedHeaders = Object.freeze({
-    ...CORS_HEADERS,
-    'cache-control': `public, max-age=${deps.freshSeconds}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
-  });
-  const overrideHeaders = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
-  // Paged answers: the same caching, and X-Total-Count readable across origins (../pages.ts).
-  const pagedSharedHeaders = Object.freeze({ ...sharedHeaders, ...PAGED_CORS_HEADERS });
-  const pagedOverrideHeaders = Object.freeze({ ...overrideHeaders, ...PAGED_CORS_HEADERS });
+  const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
 
   /**
    * Sends the entry: the whole list (the contract's answer) without `page`, else the page it
@@ -113,18 +92,11 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     page: PageRequest | undefined,
     now = Date.now(),
   ) => {
-    const override = endpoint.kind === 'override';
-    if (page === undefined) reply.headers(override ? overrideHeaders : sharedHeaders);
-    else reply.headers(override ? pagedOverrideHeaders : pagedSharedHeaders);
-    if (!override) {
-      const age = Math.max(0, Math.floor((now - entry.fetchedAt) / 1000));
-      reply.header('age', String(age));
-    }
-    reply.header('x-cache', state);
+    setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined, now);
     if (page === undefined) return sendRendered(reply, render(entry));
     const selected = selectPage(entry.labels, page);
     reply.header('x-total-count', String(selected.total));
-    return sendRendered(reply, renderPage(selected, page, render(entry).etag));
+    return sendRendered(reply, renderPage(selected, selected.labels, page, render(entry).etag));
   };
 
   // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again
@@ -142,19 +114,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     rpc: string | undefined,
     page: PageRequest | undefined,
   ) => {
-    // One unit of the client's limit for a request that starts a refresh or resolves a `?rpc=`
-    // host (DNS the client chooses, which may never answer), and one only if it does both.
-    let charged = false;
-    const charge = async () => {
-      if (charged) return;
-      charged = true;
-      const limit = await checkColdMiss(req);
-      if (!limit.isAllowed && limit.isExceeded) {
-        throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
-          detail: COLD_MISS_DETAIL,
-        });
-      }
-    };
+    const charge = coldMissCharge(req, checkColdMiss);
     const endpoint = await deps.endpoints.select(rpc, charge);
     if (!deps.lookup) throw new InternalError('no cache configured');
     const result = await deps.lookup.lookup(parent, endpoint, charge);
@@ -164,7 +124,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   app.get(
     '/subdomains/:parent',
     {
-      // CORS headers come from sharedHeaders/overrideHeaders (see ../cors.ts).
+      // CORS headers come with the caching headers (../subdomain-answers.ts, ../cors.ts).
       config: { cors: false },
       schema: {
         tags: ['sns'],

@@ -1,0 +1,83 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { CacheEntry } from '../cache/subdomain-cache.js';
+import { RateLimitedError } from '../errors.js';
+import type { RpcEndpoint } from '../rpc/endpoint.js';
+import type { CacheState } from '../subdomains/lookup.js';
+import { CORS_HEADERS } from './cors.js';
+import { PAGED_CORS_HEADERS } from './pages.js';
+
+/**
+ * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
+ * `/details` and `/events`): the per-client cold-miss charge and the caching headers.
+ */
+
+const COLD_MISS_DETAIL =
+  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
+
+/**
+ * Spends one unit of the client's cold-miss limit (@fastify/rate-limit, registered by buildApp),
+ * once per request however many times it is called: for a request that starts a refresh or
+ * resolves a `?rpc=` host (DNS the client chooses, which may never answer), and once if it does both.
+ *
+ * @param check the route plugin's `app.createRateLimit()`.
+ * @returns the charge; it throws RateLimitedError (429 with Retry-After) past the limit.
+ */
+export function coldMissCharge(
+  req: FastifyRequest,
+  check: ReturnType<FastifyInstance['createRateLimit']>,
+): () => Promise<void> {
+  let charged = false;
+  return async () => {
+    if (charged) return;
+    charged = true;
+    const limit = await check(req);
+    if (!limit.isAllowed && limit.isExceeded) {
+      throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
+        detail: COLD_MISS_DETAIL,
+      });
+    }
+  };
+}
+
+/** The header sets of cached answers, made once per process (constant strings). */
+export type CacheHeaders = ReturnType<typeof cacheHeaders>;
+
+/**
+ * HTTP caching of an answer from the cache (RFC 9111; docs/design.md, "HTTP caching"): `max-age`
+ * is the entry's freshness lifetime and `Age` how long ago it was fetched, so a CDN or browser
+ * keeps it exactly for the freshness left; after that it may serve it stale while revalidating,
+ * or on error, for the rest of the stale window. Answers through an override are `no-store`:
+ * they must not be shared under the gateway's URL. Paged answers also expose `X-Total-Count`.
+ */
+export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
+  const afterExpiry = Math.max(0, staleSeconds - freshSeconds);
+  const shared = Object.freeze({
+    ...CORS_HEADERS,
+    'cache-control': `public, max-age=${freshSeconds}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
+  });
+  const override = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
+  return Object.freeze({
+    shared,
+    override,
+    pagedShared: Object.freeze({ ...shared, ...PAGED_CORS_HEADERS }),
+    pagedOverride: Object.freeze({ ...override, ...PAGED_CORS_HEADERS }),
+  });
+}
+
+/** Sets the caching headers, `Age` and `X-Cache` of an answer made from `entry`. */
+export function setCacheHeaders(
+  reply: FastifyReply,
+  headers: CacheHeaders,
+  endpoint: RpcEndpoint,
+  entry: CacheEntry,
+  state: CacheState,
+  paged: boolean,
+  now = Date.now(),
+): FastifyReply {
+  const override = endpoint.kind === 'override';
+  if (paged) reply.headers(override ? headers.pagedOverride : headers.pagedShared);
+  else reply.headers(override ? headers.override : headers.shared);
+  if (!override)
+    reply.header('age', String(Math.max(0, Math.floor((now - entry.fetchedAt) / 1000))));
+  return reply.header('x-cache', state);
+}
