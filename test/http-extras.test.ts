@@ -53,6 +53,7 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
         '/metrics',
         '/readyz',
         '/record-key-v2/{domain}/{record}',
+        '/record-keys-v2/{domain}',
         '/subdomains/{parent}',
         '/subdomains/{parent}/details',
         '/subdomains/{parent}/events',

@@ -1,6 +1,6 @@
 import type { Record } from '@bonfida/spl-name-service';
 import type { DomainName } from './names.js';
-import { recordKeyV2, toBase58 } from './pda.js';
+import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from './pda.js';
 
 /**
  * Derives SNS V2 record keys, offline. The HTTP route keeps its answers in an LRU; this class is
@@ -23,5 +23,20 @@ export class RecordKeyDeriver {
    */
   derive(domain: DomainName, record: Record): string {
     return toBase58(recordKeyV2(domain.name, record));
+  }
+
+  /**
+   * The keys of several records of one domain, as {@link derive} gives each, in the order of
+   * `records`. The domain's name account is derived once for all of them, not once a record.
+   *
+   * @param domain a parsed name, as for {@link derive}.
+   * @param records validated `Record` values.
+   * @returns one base58 key per record, at the same index.
+   * @throws RangeError as {@link derive} does.
+   */
+  deriveAll(domain: DomainName, records: readonly Record[]): string[] {
+    if (records.length === 0) return [];
+    const parent = domainKey(domain.name);
+    return records.map((record) => toBase58(recordKeyV2Under(parent, record)));
   }
 }
