@@ -88,6 +88,28 @@ describe('GET /subdomains/:parent/details', () => {
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 
+  it('takes the pages and prefixes of the list: pages of rows concatenated equal the whole', async () => {
+    for (let i = 0; i < 23; i++)
+      gw.sim.chain.addSubdomain('paged', `p${String(i).padStart(2, '0')}`);
+    const whole = (await gw.get('/subdomains/paged/details')).body.result as Row[];
+    expect(whole).toHaveLength(23);
+    const rows: Row[] = [];
+    let after: string | null | undefined;
+    do {
+      const query = after === undefined ? '' : `&after=${encodeURIComponent(after as string)}`;
+      const res = await gw.get(`/subdomains/paged/details?limit=5${query}`);
+      expect(res.headers.get('x-total-count')).toBe('23');
+      rows.push(...(res.body.result as Row[]));
+      after = (res.body as { next?: string | null }).next;
+    } while (after);
+    expect(rows).toEqual(whole);
+    const prefixed = await gw.get('/subdomains/paged/details?prefix=p1');
+    expect((prefixed.body.result as Row[]).map((r) => r.label)).toEqual(
+      whole.filter((r) => r.label.startsWith('p1')).map((r) => r.label),
+    );
+    expect(prefixed.headers.get('x-total-count')).toBe('10');
+  });
+
   it('refuses a parent that is not one label with the envelope', async () => {
     const res = await gw.get('/subdomains/a.b/details');
     expect(res).toMatchObject({ status: 400, body: { s: 'error', result: 'Invalid input' } });
