@@ -4,7 +4,8 @@ import { RateLimitedError } from '../errors.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
 import type { CacheState } from '../subdomains/lookup.js';
 import { CORS_HEADERS } from './cors.js';
-import { PAGED_CORS_HEADERS } from './pages.js';
+import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './pages.js';
+import { HEADER } from './schemas.js';
 
 /**
  * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
@@ -38,6 +39,15 @@ export function coldMissCharge(
     }
   };
 }
+
+/** The headers of a 200 from the cache, as the route schemas document them (OpenAPI). */
+export const CACHED_ANSWER_HEADERS = Object.freeze({
+  'Cache-Control': HEADER.subdomainsCacheControl,
+  Age: HEADER.age,
+  ETag: HEADER.etag,
+  'X-Cache': HEADER.xCache,
+  'X-Total-Count': TOTAL_COUNT_HEADER,
+});
 
 /** The header sets of cached answers, made once per process (constant strings). */
 export type CacheHeaders = ReturnType<typeof cacheHeaders>;

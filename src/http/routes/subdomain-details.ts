@@ -5,9 +5,14 @@ import type { EndpointSelector } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { selectPage } from '../../subdomains/pages.js';
-import { pageQueryProperties, pageRequestOf, renderPage, TOTAL_COUNT_HEADER } from '../pages.js';
+import { pageQueryProperties, pageRequestOf, renderPage } from '../pages.js';
 import { renderOk, sendRendered } from '../rendered.js';
-import { cacheHeaders, coldMissCharge, setCacheHeaders } from '../subdomain-answers.js';
+import {
+  CACHED_ANSWER_HEADERS,
+  cacheHeaders,
+  coldMissCharge,
+  setCacheHeaders,
+} from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, notModifiedResponse, okResponse } from '../schemas.js';
 
 export type SubdomainDetailsRouteDeps = {
@@ -85,13 +90,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
                 ],
               },
             ],
-            headers: {
-              'Cache-Control': HEADER.subdomainsCacheControl,
-              Age: HEADER.age,
-              ETag: HEADER.etag,
-              'X-Cache': HEADER.xCache,
-              'X-Total-Count': TOTAL_COUNT_HEADER,
-            },
+            headers: CACHED_ANSWER_HEADERS,
           }),
           304: notModifiedResponse,
           400: errorResponse('`Invalid input`: as for `/subdomains/:parent`.', 'Invalid input'),

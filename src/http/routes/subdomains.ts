@@ -7,7 +7,7 @@ import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { selectPage, type PageRequest } from '../../subdomains/pages.js';
-import { pageQueryProperties, pageRequestOf, renderPage, TOTAL_COUNT_HEADER } from '../pages.js';
+import { pageQueryProperties, pageRequestOf, renderPage } from '../pages.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -17,7 +17,12 @@ import {
   okResponse,
   SHUTTING_DOWN,
 } from '../schemas.js';
-import { cacheHeaders, coldMissCharge, setCacheHeaders } from '../subdomain-answers.js';
+import {
+  CACHED_ANSWER_HEADERS,
+  cacheHeaders,
+  coldMissCharge,
+  setCacheHeaders,
+} from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type SubdomainRouteDeps = {
@@ -149,13 +154,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
                 '`{"s":"ok","result":["bullish","hollaaa"],"next":"hollaaa"}`. ' +
                 "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
               examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
-              headers: {
-                'Cache-Control': HEADER.subdomainsCacheControl,
-                Age: HEADER.age,
-                ETag: HEADER.etag,
-                'X-Cache': HEADER.xCache,
-                'X-Total-Count': TOTAL_COUNT_HEADER,
-              },
+              headers: CACHED_ANSWER_HEADERS,
             },
             {
               next: Type.Optional(
