@@ -1,7 +1,9 @@
 /**
  * The gateway as browsers see it, in headless Chromium (Debian's package) driven by
  * playwright-core: CORS from a page of another origin, and the try-it page at `/` used as a person
- * would (type, choose, click, read the table and the cache badge), with a screenshot.
+ * would (type, choose, click, read the table and the cache badge; page through a large parent with
+ * "More"; see a subdomain created on chain appear without a reload), with screenshots.
+ * SCREENSHOT_PATH keeps the first screenshot there; SCREENSHOT_DIR keeps every one there.
  *
  * playwright-core brings no browser; `npx playwright install` is never needed. Without
  * /usr/bin/chromium (scripts/install-test-deps.sh installs it) the file is skipped.
@@ -10,9 +12,11 @@ import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Keypair } from '@solana/web3.js';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from './support/gateway.js';
+import { FOLLOW, watched } from './support/freshness.js';
+import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -29,6 +33,10 @@ const missing = chromiumMissing();
 if (missing) console.warn(`browser.test: skipped: ${missing}`);
 
 const LABELS = ['bullish', 'hollaaa', 'testing'];
+
+/** A parent with more subdomains than two pages of the try-it page hold (100 a page). */
+const CROWD = 'crowd';
+const CROWD_LABELS = Array.from({ length: 250 }, (_, i) => `n${String(i).padStart(3, '0')}`);
 
 /** What the cross-origin page reports of one fetch. */
 type Seen = { status: number; body: unknown; cacheControl: string | null } | { error: string };
@@ -68,6 +76,8 @@ describe.skipIf(!!missing)('the gateway in headless Chromium', () => {
   /** The gateway the cross-origin page reads, and the one whose try-it page is used. */
   let corsGw: Gateway;
   let pageGw: Gateway;
+  /** A gateway following the chain (websockets on), holding CROWD, for the live page. */
+  let liveGw: Gateway;
   /** The other origin: a plain node:http server serving the cross-origin page. */
   let site: Server;
   let siteUrl: string;
@@ -75,7 +85,17 @@ describe.skipIf(!!missing)('the gateway in headless Chromium', () => {
   beforeAll(async () => {
     profile = mkdtempSync(join(tmpdir(), 'snsgw-chromium-'));
     shots = mkdtempSync(join(tmpdir(), 'snsgw-shot-'));
-    [corsGw, pageGw] = await Promise.all([startGateway(), startGateway()]);
+    const chain = seedDemo();
+    // Owners differ from row to row, so a row showing another row's owner is seen.
+    const owners = [Keypair.generate().publicKey, Keypair.generate().publicKey];
+    CROWD_LABELS.forEach((label, i) =>
+      chain.addSubdomain(CROWD, label, i % 3 === 0 ? {} : { owner: owners[i % 2] }),
+    );
+    [corsGw, pageGw, liveGw] = await Promise.all([
+      startGateway(),
+      startGateway(),
+      startGateway({ chain, env: FOLLOW }),
+    ]);
     const html = crossOriginPage(corsGw.baseUrl);
     site = createServer((req, res) => {
       if (req.url === '/')
@@ -113,7 +133,7 @@ describe.skipIf(!!missing)('the gateway in headless Chromium', () => {
         site.closeAllConnections();
       });
     }
-    await Promise.all([corsGw?.close(), pageGw?.close()]);
+    await Promise.all([corsGw?.close(), pageGw?.close(), liveGw?.close()]);
     for (const dir of [profile, shots]) if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -171,6 +191,32 @@ describe.skipIf(!!missing)('the gateway in headless Chromium', () => {
     await page.close();
   });
 
+  type Detail = { label: string; key: string; owner: string };
+
+  /** The [label, owner] pairs the try-it page shows. */
+  async function shownOwners(page: Page): Promise<[string, string][]> {
+    const labels = await page.locator('#results tbody tr td:first-child').allTextContents();
+    const owners = await page.locator('#results tbody td.owner').allTextContents();
+    return labels.map((label, i) => [label, owners[i] ?? '']);
+  }
+
+  /** Where a screenshot goes: SCREENSHOT_DIR if set, else the test's own folder. */
+  const shotPath = (name: string) => join(process.env.SCREENSHOT_DIR ?? shots, name);
+
+  /**
+   * Takes a screenshot of `page` (the whole page, or the viewport) into `file`, and checks it is
+   * a PNG of the viewport's width.
+   */
+  async function screenshot(page: Page, file: string, fullPage = true) {
+    await page.screenshot({ path: file, fullPage });
+    const png = readFileSync(file);
+    expect(png.subarray(0, 8)).toEqual(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]));
+    expect(png.subarray(12, 16).toString('latin1')).toBe('IHDR');
+    expect(png.readUInt32BE(16)).toBe(1000); // the viewport's width
+    expect(png.readUInt32BE(20)).toBeGreaterThan(0);
+    expect(png.length).toBeGreaterThan(5_000);
+  }
+
   /** Submits the try-it form and waits for the table; the rows and the badge. */
   async function lookUp(page: Page) {
     await page.getByRole('button', { name: 'Look up' }).click();
@@ -211,18 +257,90 @@ describe.skipIf(!!missing)('the gateway in headless Chromium', () => {
     expect(second.badge).toBe('HIT');
     // The second lookup asked the gateway again (If-None-Match, answered 304) rather than
     // showing the browser's stored copy with its old X-Cache.
-    const route = '/subdomains/:parent';
+    const route = '/subdomains/:parent/details';
     expect(await originRequests(gw, { route, status: '304' })).toBe(1);
+    // Owners from /details, beside each label.
+    const details = (await gw.get('/subdomains/67679/details')).body.result as Detail[];
+    expect(await shownOwners(page)).toEqual(details.map((d) => [d.label, d.owner]));
 
-    const file = process.env.SCREENSHOT_PATH ?? join(shots, 'try-it.png');
-    await page.screenshot({ path: file, fullPage: true });
-    const png = readFileSync(file);
-    expect(png.subarray(0, 8)).toEqual(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]));
-    expect(png.subarray(12, 16).toString('latin1')).toBe('IHDR');
-    expect(png.readUInt32BE(16)).toBe(1000); // the viewport's width
-    expect(png.readUInt32BE(20)).toBeGreaterThan(0);
-    expect(png.length).toBeGreaterThan(5_000);
+    await screenshot(page, process.env.SCREENSHOT_PATH ?? shotPath('try-it.png'));
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 
+  it('the try-it page pages through a large parent, and shows a new subdomain without a reload', async () => {
+    const gw = liveGw;
+    // The worker follows CROWD on chain from here on (its program subscription is up).
+    await watched(gw, gw.sim, CROWD);
+    const { page, problems } = await newPage();
+    await page.goto(`${gw.baseUrl}/`);
+    await page.waitForFunction(
+      "[...document.querySelectorAll('#record option')].some((o) => o.value === 'SOL')",
+    );
+    await page.getByLabel('Parent').fill(CROWD);
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await page.locator('#results').waitFor({ state: 'visible' });
+    const rows = page.locator('#results tbody tr');
+    expect(await rows.count()).toBe(100);
+    await expect.poll(() => page.locator('#status').textContent()).toMatch(/^250 subdomain/);
+
+    // "More" until it goes: 100, 200, 250 rows.
+    const more = page.getByRole('button', { name: 'More' });
+    for (const want of [200, 250]) {
+      await more.click();
+      await waitFor(async () => (await rows.count()) === want);
+    }
+    await more.waitFor({ state: 'hidden' });
+    const list = (await gw.get(`/subdomains/${CROWD}`)).body.result as string[];
+    expect(list).toEqual(CROWD_LABELS);
+    expect(await page.locator('#results tbody tr td:first-child').allTextContents()).toEqual(list);
+    const details = (await gw.get(`/subdomains/${CROWD}/details`)).body.result as Detail[];
+    expect(await shownOwners(page)).toEqual(details.map((d) => [d.label, d.owner]));
+    expect(new Set(details.map((d) => d.owner)).size).toBe(3);
+    // The record keys, as the batch route derives them.
+    const keys = await page.locator('#results tbody td.key').allTextContents();
+    const batch = await Promise.all(
+      list.map(async (label) => {
+        const res = await gw.get(`/record-keys-v2/${label}.${CROWD}?records=SOL`);
+        return (res.body.result as Record<string, string>).SOL;
+      }),
+    );
+    expect(keys).toEqual(batch);
+
+    // Live: created on the simulator, it appears in its place, in the same document.
+    await expect.poll(() => page.locator('#live').textContent()).toBe('live');
+    await page.evaluate(() => Object.assign(globalThis, { sameDocument: true }));
+    const owner = Keypair.generate().publicKey;
+    // Between two loaded rows, so it lands inside the table rather than past its last page.
+    gw.sim.chain.addSubdomain(CROWD, 'n100a', { owner });
+    const added = page.locator('#results tbody tr[data-label="n100a"]');
+    await added.waitFor({ state: 'attached', timeout: 10_000 });
+    expect(await page.evaluate(() => 'sameDocument' in globalThis)).toBe(true);
+    const after = (await gw.get(`/subdomains/${CROWD}`)).body.result as string[];
+    expect(after).toHaveLength(251);
+    expect(await page.locator('#results tbody tr td:first-child').allTextContents()).toEqual(after);
+    expect(await rows.nth(after.indexOf('n100a')).getAttribute('data-label')).toBe('n100a');
+    expect(await added.locator('td.owner').textContent()).toBe(owner.toBase58());
+    expect(await added.getAttribute('class')).toBe('added');
+    await expect.poll(() => page.locator('#status').textContent()).toMatch(/^251 subdomain/);
+
+    // The viewport around the new row: the whole page is 251 rows long.
+    // (An expression: the test's types know no DOM.)
+    await page.evaluate(
+      `document.querySelector('#results tr[data-label="n100a"]').scrollIntoView({ block: 'center' })`,
+    );
+    await screenshot(page, shotPath('try-it-live.png'), false);
+
+    // The prefix box: only the labels starting with it, trimmed and lower-cased as the API does.
+    await page.getByLabel('Prefix').fill(' N10 ');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    const withPrefix = after.filter((l) => l.startsWith('n10'));
+    await waitFor(async () => (await rows.count()) === withPrefix.length);
+    expect(await page.locator('#results tbody tr td:first-child').allTextContents()).toEqual(
+      withPrefix,
+    );
+    await expect.poll(() => page.locator('#status').textContent()).toMatch(/^11 subdomain/);
+    expect(await more.isHidden()).toBe(true);
     expect(problems).toEqual([]);
     await page.close();
   });

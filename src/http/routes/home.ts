@@ -15,8 +15,10 @@ function findPage(): string {
 }
 
 /**
- * `GET /`: a small page for people trying the gateway (enter a parent, see its subdomains, the
- * cache state and the record keys of a chosen record type). Plain HTML and fetch: no build step.
+ * `GET /`: a small page for people trying the gateway (enter a parent and an optional prefix, see
+ * its subdomains with their owners from `/details` a page at a time, the cache state and the record
+ * keys of a chosen record type; the table follows `/subdomains/:parent/events` while the page is
+ * open). Plain HTML, fetch and EventSource: no build step.
  */
 export async function homeRoutes(app: FastifyInstance) {
   const page = readFileSync(findPage());
