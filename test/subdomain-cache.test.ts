@@ -222,3 +222,28 @@ describe('SubdomainCache.putOverride', () => {
     );
   });
 });
+
+describe('refresh events', () => {
+  it("carry the entry's cache key too, which API processes of the previous release read", async () => {
+    const prefix = uniquePrefix();
+    const url = inject('redisUrl');
+    const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+    const subscriber = new Redis(url, { maxRetriesPerRequest: 1 });
+    try {
+      await subscriber.subscribe(redisKeys(prefix).refreshEvents);
+      const message = new Promise<string>((resolve) =>
+        subscriber.once('message', (_channel: string, text: string) => resolve(text)),
+      );
+      await publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true });
+      expect(JSON.parse(await message)).toEqual({
+        endpointId: 'e',
+        parent: 'p',
+        ok: true,
+        key: redisKeys(prefix).subdomainEntry('e', 'p'),
+      });
+    } finally {
+      redis.disconnect();
+      subscriber.disconnect();
+    }
+  });
+});

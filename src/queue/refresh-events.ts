@@ -15,13 +15,19 @@ const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}
 /** The pub/sub channel of refresh events for one queue prefix. */
 export const refreshChannel = (prefix: string) => redisKeys(prefix).refreshEvents;
 
-/** Publishes one event; at-most-once, like any Redis pub/sub message. */
+/**
+ * Publishes one event; at-most-once, like any Redis pub/sub message. It also carries the entry's
+ * cache `key`, the only field API processes of the release before read (they throw on an event
+ * without it): during a rolling deploy new workers and old APIs share the channel. Drop it once
+ * no such API can be running.
+ */
 export async function publishRefreshEvent(
   redis: RedisClient,
   prefix: string,
   event: RefreshEvent,
 ): Promise<void> {
-  await redis.publish(refreshChannel(prefix), JSON.stringify(event));
+  const key = redisKeys(prefix).subdomainEntry(event.endpointId, event.parent);
+  await redis.publish(refreshChannel(prefix), JSON.stringify({ ...event, key }));
 }
 
 type Waiter = (event: RefreshEvent | null) => void;
