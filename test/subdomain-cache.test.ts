@@ -247,3 +247,27 @@ describe('refresh events', () => {
     }
   });
 });
+
+describe('SubdomainCache accounts of another shape', () => {
+  it('reads accounts of another shape (another release, a hand edit) as none, never as labels', async () => {
+    const prefix = uniquePrefix();
+    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
+    try {
+      await cache.put(
+        'e',
+        'p',
+        { labels: ['bullish'], fetchedAt: 1, slot: 1 },
+        { A: ['bullish', 'o'] },
+      );
+      // The shape of an earlier build: account -> label.
+      await redis.set(cache.accountsKey('e', 'p'), JSON.stringify({ A: 'bullish' }));
+      expect((await cache.getWithAccounts('e', 'p'))?.accounts).toBeNull();
+      await redis.set(cache.accountsKey('e', 'p'), JSON.stringify({ A: ['bullish', 7] }));
+      expect((await cache.getWithAccounts('e', 'p'))?.accounts).toBeNull();
+    } finally {
+      await deletePrefix(redis, prefix);
+      redis.disconnect();
+    }
+  });
+});

@@ -344,24 +344,37 @@ function parseEntry(raw: string | null): CacheEntry | null {
     for (const field of ['slot', 'scanSlot', 'scannedAt']) {
       if (typeof entry[field] !== 'number') delete entry[field];
     }
-    const { accounts } = entry;
-    if (typeof accounts !== 'object' || accounts === null || Array.isArray(accounts)) {
-      delete entry.accounts;
-    }
+    if (entry.accounts !== undefined && !checkedAccounts(entry.accounts)) delete entry.accounts;
     return entry as CacheEntry;
   } catch {
     return null;
   }
 }
 
+/**
+ * The accounts beside an entry, or null when absent or not of the shape written here (every value
+ * a `[label, owner]` pair of strings): a value of another shape, from another release or by hand,
+ * would otherwise be read as labels and owners, and patched back into the entry. Null makes the
+ * watcher read the parent again, which writes them anew.
+ */
 function parseAccounts(raw: string | null): EntryAccounts | null {
   if (raw === null) return null;
   try {
-    const accounts = JSON.parse(raw) as unknown;
-    return typeof accounts === 'object' && accounts !== null && !Array.isArray(accounts)
-      ? (accounts as EntryAccounts)
-      : null;
+    return checkedAccounts(JSON.parse(raw) as unknown);
   } catch {
     return null;
   }
 }
+
+/** `value` when it has the shape of {@link EntryAccounts}, else null (see {@link parseAccounts}). */
+function checkedAccounts(value: unknown): EntryAccounts | null {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
+  for (const member of Object.values(value)) if (!isMember(member)) return null;
+  return value as EntryAccounts;
+}
+
+const isMember = (value: unknown): value is Member =>
+  Array.isArray(value) &&
+  value.length === 2 &&
+  typeof value[0] === 'string' &&
+  typeof value[1] === 'string';
