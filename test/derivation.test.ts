@@ -1,37 +1,10 @@
 import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
 import { get as httpGet } from 'node:http';
-import { pino } from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { loadConfig } from '../src/config.js';
-import { buildApp } from '../src/http/app.js';
-import { createMetrics } from '../src/metrics/metrics.js';
-import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { RecordKeyDeriver } from '../src/sns/record-key.js';
+import { derivationApp } from './support/derivation-app.js';
 import { baseUrlOf } from './support/gateway.js';
-
-/** The app with no Redis at all: derivations must not need it (docs/design.md, "Shape"). */
-function derivationApp(
-  deriver = new RecordKeyDeriver(),
-  env: { [name: string]: string } = {},
-): FastifyInstance {
-  return buildApp({
-    config: loadConfig(env),
-    metrics: createMetrics(new Registry(), { defaultMetrics: false }),
-    logger: pino({ level: 'silent' }),
-    deriver,
-    endpoints: new EndpointSelector({
-      RPC_URL: undefined,
-      RPC_OVERRIDE: 'on',
-      RPC_OVERRIDE_ALLOWLIST: [],
-    }),
-    readiness: async () => ({
-      ready: true,
-      parts: { redis: true, redisWrites: true, rpc: 'configured', websocket: 'off' },
-    }),
-  });
-}
 
 const RECORDS = Object.values(Record);
 const ALPHABET = [
