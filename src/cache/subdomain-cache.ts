@@ -52,7 +52,8 @@ export type WriteOutcome = 'written' | 'kept' | 'conflict' | 'missing';
  * in that order, so `head(raw)` reads what the scripts compare from the head of the value without
  * decoding thousands of labels; an entry in another layout (an older release, a null slot) is
  * decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
- * slot when both slots are known, else an earlier fetchedAt.
+ * slot when both slots are known, else an earlier fetchedAt; `next_rev(key, slot, at)` the revision
+ * a write of that entry gets, or nil when the stored one is newer.
  */
 const LUA_ENTRY = `
 local function head(raw)
@@ -70,6 +71,13 @@ end
 local function entry(slot, rev, at, rest)
   return '{"slot":' .. slot .. ',"rev":' .. rev .. ',"fetchedAt":' .. at .. ',' .. rest
 end
+local function next_rev(key, slot, at)
+  local current = redis.call('GET', key)
+  if not current then return 1 end
+  local cslot, crev, cat = head(current)
+  if older(cslot, cat, slot, at) then return nil end
+  return crev + 1
+end
 `;
 
 /**
@@ -79,17 +87,12 @@ end
  * otherwise, both keys in one step. Returns the new revision, or 0 when it kept the stored entry.
  */
 const PUT_IF_NEWER = `${LUA_ENTRY}
-local current = redis.call('GET', KEYS[1])
-local rev = 0
-if current then
-  local cslot, crev, cat = head(current)
-  if older(cslot, cat, tonumber(ARGV[1]), tonumber(ARGV[2])) then return 0 end
-  rev = crev
-end
-redis.call('SET', KEYS[1], entry(ARGV[1], rev + 1, ARGV[2], ARGV[3]), 'PX', ARGV[4])
+local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+if not rev then return 0 end
+redis.call('SET', KEYS[1], entry(ARGV[1], rev, ARGV[2], ARGV[3]), 'PX', ARGV[4])
 if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
 else redis.call('DEL', KEYS[2]) end
-return rev + 1
+return rev
 `;
 
 /**
@@ -119,13 +122,8 @@ return rev + 1
  * Returns the new revision, or 0 when it kept the stored entry.
  */
 const PUT_OVERRIDE = `${LUA_ENTRY}
-local current = redis.call('GET', KEYS[1])
-local rev = 0
-if current then
-  local cslot, crev, cat = head(current)
-  if older(cslot, cat, tonumber(ARGV[1]), tonumber(ARGV[2])) then return 0 end
-  rev = crev
-end
+local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+if not rev then return 0 end
 local now = tonumber(ARGV[5])
 local function forget(key)
   local size = tonumber(redis.call('HGET', KEYS[3], key) or '0')
@@ -135,7 +133,7 @@ local function forget(key)
 end
 for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do forget(key) end
 forget(KEYS[1])
-local value = entry(ARGV[1], rev + 1, ARGV[2], ARGV[3])
+local value = entry(ARGV[1], rev, ARGV[2], ARGV[3])
 local size = #value + #KEYS[1]
 redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), KEYS[1])
@@ -147,7 +145,7 @@ while total > tonumber(ARGV[6]) do
   redis.call('DEL', oldest)
   total = forget(oldest)
 end
-return rev + 1
+return rev
 `;
 
 /** The scripts as commands of the connection (`defineCommand`: EVALSHA, the text sent once). */
