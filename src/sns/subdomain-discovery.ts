@@ -1,4 +1,4 @@
-import type { RpcClient } from '../rpc/client.js';
+import type { ReplyDecoder, RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
 import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
@@ -8,7 +8,8 @@ import { domainKey, NAME_PROGRAM_ID, toBase58 } from './pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 
-const MULTIPLE_ACCOUNTS_BATCH = 100;
+/** Most keys one `getMultipleAccounts` takes (the RPC's limit). */
+export const MULTIPLE_ACCOUNTS_BATCH = 100;
 
 export type Discovery = {
   /** The labels, sorted (as the contract's answer lists them). */
@@ -166,9 +167,54 @@ async function completeTruncated(
 ): Promise<Map<string, string | null>> {
   const completed = new Map<string, string | null>();
   const maxTextBytes = lane.maxLabelBytes + 1; // the leading NUL of a subdomain's text
+  const batches = await accountsInBatches(lane, endpoint, keys, {
+    dataSlice: reverseTextSlice(maxTextBytes),
+    minContextSlot: slot,
+    signal,
+    decode:
+      (count) =>
+      (body, { method, id }) =>
+        lane.thread.run(
+          {
+            kind: 'reverse-texts',
+            method,
+            id,
+            body: DecodeThread.transferable(body),
+            count,
+            maxTextBytes,
+          },
+          signal,
+        ),
+  });
+  for (const { batch, result } of batches) {
+    result.forEach((text, i) => completed.set(batch[i] as string, text));
+  }
+  return completed;
+}
+
+/**
+ * `getMultipleAccounts` over `keys`, {@link MULTIPLE_ACCOUNTS_BATCH} a call, at `confirmed`, sliced
+ * by `dataSlice`, at `minContextSlot` or later, each reply decoded by `decode(count)` (a decoder of
+ * the lane's thread for a reply of `count` accounts). Calls go one after another.
+ *
+ * @returns each batch of keys with what its reply decoded to, in the order of `keys`.
+ * @throws RpcCallError when a call fails (the client's retries spent).
+ */
+export async function accountsInBatches<T>(
+  lane: DiscoveryLane,
+  endpoint: RpcEndpoint,
+  keys: readonly string[],
+  opts: {
+    dataSlice: { offset: number; length: number };
+    minContextSlot?: number;
+    signal?: AbortSignal;
+    decode: (count: number) => ReplyDecoder<T>;
+  },
+): Promise<Array<{ batch: string[]; result: T }>> {
+  const out: Array<{ batch: string[]; result: T }> = [];
   for (let start = 0; start < keys.length; start += MULTIPLE_ACCOUNTS_BATCH) {
     const batch = keys.slice(start, start + MULTIPLE_ACCOUNTS_BATCH);
-    const texts = await lane.rpc.call(
+    const result = await lane.rpc.call(
       endpoint,
       'getMultipleAccounts',
       [
@@ -176,27 +222,13 @@ async function completeTruncated(
         {
           encoding: 'base64',
           commitment: 'confirmed',
-          dataSlice: reverseTextSlice(maxTextBytes),
-          ...(slot === undefined ? {} : { minContextSlot: slot }),
+          dataSlice: opts.dataSlice,
+          ...(opts.minContextSlot === undefined ? {} : { minContextSlot: opts.minContextSlot }),
         },
       ],
-      {
-        signal,
-        decode: (body, { method, id }) =>
-          lane.thread.run(
-            {
-              kind: 'reverse-texts',
-              method,
-              id,
-              body: DecodeThread.transferable(body),
-              count: batch.length,
-              maxTextBytes,
-            },
-            signal,
-          ),
-      },
+      { signal: opts.signal, decode: opts.decode(batch.length) },
     );
-    texts.forEach((text, i) => completed.set(batch[i] as string, text));
+    out.push({ batch, result });
   }
-  return completed;
+  return out;
 }

@@ -17,13 +17,16 @@ import type { CostTable } from '../../src/rpc/client.js';
 import type { RpcEndpoint } from '../../src/rpc/endpoint.js';
 import { classifyChange, type Change } from '../../src/sns/change.js';
 import { DecodeThread } from '../../src/sns/discovery-runner.js';
-import type { DiscoveryLane } from '../../src/sns/subdomain-discovery.js';
+import {
+  accountsInBatches,
+  MULTIPLE_ACCOUNTS_BATCH,
+  type DiscoveryLane,
+} from '../../src/sns/subdomain-discovery.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/sns/pda.js';
 import { topHotParents } from '../../src/subdomains/hot-parents.js';
 import { hotParentScanIntervalMs } from '../hot-parent-scan.js';
 import { ProgramSubscriber, type AccountNotification } from './program-subscriber.js';
 
-const MULTIPLE_ACCOUNTS_BATCH = 100;
 /**
  * How long a reverse record's notification waits for its subdomain name account's (they are
  * written in one transaction, so both come within a slot or two), before the parent is re-read.
@@ -543,33 +546,23 @@ export class ParentWatcher {
     const { lane, endpoint } = this.deps;
     const exists = new Map<string, boolean>();
     let slot: number | undefined;
-    for (let start = 0; start < keys.length; start += MULTIPLE_ACCOUNTS_BATCH) {
-      const batch = keys.slice(start, start + MULTIPLE_ACCOUNTS_BATCH);
-      const found = await lane.rpc.call(
-        endpoint,
-        'getMultipleAccounts',
-        [
-          batch,
-          {
-            encoding: 'base64',
-            commitment: 'confirmed',
-            dataSlice: { offset: 0, length: 0 },
-            ...(minContextSlot === undefined ? {} : { minContextSlot }),
-          },
-        ],
-        {
-          decode: (body, { method, id }) =>
-            lane.thread.run({
-              kind: 'existence',
-              method,
-              id,
-              body: DecodeThread.transferable(body),
-              count: batch.length,
-            }),
-        },
-      );
-      batch.forEach((key, i) => exists.set(key, found.exists[i] === true));
-      if (found.slot !== undefined) slot = Math.min(slot ?? found.slot, found.slot);
+    const batches = await accountsInBatches(lane, endpoint, keys, {
+      dataSlice: { offset: 0, length: 0 },
+      minContextSlot,
+      decode:
+        (count) =>
+        (body, { method, id }) =>
+          lane.thread.run({
+            kind: 'existence',
+            method,
+            id,
+            body: DecodeThread.transferable(body),
+            count,
+          }),
+    });
+    for (const { batch, result } of batches) {
+      batch.forEach((key, i) => exists.set(key, result.exists[i] === true));
+      if (result.slot !== undefined) slot = Math.min(slot ?? result.slot, result.slot);
     }
     return { exists, slot };
   }
