@@ -1,9 +1,17 @@
 import { getDomainKeySync, NameRegistryState } from '@bonfida/spl-name-service';
 import { Connection, PublicKey } from '@solana/web3.js';
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { labelsOf, SubdomainCache, type EntryAccounts } from '../src/cache/subdomain-cache.js';
+import { renderPage, renderPageText } from '../src/http/pages.js';
+import { renderOk } from '../src/http/rendered.js';
+import { publishRefreshEvent } from '../src/queue/refresh-events.js';
 import { endpointId } from '../src/rpc/endpoint.js';
-import { startGateway, type Gateway } from './support/gateway.js';
+import { buildDetailsView, detailsOf, rowsText } from '../src/subdomains/details-views.js';
+import { selectPage } from '../src/subdomains/pages.js';
+import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
 
 /**
@@ -13,6 +21,67 @@ import { SimChain, startRpcSimulator, type RpcSimulator } from './support/rpc-si
  */
 
 type Row = { label: string; key: string; owner: string };
+
+/**
+ * Counts the commands that read a key, as Redis's MONITOR shows them: every client's commands, on
+ * a socket of the test's own, those naming a key under `prefix` kept. Real reads of the real
+ * gateway, not a spy. (A plain socket: ioredis's `monitor()` drops lines that arrive with the
+ * MONITOR reply on a busy server.)
+ */
+async function watchReads(url: string, prefix: string) {
+  const READS = new Set(['get', 'mget', 'getex', 'getdel', 'getrange', 'substr', 'dump']);
+  const { hostname, port, username, password } = new URL(url);
+  const socket = connect({ host: hostname, port: Number(port || 6379) });
+  await once(socket, 'connect');
+  const auth = password
+    ? ['AUTH', ...(username ? [decodeURIComponent(username)] : []), decodeURIComponent(password)]
+    : [];
+  const resp = (args: string[]) =>
+    `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+  socket.write((auth.length ? resp(auth) : '') + resp(['MONITOR']));
+  const counts = new Map<string, number>();
+  const markers = new Set<string>();
+  const markerPrefix = `${prefix}:monitor-marker:`;
+  let rest = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    const lines = (rest + chunk).split('\r\n');
+    rest = lines.pop() ?? '';
+    for (const line of lines) {
+      // +<time> [<db> <client>] "command" "arg" ...
+      const quote = line.indexOf('"');
+      if (!line.startsWith('+') || quote < 0) continue;
+      const [command = '', ...keys] = line.slice(quote + 1, -1).split('" "');
+      if (!READS.has(command.toLowerCase())) continue;
+      for (const key of keys) {
+        if (key.startsWith(markerPrefix)) markers.add(key);
+        else if (key.startsWith(prefix)) counts.set(key, (counts.get(key) ?? 0) + 1);
+      }
+    }
+  });
+  const probe = new Redis(url, { maxRetriesPerRequest: 1 });
+  let sent = 0;
+  const ready = `${markerPrefix}ready`;
+  // MONITOR shows only what runs after it began: wait until it shows a read.
+  await waitFor(async () => {
+    await probe.get(ready);
+    return markers.has(ready);
+  }, 5_000);
+  return {
+    /** Reads of `key` so far, every command Redis ran before this call included. */
+    async of(key: string): Promise<number> {
+      // A marker read after the others: once MONITOR shows it, it has shown them.
+      const marker = `${markerPrefix}${sent++}`;
+      await probe.get(marker);
+      await waitFor(() => markers.has(marker), 5_000);
+      return counts.get(key) ?? 0;
+    },
+    close() {
+      socket.destroy();
+      probe.disconnect();
+    },
+  };
+}
 
 describe('GET /subdomains/:parent/details', () => {
   let gw: Gateway;
@@ -113,5 +182,195 @@ describe('GET /subdomains/:parent/details', () => {
   it('refuses a parent that is not one label with the envelope', async () => {
     const res = await gw.get('/subdomains/a.b/details');
     expect(res).toMatchObject({ status: 400, body: { s: 'error', result: 'Invalid input' } });
+  });
+
+  describe('a parent of 3,000 subdomains, rendered once per revision', () => {
+    const BIG = 3000;
+    let reads: Awaited<ReturnType<typeof watchReads>>;
+    let cache: SubdomainCache;
+    let id: string;
+    const owner = (n: number) => new PublicKey(Buffer.alloc(32, n)).toBase58();
+    /** N requests for `path`, `concurrent` at a time. */
+    const many = async (path: string, n: number, concurrent: number) => {
+      const replies = [];
+      for (let done = 0; done < n; done += concurrent) {
+        const batch = Math.min(concurrent, n - done);
+        replies.push(...(await Promise.all(Array.from({ length: batch }, () => gw.get(path)))));
+      }
+      return replies;
+    };
+    /** Patches the owner of `parent`'s first row (in answer order) as the watcher does. */
+    const patchFirstOwner = async (parent: string, to: string, announce: boolean) => {
+      const read = await cache.getWithAccounts(id, parent);
+      if (!read?.accounts) throw new Error(`no accounts for ${parent}`);
+      const first = detailsOf(read.accounts)[0] as Row;
+      const accounts: EntryAccounts = { ...read.accounts, [first.key]: [first.label, to] };
+      const entry = { ...read.entry, labels: labelsOf(accounts), slot: (read.entry.slot ?? 0) + 1 };
+      expect(await cache.patch(id, parent, read.entry.rev ?? 0, entry, accounts)).toBe('written');
+      if (announce) {
+        await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
+          endpointId: id,
+          parent,
+          ok: true,
+        });
+      }
+      return first;
+    };
+
+    beforeAll(async () => {
+      for (let i = 0; i < BIG; i++) gw.sim.chain.addSubdomain('big', `b${i}`);
+      for (const parent of ['quiet', 'reborn']) gw.sim.chain.addSubdomain(parent, 'only');
+      cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 60_000, 86_400_000);
+      id = endpointId(gw.sim.url);
+      reads = await watchReads(gw.config.REDIS_URL, gw.config.QUEUE_PREFIX);
+    }, 60_000);
+    afterAll(() => reads?.close());
+
+    it('reads the accounts once for any number of requests, concurrent or not', async () => {
+      expect((await gw.get('/subdomains/big')).status).toBe(200);
+      const key = cache.accountsKey(id, 'big');
+      const before = await reads.of(key);
+      const replies = [
+        ...(await many('/subdomains/big/details?limit=1', 40, 40)),
+        ...(await many('/subdomains/big/details?limit=1', 40, 4)),
+      ];
+      expect((await reads.of(key)) - before).toBe(1);
+      const first = replies[0] as (typeof replies)[number];
+      expect(first.status).toBe(200);
+      expect(first.headers.get('x-total-count')).toBe(String(BIG));
+      expect(first.headers.get('x-cache')).toBe('HIT');
+      for (const r of replies) {
+        expect(r.body).toEqual(first.body);
+        expect(r.headers.get('etag')).toBe(first.headers.get('etag'));
+      }
+    });
+
+    it('cuts pages that concatenate to the whole answer, the labels of /subdomains', async () => {
+      const whole = await gw.get('/subdomains/big/details');
+      const rows = whole.body.result as Row[];
+      expect(rows.map((r) => r.label)).toEqual((await gw.get('/subdomains/big')).body.result);
+      const paged: Row[] = [];
+      let after: string | null | undefined;
+      do {
+        const query = after === undefined ? '' : `&after=${encodeURIComponent(after as string)}`;
+        const res = await gw.get(`/subdomains/big/details?limit=997${query}`);
+        paged.push(...(res.body.result as Row[]));
+        after = (res.body as { next?: string | null }).next;
+      } while (after);
+      expect(paged).toEqual(rows);
+      const prefixed = await gw.get('/subdomains/big/details?prefix=b12&limit=5&after=b120');
+      expect(prefixed.body).toEqual({
+        s: 'ok',
+        result: rows.filter((r) => r.label.startsWith('b12') && r.label > 'b120').slice(0, 5),
+        next: 'b1204',
+      });
+      expect(prefixed.headers.get('x-total-count')).toBe('111');
+    });
+
+    it('renders a patched revision again, once, and answers with the change', async () => {
+      const key = cache.accountsKey(id, 'big');
+      const old = await gw.get('/subdomains/big/details?limit=1');
+      const changed = await patchFirstOwner('big', owner(77), true);
+      const before = await reads.of(key);
+      // The refresh event drops the in-process copy's entry: the next lookup finds the patch.
+      await waitFor(async () => {
+        const res = await gw.get('/subdomains/big/details?limit=1');
+        return (res.body.result as Row[])[0]?.owner === owner(77);
+      });
+      const replies = await many('/subdomains/big/details?limit=1', 40, 8);
+      expect((await reads.of(key)) - before).toBe(1);
+      for (const r of replies) {
+        expect(r.body.result).toEqual([{ ...changed, owner: owner(77) }]);
+        expect(r.headers.get('etag')).not.toBe(old.headers.get('etag'));
+      }
+    });
+
+    it('answers from a newer revision read since, without a read per request', async () => {
+      // The in-process copy holds revision 1; a patch that announced nothing (a deletion check
+      // that dropped nothing does not) makes revision 2, and this process has no view yet.
+      expect((await gw.get('/subdomains/quiet')).headers.get('x-cache')).toBe('MISS');
+      expect((await gw.get('/subdomains/quiet')).headers.get('x-cache')).toBe('HIT');
+      const key = cache.accountsKey(id, 'quiet');
+      const changed = await patchFirstOwner('quiet', owner(78), false);
+      const before = await reads.of(key);
+      const replies = await many('/subdomains/quiet/details', 30, 6);
+      expect((await reads.of(key)) - before).toBe(1);
+      for (const r of replies) {
+        expect(r.status).toBe(200);
+        expect(r.body.result).toEqual([{ ...changed, owner: owner(78) }]);
+        expect(r.headers.get('x-cache')).toBe('HIT');
+      }
+    });
+
+    it('tells a rewritten entry from the one it replaced, though both are revision 1', async () => {
+      const key = cache.accountsKey(id, 'reborn');
+      const first = await gw.get('/subdomains/reborn/details');
+      const read = await cache.getWithAccounts(id, 'reborn');
+      if (!read?.accounts) throw new Error('no accounts for reborn');
+      expect(read.entry.rev).toBe(1);
+      // The entry expires and a later scan writes it anew: revision 1 again, a later fetchedAt.
+      await gw.redis.del(cache.key(id, 'reborn'), key);
+      const [subKey, [label]] = Object.entries(read.accounts)[0] as [string, [string, string]];
+      const accounts: EntryAccounts = { [subKey]: [label, owner(79)] };
+      const entry = { ...read.entry, labels: labelsOf(accounts), fetchedAt: Date.now() + 1 };
+      await cache.put(id, 'reborn', entry, accounts);
+      expect((await cache.getWithAccounts(id, 'reborn'))?.entry.rev).toBe(1);
+      const before = await reads.of(key);
+      await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
+        endpointId: id,
+        parent: 'reborn',
+        ok: true,
+      });
+      await waitFor(async () => {
+        const res = await gw.get('/subdomains/reborn/details');
+        return (res.body.result as Row[])[0]?.owner === owner(79);
+      });
+      await many('/subdomains/reborn/details', 20, 5);
+      expect((await reads.of(key)) - before).toBe(1);
+      expect((first.body.result as Row[])[0]?.owner).not.toBe(owner(79));
+    });
+  });
+});
+
+describe('the /details view', () => {
+  // Labels JSON escapes (quotes, backslashes, controls, a lone surrogate), others it does not
+  // (non-Latin-1, astral), and one label under two keys.
+  const accounts: EntryAccounts = {
+    k5: ['dup', 'o5'],
+    k1: ['a"q\\b', 'o1'],
+    k2: ['\u0001ctl\n', 'o2'],
+    k3: ['ünï', 'o3'],
+    k4: ['dup', 'o4'],
+    k6: ['\ud800lone', 'o6'],
+    k7: ['😀smile', 'o7'],
+    k8: ['zeta', 'o8'],
+  };
+  const entry = { labels: [], fetchedAt: 1, rev: 3, slot: 9 };
+
+  it('renders the bytes and ETag of the whole answer as JSON.stringify does', () => {
+    const view = buildDetailsView(entry, accounts);
+    const rows = detailsOf(accounts);
+    expect(view.whole).toEqual(renderOk(rows));
+    expect(view.labels).toEqual(rows.map((r) => r.label));
+    expect(view.entry).toMatchObject({ rev: 3, fetchedAt: 1, slot: 9 });
+    expect(buildDetailsView(entry, {}).whole).toEqual(renderOk([]));
+  });
+
+  it('cuts every page and prefix to the bytes renderPage gives for those rows', () => {
+    const view = buildDetailsView(entry, accounts);
+    const rows = detailsOf(accounts);
+    const afters = [undefined, ...rows.map((r) => r.label), 'b', '\uffff'];
+    for (const prefix of ['', 'd', 'z', 'nope', '\ud800'])
+      for (const limit of [undefined, 1, 2, 3, 1000])
+        for (const after of limit === undefined ? [undefined] : afters) {
+          const req = { limit, after, prefix };
+          const page = selectPage(view.labels, req);
+          const cut = rowsText(view, page.start, page.labels.length);
+          const rowsOfPage = rows.slice(page.start, page.start + page.labels.length);
+          expect(JSON.parse(`[${cut}]`)).toEqual(rowsOfPage);
+          expect(renderPageText(page, cut, req, view.whole.etag)).toEqual(
+            renderPage(page, rowsOfPage, req, view.whole.etag),
+          );
+        }
   });
 });

@@ -14,6 +14,7 @@ import type { Config } from '../config.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { EndpointSelector } from '../rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
+import type { DetailsViews } from '../subdomains/details-views.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
 import type { LiveUpdates } from '../subdomains/live-updates.js';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
@@ -59,6 +60,8 @@ export type AppDeps = {
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
   lookup?: SubdomainLookup;
+  /** The rendered `/details` views; the route answers 500 when absent. */
+  details?: DetailsViews;
   /** The event streams of `/subdomains/:parent/events`; the route answers 500 when absent. */
   live?: LiveUpdates;
   /** What `/readyz` reports (see `opsRoutes`); the app adds the shutdown. */
@@ -206,6 +209,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(subdomainDetailsRoutes, {
     endpoints: deps.endpoints,
     lookup: deps.lookup,
+    views: deps.details,
     freshSeconds: deps.config.CACHE_FRESH_SECONDS,
     staleSeconds: deps.config.CACHE_STALE_SECONDS,
   });

@@ -111,7 +111,28 @@ export function renderPage(
     page.next === undefined
       ? JSON.stringify({ s: 'ok', result })
       : JSON.stringify({ s: 'ok', result, next: page.next });
+  return { body, etag: pageEtag(req, listEtag) };
+}
+
+/**
+ * {@link renderPage} for items already serialized: `items` is the JSON text of the page's items,
+ * comma-separated, without the brackets (`''` for none), as a slice of the whole list's rendered
+ * body gives it (src/subdomains/details-views.ts). The same bytes and ETag as {@link renderPage}
+ * of those items.
+ */
+export function renderPageText(
+  page: Pick<Page, 'next'>,
+  items: string,
+  req: PageRequest,
+  listEtag: string,
+): RenderedAnswer {
+  const next = page.next === undefined ? '' : `,"next":${JSON.stringify(page.next)}`;
+  return { body: `{"s":"ok","result":[${items}]${next}}`, etag: pageEtag(req, listEtag) };
+}
+
+/** A page's ETag: of the whole list's ETag and the request's parameters (see {@link renderPage}). */
+function pageEtag(req: PageRequest, listEtag: string): string {
   // JSON: no two requests give one key, whatever their labels hold.
   const key = JSON.stringify([listEtag, req.limit ?? null, req.prefix, req.after ?? null]);
-  return { body, etag: `"${fnv1a(key)}"` };
+  return `"${fnv1a(key)}"`;
 }

@@ -13,8 +13,11 @@ export type RenderedAnswer = { readonly body: string; readonly etag: string };
  */
 export function renderOk(result: unknown): RenderedAnswer {
   const body = JSON.stringify(ok(result));
-  return { body, etag: `"${fnv1a(body)}"` };
+  return { body, etag: etagOf(body) };
 }
+
+/** The strong ETag of a body, as {@link renderOk} and the ETag hook make it (quoted FNV-1a). */
+export const etagOf = (body: string): string => `"${fnv1a(body)}"`;
 
 /**
  * Sends a rendered answer as it is: no serialization, no hashing. The ETag hook (./etag.ts) sees

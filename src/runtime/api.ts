@@ -20,6 +20,7 @@ import {
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
 import { HotParentCounter } from '../subdomains/hot-parents.js';
+import { DetailsViews } from '../subdomains/details-views.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { LiveUpdates } from '../subdomains/live-updates.js';
 import { redisKeys } from '../redis-keys.js';
@@ -111,6 +112,7 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
+  const details = new DetailsViews({ cache, maxBytes: config.DETAILS_CACHE_BYTES });
   const live = new LiveUpdates({
     cache,
     listener,
@@ -137,6 +139,7 @@ export async function startApi(
     deriver: new RecordKeyDeriver(),
     endpoints,
     lookup,
+    details,
     live,
     readiness,
   });

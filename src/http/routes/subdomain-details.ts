@@ -1,12 +1,19 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { EntryAccounts } from '../../cache/subdomain-cache.js';
+import { boundedMemo } from '../../cache/bounded-memo.js';
 import { InternalError, OverloadedError } from '../../errors.js';
-import type { EndpointSelector } from '../../rpc/endpoint.js';
+import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
-import type { SubdomainLookup } from '../../subdomains/lookup.js';
-import { selectPage } from '../../subdomains/pages.js';
-import { pageQueryProperties, pageRequestOf, renderPage } from '../pages.js';
-import { renderOk, sendRendered } from '../rendered.js';
+import {
+  buildDetailsView,
+  rowsText,
+  type DetailsAnswer,
+  type DetailsViews,
+} from '../../subdomains/details-views.js';
+import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
+import { selectPage, type PageRequest } from '../../subdomains/pages.js';
+import { pageQueryProperties, pageRequestOf, renderPageText } from '../pages.js';
+import { sendRendered } from '../rendered.js';
 import {
   CACHED_ANSWER_HEADERS,
   cacheHeaders,
@@ -19,24 +26,11 @@ export type SubdomainDetailsRouteDeps = {
   endpoints: EndpointSelector;
   /** Absent when the API was built without Redis: the route then answers 500. */
   lookup: SubdomainLookup | undefined;
+  /** The rendered views of the configured endpoint; absent: the route answers 500. */
+  views: DetailsViews | undefined;
   freshSeconds: number;
   staleSeconds: number;
 };
-
-/** One row of `/details`: a label, its subdomain name account and the owner in its header. */
-export type SubdomainDetail = { label: string; key: string; owner: string };
-
-/**
- * The rows of `accounts`, in the order `/subdomains/:parent` lists the labels (JS string order;
- * two subdomains with one label, by key).
- */
-export function detailsOf(accounts: EntryAccounts): SubdomainDetail[] {
-  return Object.entries(accounts)
-    .map(([key, [label, owner]]) => ({ label, key, owner }))
-    .sort((a, b) =>
-      a.label < b.label ? -1 : a.label > b.label ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0,
-    );
-}
 
 const detail = Type.Object({
   label: Type.String({ description: 'the label, as `/subdomains/:parent` lists it' }),
@@ -56,6 +50,63 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
 ) => {
   const checkColdMiss = app.createRateLimit();
   const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
+
+  /**
+   * Sends the view: the whole answer without `page`, else the page's rows cut out of it (the
+   * labels' page, as `/subdomains/:parent` gives it) with `X-Total-Count`.
+   */
+  const send = (
+    reply: FastifyReply,
+    endpoint: RpcEndpoint,
+    { view, entry, state }: DetailsAnswer,
+    page: PageRequest | undefined,
+    now = Date.now(),
+  ) => {
+    setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined, now);
+    if (page === undefined) return sendRendered(reply, view.whole);
+    const selected = selectPage(view.labels, page);
+    reply.header('x-total-count', String(selected.total));
+    const rows = rowsText(view, selected.start, selected.labels.length);
+    return sendRendered(reply, renderPageText(selected, rows, page, view.whole.etag));
+  };
+
+  // Raw `:parent` values seen lately and their label, as `/subdomains/:parent` keeps them.
+  const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
+
+  /**
+   * Everything but a warm hit whose view is kept: the lookup (unless `hit` is already the
+   * in-process copy's answer), then the view of the entry found, read and rendered if need be.
+   * An override's entry carries its accounts: its view is rendered per request and not kept
+   * (`no-store` answers, rare, their entry read from Redis anyway).
+   */
+  const answerThroughRedis = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    parent: string,
+    rpc: string | undefined,
+    page: PageRequest | undefined,
+    hit?: { endpoint: RpcEndpoint; found: LookupResult },
+  ) => {
+    const charge = coldMissCharge(req, checkColdMiss);
+    const endpoint = hit?.endpoint ?? (await deps.endpoints.select(rpc, charge));
+    if (!deps.lookup || !deps.views) throw new InternalError('no cache configured');
+    const found = hit?.found ?? (await deps.lookup.lookup(parent, endpoint, charge));
+    let answer: DetailsAnswer | null;
+    if (endpoint.kind === 'override') {
+      const { entry, state } = found;
+      answer = entry.accounts
+        ? { view: buildDetailsView(entry, entry.accounts), entry, state }
+        : null;
+    } else {
+      answer = await deps.views.get(endpoint.id, parent, found);
+    }
+    if (!answer) {
+      throw new OverloadedError('entry written without its accounts', deps.freshSeconds, {
+        detail: 'owners are not cached for this parent yet; they are after its next refresh',
+      });
+    }
+    return send(reply, endpoint, answer, page);
+  };
 
   app.get(
     '/subdomains/:parent/details',
@@ -112,31 +163,24 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
         },
       },
     },
-    async (req, reply) => {
-      const parent = parseParentLabel(req.params.parent);
+    (req, reply) => {
+      const parent = parentOf(req.params.parent);
       const page = pageRequestOf(req.query);
-      const charge = coldMissCharge(req, checkColdMiss);
-      const endpoint = await deps.endpoints.select(req.query.rpc, charge);
-      if (!deps.lookup) throw new InternalError('no cache configured');
-      const { entry, state } = await deps.lookup.lookup(parent, endpoint, charge);
-      const accounts = await deps.lookup.accountsOf(parent, endpoint, entry);
-      if (!accounts) {
-        throw new OverloadedError('entry written without its accounts', deps.freshSeconds, {
-          detail: 'owners are not cached for this parent yet; they are after its next refresh',
-        });
+      // A warm parent whose view is kept is answered synchronously: no promise, no Redis.
+      if (req.query.rpc === undefined && deps.lookup && deps.views) {
+        const endpoint = deps.endpoints.selectDefault();
+        const now = Date.now();
+        const found = deps.lookup.peek(parent, endpoint, now);
+        if (found) {
+          const kept = deps.views.peek(endpoint.id, parent, found);
+          if (kept) {
+            send(reply, endpoint, kept, page, now);
+            return;
+          }
+          return answerThroughRedis(req, reply, parent, undefined, page, { endpoint, found });
+        }
       }
-      setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined);
-      const rows = detailsOf(accounts);
-      const whole = renderOk(rows);
-      if (page === undefined) return sendRendered(reply, whole);
-      // The page of the labels, as `/subdomains/:parent` gives it, with its rows.
-      const selected = selectPage(
-        rows.map((r) => r.label),
-        page,
-      );
-      reply.header('x-total-count', String(selected.total));
-      const pageRows = rows.slice(selected.start, selected.start + selected.labels.length);
-      return sendRendered(reply, renderPage(selected, pageRows, page, whole.etag));
+      return answerThroughRedis(req, reply, parent, req.query.rpc, page);
     },
   );
 };
