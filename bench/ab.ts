@@ -11,7 +11,7 @@
  * Redis prefix, simulator and worker (this checkout's).
  *
  * Options, how long it takes and what it writes: `npm run bench:ab -- --help` (the spec below).
- * Environment: `REDIS_URL` (redis://127.0.0.1:6379).
+ * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
 import type { Child } from './lib.js';
 import {
+  BENCH_REDIS_URL,
   ceilingPath,
   fmt,
   gatewayEnv,
@@ -52,7 +53,7 @@ const flags = parseBenchArgs({
     ...LOAD_OPTIONS,
   },
 });
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = BENCH_REDIS_URL;
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const git = (...args: string[]) =>

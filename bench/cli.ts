@@ -81,7 +81,7 @@ export function helpText(spec: BenchCommand<Record<string, BenchOption>>): strin
     wrap(`Takes ${spec.duration}`, 80, '  '),
     wrap(`Writes ${spec.writes}`, 80, '  '),
     wrap(
-      'Environment: REDIS_URL (redis://127.0.0.1:6379); the run deletes the Redis keys it made.',
+      'Environment: REDIS_URL (redis://127.0.0.1:6379/9); the run deletes the Redis keys it made.',
       80,
       '  ',
     ),

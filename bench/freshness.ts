@@ -16,11 +16,12 @@
  *    parents: time until shown in all five.
  *
  * Options, how long it takes and what it writes: `npm run bench:freshness -- --help`.
- * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
+ * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../test/support/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
 import {
+  BENCH_REDIS_URL,
   type BenchRun,
   type Child,
   gatewayEnv,
@@ -65,7 +66,7 @@ const FRESH_S = Number(flags.fresh);
 const FRESH_MS = FRESH_S * 1000;
 const LAG_MS = Number(flags.lag);
 const PARENTS = Math.floor(Number(flags.parents));
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = BENCH_REDIS_URL;
 
 /** Requests per second to each hot parent, all through the run. */
 const TRAFFIC_PER_SECOND = 4;

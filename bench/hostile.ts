@@ -13,7 +13,7 @@ import { spawnMain } from '../test/support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc } from '../test/support/hostile-rpc.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
-import { benchPrefix, deleteKeysAt, machine, table, writeSection } from './lib.js';
+import { BENCH_REDIS_URL, benchPrefix, deleteKeysAt, machine, table, writeSection } from './lib.js';
 
 const flags = parseBenchArgs({
   command: 'npm run bench:hostile',
@@ -29,7 +29,7 @@ const flags = parseBenchArgs({
   },
 });
 const REQUESTS = Number(flags.requests);
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = BENCH_REDIS_URL;
 const SHUTDOWN_TIMEOUT_MS = 10_000;
 const log = (line: string) => process.stdout.write(`${line}\n`);
 

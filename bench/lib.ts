@@ -11,6 +11,7 @@ import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import * as prettier from 'prettier';
 import { deletePrefix } from '../test/support/redis-keys.js';
+import { LOCAL_REDIS, withTestDatabase } from '../test/support/shared-redis.js';
 
 export type Role = 'api' | 'worker' | 'baseline' | 'ceiling' | 'sim';
 
@@ -124,6 +125,12 @@ export class Child {
     clearTimeout(timer);
   }
 }
+
+/**
+ * The Redis of a benchmark: `REDIS_URL`, else 127.0.0.1:6379, in the tests' database (9) unless
+ * the URL names one (test/support/shared-redis.ts).
+ */
+export const BENCH_REDIS_URL = withTestDatabase(process.env.REDIS_URL ?? LOCAL_REDIS);
 
 /**
  * The environment of a gateway process (API or worker) of a benchmark: `redisUrl` under the

@@ -11,7 +11,16 @@
  * Options, how long it takes and what it writes: `npm run bench:memory -- --help` (the spec below).
  */
 import { parseBenchArgs } from './cli.js';
-import { fmt, gatewayEnv, load, machine, table, withBenchRun, writeSection } from './lib.js';
+import {
+  BENCH_REDIS_URL,
+  fmt,
+  gatewayEnv,
+  load,
+  machine,
+  table,
+  withBenchRun,
+  writeSection,
+} from './lib.js';
 
 const flags = parseBenchArgs({
   command: 'npm run bench:memory',
@@ -37,7 +46,7 @@ const SECONDS = Number(flags.seconds);
 const SAMPLE = Number(flags.sample);
 const SETTLE = Number(flags.settle);
 const CONNECTIONS = Number(flags.connections);
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = BENCH_REDIS_URL;
 const PARENTS = ['67679', 'demo', 'bonfida', 'empty'];
 
 const log = (line: string) => process.stdout.write(`${line}\n`);

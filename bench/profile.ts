@@ -5,13 +5,14 @@
  * profiling slows the process, so its requests per second are not comparable with `npm run bench`.
  *
  * Options, how long it takes and what it writes: `npm run bench:profile -- --help` (the spec
- * below). Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
+ * below). Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseBenchArgs } from './cli.js';
 import {
+  BENCH_REDIS_URL,
   ceilingPath,
   fmt,
   gatewayEnv,
@@ -48,7 +49,7 @@ const flags = parseBenchArgs({
     dir: { value: 'PATH', description: 'where the .cpuprofile is kept' },
   },
 });
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = BENCH_REDIS_URL;
 
 type ProfileNode = {
   id: number;

@@ -5,7 +5,7 @@
  * BENCHMARKS.md.
  *
  * Options, how long it takes and what it writes: `npm run bench -- --help` (the spec below).
- * Environment: `REDIS_URL` (redis://127.0.0.1:6379). The run's Redis keys are deleted at the end.
+ * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
 import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
 import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
@@ -17,6 +17,7 @@ import {
 } from '../src/sns/discovery-decode.js';
 import type { Child } from './lib.js';
 import {
+  BENCH_REDIS_URL,
   ceilingPath,
   fmt,
   gatewayEnv,
@@ -60,7 +61,7 @@ const SLICE = Number(flags.slice);
 const WARMUP = Number(flags.warmup);
 const CONNECTIONS = Number(flags.connections);
 const BIG = Number(flags.big);
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = BENCH_REDIS_URL;
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 

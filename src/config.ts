@@ -97,6 +97,30 @@ const clusterNodes = z.preprocess(
     }),
 );
 
+/**
+ * The largest database a deployment may use: the watch leases' library
+ * (@sesamecare-oss/redlock) selects 0 to 15 only, and falls back to 0 for any other, which would
+ * put the leases outside the deployment's database. It is also the last one of Redis's default
+ * `databases 16`.
+ */
+export const MAX_REDIS_DB = 15;
+
+/**
+ * The database `url` names, as ioredis reads it (its path `/N`, else its `db` query parameter,
+ * else 0), or why it names none that the gateway can use.
+ */
+export function redisUrlDatabase(url: string): number | string {
+  const parsed = new URL(url);
+  const path = parsed.pathname === '/' ? '' : parsed.pathname;
+  const raw = path !== '' ? path.slice(1) : (parsed.searchParams.get('db') ?? '0');
+  if (!/^\d{1,9}$/.test(raw)) return `"${raw}" is not a database number (redis://host:port/N)`;
+  const db = Number(raw);
+  if (db > MAX_REDIS_DB) {
+    return `database ${db}: 0 to ${MAX_REDIS_DB} only (the watch leases' library selects no other)`;
+  }
+  return db;
+}
+
 /** The names proxy-addr (Fastify's `trustProxy`) accepts for whole ranges. */
 const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
@@ -269,6 +293,21 @@ export const configSchema = z
   .refine((c) => c.CACHE_STALE_SECONDS >= c.CACHE_FRESH_SECONDS, {
     path: ['CACHE_STALE_SECONDS'],
     message: 'must be at least CACHE_FRESH_SECONDS',
+  })
+  // The database is half of a deployment's space in Redis (docs/design.md, "Redis isolation").
+  .superRefine((c, ctx) => {
+    // A URL that does not parse has its own issue already.
+    if (!URL.canParse(c.REDIS_URL)) return;
+    const db = redisUrlDatabase(c.REDIS_URL);
+    if (typeof db === 'string') {
+      ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: db });
+    } else if (db !== 0 && c.REDIS_CLUSTER_NODES) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_URL'],
+        message: `database ${db}: a Redis Cluster has database 0 only (share it by QUEUE_PREFIX)`,
+      });
+    }
   })
   .transform((c) => ({
     ...c,

@@ -14,8 +14,13 @@
  * - `<prefix>:cold-miss-limit:<client>`: the per-client limit of new refreshes
  *   (@fastify/rate-limit's namespace).
  * - `<prefix>:readyz`: the readiness write probe.
- * - `<prefix>:subdomain-refresh:events`: the pub/sub channel of refresh events.
- * - `<prefix>:subdomain-refresh[-override]:*`: BullMQ's own keys of the two queues.
+ * - `<prefix>:subdomain-refresh[-override]:*`, `<prefix>:hot-parent-scans:*`: BullMQ's own keys of
+ *   the queues.
+ *
+ * Channel: `<prefix>:db<N>:refresh-events`, the refresh events of the deployment on database N.
+ * Keys live in the connection's database; pub/sub channels are global to a Redis server (and to a
+ * cluster), so the channel names the database as well as the prefix (docs/design.md, "Redis
+ * isolation"). No BullMQ key has that shape (theirs are `<prefix>:<queue>:<name>`).
  */
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
@@ -48,6 +53,13 @@ export function redisKeys(prefix: string) {
     /** @fastify/rate-limit's `nameSpace`: the client's key follows it. */
     coldMissLimitNamespace: `${prefix}:cold-miss-limit:`,
     readinessProbe: `${prefix}:readyz`,
-    refreshEvents: `${prefix}:subdomain-refresh:events`,
+    /** The pub/sub channel of refresh events of the deployment on database `db` (0 on a cluster). */
+    refreshEvents: (db: number) => `${prefix}:db${db}:refresh-events`,
+    /**
+     * The channel of the release before, one per prefix whatever the database (and the name of
+     * BullMQ's events stream of the refresh queue): still published on for that release's API
+     * processes during a rolling upgrade, never listened to. Drop it with the event's `key`.
+     */
+    legacyRefreshEvents: `${prefix}:subdomain-refresh:events`,
   });
 }

@@ -62,6 +62,16 @@ export function createRedis(
 }
 
 /**
+ * The database a connection works in: the one `REDIS_URL` names (`/N`, or ioredis's `?db=N`),
+ * which ioredis selects on every (re)connect; 0 on a Redis Cluster, which has no other. Keys land
+ * there by themselves; what names the database explicitly (the watch leases' scripts, the refresh
+ * events' channel) takes it from here, so it is always the connection's own.
+ */
+export function databaseOf(redis: RedisClient): number {
+  return redis instanceof Cluster ? 0 : (redis.options.db ?? 0);
+}
+
+/**
  * Resolves once the connection is ready (ioredis's `ready`). Connection errors on the way do not
  * end the wait: ioredis reconnects by itself, and a Redis starting next to the gateway (compose)
  * refuses the first attempts.

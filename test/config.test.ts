@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configSchema, loadConfig } from '../src/config.js';
+import { ConfigError, configSchema, loadConfig, redisUrlDatabase } from '../src/config.js';
+import { createRedis, databaseOf } from '../src/redis.js';
 
 describe('loadConfig', () => {
   it('applies the documented defaults and freezes the result', () => {
@@ -105,6 +106,35 @@ describe('loadConfig', () => {
     for (const bad of ['10.0.0.1', 'a:1,', 'a:1,,b:2', '::1:7000', 'a:123456']) {
       expect(() => loadConfig({ REDIS_CLUSTER_NODES: bad }), bad).toThrow(/REDIS_CLUSTER_NODES:/);
     }
+  });
+
+  it('takes the database REDIS_URL names, as ioredis selects it, from 0 to 15', async () => {
+    for (const [url, db] of [
+      ['redis://h:6379', 0],
+      ['redis://h:6379/', 0],
+      ['redis://h:6379/7', 7],
+      ['rediss://u:p@h:6379/15', 15],
+      ['redis://h:6379?db=3', 3],
+      ['redis://h:6379/4?db=3', 4],
+    ] as const) {
+      expect(redisUrlDatabase(url), url).toBe(db);
+      expect(() => loadConfig({ REDIS_URL: url }), url).not.toThrow();
+      // What the connections select is what the configuration read.
+      const connection = createRedis(loadConfig({ REDIS_URL: url }), 'command', 'config-test');
+      connection.disconnect();
+      expect(databaseOf(connection), url).toBe(db);
+    }
+    for (const [env, message] of [
+      [{ REDIS_URL: 'redis://h:6379/16' }, /database 16: 0 to 15 only/],
+      [{ REDIS_URL: 'redis://h:6379/db1' }, /"db1" is not a database number/],
+      [{ REDIS_URL: 'redis://h:6379?db=-1' }, /"-1" is not a database number/],
+      [{ REDIS_URL: 'redis://h:6379/3', REDIS_CLUSTER_NODES: 'a:7000' }, /database 0 only/],
+    ] as const) {
+      expect(() => loadConfig(env), env.REDIS_URL).toThrow(message);
+    }
+    expect(
+      loadConfig({ REDIS_URL: 'redis://h:6379/0', REDIS_CLUSTER_NODES: 'a:7000' }),
+    ).toBeTruthy();
   });
 
   it('treats empty values as unset', () => {

@@ -17,7 +17,7 @@ import { LiveUpdates, type StreamSink } from '../src/subdomains/live-updates.js'
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import type { RefreshListener } from '../src/queue/refresh-events.js';
 import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
-import { refreshChannel } from '../src/queue/refresh-events.js';
+import { publishRefreshEvent } from '../src/queue/refresh-events.js';
 
 /**
  * Live updates (`GET /subdomains/:parent/events`, docs/design.md, "Live updates") against the
@@ -145,10 +145,11 @@ describe('live updates', () => {
     });
     expect(sim.callCount('getProgramAccounts')).toBe(1);
     // An event about an entry whose labels did not change: re-read, and nothing sent.
-    await gw.redis.publish(
-      refreshChannel(gw.config.QUEUE_PREFIX),
-      JSON.stringify({ endpointId: endpointId(sim.url), parent: PARENT, ok: true }),
-    );
+    await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
+      endpointId: endpointId(sim.url),
+      parent: PARENT,
+      ok: true,
+    });
     sim.chain.addSubdomain(PARENT, 'later');
     // Past its freshness (a second), the entry is refreshed with the new label.
     await waitFor(async () => (await labels(gw as Gateway)).includes('later'));

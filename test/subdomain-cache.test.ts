@@ -3,9 +3,16 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SubdomainCache, type CacheEntry } from '../src/cache/subdomain-cache.js';
+import { redisUrlDatabase } from '../src/config.js';
 import { createMetrics } from '../src/metrics/metrics.js';
-import { publishRefreshEvent, RefreshListener } from '../src/queue/refresh-events.js';
+import {
+  parseRefreshEvent,
+  publishRefreshEvent,
+  refreshChannel,
+  RefreshListener,
+} from '../src/queue/refresh-events.js';
 import { createRefreshQueue } from '../src/queue/refresh-queue.js';
+import { databaseOf } from '../src/redis.js';
 import { SubdomainLookup } from '../src/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 import { redisKeys } from '../src/redis-keys.js';
@@ -224,18 +231,46 @@ describe('SubdomainCache.putOverride', () => {
 });
 
 describe('refresh events', () => {
-  it("carry the entry's cache key too, which API processes of the previous release read", async () => {
-    const prefix = uniquePrefix();
-    const url = inject('redisUrl');
-    const redis = new Redis(url, { maxRetriesPerRequest: 1 });
-    const subscriber = new Redis(url, { maxRetriesPerRequest: 1 });
+  /** The next message on `channel`, through a subscriber of its own on the test Redis. */
+  async function nextMessage(channel: string, publish: () => Promise<void>): Promise<unknown> {
+    const subscriber = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
     try {
-      await subscriber.subscribe(redisKeys(prefix).refreshEvents);
+      await subscriber.subscribe(channel);
       const message = new Promise<string>((resolve) =>
         subscriber.once('message', (_channel: string, text: string) => resolve(text)),
       );
-      await publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true });
-      expect(JSON.parse(await message)).toEqual({
+      await publish();
+      return JSON.parse(await message);
+    } finally {
+      subscriber.disconnect();
+    }
+  }
+
+  it("go on the channel of the connection's database, naming their deployment", async () => {
+    const prefix = uniquePrefix();
+    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    try {
+      const db = databaseOf(redis);
+      // The suite's database (9 unless REDIS_URL names one), as the URL names it.
+      expect(db).toBe(redisUrlDatabase(inject('redisUrl')));
+      expect(refreshChannel(redis, prefix)).toBe(`${prefix}:db${db}:refresh-events`);
+      const message = await nextMessage(refreshChannel(redis, prefix), () =>
+        publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true }),
+      );
+      expect(message).toEqual({ endpointId: 'e', parent: 'p', ok: true, prefix, db });
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it("go on the former channel too, with the entry's cache key, which API processes of the previous release read", async () => {
+    const prefix = uniquePrefix();
+    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    try {
+      const message = await nextMessage(redisKeys(prefix).legacyRefreshEvents, () =>
+        publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true }),
+      );
+      expect(message).toEqual({
         endpointId: 'e',
         parent: 'p',
         ok: true,
@@ -243,8 +278,50 @@ describe('refresh events', () => {
       });
     } finally {
       redis.disconnect();
+    }
+  });
+
+  it('reach a waiter only when they are events of its own deployment', async () => {
+    const prefix = uniquePrefix();
+    const url = inject('redisUrl');
+    const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+    const subscriber = new Redis(url, { maxRetriesPerRequest: 1 });
+    const listener = new RefreshListener(subscriber, prefix);
+    try {
+      await listener.start();
+      const db = databaseOf(redis);
+      const wait = listener.next('e', 'p', 5_000);
+      const channel = refreshChannel(redis, prefix);
+      const ours = { endpointId: 'e', parent: 'p', prefix, db };
+      for (const foreign of [
+        { ...ours, ok: true, db: db + 1 },
+        { ...ours, ok: true, prefix: `${prefix}x` },
+        { endpointId: 'e', parent: 'p', ok: true },
+        { ...ours, ok: 'yes' },
+        { ...ours, ok: true, parent: 7 },
+      ]) {
+        await redis.publish(channel, JSON.stringify(foreign));
+      }
+      await redis.publish(channel, '{not json');
+      await redis.publish(channel, JSON.stringify({ ...ours, ok: false, reason: 'rpc' }));
+      expect(await wait.event).toEqual({ endpointId: 'e', parent: 'p', ok: false, reason: 'rpc' });
+    } finally {
+      await listener.close();
+      redis.disconnect();
       subscriber.disconnect();
     }
+  });
+
+  it('count a failure of a reason this release does not know as internal', () => {
+    const message = JSON.stringify({ endpointId: 'e', parent: 'p', ok: false, reason: 'new' });
+    expect(parseRefreshEvent(message, 'x', 3)).toBeNull();
+    const own = JSON.stringify({ ...JSON.parse(message), prefix: 'x', db: 3 });
+    expect(parseRefreshEvent(own, 'x', 3)).toEqual({
+      endpointId: 'e',
+      parent: 'p',
+      ok: false,
+      reason: 'internal',
+    });
   });
 });
 

@@ -1,4 +1,4 @@
-import type { RedisClient } from '../redis.js';
+import { databaseOf, type RedisClient } from '../redis.js';
 import { redisKeys } from '../redis-keys.js';
 
 /**
@@ -6,28 +6,76 @@ import { redisKeys } from '../redis-keys.js';
  * truth; an event only says "look now" (`ok`) or "this attempt failed" and why.
  */
 export type RefreshEvent = { endpointId: string; parent: string } & (
-  { ok: true } | { ok: false; reason: 'rpc' | 'internal' | 'disconnected' }
+  { ok: true } | { ok: false; reason: FailureReason }
 );
+
+type FailureReason = 'rpc' | 'internal' | 'disconnected';
+const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
+  'rpc',
+  'internal',
+  'disconnected',
+]);
 
 /** The waiters' key of an (endpoint, parent) pair; a parent is a label, never holding a space. */
 const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}`;
 
-/** The pub/sub channel of refresh events for one queue prefix. */
-export const refreshChannel = (prefix: string) => redisKeys(prefix).refreshEvents;
+/**
+ * The pub/sub channel of refresh events of the deployment that `redis` (a connection of it) and
+ * `prefix` make: it names the connection's database, since channels are global to a server.
+ */
+export const refreshChannel = (redis: RedisClient, prefix: string) =>
+  redisKeys(prefix).refreshEvents(databaseOf(redis));
 
 /**
- * Publishes one event; at-most-once, like any Redis pub/sub message. It also carries the entry's
- * cache `key`, the only field API processes of the release before read (they throw on an event
- * without it): during a rolling deploy new workers and old APIs share the channel. Drop it once
- * no such API can be running.
+ * Publishes one event on the channel of the deployment `redis` and `prefix` make; at-most-once,
+ * like any Redis pub/sub message. The message also names that space (`prefix`, `db`), which a
+ * listener checks on receipt. During a rolling upgrade API processes of the release before listen
+ * on the former channel (one per prefix, whatever the database) and read only the entry's cache
+ * `key` (they throw on an event without it): the event goes there too, with it. Drop that second
+ * publish once no such API can be running.
  */
 export async function publishRefreshEvent(
   redis: RedisClient,
   prefix: string,
   event: RefreshEvent,
 ): Promise<void> {
-  const key = redisKeys(prefix).subdomainEntry(event.endpointId, event.parent);
-  await redis.publish(refreshChannel(prefix), JSON.stringify({ ...event, key }));
+  const keys = redisKeys(prefix);
+  const db = databaseOf(redis);
+  const key = keys.subdomainEntry(event.endpointId, event.parent);
+  await Promise.all([
+    redis.publish(keys.refreshEvents(db), JSON.stringify({ ...event, prefix, db })),
+    redis.publish(keys.legacyRefreshEvents, JSON.stringify({ ...event, key })),
+  ]);
+}
+
+/**
+ * A refresh event as received, if it is one of the deployment `prefix` on database `db`; null for
+ * anything else (not JSON, another shape, another deployment's), which the listener ignores. A
+ * failure of a reason this release does not know counts as `internal`.
+ */
+export function parseRefreshEvent(
+  message: string,
+  prefix: string,
+  db: number,
+): RefreshEvent | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(message);
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null) return null;
+  const m = value as Record<string, unknown>;
+  if (m.prefix !== prefix || m.db !== db) return null;
+  if (typeof m.endpointId !== 'string' || typeof m.parent !== 'string') return null;
+  const { endpointId, parent } = m;
+  if (m.ok === true) return { endpointId, parent, ok: true };
+  if (m.ok !== false) return null;
+  const reason =
+    typeof m.reason === 'string' && FAILURE_REASONS.has(m.reason)
+      ? (m.reason as FailureReason)
+      : 'internal';
+  return { endpointId, parent, ok: false, reason };
 }
 
 type Waiter = (event: RefreshEvent | null) => void;
@@ -40,17 +88,23 @@ type Waiter = (event: RefreshEvent | null) => void;
 export class RefreshListener {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly channel: string;
+  private readonly db: number;
   private readonly refreshedHandlers: Array<(endpointId: string, parent: string) => void> = [];
   private readonly lostHandlers: Array<() => void> = [];
   private subscribed = false;
   private started = false;
 
-  /** @param subscriber a connection of its own; it is put in subscriber mode. */
+  /**
+   * @param subscriber a connection of its own, to the deployment's database; it is put in
+   *   subscriber mode.
+   * @param prefix the deployment's key prefix (`QUEUE_PREFIX`).
+   */
   constructor(
     private readonly subscriber: RedisClient,
-    prefix: string,
+    private readonly prefix: string,
   ) {
-    this.channel = refreshChannel(prefix);
+    this.db = databaseOf(subscriber);
+    this.channel = redisKeys(prefix).refreshEvents(this.db);
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.channel) this.dispatch(message);
     });
@@ -139,13 +193,10 @@ export class RefreshListener {
   }
 
   private dispatch(message: string): void {
-    let event: RefreshEvent;
-    try {
-      event = JSON.parse(message) as RefreshEvent;
-    } catch {
-      return;
-    }
-    if (typeof event.endpointId !== 'string' || typeof event.parent !== 'string') return;
+    // Only our own: another deployment's event read as ours would send a waiter to an entry that
+    // is not there (an answer of 500).
+    const event = parseRefreshEvent(message, this.prefix, this.db);
+    if (!event) return;
     if (event.ok) {
       for (const handler of this.refreshedHandlers) handler(event.endpointId, event.parent);
     }

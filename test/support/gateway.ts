@@ -13,6 +13,7 @@ import type { RedisClient } from '../../src/redis.js';
 import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
+import { inDatabase } from './shared-redis.js';
 import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
 
 export type Reply = { status: number; headers: Headers; body: { s: string; result: unknown } };
@@ -63,7 +64,8 @@ export async function getJson(baseUrl: string, path: string, init?: RequestInit)
  */
 export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
-    REDIS_URL: inject('redisUrl'),
+    // On a cluster REDIS_URL carries credentials only, and the database is 0, the only one.
+    REDIS_URL: env.REDIS_CLUSTER_NODES ? inDatabase(inject('redisUrl'), 0) : inject('redisUrl'),
     QUEUE_PREFIX: uniquePrefix(),
     PORT: '0',
     HOST: '127.0.0.1',

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { findBinary } from './programs.js';
-import { redisAnswers } from './shared-redis.js';
+import { redisAnswers, withTestDatabase } from './shared-redis.js';
 
 export type PrivateRedis = {
   readonly port: number;
@@ -41,7 +41,8 @@ export async function startPrivateRedis(
 ): Promise<PrivateRedis> {
   const dir = await mkdtemp(join(tmpdir(), 'sns-gateway-redis-'));
   const port = await freePort();
-  const url = `redis://127.0.0.1:${port}`;
+  // The suite's database, as on the shared Redis: gateways under fault tests use it too.
+  const url = withTestDatabase(`redis://127.0.0.1:${port}`);
   let child: ChildProcess | undefined;
   let output = '';
 

@@ -11,7 +11,7 @@ import {
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { publishRefreshEvent } from '../../src/queue/refresh-events.js';
 import { addRefreshJob, type RefreshJobData } from '../../src/queue/refresh-queue.js';
-import type { RedisClient } from '../../src/redis.js';
+import { databaseOf, type RedisClient } from '../../src/redis.js';
 import { redisKeys } from '../../src/redis-keys.js';
 import type { CostTable } from '../../src/rpc/client.js';
 import type { RpcEndpoint } from '../../src/rpc/endpoint.js';
@@ -136,7 +136,10 @@ export class ParentWatcher {
 
   constructor(private readonly deps: ParentWatcherDeps) {
     this.checkMs = hotParentScanIntervalMs(deps.freshMs);
-    this.redlock = new Redlock([deps.redis], { retryCount: 0 });
+    // Redlock's scripts SELECT its `db` setting (default 0) before touching the lease: give it
+    // the connection's database, so leases stay in the deployment's own (docs/design.md, "Redis
+    // isolation"). It takes 0 to 15 only; the configuration refuses any other database.
+    this.redlock = new Redlock([deps.redis], { retryCount: 0, db: databaseOf(deps.redis) });
     // Redlock reports failed extensions of `using` as events; a missing listener would throw.
     this.redlock.on('error', () => undefined);
     this.subscriber = new ProgramSubscriber({
