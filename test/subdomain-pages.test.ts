@@ -29,6 +29,27 @@ const UNICODE_LABELS = [
   'straße',
 ];
 
+/**
+ * Labels the parent's normalization would change (capitals, spaces, characters whose case mapping
+ * changes their length or depends on context): listed as they are, reached by their own prefixes.
+ */
+const CASED_LABELS = [
+  'ABC',
+  'abc',
+  'Ábc',
+  'ABD',
+  'ß',
+  'SS',
+  'ss',
+  '🦀',
+  '🦀Crab',
+  ' lead', // a leading space
+  'trail ', // a trailing space
+  'a b',
+  'ΑΣΑ', // Greek capitals: the sigma lower-cases to σ inside a word and ς at its end
+  'İx', // lower-cases to two code points
+];
+
 function pagesChain(): SimChain {
   const chain = seedDemo();
   for (const n of SIZES) {
@@ -36,6 +57,7 @@ function pagesChain(): SimChain {
     for (const label of labelsFor(n)) chain.addSubdomain(parentOf(n), label);
   }
   for (const label of UNICODE_LABELS) chain.addSubdomain('unicode', label);
+  for (const label of CASED_LABELS) chain.addSubdomain('cased', label);
   return chain;
 }
 
@@ -135,23 +157,27 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     }
   });
 
-  it('keeps the labels that start with the prefix, trimmed and lower-cased', async () => {
+  it('keeps the labels that start with the prefix, as given: not trimmed, not lower-cased', async () => {
     const whole = await full('unicode');
     expect(whole).toEqual([...UNICODE_LABELS].sort());
     const cases: [string, string[]][] = [
-      [' ÉL ', ['élan']],
-      ['É', ['éclair', 'élan', 'émile']],
+      ['é', ['éclair', 'élan', 'émile']],
+      ['él', ['élan']],
+      [' él', []],
+      ['É', []],
       ['e', ['ecole', 'e\u0301toile']],
-      // No Unicode normalization form, as for the parent: a decomposed accent is its own text.
-      ['E\u0301', ['e\u0301toile']],
+      // No Unicode normalization form: a decomposed accent is its own text.
+      ['e\u0301', ['e\u0301toile']],
       ['🦀', ['🦀crab', '🦀rust']],
       ['中', ['中国', '中文']],
-      ['STRASSE', []],
-      ['STRAẞE', ['straße']], // capital sharp s lower-cases to ß
+      ['stra', ['straße']],
+      ['STRAẞE', []],
+      ['strasse', []],
       ['zebra', ['zebra']],
+      ['Zebra', []],
       ['zebras', []],
       ['', whole],
-      ['  ', whole],
+      ['  ', []],
     ];
     for (const [prefix, expected] of cases) {
       const q = new URLSearchParams({ prefix });
@@ -163,10 +189,40 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     }
   });
 
+  it('reaches every label listed by each of its own prefixes, as listed', async () => {
+    const whole = await full('cased');
+    expect(whole).toEqual([...CASED_LABELS].sort());
+    const prefixes = new Set<string>();
+    for (const label of whole) {
+      const points = Array.from(label);
+      for (let n = 1; n <= points.length; n++) prefixes.add(points.slice(0, n).join(''));
+    }
+    for (const prefix of prefixes) {
+      const q = new URLSearchParams({ prefix });
+      const res = await gw.get(`/subdomains/cased?${q.toString()}`);
+      const expected = whole.filter((l) => l.startsWith(prefix));
+      expect(res.body, JSON.stringify(prefix)).toEqual({ s: 'ok', result: expected });
+      expect(res.headers.get('x-total-count'), JSON.stringify(prefix)).toBe(
+        String(expected.length),
+      );
+    }
+    // Capitals are not folded: `AB` is not `ab`.
+    expect((await gw.get('/subdomains/cased?prefix=AB')).body.result).toEqual(['ABC', 'ABD']);
+    expect((await gw.get('/subdomains/cased?prefix=ab')).body.result).toEqual(['abc']);
+    // Pages of a prefix, one label at a time, reach them too; so do the rows of /details.
+    for (const prefix of ['A', ' ', '🦀', 'Α']) {
+      const { labels } = await pageThrough(gw, 'cased', 1, prefix);
+      expect(labels, prefix).toEqual(whole.filter((l) => l.startsWith(prefix)));
+    }
+    const details = await gw.get(`/subdomains/cased/details?prefix=${encodeURIComponent(' ')}`);
+    expect(details.status).toBe(200);
+    expect((details.body.result as { label: string }[]).map((r) => r.label)).toEqual([' lead']);
+  });
+
   it('combines the prefix with pages', async () => {
     const whole = await full(parentOf(1001));
-    for (const prefix of ['s1', 's12', 'S3 ', 's99999', 'x']) {
-      const matched = whole.filter((l) => l.startsWith(prefix.trim().toLowerCase()));
+    for (const prefix of ['s1', 's12', 'S3', 's3 ', 's99999', 'x']) {
+      const matched = whole.filter((l) => l.startsWith(prefix));
       for (const limit of [1000, 7]) {
         const { labels, totals } = await pageThrough(gw, parentOf(1001), limit, prefix);
         expect(labels, `${prefix} by ${limit}`).toEqual(matched);
@@ -342,7 +398,7 @@ describe('pages through ?rpc=', () => {
 
   it("pages the override's own list, not shared (no-store)", async () => {
     const rpc = encodeURIComponent(other.url);
-    const first = await gw.get(`/subdomains/67679?rpc=${rpc}&limit=15&prefix=S`);
+    const first = await gw.get(`/subdomains/67679?rpc=${rpc}&limit=15&prefix=s`);
     expect(first.status).toBe(200);
     expect(first.headers.get('cache-control')).toBe('no-store');
     expect(first.headers.get('age')).toBeNull();

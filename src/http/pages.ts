@@ -1,7 +1,6 @@
 import { fnv1a } from '@fastify/etag';
 import { Type } from '@fastify/type-provider-typebox';
 import { InvalidInputError } from '../errors.js';
-import { normalizeName } from '../sns/names.js';
 import type { Page, PageRequest } from '../subdomains/pages.js';
 import { CORS_HEADERS } from './cors.js';
 import type { RenderedAnswer } from './rendered.js';
@@ -58,8 +57,10 @@ export const pageQueryProperties = {
   prefix: Type.Optional(
     Type.String({
       description:
-        'Only the labels that start with this text, trimmed and lower-cased as the parent is ' +
-        '(empty: every label). Combines with `limit` and `after`; `X-Total-Count` counts its labels.',
+        'Only the labels that start with this text, compared as it is given with the labels as ' +
+        'they are listed: not trimmed, not lower-cased (`AB` keeps `ABC`, not `abc`), so every ' +
+        'label listed is reached by each of its own prefixes. Empty: every label. Combines with ' +
+        '`limit` and `after`; `X-Total-Count` counts its labels.',
       examples: ['ho'],
     }),
   ),
@@ -70,7 +71,10 @@ export type PageQuery = { limit?: string; after?: string; prefix?: string };
 
 /**
  * The page a request asks for, or undefined when it gives none of `limit`, `after`, `prefix`:
- * then the answer is the contract's, byte for byte (no `next`, no `X-Total-Count`).
+ * then the answer is the contract's, byte for byte (no `next`, no `X-Total-Count`). `after` and
+ * `prefix` are taken as they are, not normalized as the parent is: labels are listed as the chain
+ * holds them (any text: capitals, spaces), and a trimmed or lower-cased prefix would not reach
+ * `ABC` or ` x` (docs/design.md, "Pages and prefixes").
  *
  * @param query as the schema validated it: `limit` digits only, 1 to {@link MAX_PAGE_LIMIT}.
  * @throws InvalidInputError for `after` without `limit` (a cursor with no page size; refusing it
@@ -87,7 +91,7 @@ export function pageRequestOf(query: PageQuery): PageRequest | undefined {
   return {
     limit: limit === undefined ? undefined : Number(limit),
     after,
-    prefix: prefix === undefined ? '' : normalizeName(prefix),
+    prefix: prefix ?? '',
   };
 }
 
