@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PAGE_PARAM_ACCEPTED } from '../src/http/pages.js';
+import { PAGE_LIMIT_PATTERN, PAGE_PARAM_ACCEPTED } from '../src/http/pages.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
 
@@ -29,6 +29,27 @@ const UNICODE_LABELS = [
   'straße',
 ];
 
+/**
+ * Labels the parent's normalization would change (capitals, spaces, characters whose case mapping
+ * changes their length or depends on context): listed as they are, reached by their own prefixes.
+ */
+const CASED_LABELS = [
+  'ABC',
+  'abc',
+  'Ábc',
+  'ABD',
+  'ß',
+  'SS',
+  'ss',
+  '🦀',
+  '🦀Crab',
+  ' lead', // a leading space
+  'trail ', // a trailing space
+  'a b',
+  'ΑΣΑ', // Greek capitals: the sigma lower-cases to σ inside a word and ς at its end
+  'İx', // lower-cases to two code points
+];
+
 function pagesChain(): SimChain {
   const chain = seedDemo();
   for (const n of SIZES) {
@@ -36,6 +57,7 @@ function pagesChain(): SimChain {
     for (const label of labelsFor(n)) chain.addSubdomain(parentOf(n), label);
   }
   for (const label of UNICODE_LABELS) chain.addSubdomain('unicode', label);
+  for (const label of CASED_LABELS) chain.addSubdomain('cased', label);
   return chain;
 }
 
@@ -113,9 +135,19 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     );
   });
 
+  it('takes a limit written in digits, 1 to 1000', async () => {
+    const whole = await full(parentOf(1001));
+    for (const limit of ['1', '9', '10', '99', '100', '101', '999', '1000']) {
+      const { body } = await getPage(gw, `/subdomains/${parentOf(1001)}?limit=${limit}`);
+      expect(body.result, limit).toEqual(whole.slice(0, Number(limit)));
+      expect(body.next, limit).toBe(whole[Number(limit) - 1]);
+    }
+  });
+
   it('starts after a label that is not in the list, at the next one in sort order', async () => {
     const whole = await full(parentOf(1001));
-    for (const after of ['', 's4', 's5x', 's9999999', 'r', 't', '\u{10ffff}']) {
+    // Taken as it is: spaces are code units like any other, not trimmed away.
+    for (const after of ['', 's4', 's5x', 's9999999', 'r', 't', '\u{10ffff}', ' ', ' s4', 's4 ']) {
       const q = new URLSearchParams({ limit: '5' });
       if (after !== '') q.set('after', after);
       const { body } = await getPage(gw, `/subdomains/${parentOf(1001)}?${q.toString()}`);
@@ -125,23 +157,27 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     }
   });
 
-  it('keeps the labels that start with the prefix, trimmed and lower-cased', async () => {
+  it('keeps the labels that start with the prefix, as given: not trimmed, not lower-cased', async () => {
     const whole = await full('unicode');
     expect(whole).toEqual([...UNICODE_LABELS].sort());
     const cases: [string, string[]][] = [
-      [' ÉL ', ['élan']],
-      ['É', ['éclair', 'élan', 'émile']],
+      ['é', ['éclair', 'élan', 'émile']],
+      ['él', ['élan']],
+      [' él', []],
+      ['É', []],
       ['e', ['ecole', 'e\u0301toile']],
-      // No Unicode normalization form, as for the parent: a decomposed accent is its own text.
-      ['E\u0301', ['e\u0301toile']],
+      // No Unicode normalization form: a decomposed accent is its own text.
+      ['e\u0301', ['e\u0301toile']],
       ['🦀', ['🦀crab', '🦀rust']],
       ['中', ['中国', '中文']],
-      ['STRASSE', []],
-      ['STRAẞE', ['straße']], // capital sharp s lower-cases to ß
+      ['stra', ['straße']],
+      ['STRAẞE', []],
+      ['strasse', []],
       ['zebra', ['zebra']],
+      ['Zebra', []],
       ['zebras', []],
       ['', whole],
-      ['  ', whole],
+      ['  ', []],
     ];
     for (const [prefix, expected] of cases) {
       const q = new URLSearchParams({ prefix });
@@ -153,10 +189,40 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     }
   });
 
+  it('reaches every label listed by each of its own prefixes, as listed', async () => {
+    const whole = await full('cased');
+    expect(whole).toEqual([...CASED_LABELS].sort());
+    const prefixes = new Set<string>();
+    for (const label of whole) {
+      const points = Array.from(label);
+      for (let n = 1; n <= points.length; n++) prefixes.add(points.slice(0, n).join(''));
+    }
+    for (const prefix of prefixes) {
+      const q = new URLSearchParams({ prefix });
+      const res = await gw.get(`/subdomains/cased?${q.toString()}`);
+      const expected = whole.filter((l) => l.startsWith(prefix));
+      expect(res.body, JSON.stringify(prefix)).toEqual({ s: 'ok', result: expected });
+      expect(res.headers.get('x-total-count'), JSON.stringify(prefix)).toBe(
+        String(expected.length),
+      );
+    }
+    // Capitals are not folded: `AB` is not `ab`.
+    expect((await gw.get('/subdomains/cased?prefix=AB')).body.result).toEqual(['ABC', 'ABD']);
+    expect((await gw.get('/subdomains/cased?prefix=ab')).body.result).toEqual(['abc']);
+    // Pages of a prefix, one label at a time, reach them too; so do the rows of /details.
+    for (const prefix of ['A', ' ', '🦀', 'Α']) {
+      const { labels } = await pageThrough(gw, 'cased', 1, prefix);
+      expect(labels, prefix).toEqual(whole.filter((l) => l.startsWith(prefix)));
+    }
+    const details = await gw.get(`/subdomains/cased/details?prefix=${encodeURIComponent(' ')}`);
+    expect(details.status).toBe(200);
+    expect((details.body.result as { label: string }[]).map((r) => r.label)).toEqual([' lead']);
+  });
+
   it('combines the prefix with pages', async () => {
     const whole = await full(parentOf(1001));
-    for (const prefix of ['s1', 's12', 'S3 ', 's99999', 'x']) {
-      const matched = whole.filter((l) => l.startsWith(prefix.trim().toLowerCase()));
+    for (const prefix of ['s1', 's12', 'S3', 's3 ', 's99999', 'x']) {
+      const matched = whole.filter((l) => l.startsWith(prefix));
       for (const limit of [1000, 7]) {
         const { labels, totals } = await pageThrough(gw, parentOf(1001), limit, prefix);
         expect(labels, `${prefix} by ${limit}`).toEqual(matched);
@@ -219,20 +285,52 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
   const LIMIT = PAGE_PARAM_ACCEPTED.limit as string;
   const AFTER = PAGE_PARAM_ACCEPTED.after as string;
   const PREFIX = PAGE_PARAM_ACCEPTED.prefix as string;
+  const BAD_LIMIT = `querystring/limit must match pattern "${PAGE_LIMIT_PATTERN}": ${LIMIT}`;
   it.each([
-    ['limit 0', 'limit=0', `querystring/limit must be >= 1: ${LIMIT}`],
-    ['limit 1001', 'limit=1001', `querystring/limit must be <= 1000: ${LIMIT}`],
-    ['a negative limit', 'limit=-3', `querystring/limit must be >= 1: ${LIMIT}`],
-    ['a fractional limit', 'limit=1.5', `querystring/limit must be integer: ${LIMIT}`],
-    ['a word for limit', 'limit=ten', `querystring/limit must be integer: ${LIMIT}`],
-    ['an empty limit', 'limit=', `querystring/limit must be integer: ${LIMIT}`],
-    ['two limits', 'limit=2&limit=3', `querystring/limit must be integer: ${LIMIT}`],
+    // Whatever a number parser would take, only the digits of 1 to 1000 are a limit.
+    ...[
+      '0',
+      '1001',
+      '-3',
+      '1.5',
+      '2.0',
+      'ten',
+      '',
+      '1e3',
+      '1e2',
+      '0x10',
+      '0b11',
+      '0o7',
+      '%20%202',
+      '2%20',
+      '%092',
+      '+2',
+      '%2B2',
+      '02',
+      '0100',
+      'Infinity',
+      'NaN',
+      'true',
+      '1_0',
+      '%EF%BC%91', // a fullwidth digit one
+      '%D9%A1', // an Arabic-Indic digit one
+      '10000000000000000000001',
+    ].map((v) => [`limit=${v}`, `limit=${v}`, BAD_LIMIT]),
+    ['a bare limit', 'limit', BAD_LIMIT],
+    ['two limits', 'limit=2&limit=3', `querystring/limit must be string: ${LIMIT}`],
+    ['two equal limits', 'limit=2&limit=2', `querystring/limit must be string: ${LIMIT}`],
     [
       'an empty after',
       'limit=2&after=',
       `querystring/after must NOT have fewer than 1 characters: ${AFTER}`,
     ],
+    [
+      'a bare after',
+      'limit=2&after',
+      `querystring/after must NOT have fewer than 1 characters: ${AFTER}`,
+    ],
     ['two afters', 'limit=2&after=a&after=b', `querystring/after must be string: ${AFTER}`],
+    ['two equal afters', 'limit=2&after=a&after=a', `querystring/after must be string: ${AFTER}`],
     [
       'after without limit',
       'after=s1',
@@ -258,7 +356,8 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
       op.parameters.filter((p) => p.in === 'query').map((p) => [p.name, p.schema]),
     );
     expect(Object.keys(query).sort()).toEqual(['after', 'limit', 'prefix', 'rpc']);
-    expect(query.limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 1000 });
+    // A string of digits, as the route checks it: an integer schema would be coerced from `1e3`.
+    expect(query.limit).toMatchObject({ type: 'string', pattern: PAGE_LIMIT_PATTERN });
     const schema = op.responses['200']?.content['application/json']?.schema as {
       properties: Record<string, unknown>;
       required: string[];
@@ -299,7 +398,7 @@ describe('pages through ?rpc=', () => {
 
   it("pages the override's own list, not shared (no-store)", async () => {
     const rpc = encodeURIComponent(other.url);
-    const first = await gw.get(`/subdomains/67679?rpc=${rpc}&limit=15&prefix=S`);
+    const first = await gw.get(`/subdomains/67679?rpc=${rpc}&limit=15&prefix=s`);
     expect(first.status).toBe(200);
     expect(first.headers.get('cache-control')).toBe('no-store');
     expect(first.headers.get('age')).toBeNull();

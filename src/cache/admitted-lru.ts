@@ -27,8 +27,12 @@ export class AdmittedLru<V extends object> {
     return this.entries.get(key);
   }
 
-  /** Keeps `value` for `key` if `key` was offered before (recently, within the doorkeeper's window). */
-  offer(key: string, value: V): void {
-    if (this.doorkeeper.seenBefore(key)) this.entries.set(key, value);
+  /**
+   * Keeps the value `make` gives for `key` if `key` was offered before (recently, within the
+   * doorkeeper's window). `make` is called only then: most offers are of keys asked for once, and
+   * their values are never made (a batch of records would otherwise render an answer per record).
+   */
+  offer(key: string, make: () => V): void {
+    if (this.doorkeeper.seenBefore(key)) this.entries.set(key, make());
   }
 }

@@ -1,7 +1,6 @@
 import { fnv1a } from '@fastify/etag';
 import { Type } from '@fastify/type-provider-typebox';
 import { InvalidInputError } from '../errors.js';
-import { normalizeName } from '../sns/names.js';
 import type { Page, PageRequest } from '../subdomains/pages.js';
 import { CORS_HEADERS } from './cors.js';
 import type { RenderedAnswer } from './rendered.js';
@@ -14,9 +13,19 @@ import type { RenderedAnswer } from './rendered.js';
 /** Most labels in one page: `?limit=` takes 1 to this. */
 export const MAX_PAGE_LIMIT = 1000;
 
+/**
+ * `?limit=` as it must be spelled: a whole number from 1 to {@link MAX_PAGE_LIMIT} in decimal
+ * digits, nothing else. Checked by the schema as a string, not as an integer: ajv's type coercion
+ * would read `1e3`, `0x10`, ` 2` or `Infinity` as numbers. No leading zero either, so one page has
+ * one URL (`limit=7` and `limit=007` would be two cache keys of one answer).
+ */
+export const PAGE_LIMIT_PATTERN = '^(?:[1-9][0-9]{0,2}|1000)$';
+
 /** The `detail` of a refused page parameter, by name: what it accepts. */
 export const PAGE_PARAM_ACCEPTED: Readonly<Record<string, string>> = {
-  limit: `limit must be given once, as a whole number from 1 to ${MAX_PAGE_LIMIT}`,
+  limit:
+    `limit must be given once, as a whole number from 1 to ${MAX_PAGE_LIMIT} in decimal digits ` +
+    '(no sign, exponent, spaces or leading zero)',
   after: 'after must be given once, as a non-empty label (the `next` of the previous page)',
   prefix: 'prefix must be given once, as text',
 };
@@ -24,14 +33,15 @@ export const PAGE_PARAM_ACCEPTED: Readonly<Record<string, string>> = {
 /** The querystring properties `limit`, `after` and `prefix`, for a route's schema. */
 export const pageQueryProperties = {
   limit: Type.Optional(
-    Type.Integer({
-      minimum: 1,
-      maximum: MAX_PAGE_LIMIT,
+    Type.String({
+      pattern: PAGE_LIMIT_PATTERN,
       description:
-        `A page of at most this many labels (1 to ${MAX_PAGE_LIMIT}), and a \`next\` field in ` +
-        'the answer: the last label of the page, or null when no more follow. Without it the ' +
-        'answer is the whole list (of the prefix), with no `next` field.',
-      examples: [100],
+        `A page of at most this many labels: a whole number from 1 to ${MAX_PAGE_LIMIT} in ` +
+        'decimal digits, without sign, exponent, spaces or leading zero (`100`, not `1e2`, ' +
+        '`0x64` or `0100`). The answer gets a `next` field: the last label of the page, or null ' +
+        'when no more follow. Without it the answer is the whole list (of the prefix), with no ' +
+        '`next` field.',
+      examples: ['100'],
     }),
   ),
   after: Type.Optional(
@@ -47,20 +57,26 @@ export const pageQueryProperties = {
   prefix: Type.Optional(
     Type.String({
       description:
-        'Only the labels that start with this text, trimmed and lower-cased as the parent is ' +
-        '(empty: every label). Combines with `limit` and `after`; `X-Total-Count` counts its labels.',
+        'Only the labels that start with this text, compared as it is given with the labels as ' +
+        'they are listed: not trimmed, not lower-cased (`AB` keeps `ABC`, not `abc`), so every ' +
+        'label listed is reached by each of its own prefixes. Empty: every label. Combines with ' +
+        '`limit` and `after`; `X-Total-Count` counts its labels.',
       examples: ['ho'],
     }),
   ),
 };
 
-/** The querystring as the route's schema gives it. */
-export type PageQuery = { limit?: number; after?: string; prefix?: string };
+/** The querystring as the route's schema gives it (`limit` matched {@link PAGE_LIMIT_PATTERN}). */
+export type PageQuery = { limit?: string; after?: string; prefix?: string };
 
 /**
  * The page a request asks for, or undefined when it gives none of `limit`, `after`, `prefix`:
- * then the answer is the contract's, byte for byte (no `next`, no `X-Total-Count`).
+ * then the answer is the contract's, byte for byte (no `next`, no `X-Total-Count`). `after` and
+ * `prefix` are taken as they are, not normalized as the parent is: labels are listed as the chain
+ * holds them (any text: capitals, spaces), and a trimmed or lower-cased prefix would not reach
+ * `ABC` or ` x` (docs/design.md, "Pages and prefixes").
  *
+ * @param query as the schema validated it: `limit` digits only, 1 to {@link MAX_PAGE_LIMIT}.
  * @throws InvalidInputError for `after` without `limit` (a cursor with no page size; refusing it
  *   leaves the meaning free to give later).
  */
@@ -72,7 +88,11 @@ export function pageRequestOf(query: PageQuery): PageRequest | undefined {
       detail: 'after needs limit: ?limit=N&after=<the next of the previous page>',
     });
   }
-  return { limit, after, prefix: prefix === undefined ? '' : normalizeName(prefix) };
+  return {
+    limit: limit === undefined ? undefined : Number(limit),
+    after,
+    prefix: prefix ?? '',
+  };
 }
 
 /**

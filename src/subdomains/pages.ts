@@ -8,7 +8,7 @@
  * A request copies only the labels it returns.
  */
 
-/** What a request asks of the list; `prefix` is already normalized (trimmed, lower-cased). */
+/** What a request asks of the list; `after` and `prefix` as given, compared by UTF-16 code units. */
 export type PageRequest = {
   /** Most labels in the page (1 to 1000); undefined: every label matched, and no `next`. */
   readonly limit: number | undefined;

@@ -139,8 +139,9 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
       const key = cacheKey(domain, record);
       let rendered = cacheable ? answers.get(key) : undefined;
       if (!rendered) {
-        rendered = answer(domain, record);
-        if (cacheable) answers.offer(key, rendered);
+        const made = answer(domain, record);
+        if (cacheable) answers.offer(key, () => made);
+        rendered = made;
       }
       // Sent here, not returned: a synchronous handler that sends needs no promise, and a ready
       // string bypasses the schema serializer (the type provider only knows objects).
@@ -242,7 +243,8 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
           const key = derived[next++] as string;
           keys[i] = key;
           // Offered as the single route would keep it: a name asked for in batches warms both.
-          if (cacheable) answers.offer(cacheKey(domain, record), renderOk(key));
+          // Rendered only if kept: a name's first batch renders nothing per record.
+          if (cacheable) answers.offer(cacheKey(domain, record), () => renderOk(key));
         });
       }
       const result: { [record: string]: string } = {};

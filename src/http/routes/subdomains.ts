@@ -170,8 +170,9 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           400: errorResponse(
             '`Invalid input`: a parent that is not exactly one non-empty label, a refused ' +
               '`?rpc=` (not https, a private or literal address, not on the allowlist, ' +
-              'overrides off), a `limit` that is not a whole number from 1 to 1000, an empty ' +
-              '`after` or one without `limit`, or a parameter given twice.',
+              'overrides off), a `limit` that is not a whole number from 1 to 1000 in decimal ' +
+              'digits (no sign, exponent, spaces or leading zero), an empty `after` or one ' +
+              'without `limit`, or a parameter given twice.',
             'Invalid input',
           ),
           429: errorResponse(
