@@ -259,8 +259,10 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
     HOT_KEYS_TOP_N: String(Math.max(20, PARENTS)),
     RPC_WS: ws ? 'on' : 'off',
     ...(ws ? { RPC_WS_URL: sim.wsUrl } : {}),
-    // All the bench's requests come from one address: cold misses must not be refused.
+    // All the bench's requests come from one address: cold misses must not be refused, and that
+    // one client must be enough to make a parent hot.
     COLD_MISS_LIMIT: '1000000',
+    HOT_KEYS_MIN_CLIENTS: '1',
     SUBDOMAINS_WAIT_MS: '15000',
   });
   const worker = await run.start('worker', env);

@@ -267,6 +267,11 @@ export const configSchema = z
     QUEUE_MAX_WAITING: int(1, 10_000_000, 1000),
     HOT_KEYS_TOP_N: int(0, 100_000, 100),
     HOT_KEYS_MAX_TRACKED: int(1, 10_000_000, 10_000),
+    /**
+     * Distinct clients a parent needs in a window before it is refreshed ahead or followed on the
+     * chain: that work is charged to no client, so one client alone must not get it.
+     */
+    HOT_KEYS_MIN_CLIENTS: int(1, 1_000_000, 2),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
     TRUST_PROXY: trustProxy,

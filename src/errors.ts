@@ -105,8 +105,9 @@ export class ShuttingDownError extends RetryLaterError {
 
 /**
  * 429 with `Retry-After`: this client started too many new refreshes (cold misses) in the window.
- * Hits, stale hits and requests joining a refresh already under way are never limited
- * (docs/design.md, "The subdomain cache").
+ * Hits, stale hits and requests joining a refresh already under way are never refused; a stale
+ * hit past the limit is served without starting its refresh (docs/design.md, "The subdomain
+ * cache").
  */
 export class RateLimitedError extends RetryLaterError {
   override readonly name = 'RateLimitedError';

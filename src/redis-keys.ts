@@ -10,7 +10,8 @@
  * - `<prefix>:watch-lease:<parent>`: which worker subscribes to a parent's changes.
  * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
  *   byte budget.
- * - `<prefix>:hot-parents:<window>`: request counts per parent, one sorted set per window.
+ * - `<prefix>:hot-parents:<window>`: distinct clients per parent, one sorted set per window.
+ * - `<prefix>:hot-parent-clients:<window>`: the (client, parent) pairs counted in that window.
  * - `<prefix>:cold-miss-limit:<client>`: the per-client limit of new refreshes
  *   (@fastify/rate-limit's namespace).
  * - `<prefix>:readyz`: the readiness write probe.
@@ -48,8 +49,10 @@ export function redisKeys(prefix: string) {
       sizes: `${overrideIndex}:sizes`,
       bytes: `${overrideIndex}:bytes`,
     }),
-    /** The sorted set of request counts of window number `window` (time / window length). */
+    /** The sorted set of distinct clients per parent of window number `window` (time / length). */
     hotParents: (window: number) => `${prefix}:hot-parents:${window}`,
+    /** The set of `client parent` pairs counted in window number `window` (each counts once). */
+    hotParentClients: (window: number) => `${prefix}:hot-parent-clients:${window}`,
     /** @fastify/rate-limit's `nameSpace`: the client's key follows it. */
     coldMissLimitNamespace: `${prefix}:cold-miss-limit:`,
     readinessProbe: `${prefix}:readyz`,

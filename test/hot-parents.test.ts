@@ -1,11 +1,24 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from './support/gateway.js';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { redisKeys } from '../src/redis-keys.js';
+import {
+  HotParentCounter,
+  hotParentsWindowKey,
+  topHotParents,
+} from '../src/subdomains/hot-parents.js';
+import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 
 describe('hot parents refreshed ahead of expiry', () => {
   let gw: Gateway;
   beforeAll(async () => {
     gw = await startGateway({
-      env: { CACHE_FRESH_SECONDS: '2', CACHE_STALE_SECONDS: '4', HOT_KEYS_TOP_N: '1' },
+      env: {
+        CACHE_FRESH_SECONDS: '2',
+        CACHE_STALE_SECONDS: '4',
+        HOT_KEYS_TOP_N: '1',
+        // The test is the one client: one is enough to make a parent hot.
+        HOT_KEYS_MIN_CLIENTS: '1',
+      },
     });
   });
   afterAll(() => gw.close());
@@ -27,5 +40,95 @@ describe('hot parents refreshed ahead of expiry', () => {
     expect(gw.sim.callCount('getProgramAccounts')).toBeGreaterThanOrEqual(4);
     // The key asked for once was not kept fresh: it expired with its stale window.
     expect((await gw.get('/subdomains/67679')).headers.get('x-cache')).toBe('MISS');
+  });
+});
+
+describe('HotParentCounter', () => {
+  const windowMs = 60_000;
+  // The middle of a window, so a test never straddles two by accident.
+  const t0 = (Math.floor(Date.now() / windowMs) + 0.5) * windowMs;
+  let redis: Redis;
+  let prefix: string;
+  beforeEach(() => {
+    prefix = uniquePrefix();
+    redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  });
+  afterEach(async () => {
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+  const score = async (parent: string, now = t0) =>
+    Number((await redis.zscore(hotParentsWindowKey(prefix, windowMs, now), parent)) ?? 0);
+
+  it('counts distinct clients per parent, not requests', async () => {
+    const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+    for (let i = 0; i < 50; i++) counter.hit('busy', '10.0.0.1', t0);
+    counter.hit('busy', '10.0.0.2', t0);
+    counter.hit('other', '10.0.0.1', t0);
+    await counter.flush();
+    expect(await score('busy')).toBe(2);
+    expect(await score('other')).toBe(1);
+    // Seen again after a flush, in the same window: not counted again.
+    counter.hit('busy', '10.0.0.1', t0 + 1);
+    await counter.flush();
+    expect(await score('busy')).toBe(2);
+  });
+
+  it('counts a client once per window across API processes', async () => {
+    const a = new HotParentCounter(redis, prefix, windowMs, 1000);
+    const b = new HotParentCounter(redis, prefix, windowMs, 1000);
+    a.hit('shared', '10.0.0.1', t0);
+    b.hit('shared', '10.0.0.1', t0);
+    b.hit('shared', '10.0.0.3', t0);
+    await Promise.all([a.flush(), b.flush()]);
+    expect(await score('shared')).toBe(2);
+  });
+
+  it('counts the client again in the next window, in that window', async () => {
+    const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+    counter.hit('p', '10.0.0.1', t0);
+    counter.hit('p', '10.0.0.1', t0 + windowMs);
+    counter.hit('p', '10.0.0.1', t0 + windowMs + 1);
+    await counter.flush();
+    expect(await score('p', t0)).toBe(1);
+    expect(await score('p', t0 + windowMs)).toBe(1);
+    expect(await redis.pttl(hotParentsWindowKey(prefix, windowMs, t0))).toBeGreaterThan(windowMs);
+    expect(
+      await redis.pttl(redisKeys(prefix).hotParentClients(Math.floor(t0 / windowMs))),
+    ).toBeGreaterThan(windowMs);
+  });
+
+  it('bounds the pairs of a window, and one client to a hundredth of them', async () => {
+    const counter = new HotParentCounter(redis, prefix, windowMs, 200);
+    // One address asking many parents counts for two of them (200 / 100)...
+    for (let i = 0; i < 50; i++) counter.hit(`many${i}`, '10.0.0.1', t0);
+    // ...and leaves room for everyone else, up to 200 pairs.
+    for (let i = 0; i < 300; i++) counter.hit('popular', `10.1.${i >> 8}.${i & 255}`, t0);
+    await counter.flush();
+    const counted = await redis.zrange(hotParentsWindowKey(prefix, windowMs, t0), 0, -1);
+    expect(counted.filter((p) => p.startsWith('many'))).toHaveLength(2);
+    expect(await score('popular')).toBe(198);
+    expect(await redis.scard(redisKeys(prefix).hotParentClients(Math.floor(t0 / windowMs)))).toBe(
+      200,
+    );
+  });
+
+  it('ranks only parents that HOT_KEYS_MIN_CLIENTS clients asked for in one window', async () => {
+    const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+    // One client in both windows: 2 over the two, but never 2 in one.
+    counter.hit('alone', '10.0.0.1', t0 - windowMs);
+    counter.hit('alone', '10.0.0.1', t0);
+    counter.hit('pair', '10.0.0.1', t0);
+    counter.hit('pair', '10.0.0.2', t0);
+    for (const c of ['10.0.0.1', '10.0.0.2', '10.0.0.3']) counter.hit('crowd', c, t0 - windowMs);
+    counter.hit('crowd', '10.0.0.4', t0);
+    await counter.flush();
+    expect(await topHotParents(redis, prefix, windowMs, 10, 2, t0)).toEqual(['crowd', 'pair']);
+    expect(await topHotParents(redis, prefix, windowMs, 10, 1, t0)).toEqual([
+      'crowd',
+      'pair',
+      'alone',
+    ]);
+    expect(await topHotParents(redis, prefix, windowMs, 1, 2, t0)).toEqual(['crowd']);
   });
 });

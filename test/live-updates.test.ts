@@ -160,19 +160,24 @@ describe('live updates', () => {
     expect(stream.lists()).toHaveLength(2);
   });
 
-  it('sends heartbeats and counts the parent as requested while the stream is open', async () => {
-    gw = await startGateway({ sseHeartbeatMs: 100 });
+  it("sends heartbeats and counts the stream's client once per window while the stream is open", async () => {
+    // One-second windows: the stream is counted in windows after the one its first list came in.
+    gw = await startGateway({
+      sseHeartbeatMs: 100,
+      env: { CACHE_FRESH_SECONDS: '1', CACHE_STALE_SECONDS: '600' },
+    });
     const stream = await open(gw, `/subdomains/${PARENT}/events`);
     await stream.nextList();
+    const later = Date.now() + 2_000;
     await waitFor(() => stream.pings() >= 5, 5_000);
-    const windowMs = gw.config.CACHE_FRESH_SECONDS * 1000;
-    await waitFor(async () => {
-      const score = await gw!.redis.zscore(
-        hotParentsWindowKey(gw!.config.QUEUE_PREFIX, windowMs, Date.now()),
-        PARENT,
+    const score = async () =>
+      Number(
+        await gw!.redis.zscore(hotParentsWindowKey(gw!.config.QUEUE_PREFIX, 1000, later), PARENT),
       );
-      return Number(score) >= 5;
-    }, 5_000);
+    await waitFor(async () => (await score()) >= 1, 6_000);
+    // Ten heartbeats in that window, one client: counted once (after the window and a flush).
+    await waitFor(() => Date.now() > later + 2_500, 6_000);
+    expect(await score()).toBe(1);
   });
 
   it('refuses past SSE_MAX_PER_CLIENT streams of one client (429) and SSE_MAX_STREAMS in all (503)', async () => {

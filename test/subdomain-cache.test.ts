@@ -140,6 +140,7 @@ describe("SubdomainLookup's in-process copy", () => {
         localEndpointId: 'e',
       });
       const endpoint = { kind: 'default', url: 'http://rpc.test/', id: 'e' } as const;
+      const requester = { client: '127.0.0.1', charge: async () => undefined };
       await cache.put('e', 'p', { labels: ['old'], fetchedAt: Date.now() });
 
       // The read of the old entry returns, but reaches the lookup only after the new entry's
@@ -152,7 +153,7 @@ describe("SubdomainLookup's in-process copy", () => {
         await gate;
         return entry;
       };
-      const pending = lookup.lookup('p', endpoint);
+      const pending = lookup.lookup('p', endpoint, requester);
       const arrived = new Promise<void>((resolve) => listener.onRefreshed(() => resolve()));
       await cache.put('e', 'p', { labels: ['new'], fetchedAt: Date.now() + 1 });
       await publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true });
@@ -162,9 +163,9 @@ describe("SubdomainLookup's in-process copy", () => {
       cache.get = realGet;
 
       // Not kept: the next lookups read Redis and get the new entry, which is then kept.
-      expect(lookup.peek('p', endpoint)).toBeUndefined();
-      expect((await lookup.lookup('p', endpoint)).entry.labels).toEqual(['new']);
-      expect(lookup.peek('p', endpoint)?.entry.labels).toEqual(['new']);
+      expect(lookup.peek('p', endpoint, requester.client)).toBeUndefined();
+      expect((await lookup.lookup('p', endpoint, requester)).entry.labels).toEqual(['new']);
+      expect(lookup.peek('p', endpoint, requester.client)?.entry.labels).toEqual(['new']);
     } finally {
       await listener.close();
       await queue.close();

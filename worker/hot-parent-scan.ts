@@ -73,12 +73,15 @@ export type HotParentScanDeps = {
   freshMs: number;
   /** How many of the most requested parents to keep fresh (`HOT_KEYS_TOP_N`). */
   topN: number;
+  /** Distinct clients a parent needs in a window to be kept fresh (`HOT_KEYS_MIN_CLIENTS`). */
+  minClients: number;
   /** The cache id of the default endpoint; overrides are never refreshed ahead. */
   defaultEndpointId: string;
 };
 
 /**
- * One scan: for each of the `topN` most requested parents of the last two windows, queue a refresh
+ * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
+ * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
  * when its entry would go stale before two more scans have run (or is missing), unless a worker
  * watches it on the chain (holds its watch lease). Parents nobody asks for drop out of the counts
  * and their entries expire.
@@ -89,7 +92,14 @@ export async function runHotParentScan(
   deps: HotParentScanDeps,
   now = Date.now(),
 ): Promise<{ scanned: number; queued: number }> {
-  const parents = await topHotParents(deps.redis, deps.prefix, deps.freshMs, deps.topN, now);
+  const parents = await topHotParents(
+    deps.redis,
+    deps.prefix,
+    deps.freshMs,
+    deps.topN,
+    deps.minClients,
+    now,
+  );
   const refreshAfterMs = deps.freshMs - 2 * hotParentScanIntervalMs(deps.freshMs);
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };

@@ -149,6 +149,7 @@ export async function startWorker(
             prefix: config.QUEUE_PREFIX,
             freshMs,
             topN: config.HOT_KEYS_TOP_N,
+            minClients: config.HOT_KEYS_MIN_CLIENTS,
             defaultEndpointId: defaultEndpoint.id,
           })
       : undefined;
@@ -215,6 +216,7 @@ export async function startWorker(
           prefix: config.QUEUE_PREFIX,
           freshMs,
           topN: config.HOT_KEYS_TOP_N,
+          minClients: config.HOT_KEYS_MIN_CLIENTS,
           leaseMs: config.WATCH_LEASE_MS,
           costs: config.RPC_CREDITS,
           wsUrl: config.RPC_WS_URL,

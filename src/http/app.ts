@@ -34,6 +34,7 @@ import { subdomainDetailsRoutes } from './routes/subdomain-details.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { subdomainEventRoutes } from './routes/subdomain-events.js';
 import { redisKeys } from '../redis-keys.js';
+import { clientKey } from './subdomain-answers.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
 
@@ -192,6 +193,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     timeWindow: deps.config.COLD_MISS_WINDOW_SECONDS * 1000,
     ...(deps.rateLimitRedis ? { redis: deps.rateLimitRedis } : {}),
     nameSpace: redisKeys(deps.config.QUEUE_PREFIX).coldMissLimitNamespace,
+    // The one client identity: the hot-parent ranking counts the same key (SubdomainLookup).
+    keyGenerator: clientKey,
     // A Redis fault must not turn into refusals: the cache read fails on its own anyway.
     skipOnError: true,
   });

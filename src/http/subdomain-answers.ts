@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CacheEntry } from '../cache/subdomain-cache.js';
 import { RateLimitedError } from '../errors.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
-import type { CacheState } from '../subdomains/lookup.js';
+import type { CacheState, Requester } from '../subdomains/lookup.js';
 import { CORS_HEADERS } from './cors.js';
 import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './pages.js';
 import { HEADER } from './schemas.js';
@@ -16,9 +16,29 @@ const COLD_MISS_DETAIL =
   'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
 
 /**
+ * The client a request counts as: the key of its cold-miss limit (buildApp gives it to
+ * @fastify/rate-limit as `keyGenerator`), the hot-parent ranking's distinct clients, and the event
+ * streams' per-client bound. The address Fastify reports, `X-Forwarded-For` honoured as far as
+ * `TRUST_PROXY` says (src/http/app.ts). Never holds a space.
+ */
+export const clientKey = (req: FastifyRequest): string => req.ip;
+
+/**
+ * Who a request to the subdomain cache is for ({@link Requester}): its {@link clientKey}, and
+ * {@link coldMissCharge}.
+ */
+export function requesterOf(
+  req: FastifyRequest,
+  check: ReturnType<FastifyInstance['createRateLimit']>,
+): Requester {
+  return { client: clientKey(req), charge: coldMissCharge(req, check) };
+}
+
+/**
  * Spends one unit of the client's cold-miss limit (@fastify/rate-limit, registered by buildApp),
- * once per request however many times it is called: for a request that starts a refresh or
- * resolves a `?rpc=` host (DNS the client chooses, which may never answer), and once if it does both.
+ * once per request however many times it is called: for a request that starts a refresh (a cold
+ * miss, or a stale hit whose refresh is not under way) or resolves a `?rpc=` host (DNS the client
+ * chooses, which may never answer), and once if it does both.
  *
  * @param check the route plugin's `app.createRateLimit()`.
  * @returns the charge; it throws RateLimitedError (429 with Retry-After) past the limit.

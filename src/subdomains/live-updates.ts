@@ -17,7 +17,10 @@ export type LiveUpdatesOptions = {
   cache: SubdomainCache;
   /** The refresh events every API process already listens to: how a change is learnt of. */
   listener: RefreshListener;
-  /** Open streams count as requests here, once per heartbeat, so the worker follows the parent. */
+  /**
+   * Open streams count their client here at every heartbeat (once per window, as a request does),
+   * so the worker follows a parent that enough clients watch.
+   */
   hotParents?: HotParentCounter;
   /** Streams one client address may hold open (`SSE_MAX_PER_CLIENT`). */
   maxPerClient: number;
@@ -251,7 +254,8 @@ export class LiveUpdates {
       if (topic.missed && this.opts.listener.live) this.read(topic);
       for (const stream of [...topic.streams]) {
         if (!stream.sink) continue;
-        if (topic.endpoint.kind === 'default') this.opts.hotParents?.hit(topic.parent);
+        if (topic.endpoint.kind === 'default')
+          this.opts.hotParents?.hit(topic.parent, stream.client);
         this.send(stream, PING);
       }
     }

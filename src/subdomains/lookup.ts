@@ -6,6 +6,7 @@ import {
   GatewayError,
   InternalError,
   OverloadedError,
+  RateLimitedError,
   RpcUnavailableError,
   ShuttingDownError,
 } from '../errors.js';
@@ -26,6 +27,20 @@ export type CacheState = 'HIT' | 'STALE' | 'MISS';
 export type LookupResult = { entry: CacheEntry; state: CacheState };
 
 /**
+ * Who a lookup is for: the client it is counted as for the hot-parent ranking, and the charge of
+ * its new refreshes.
+ */
+export type Requester = {
+  /** The cold-miss limit's key of the request (`clientKey`, src/http/subdomain-answers.ts). */
+  readonly client: string;
+  /**
+   * Called only when this request would start a new refresh (a cold miss or a stale hit that joins
+   * no job); throws to refuse it, e.g. the per-client limit's RateLimitedError. Once per request.
+   */
+  readonly charge: () => Promise<void>;
+};
+
+/**
  * An entry read from Redis (null: none), and the in-process copy's generation of when the read
  * began ({@link InProcessCopy.generation}).
  */
@@ -42,7 +57,7 @@ export type SubdomainLookupDeps = {
   waitMs: number;
   /** Cold misses shed with 503 past this many waiting jobs (`QUEUE_MAX_WAITING`). */
   maxWaiting: number;
-  /** Counts requests per parent so the worker keeps hot parents fresh; off when absent. */
+  /** Counts clients per parent so the worker keeps hot parents fresh; off when absent. */
   hotParents?: HotParentCounter;
   /** Bytes of labels kept in the process-local copy of fresh entries (0: none). */
   localCacheBytes?: number;
@@ -56,6 +71,11 @@ export type SubdomainLookupDeps = {
  * (stale-while-revalidate); misses queue one refresh and wait for the worker's event. Concurrent
  * misses for one key in this process share one wait (single flight); across processes BullMQ's
  * deduplication makes one job. The API never calls the RPC itself.
+ *
+ * Every refresh a request starts is charged to its client ({@link Requester.charge}): a cold miss
+ * over the limit is refused, a stale hit over it is served without a refresh. A request is counted
+ * for the hot-parent ranking only once it is answered from an entry (a hit, a stale hit, a miss
+ * whose refresh it waited for), never when refused or failed.
  *
  * Fresh entries of the default endpoint are also kept in process ({@link InProcessCopy}), so a
  * warm hit costs no Redis round trip. Answers through another endpoint (a `?rpc=` override,
@@ -92,12 +112,18 @@ export class SubdomainLookup {
    * without a promise.
    *
    * @param parent a normalized single label.
+   * @param client the request's {@link Requester.client}.
    * @param now the clock, in milliseconds since the epoch.
    */
-  peek(parent: string, endpoint: RpcEndpoint, now = Date.now()): LookupResult | undefined {
+  peek(
+    parent: string,
+    endpoint: RpcEndpoint,
+    client: string,
+    now = Date.now(),
+  ): LookupResult | undefined {
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
-    this.deps.hotParents?.hit(parent);
+    this.deps.hotParents?.hit(parent, client, now);
     this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
   }
@@ -124,37 +150,34 @@ export class SubdomainLookup {
 
   /**
    * @param parent a normalized single label.
-   * @param admitNewRefresh called only when this request would start a new refresh (a cold miss
-   *   that joins no job); throws to refuse it, e.g. the per-client limit's RateLimitedError.
+   * @param requester who asks: counted for the hot-parent ranking once answered, and charged for a
+   *   new refresh (a stale hit over its limit is still answered, with no refresh queued).
    * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
    * @throws OverloadedError when the queue is full and this miss would start a new refresh.
-   * @throws RateLimitedError (from `admitNewRefresh`) when this client started too many.
+   * @throws RateLimitedError (from `requester.charge`) when this client started too many.
    * @throws InternalError for Redis or worker faults.
    */
-  async lookup(
-    parent: string,
-    endpoint: RpcEndpoint,
-    admitNewRefresh: () => Promise<void> = async () => undefined,
-  ): Promise<LookupResult> {
-    const kept = this.peek(parent, endpoint);
+  async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
+    const kept = this.peek(parent, endpoint, requester.client);
     if (kept) return kept;
     const { cache, metrics } = this.deps;
     const key = cache.key(endpoint.id, parent);
-    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent);
     const read = await this.read(key);
     const { entry } = read;
     if (entry) {
+      this.counted(parent, endpoint, requester);
       if (cache.freshness(entry) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
       }
       metrics.countCacheLookup('stale');
-      // A popular stale key would otherwise run BullMQ's add script on every request; one add
-      // per key per second and process is enough (the job is deduplicated anyway).
+      // A popular stale key would otherwise run BullMQ's scripts on every request; one try per
+      // key per second and process is enough (the job is deduplicated anyway). A try its client's
+      // limit refused leaves the next request for the key free to try.
       if (!this.recentlyQueued.has(key)) {
         this.recentlyQueued.set(key, true);
-        this.enqueue(key, parent, endpoint).catch((err: unknown) =>
+        this.refreshStale(key, parent, endpoint, requester.charge).catch((err: unknown) =>
           this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
         );
       }
@@ -164,14 +187,43 @@ export class SubdomainLookup {
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
     let flight = this.inflight.get(key);
     if (!flight) {
-      flight = this.refreshAndWait(key, parent, endpoint, admitNewRefresh).finally(() =>
+      flight = this.refreshAndWait(key, parent, endpoint, requester.charge).finally(() =>
         this.inflight.delete(key),
       );
       this.inflight.set(key, flight);
     }
     const fetched = await flight;
+    this.counted(parent, endpoint, requester);
     this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
+  }
+
+  /** Counts an answered request for the hot-parent ranking (default endpoint only). */
+  private counted(parent: string, endpoint: RpcEndpoint, requester: Requester): void {
+    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent, requester.client);
+  }
+
+  /**
+   * The refresh of a stale entry, in the background: nothing when one is queued or running already;
+   * else charged to the client, and not queued when the charge refuses it (the stale answer is
+   * served anyway).
+   */
+  private async refreshStale(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    charge: () => Promise<void>,
+  ): Promise<void> {
+    const queue = this.deps.queues[endpoint.kind];
+    if ((await queue.getDeduplicationJobId(refreshDedupId(key))) !== null) return;
+    try {
+      await charge();
+    } catch (err) {
+      if (!(err instanceof RateLimitedError)) throw err;
+      this.recentlyQueued.delete(key);
+      return;
+    }
+    await addRefreshJob(queue, jobData(key, parent, endpoint), 'stale');
   }
 
   private async refreshAndWait(
@@ -241,48 +293,45 @@ export class SubdomainLookup {
   }
 
   /**
-   * Queues a refresh, deduplicated on the cache key. With `admitNewRefresh` (cold misses), a
-   * request that would start a new job is first checked against the queue bound and the
-   * per-client limit; one that joins a queued or running job never is.
+   * Queues the refresh of a cold miss, deduplicated on the cache key. A request that would start a
+   * new job is first checked against the queue bound and charged to its client; one that joins a
+   * queued or running job never is.
    */
   private async enqueue(
     key: string,
     parent: string,
     endpoint: RpcEndpoint,
-    admitNewRefresh?: () => Promise<void>,
+    admitNewRefresh: () => Promise<void>,
   ) {
     const queue = this.deps.queues[endpoint.kind];
     const dedupId = refreshDedupId(key);
     try {
-      if (admitNewRefresh) {
-        // One round trip for both (sent back to back on one connection); the count is wasted
-        // when the miss joins a queued job, which is cheaper than a second round trip.
-        const [joined, waiting] = await Promise.all([
-          queue.getDeduplicationJobId(dedupId),
-          waitingRefreshes(queue),
-        ]);
-        if (joined === null) {
-          if (waiting >= this.deps.maxWaiting) {
-            throw new OverloadedError(`${waiting} refreshes waiting`, 5);
-          }
-          await admitNewRefresh();
+      // One round trip for both (sent back to back on one connection); the count is wasted
+      // when the miss joins a queued job, which is cheaper than a second round trip.
+      const [joined, waiting] = await Promise.all([
+        queue.getDeduplicationJobId(dedupId),
+        waitingRefreshes(queue),
+      ]);
+      if (joined === null) {
+        if (waiting >= this.deps.maxWaiting) {
+          throw new OverloadedError(`${waiting} refreshes waiting`, 5);
         }
+        await admitNewRefresh();
       }
-      await addRefreshJob(
-        queue,
-        {
-          cacheKey: key,
-          parent,
-          endpoint:
-            endpoint.kind === 'override'
-              ? { kind: 'override', url: endpoint.url }
-              : { kind: 'default' },
-        },
-        admitNewRefresh ? 'coldMiss' : 'stale',
-      );
+      await addRefreshJob(queue, jobData(key, parent, endpoint), 'coldMiss');
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });
     }
   }
+}
+
+/** A refresh job's data: the default endpoint travels as its kind, never its URL. */
+function jobData(cacheKey: string, parent: string, endpoint: RpcEndpoint): RefreshJobData {
+  return {
+    cacheKey,
+    parent,
+    endpoint:
+      endpoint.kind === 'override' ? { kind: 'override', url: endpoint.url } : { kind: 'default' },
+  };
 }

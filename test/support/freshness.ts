@@ -6,10 +6,14 @@ import type { RpcSimulator } from './rpc-sim/index.js';
 /** The parent the freshness tests watch: bullish, hollaaa, testing on the demo chain. */
 export const PARENT = '67679';
 
-/** Following the chain, quickly: short leases and pings, a few hot parents watched. */
+/**
+ * Following the chain, quickly: short leases and pings, a few hot parents watched, and one client
+ * (the test) enough to make a parent hot.
+ */
 export const FOLLOW = {
   RPC_WS: 'on',
   HOT_KEYS_TOP_N: '5',
+  HOT_KEYS_MIN_CLIENTS: '1',
   WATCH_LEASE_MS: '1500',
   RPC_WS_PING_MS: '500',
   CACHE_FRESH_SECONDS: '15',

@@ -68,6 +68,8 @@ export type ParentWatcherDeps = {
   freshMs: number;
   /** How many of the most requested parents are watched (`HOT_KEYS_TOP_N`). */
   topN: number;
+  /** Distinct clients a parent needs in a window to be watched (`HOT_KEYS_MIN_CLIENTS`). */
+  minClients: number;
   /** `WATCH_LEASE_MS`. */
   leaseMs: number;
   costs: CostTable;
@@ -103,9 +105,10 @@ type Watched = {
  * Keeps the hot parents' entries following the chain instead of the clock (docs/design.md,
  * "Freshness"):
  *
- * - **Leases.** Each of the `topN` most requested parents is watched by one worker: the one that
- *   holds its lease in Redis (redlock, renewed every third of `WATCH_LEASE_MS`). A worker that
- *   dies stops renewing, and another takes the parent over once the lease lapses.
+ * - **Leases.** Each of the `topN` most requested parents (by distinct clients, among those at
+ *   least `minClients` clients asked for) is watched by one worker: the one that holds its lease
+ *   in Redis (redlock, renewed every third of `WATCH_LEASE_MS`). A worker that dies stops
+ *   renewing, and another takes the parent over once the lease lapses.
  * - **Additions.** A `programSubscribe` per watched parent. A notification that proves a new
  *   subdomain (its reverse record, derived from the label, and its name account) is patched into
  *   the entry; anything else queues a re-read at the notification's slot (`minContextSlot`).
@@ -208,6 +211,7 @@ export class ParentWatcher {
       deps.prefix,
       deps.freshMs,
       Math.ceil(deps.topN * KEEP_RANK_FACTOR),
+      deps.minClients,
     );
     const keep = new Set(ranked);
     const hot = new Set(ranked.slice(0, deps.topN));

@@ -17,7 +17,8 @@ import { sendRendered } from '../rendered.js';
 import {
   CACHED_ANSWER_HEADERS,
   cacheHeaders,
-  coldMissCharge,
+  clientKey,
+  requesterOf,
   setCacheHeaders,
 } from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, notModifiedResponse, okResponse } from '../schemas.js';
@@ -87,10 +88,10 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     page: PageRequest | undefined,
     hit?: { endpoint: RpcEndpoint; found: LookupResult },
   ) => {
-    const charge = coldMissCharge(req, checkColdMiss);
-    const endpoint = hit?.endpoint ?? (await deps.endpoints.select(rpc, charge));
+    const requester = requesterOf(req, checkColdMiss);
+    const endpoint = hit?.endpoint ?? (await deps.endpoints.select(rpc, requester.charge));
     if (!deps.lookup || !deps.views) throw new InternalError('no cache configured');
-    const found = hit?.found ?? (await deps.lookup.lookup(parent, endpoint, charge));
+    const found = hit?.found ?? (await deps.lookup.lookup(parent, endpoint, requester));
     let answer: DetailsAnswer | null;
     if (endpoint.kind === 'override') {
       const { entry, state } = found;
@@ -170,7 +171,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
       if (req.query.rpc === undefined && deps.lookup && deps.views) {
         const endpoint = deps.endpoints.selectDefault();
         const now = Date.now();
-        const found = deps.lookup.peek(parent, endpoint, now);
+        const found = deps.lookup.peek(parent, endpoint, clientKey(req), now);
         if (found) {
           const kept = deps.views.peek(endpoint.id, parent, found);
           if (kept) {

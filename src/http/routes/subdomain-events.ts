@@ -5,7 +5,7 @@ import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../cors.js';
-import { coldMissCharge } from '../subdomain-answers.js';
+import { requesterOf } from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../schemas.js';
 
 export type SubdomainEventsDeps = {
@@ -135,12 +135,12 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
     async (req, reply) => {
       const parent = parseParentLabel(req.params.parent);
       if (!deps.lookup || !deps.live) throw new InternalError('no cache configured');
-      const charge = coldMissCharge(req, checkColdMiss);
-      const endpoint = await deps.endpoints.select(req.query.rpc, charge);
-      const pending = deps.live.open(req.ip, endpoint, parent);
+      const requester = requesterOf(req, checkColdMiss);
+      const endpoint = await deps.endpoints.select(req.query.rpc, requester.charge);
+      const pending = deps.live.open(requester.client, endpoint, parent);
       let result;
       try {
-        result = await deps.lookup.lookup(parent, endpoint, charge);
+        result = await deps.lookup.lookup(parent, endpoint, requester);
       } catch (err) {
         pending.close();
         throw err;

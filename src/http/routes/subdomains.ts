@@ -20,7 +20,8 @@ import {
 import {
   CACHED_ANSWER_HEADERS,
   cacheHeaders,
-  coldMissCharge,
+  clientKey,
+  requesterOf,
   setCacheHeaders,
 } from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
@@ -119,10 +120,10 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     rpc: string | undefined,
     page: PageRequest | undefined,
   ) => {
-    const charge = coldMissCharge(req, checkColdMiss);
-    const endpoint = await deps.endpoints.select(rpc, charge);
+    const requester = requesterOf(req, checkColdMiss);
+    const endpoint = await deps.endpoints.select(rpc, requester.charge);
     if (!deps.lookup) throw new InternalError('no cache configured');
-    const result = await deps.lookup.lookup(parent, endpoint, charge);
+    const result = await deps.lookup.lookup(parent, endpoint, requester);
     return send(reply, endpoint, result, page);
   };
 
@@ -177,7 +178,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           ),
           429: errorResponse(
             '`Too many requests`: this client started more than COLD_MISS_LIMIT new refreshes ' +
-              'in COLD_MISS_WINDOW_SECONDS. Hits and stale hits are never limited.',
+              'in COLD_MISS_WINDOW_SECONDS. Hits and stale hits are never refused (a stale hit ' +
+              'past the limit is served without starting a refresh).',
             'Too many requests',
             { 'Retry-After': HEADER.retryAfter },
           ),
@@ -207,7 +209,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       if (req.query.rpc === undefined && deps.lookup) {
         const endpoint = deps.endpoints.selectDefault();
         const now = Date.now();
-        const hit = deps.lookup.peek(parent, endpoint, now);
+        const hit = deps.lookup.peek(parent, endpoint, clientKey(req), now);
         if (hit) {
           send(reply, endpoint, hit, page, now);
           return;

@@ -1,0 +1,188 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { redisKeys } from '../src/redis-keys.js';
+import { startGateway, waitFor, type Gateway } from './support/gateway.js';
+
+/**
+ * Every RPC credit spent for a request is charged to a client (docs/design.md, "Admission" and
+ * "The refresh queue", hot parents): against the real API, worker, Redis and simulator, with
+ * requests from several loopback addresses (inject's `remoteAddress`: the address Fastify reports,
+ * so the cold-miss limit's key).
+ */
+
+let gw: Gateway | undefined;
+afterEach(async () => {
+  await gw?.close();
+  gw = undefined;
+});
+
+type Answer = { status: number; cache: string | undefined };
+
+/** GET `path` as the client at `address`: its status and X-Cache. */
+async function ask(g: Gateway, path: string, address: string): Promise<Answer> {
+  const res = await g.api.app.inject({ method: 'GET', url: path, remoteAddress: address });
+  const cache = res.headers['x-cache'];
+  return { status: res.statusCode, cache: typeof cache === 'string' ? cache : undefined };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const FLOODER = '127.0.0.9';
+
+describe('refreshes charged to the client that asks', () => {
+  it('spends at most COLD_MISS_LIMIT scans per window on one address flooding made-up parents, and never answers a refused parent from a refresh nobody paid for', async () => {
+    const limit = 5;
+    const windowMs = 2_000;
+    gw = await startGateway({
+      env: {
+        COLD_MISS_LIMIT: String(limit),
+        COLD_MISS_WINDOW_SECONDS: String(windowMs / 1000),
+        // Entries go stale within a second: stale hits would refresh them, the clock would
+        // refresh hot ones every half second, and the watcher would follow them.
+        CACHE_FRESH_SECONDS: '1',
+        CACHE_STALE_SECONDS: '60',
+        RPC_MAX_PER_SECOND: '50',
+        WORKER_CONCURRENCY: '8',
+        RPC_WS: 'on',
+        WATCH_LEASE_MS: '1500',
+        RPC_WS_PING_MS: '500',
+      },
+    });
+    const parents = Array.from({ length: 30 }, (_, i) => `madeup${i}`);
+    const answers = new Map<string, Answer[]>(parents.map((p) => [p, []]));
+    gw.sim.resetCalls();
+    const started = Date.now();
+    const floodMs = 7_000;
+    for (let i = 0; Date.now() - started < floodMs; i++) {
+      const parent = parents[i % parents.length] as string;
+      answers.get(parent)?.push(await ask(gw, `/subdomains/${parent}`, FLOODER));
+      await sleep(10);
+    }
+    // Whatever the flood queued has had time to run.
+    await sleep(2_000);
+    const elapsed = Date.now() - started;
+    const scans = gw.sim.callCount('getProgramAccounts');
+    // The limit's windows begin at the address's first charge: the flood touched at most this
+    // many of them.
+    const windows = Math.ceil(elapsed / windowMs) + 1;
+    expect(scans).toBeGreaterThan(0);
+    expect(scans).toBeLessThanOrEqual(limit * windows);
+
+    const all = [...answers.values()].flat();
+    expect(all.filter((a) => a.status === 429).length).toBeGreaterThan(all.length / 2);
+    for (const [parent, got] of answers) {
+      const first200 = got.findIndex((a) => a.status === 200);
+      if (first200 === -1) continue;
+      // The entry was made by a refresh this client waited for and paid: a parent it was refused
+      // is not answered later from a refresh charged to nobody.
+      expect({ parent, first: got[first200] }).toEqual({
+        parent,
+        first: { status: 200, cache: 'MISS' },
+      });
+      // Once the entry exists, every answer is 200 (a stale hit past the limit is served, unrefreshed).
+      expect({ parent, later: got.slice(first200).filter((a) => a.status !== 200) }).toEqual({
+        parent,
+        later: [],
+      });
+    }
+  });
+
+  it('serves a stale hit past the limit without refreshing it, and refreshes it for a client under its limit', async () => {
+    gw = await startGateway({
+      env: {
+        COLD_MISS_LIMIT: '1',
+        COLD_MISS_WINDOW_SECONDS: '60',
+        CACHE_FRESH_SECONDS: '1',
+        CACHE_STALE_SECONDS: '60',
+        // Only the stale hits may refresh the entry here.
+        HOT_KEYS_TOP_N: '0',
+      },
+    });
+    const parent = '67679';
+    expect(await ask(gw, `/subdomains/${parent}`, '127.0.0.2')).toEqual({
+      status: 200,
+      cache: 'MISS',
+    });
+    expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
+    await sleep(1_200);
+    // Stale, and the client's one refresh of the window is spent: served, not refreshed.
+    for (let i = 0; i < 5; i++) {
+      expect(await ask(gw, `/subdomains/${parent}`, '127.0.0.2')).toEqual({
+        status: 200,
+        cache: 'STALE',
+      });
+      await sleep(300);
+    }
+    await sleep(1_000);
+    expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
+    // Another client's stale hit starts the refresh, charged to it.
+    expect(await ask(gw, `/subdomains/${parent}`, '127.0.0.3')).toEqual({
+      status: 200,
+      cache: 'STALE',
+    });
+    await waitFor(() => gw!.sim.callCount('getProgramAccounts') === 2, 5_000);
+    expect((await ask(gw, `/subdomains/${parent}`, '127.0.0.2')).cache).toBe('HIT');
+  });
+
+  it('keeps following a parent two clients ask for while one address floods made-up parents', async () => {
+    gw = await startGateway({
+      env: {
+        RPC_WS: 'on',
+        HOT_KEYS_TOP_N: '3',
+        WATCH_LEASE_MS: '1500',
+        RPC_WS_PING_MS: '500',
+        // Unfollowed, a new subdomain would show only once the entry is stale.
+        CACHE_FRESH_SECONDS: '30',
+        CACHE_STALE_SECONDS: '600',
+        COLD_MISS_LIMIT: '10',
+        COLD_MISS_WINDOW_SECONDS: '2',
+      },
+    });
+    const g = gw;
+    const parent = '67679';
+    const lease = redisKeys(g.config.QUEUE_PREFIX).watchLease(parent);
+    let asking = true;
+    const users = (async () => {
+      while (asking) {
+        for (const address of ['127.0.0.2', '127.0.0.3']) {
+          expect((await ask(g, `/subdomains/${parent}`, address)).status).toBe(200);
+        }
+        await sleep(500);
+      }
+    })();
+    try {
+      await waitFor(async () => (await g.redis.exists(lease)) === 1, 15_000);
+      const madeUp = Array.from({ length: 12 }, (_, i) => `flood${i}`);
+      const started = Date.now();
+      let leaseLost = 0;
+      let samples = 0;
+      for (let i = 0; Date.now() - started < 6_000; i++) {
+        await ask(g, `/subdomains/${madeUp[i % madeUp.length]}`, FLOODER);
+        if (i % 10 === 0) {
+          samples++;
+          if ((await g.redis.exists(lease)) === 0) leaseLost++;
+        }
+        await sleep(5);
+      }
+      expect(samples).toBeGreaterThan(20);
+      expect(leaseLost).toBe(0);
+      // Still followed: a new subdomain shows within seconds, not once the entry is stale.
+      g.sim.chain.addSubdomain(parent, 'duringflood');
+      const shownBy = Date.now() + 5_000;
+      let shown = false;
+      while (!shown && Date.now() < shownBy) {
+        await ask(g, `/subdomains/${madeUp[0]}`, FLOODER);
+        const res = await g.api.app.inject({
+          method: 'GET',
+          url: `/subdomains/${parent}`,
+          remoteAddress: '127.0.0.2',
+        });
+        shown = (res.json<{ result: string[] }>().result ?? []).includes('duringflood');
+        await sleep(100);
+      }
+      expect(shown).toBe(true);
+    } finally {
+      asking = false;
+      await users;
+    }
+  });
+});
