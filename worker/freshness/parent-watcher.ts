@@ -1,6 +1,7 @@
 import { Redlock, type Lock } from '@sesamecare-oss/redlock';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
+import { occasionalWarning } from '../../src/logger.js';
 import {
   labelsOf,
   type CacheEntry,
@@ -15,6 +16,7 @@ import { databaseOf, type RedisClient } from '../../src/redis.js';
 import { redisKeys } from '../../src/redis-keys.js';
 import type { CostTable } from '../../src/rpc/client.js';
 import type { RpcEndpoint } from '../../src/rpc/endpoint.js';
+import type { SlotClock } from '../../src/rpc/slot.js';
 import { classifyChange, type Change } from '../../src/sns/change.js';
 import { DecodeThread } from '../../src/sns/discovery-runner.js';
 import {
@@ -77,6 +79,11 @@ export type ParentWatcherDeps = {
   wsUrl: string;
   /** `RPC_WS_PING_MS`. */
   pingMs: number;
+  /**
+   * The worker's slot clock (the refreshes of the configured endpoint observe it too): a
+   * notification's slot past its ceiling is not believed, nor is an entry's.
+   */
+  slots: SlotClock;
 };
 
 type Watched = {
@@ -136,9 +143,11 @@ export class ParentWatcher {
   private closed = false;
   /** How often deletion checks run: as often as the hot-parent scans. */
   private readonly checkMs: number;
+  private readonly warnAhead: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly deps: ParentWatcherDeps) {
     this.checkMs = hotParentScanIntervalMs(deps.freshMs);
+    this.warnAhead = occasionalWarning(deps.logger);
     // Redlock's scripts SELECT its `db` setting (default 0) before touching the lease: give it
     // the connection's database, so leases stay in the deployment's own (docs/design.md, "Redis
     // isolation"). It takes 0 to 15 only; the configuration refuses any other database.
@@ -319,23 +328,41 @@ export class ParentWatcher {
   private notified(note: AccountNotification): void {
     const state = this.watched.get(note.parent);
     if (!state || state.subscribedAt === undefined) return;
-    const change: Change = note.slice
-      ? classifyChange(note.pubkey, note.slice, state.parentKey)
-      : { kind: 'unproven' };
     state.chain = state.chain
-      .then(() => this.apply(note, state, change))
+      .then(() => this.apply(note, state))
       .catch((err: unknown) => {
         // The change is known only by this notification: a scan at its slot settles it.
-        this.want(state, note.slot);
+        if (this.deps.slots.trusts(note.slot)) this.want(state, note.slot);
         this.deps.logger.warn({ err: String(err), parent: note.parent }, 'notification');
       });
   }
 
-  private async apply(note: AccountNotification, state: Watched, change: Change): Promise<void> {
-    const { cache, endpoint, metrics } = this.deps;
+  private async apply(note: AccountNotification, state: Watched): Promise<void> {
+    const { cache, endpoint, metrics, slots } = this.deps;
     const count = (outcome: 'patched' | 'reread' | 'ignored') =>
       metrics.wsNotifications.inc({ outcome });
     const { parent, slot } = note;
+    if (!slots.trusts(slot)) {
+      // The entry's last scan tells where the chain was, before this process has read it itself.
+      const read = await cache.getWithAccounts(endpoint.id, parent);
+      slots.observe(read?.entry.scanSlot, read?.entry.scannedAt);
+    }
+    if (!slots.trusts(slot)) {
+      // A slot no chain has reached yet would hold every later scan back: believe only that
+      // something changed, and read again at what the RPC has shown.
+      const ceiling = slots.ceiling();
+      if (ceiling !== undefined) {
+        this.warnAhead(
+          { parent, slot, ceiling },
+          'notification slot ahead of any the RPC has shown: re-read instead',
+        );
+      }
+      count('reread');
+      return this.reread(parent, slots.newest);
+    }
+    const change: Change = note.slice
+      ? classifyChange(note.pubkey, note.slice, state.parentKey)
+      : { kind: 'unproven' };
     switch (change.kind) {
       case 'unproven':
       case 'empty':
@@ -429,7 +456,8 @@ export class ParentWatcher {
       const label = change.label ?? current?.[0];
       const owner = change.owner ?? current?.[1];
       if (label === undefined || owner === undefined) break;
-      if (current?.[0] === label && current[1] === owner && (read.entry.slot ?? 0) >= slot) {
+      const stored = this.honoured(read.entry.slot) ?? 0;
+      if (current?.[0] === label && current[1] === owner && stored >= slot) {
         return 'ignored';
       }
       const accounts: EntryAccounts = { ...read.accounts, [subdomain]: [label, owner] };
@@ -437,7 +465,7 @@ export class ParentWatcher {
         endpoint.id,
         parent,
         read.entry.rev ?? 0,
-        { ...read.entry, labels: labelsOf(accounts), slot: Math.max(read.entry.slot ?? 0, slot) },
+        { ...read.entry, labels: labelsOf(accounts), slot: Math.max(stored, slot) },
         accounts,
       );
       if (outcome === 'missing') return 'ignored';
@@ -476,6 +504,7 @@ export class ParentWatcher {
       if (state.subscribedAt === undefined) continue;
       const read = await cache.getWithAccounts(endpoint.id, parent);
       const entry = read?.entry;
+      deps.slots.observe(entry?.scanSlot, entry?.scannedAt);
       if (state.wantSlot !== undefined && (entry?.scanSlot ?? -1) >= state.wantSlot) {
         state.wantSlot = undefined;
       }
@@ -511,7 +540,7 @@ export class ParentWatcher {
     }
     if (due.length === 0) return;
     const keys = due.flatMap((d) => d.keys.flat());
-    const atLeast = Math.max(...due.map((d) => d.entry.slot ?? 0));
+    const atLeast = Math.max(...due.map((d) => this.honoured(d.entry.slot) ?? 0));
     const { exists, slot } = await this.existence(keys, atLeast > 0 ? atLeast : undefined);
     for (const d of due) {
       const accounts: Record<string, Member> = {};
@@ -528,7 +557,7 @@ export class ParentWatcher {
           ...d.entry,
           labels: labelsOf(accounts),
           fetchedAt: startedAt,
-          slot: Math.max(d.entry.slot ?? 0, slot ?? 0),
+          slot: Math.max(this.honoured(d.entry.slot) ?? 0, slot ?? 0),
         },
         accounts,
       );
@@ -570,8 +599,18 @@ export class ParentWatcher {
     for (const { batch, result } of batches) {
       batch.forEach((key, i) => exists.set(key, result.exists[i] === true));
       if (result.slot !== undefined) slot = Math.min(slot ?? result.slot, result.slot);
+      this.deps.slots.observe(result.slot);
     }
     return { exists, slot };
+  }
+
+  /**
+   * An entry's slot when the clock believes it, else undefined: a slot past the ceiling (stored
+   * from a bad notification by an earlier release) neither holds a patch back nor sets the
+   * `minContextSlot` of a check, which no node would ever answer.
+   */
+  private honoured(slot: number | undefined): number | undefined {
+    return slot !== undefined && this.deps.slots.trusts(slot) ? slot : undefined;
   }
 
   /** Records that a full scan at `slot` or later is needed (see `Watched.wantSlot`). */
