@@ -55,6 +55,16 @@ const KEEP_RANK_FACTOR = 1.25;
  * bring. Nodes behind the load balancer lag by a second or two.
  */
 const GAP_READ_DELAY_MS = 2_000;
+/**
+ * Accounts with a notification waiting to be applied, per watched parent: a newer notification of
+ * an account replaces its waiting one (only the newest state matters), and past this bound the
+ * parent's waiting notifications are dropped for one re-read at the newest of their slots, which
+ * covers them all. The same bound holds the subdomains and reverse records waiting for their other
+ * half. A burst this large is cheaper to scan than to patch, and a flood cannot grow the heap.
+ */
+export const MAX_PENDING_PER_PARENT = 256;
+/** {@link MAX_PENDING_PER_PARENT} over every watched parent together. */
+export const MAX_PENDING = 10_000;
 
 export type ParentWatcherDeps = {
   redis: RedisClient;
@@ -92,8 +102,18 @@ type Watched = {
   subscribedAt?: number;
   /** The read that covers the gap, {@link GAP_READ_DELAY_MS} after the subscription. */
   gapRead?: NodeJS.Timeout;
-  /** Notifications of one parent are applied one after another. */
-  chain: Promise<void>;
+  /**
+   * Notifications waiting to be applied, by account: the newest of each (at one slot, the last
+   * received). One loop applies them one after another ({@link ParentWatcher.drain}).
+   */
+  pending: Map<string, AccountNotification>;
+  /**
+   * A re-read the loop owes the parent, at this slot or later (`slot` undefined: at whatever the
+   * RPC has): for notifications dropped past {@link MAX_PENDING_PER_PARENT}, or that proved nothing.
+   */
+  owed?: { slot: number | undefined };
+  /** The loop applying `pending`, while it runs. */
+  draining?: Promise<void>;
   /** Reverse records notified before their subdomain name account: account -> label, slot. */
   pendingReverses: Map<string, { label: string; slot: number; timer: NodeJS.Timeout }>;
   /**
@@ -143,10 +163,14 @@ export class ParentWatcher {
   private closed = false;
   /** How often deletion checks run: as often as the hot-parent scans. */
   private readonly checkMs: number;
+  /** Notifications waiting over every parent (see {@link MAX_PENDING}). */
+  private pendingTotal = 0;
+  private readonly warnFailed: ReturnType<typeof occasionalWarning>;
   private readonly warnAhead: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly deps: ParentWatcherDeps) {
     this.checkMs = hotParentScanIntervalMs(deps.freshMs);
+    this.warnFailed = occasionalWarning(deps.logger);
     this.warnAhead = occasionalWarning(deps.logger);
     // Redlock's scripts SELECT its `db` setting (default 0) before touching the lease: give it
     // the connection's database, so leases stay in the deployment's own (docs/design.md, "Redis
@@ -276,7 +300,7 @@ export class ParentWatcher {
   private watch(parent: string): void {
     this.watched.set(parent, {
       parentKey: domainKey(parent),
-      chain: Promise.resolve(),
+      pending: new Map(),
       pendingReverses: new Map(),
       seen: new Map(),
     });
@@ -294,6 +318,8 @@ export class ParentWatcher {
     for (const pending of state.pendingReverses.values()) clearTimeout(pending.timer);
     for (const seen of state.seen.values()) clearTimeout(seen.timer);
     clearTimeout(state.gapRead);
+    this.pendingTotal -= state.pending.size;
+    state.pending.clear();
     this.watched.delete(parent);
     this.subscriber.unwatch(parent);
   }
@@ -325,15 +351,80 @@ export class ParentWatcher {
     void this.releaseAll();
   }
 
+  /**
+   * Queues a notification for its parent's loop: it replaces a waiting one of the same account
+   * (newest slot wins; at one slot, the last received), and past {@link MAX_PENDING_PER_PARENT}
+   * or {@link MAX_PENDING} the parent's waiting ones are dropped for one re-read. Synchronous and
+   * bounded: nothing piles up however fast notifications come.
+   */
   private notified(note: AccountNotification): void {
     const state = this.watched.get(note.parent);
     if (!state || state.subscribedAt === undefined) return;
-    state.chain = state.chain
-      .then(() => this.apply(note, state))
-      .catch((err: unknown) => {
-        // The change is known only by this notification: a scan at its slot settles it.
-        if (this.deps.slots.trusts(note.slot)) this.want(state, note.slot);
-        this.deps.logger.warn({ err: String(err), parent: note.parent }, 'notification');
+    const coalesced = (n: number) =>
+      this.deps.metrics.wsNotifications.inc({ outcome: 'coalesced' }, n);
+    const waiting = state.pending.get(note.pubkey);
+    if (waiting) {
+      coalesced(1);
+      if (waiting.slot <= note.slot) state.pending.set(note.pubkey, note);
+    } else if (state.pending.size >= MAX_PENDING_PER_PARENT || this.pendingTotal >= MAX_PENDING) {
+      coalesced(state.pending.size + 1);
+      this.owe(state, [...[...state.pending.values()].map((n) => n.slot), note.slot]);
+      this.pendingTotal -= state.pending.size;
+      state.pending.clear();
+    } else {
+      state.pending.set(note.pubkey, note);
+      this.pendingTotal++;
+    }
+    this.drain(note.parent, state);
+  }
+
+  /**
+   * Owes the parent one re-read, at the highest of `slots` believed (a slot past the clock's
+   * ceiling counts as the newest the RPC has shown), raising one already owed.
+   */
+  private owe(state: Watched, slots: number[]): void {
+    const { slots: clock } = this.deps;
+    let slot = state.owed?.slot;
+    for (const s of slots) {
+      const at = clock.trusts(s) ? s : clock.newest;
+      if (at !== undefined) slot = Math.max(slot ?? at, at);
+    }
+    state.owed = { slot };
+  }
+
+  /**
+   * Runs the parent's loop unless it runs already: the owed re-read first, then the waiting
+   * notifications one after another, oldest account first, until none is left.
+   */
+  private drain(parent: string, state: Watched): void {
+    if (state.draining) return;
+    const current = () => this.watched.get(parent) === state;
+    state.draining = (async () => {
+      while (current()) {
+        if (state.owed) {
+          const { slot } = state.owed;
+          state.owed = undefined;
+          await this.reread(parent, slot);
+          continue;
+        }
+        const next = state.pending.values().next();
+        if (next.done) return;
+        const note = next.value;
+        state.pending.delete(note.pubkey);
+        this.pendingTotal--;
+        try {
+          await this.apply(note, state);
+        } catch (err) {
+          // The change is known only by this notification: a scan at its slot settles it.
+          if (this.deps.slots.trusts(note.slot)) this.want(state, note.slot);
+          this.warnFailed({ err: String(err), parent }, 'notification could not be applied');
+        }
+      }
+    })()
+      .catch((err: unknown) => this.warnFailed({ err: String(err), parent }, 'notification loop'))
+      .finally(() => {
+        state.draining = undefined;
+        if (current() && (state.owed || state.pending.size > 0)) this.drain(parent, state);
       });
   }
 
@@ -390,11 +481,14 @@ export class ParentWatcher {
         // transaction). If none comes, it may have one already (re-created under a record that
         // stayed) or none at all; only a scan tells.
         clearTimeout(state.seen.get(change.subdomain)?.timer);
+        state.seen.delete(change.subdomain);
+        this.boundPairs(parent, state, state.seen);
         const timer = setTimeout(() => {
           if (state.seen.get(change.subdomain)?.timer !== timer) return;
           state.seen.delete(change.subdomain);
           count('reread');
-          void this.reread(parent, slot);
+          this.owe(state, [slot]);
+          this.drain(parent, state);
         }, PAIRING_MS);
         timer.unref();
         state.seen.set(change.subdomain, { slot, owner, timer });
@@ -421,11 +515,14 @@ export class ParentWatcher {
           return count(await this.update(parent, change.subdomain, { label: change.label }, slot));
         }
         clearTimeout(state.pendingReverses.get(change.subdomain)?.timer);
+        state.pendingReverses.delete(change.subdomain);
+        this.boundPairs(parent, state, state.pendingReverses);
         const timer = setTimeout(() => {
           if (state.pendingReverses.get(change.subdomain)?.timer !== timer) return;
           state.pendingReverses.delete(change.subdomain);
           count('reread');
-          void this.reread(parent, slot);
+          this.owe(state, [slot]);
+          this.drain(parent, state);
         }, PAIRING_MS);
         timer.unref();
         state.pendingReverses.set(change.subdomain, { label: change.label, slot, timer });
@@ -611,6 +708,27 @@ export class ParentWatcher {
    */
   private honoured(slot: number | undefined): number | undefined {
     return slot !== undefined && this.deps.slots.trusts(slot) ? slot : undefined;
+  }
+
+  /**
+   * Past {@link MAX_PENDING_PER_PARENT}, a parent's halves waiting for their pair are dropped for
+   * one re-read at the newest of their slots (the loop makes it).
+   */
+  private boundPairs(
+    parent: string,
+    state: Watched,
+    pairs: Map<string, { slot: number; timer: NodeJS.Timeout }>,
+  ): void {
+    if (pairs.size < MAX_PENDING_PER_PARENT) return;
+    const slots: number[] = [];
+    for (const pair of pairs.values()) {
+      clearTimeout(pair.timer);
+      slots.push(pair.slot);
+    }
+    this.deps.metrics.wsNotifications.inc({ outcome: 'coalesced' }, pairs.size);
+    pairs.clear();
+    this.owe(state, slots);
+    this.drain(parent, state);
   }
 
   /** Records that a full scan at `slot` or later is needed (see `Watched.wantSlot`). */
