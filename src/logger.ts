@@ -26,3 +26,29 @@ export function createLogger(
     destination,
   );
 }
+
+/**
+ * A warning that may come many times a second (a provider's bad frames, a flood): the first is
+ * logged at once, then at most one per `everyMs` milliseconds, carrying `repeats`, how many were
+ * left out since the last line.
+ *
+ * @returns the function to call instead of `logger.warn(fields, message)`.
+ */
+export function occasionalWarning(
+  logger: Logger,
+  everyMs = 60_000,
+  now: () => number = Date.now,
+): (fields: Record<string, unknown>, message: string) => void {
+  let last: number | undefined;
+  let repeats = 0;
+  return (fields, message) => {
+    const t = now();
+    if (last !== undefined && t - last < everyMs) {
+      repeats++;
+      return;
+    }
+    logger.warn(repeats > 0 ? { ...fields, repeats } : fields, message);
+    last = t;
+    repeats = 0;
+  };
+}

@@ -12,6 +12,7 @@ import {
   NAME_HEADER_LEN,
   SimChain,
   rentExemptLamports,
+  programNotificationText,
   seedDemoChain,
   startRpcSimulator,
 } from './support/rpc-sim/index.js';
@@ -497,6 +498,35 @@ describe('websocket failures', () => {
     } finally {
       await counting.close();
     }
+  });
+
+  it('sendRaw puts a frame on the socket of a subscription as written; flood sends many', async () => {
+    const client = await WsClient.open(sim.wsUrl);
+    clients.push(client);
+    const sub = await client.subscribe('programSubscribe', demoChildrenParams());
+    expect(sim.wsSubscriptions('program')).toContain(sub);
+    expect(sim.wsSubscriptions('account')).not.toContain(sub);
+    const data = Buffer.from([1, 2, 3]);
+    const text = programNotificationText(sub, '1e309', demoKey.toBase58(), data);
+    expect(text).toContain('"context":{"slot":1e309}');
+    expect(sim.wsSendRaw(sub, text)).toBe(true);
+    expect(sim.wsSendRaw(sub + 1000, text)).toBe(false);
+    const [note] = await client.waitFor(sub, 1);
+    expect(note?.params.result.context.slot).toBe(Infinity);
+    expect(keyed(note).account.data).toEqual([data.toString('base64'), 'base64']);
+    expect(keyed(note).account.owner).toBe(NAME_PROGRAM_ID.toBase58());
+
+    // Frames of 10 KiB: several times the flood's send buffer, so it has to wait for the socket.
+    const count = 2_000;
+    const padding = 'x'.repeat(10 * 1024);
+    const flooded = await sim.wsFlood(sub, count, (i) =>
+      programNotificationText(sub, i, demoKey.toBase58(), Buffer.from(`${i}${padding}`)),
+    );
+    expect(flooded.sent).toBe(count);
+    const notes = await client.waitFor(sub, count + 1);
+    expect(notes.slice(1).map((n) => n.params.result.context.slot)).toEqual(
+      Array.from({ length: count }, (_, i) => i),
+    );
   });
 
   it('close() ends open websockets', async () => {

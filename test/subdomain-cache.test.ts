@@ -110,6 +110,52 @@ describe('SubdomainCache.put', () => {
     expect(await cache.patch('e', 'absent', 1, next, {})).toBe('missing');
     expect(await redis.exists(cache.key('e', 'absent'))).toBe(0);
   });
+
+  const NOT_SLOTS = [Infinity, NaN, -1, 1.5, 2 ** 63, Number.MAX_SAFE_INTEGER + 1];
+
+  it('never stores a slot that is not a non-negative safe integer, whoever writes it', async () => {
+    for (const slot of NOT_SLOTS) {
+      await expect(cache.put('e', 'unsafe', entry(1, 'x', slot))).rejects.toThrow(TypeError);
+      const scan = { ...entry(1, 'x'), scanSlot: slot };
+      await expect(cache.put('e', 'unsafe', scan)).rejects.toThrow(TypeError);
+      await expect(cache.putOverride('e', 'unsafe', entry(1, 'x', slot))).rejects.toThrow();
+    }
+    await cache.put('e', 'unsafe', entry(1, 'x', 5), {});
+    const rev = (await cache.get(cache.key('e', 'unsafe')))?.rev ?? 0;
+    for (const slot of NOT_SLOTS) {
+      await expect(cache.patch('e', 'unsafe', rev, entry(2, 'y', slot), {})).rejects.toThrow();
+    }
+    // The scripts refuse them too, as the text a caller that skipped the check would send.
+    const script = redis as unknown as { snsPutEntry(...args: string[]): Promise<number> };
+    const keys = [cache.key('e', 'unsafe'), cache.accountsKey('e', 'unsafe')];
+    for (const slot of ['Infinity', 'inf', 'nan', '-1', '1.5', '9223372036854775808', '1e3']) {
+      await expect(
+        script.snsPutEntry(...keys, slot, '9', '"labels":[]}', '60000', ''),
+      ).rejects.toThrow(/not a safe integer/);
+    }
+    expect(await stored('unsafe')).toEqual(entry(1, 'x', 5));
+  });
+
+  it('replaces a stored entry whose slot no chain has: not a slot, or past the ceiling given', async () => {
+    const key = cache.key('e', 'frozen');
+    const head = (slot: string) => `{"slot":${slot},"rev":3,"fetchedAt":1,"labels":["frozen"]}`;
+    for (const slot of ['Infinity', '-Infinity', 'NaN', '9223372036854776000', '1.5', '-3']) {
+      await redis.set(key, head(slot));
+      // JSON.parse refuses Infinity and NaN (a miss); a float past 2^53 reads as no slot.
+      expect((await cache.get(key))?.slot).toBeUndefined();
+      expect(await cache.put('e', 'frozen', entry(1, 'now', 7))).toBe('written');
+      expect(await stored('frozen')).toEqual(entry(1, 'now', 7));
+    }
+    // A safe slot far ahead is honoured without a ceiling, and replaced past one.
+    await redis.set(key, head('4503599627370496'));
+    expect(await cache.put('e', 'frozen', entry(2, 'now', 7))).toBe('kept');
+    expect(await cache.put('e', 'frozen', entry(2, 'now', 7), undefined, 4503599627370495)).toBe(
+      'written',
+    );
+    // Within the ceiling it is honoured as ever.
+    expect(await cache.put('e', 'frozen', entry(3, 'behind', 6), undefined, 1_000)).toBe('kept');
+    expect(await stored('frozen')).toEqual(entry(2, 'now', 7));
+  });
 });
 
 describe("SubdomainLookup's in-process copy", () => {

@@ -7,6 +7,7 @@ import type { RefreshJobData } from '../src/queue/refresh-queue.js';
 import { RpcCallError } from '../src/rpc/client.js';
 import { overrideEndpoint, type RpcEndpoint } from '../src/rpc/endpoint.js';
 import type { RedisClient } from '../src/redis.js';
+import { isSlot, type SlotClock } from '../src/rpc/slot.js';
 import {
   discoverSubdomains,
   type Discovery,
@@ -30,6 +31,12 @@ export type RefreshProcessorDeps = {
   logger: Logger;
   /** The configured `RPC_URL` as an endpoint, or undefined when unset. */
   defaultEndpoint: RpcEndpoint | undefined;
+  /**
+   * The worker's slot clock, for the configured endpoint's lane: each scan's slot is observed, and
+   * its ceiling given to `put`, so an entry holding a slot no chain has reached is replaced (an
+   * override's slots say nothing of the configured RPC's chain: neither is done for them).
+   */
+  slots?: SlotClock;
 };
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
@@ -76,7 +83,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           final: true,
         });
       }
-      let minContextSlot = job.data.minContextSlot;
+      let minContextSlot = isSlot(job.data.minContextSlot) ? job.data.minContextSlot : undefined;
       let found: Discovery;
       for (let scan = 1; ; scan++) {
         const scannedAt = Date.now();
@@ -92,7 +99,10 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           await deps.cache.putOverride(endpoint.id, parent, { ...entry, accounts: found.members });
           break;
         }
-        if ((await deps.cache.put(endpoint.id, parent, entry, found.members)) === 'written') break;
+        deps.slots?.observe(found.slot);
+        const ceiling = deps.slots?.ceiling();
+        const outcome = await deps.cache.put(endpoint.id, parent, entry, found.members, ceiling);
+        if (outcome === 'written') break;
         // The stored entry reflects a later slot. When that is a later scan, this one is simply
         // older. When it is patches or a deletion check on top of an older scan than this one,
         // dropping this scan would leave out for good what it was for (a change no notification

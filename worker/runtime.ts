@@ -15,6 +15,7 @@ import {
 import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
+import { SlotClock } from '../src/rpc/slot.js';
 import { Agents } from '../src/rpc/transport.js';
 import { redisKeys } from '../src/redis-keys.js';
 import { redisReadiness } from '../src/runtime/readiness.js';
@@ -135,6 +136,8 @@ export async function startWorker(
     config.CACHE_STALE_SECONDS * 1000,
     { ttlMs: config.RPC_OVERRIDE_CACHE_SECONDS * 1000, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
   );
+  // The newest slot the configured RPC has shown, shared by its refreshes and the watcher.
+  const slots = new SlotClock();
   const queue = createRefreshQueue(queueConnection, config);
   queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
   const freshMs = config.CACHE_FRESH_SECONDS * 1000;
@@ -171,7 +174,7 @@ export async function startWorker(
         concurrency: config.WORKER_CONCURRENCY,
         maxPerSecond: config.RPC_MAX_PER_SECOND,
       },
-      { ...processorDeps, lane: defaultLane },
+      { ...processorDeps, lane: defaultLane, slots },
     ),
     createRefreshWorker(
       workerConnection,
@@ -211,6 +214,7 @@ export async function startWorker(
           queue,
           lane: defaultLane,
           endpoint: defaultEndpoint,
+          slots,
           metrics,
           logger,
           prefix: config.QUEUE_PREFIX,

@@ -1,5 +1,6 @@
 import type { RedisClient } from '../redis.js';
 import { redisKeys } from '../redis-keys.js';
+import { isSlot } from '../rpc/slot.js';
 
 /** One cached answer of `/subdomains` (docs/design.md, "The subdomain cache"). */
 export type CacheEntry = {
@@ -52,17 +53,45 @@ export type WriteOutcome = 'written' | 'kept' | 'conflict' | 'missing';
  * in that order, so `head(raw)` reads what the scripts compare from the head of the value without
  * decoding thousands of labels; an entry in another layout (an older release, a null slot) is
  * decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
- * slot when both slots are known, else an earlier fetchedAt; `next_rev(key, slot, at)` the revision
- * a write of that entry gets, or nil when the stored one is newer.
+ * slot when both slots are known, else an earlier fetchedAt; `next_rev(key, slot, at, ceiling)` the
+ * revision a write of that entry gets, or nil when the stored one is newer.
+ *
+ * Slots are checked as `isSlot` (src/rpc/slot.ts) checks them. A write whose slot or fetchedAt is
+ * not one is refused with an error (the callers check first; this keeps `Infinity` or a float past
+ * 2^53 out of the store whatever a caller does). A stored entry whose slot is not one (cjson reads
+ * `Infinity`, which JSON.parse refuses), whose fetchedAt is not finite, or whose slot is past
+ * `ceiling` (the highest slot the chain can have reached, when the caller knows it) holds no write
+ * back: it would otherwise refuse every scan, for as long as it lives.
  */
 const LUA_ENTRY = `
+local MAX_SLOT = 9007199254740991
+local function is_slot(v)
+  return type(v) == 'number' and v >= 0 and v <= MAX_SLOT and math.floor(v) == v
+end
+local function arg_slot(s)
+  if s == 'null' then return nil end
+  if #s <= 16 and string.match(s, '^%d+$') and is_slot(tonumber(s)) then return tonumber(s) end
+  return false
+end
+local function bad_args(slot, at)
+  if arg_slot(slot) == false or not is_slot(tonumber(at)) then
+    return redis.error_reply('ERR entry slot or fetchedAt is not a safe integer')
+  end
+end
 local function head(raw)
   local s, r, a = string.match(raw, '^{"slot":(%d+),"rev":(%d+),"fetchedAt":(%d+)')
-  if a then return tonumber(s), tonumber(r), tonumber(a) end
-  local ok, d = pcall(cjson.decode, raw)
-  if not ok or type(d) ~= 'table' then return nil, 0, nil end
-  local function num(v) if type(v) == 'number' then return v end return nil end
-  return num(d.slot), num(d.rev) or 0, num(d.fetchedAt)
+  local slot, rev, at
+  if a then
+    slot, rev, at = tonumber(s), tonumber(r), tonumber(a)
+  else
+    local ok, d = pcall(cjson.decode, raw)
+    if not ok or type(d) ~= 'table' then return nil, 0, nil, false end
+    local function num(v) if type(v) == 'number' then return v end return nil end
+    slot, rev, at = num(d.slot), num(d.rev), num(d.fetchedAt)
+  end
+  local sound = (slot == nil or is_slot(slot)) and (at == nil or is_slot(at))
+  if not is_slot(rev) then rev = 0 end
+  return slot, rev, at, sound
 end
 local function older(cslot, cat, slot, at)
   if cslot and slot and cslot ~= slot then return slot < cslot end
@@ -71,10 +100,11 @@ end
 local function entry(slot, rev, at, rest)
   return '{"slot":' .. slot .. ',"rev":' .. rev .. ',"fetchedAt":' .. at .. ',' .. rest
 end
-local function next_rev(key, slot, at)
+local function next_rev(key, slot, at, ceiling)
   local current = redis.call('GET', key)
   if not current then return 1 end
-  local cslot, crev, cat = head(current)
+  local cslot, crev, cat, sound = head(current)
+  if not sound or (ceiling and cslot and cslot > ceiling) then return crev + 1 end
   if older(cslot, cat, slot, at) then return nil end
   return crev + 1
 end
@@ -83,11 +113,14 @@ end
 /**
  * KEYS[1] the entry, KEYS[2] its accounts. ARGV: the new entry's slot ('null' when unknown), its
  * fetchedAt, the rest of its JSON after the head, the expiry in milliseconds, the accounts' JSON
- * ('' to leave none). Keeps the stored entry when the new one is older (`older`); writes
- * otherwise, both keys in one step. Returns the new revision, or 0 when it kept the stored entry.
+ * ('' to leave none), the ceiling ('' when unknown). Keeps the stored entry when the new one is
+ * older (`older`); writes otherwise, both keys in one step. Returns the new revision, or 0 when it
+ * kept the stored entry.
  */
 const PUT_IF_NEWER = `${LUA_ENTRY}
-local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local refused = bad_args(ARGV[1], ARGV[2])
+if refused then return refused end
+local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6]))
 if not rev then return 0 end
 redis.call('SET', KEYS[1], entry(ARGV[1], rev, ARGV[2], ARGV[3]), 'PX', ARGV[4])
 if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
@@ -102,6 +135,8 @@ return rev
  * revision, 0 when the entry changed meanwhile, -1 when there is none (expired: nothing to patch).
  */
 const PATCH = `${LUA_ENTRY}
+local refused = bad_args(ARGV[2], ARGV[3])
+if refused then return refused end
 local current = redis.call('GET', KEYS[1])
 if not current then return -1 end
 local _, rev = head(current)
@@ -122,7 +157,9 @@ return rev + 1
  * Returns the new revision, or 0 when it kept the stored entry.
  */
 const PUT_OVERRIDE = `${LUA_ENTRY}
-local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local refused = bad_args(ARGV[1], ARGV[2])
+if refused then return refused end
+local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), nil)
 if not rev then return 0 end
 local now = tonumber(ARGV[5])
 local function forget(key)
@@ -165,8 +202,21 @@ function entryCommands(redis: RedisClient): EntryCommands {
   return redis as unknown as EntryCommands;
 }
 
-/** The head and the rest of an entry's stored JSON, as the scripts take them. */
+/**
+ * The head and the rest of an entry's stored JSON, as the scripts take them.
+ *
+ * @throws TypeError when `slot` or `scanSlot` is not a slot ({@link isSlot}) or `fetchedAt` not a
+ *   safe integer: such a value is never stored (the scripts refuse it too).
+ */
 function entryArgs(entry: CacheEntry): [slot: string, fetchedAt: string, rest: string] {
+  for (const field of ['slot', 'scanSlot'] as const) {
+    const value: number | undefined = entry[field];
+    if (value !== undefined && !isSlot(value)) {
+      throw new TypeError(`${field} ${String(value)} is not a slot`);
+    }
+  }
+  const at: number = entry.fetchedAt;
+  if (!isSlot(at)) throw new TypeError(`fetchedAt ${String(at)} is not a time`);
   return [
     entry.slot === undefined ? 'null' : String(entry.slot),
     String(entry.fetchedAt),
@@ -253,13 +303,18 @@ export class SubdomainCache {
    *
    * @param accounts the name accounts behind the labels; without them the stored ones are
    *   deleted, so the two never disagree.
+   * @param ceiling the highest slot the chain can have reached now (`SlotClock.ceiling`), when
+   *   known: a stored entry whose slot is past it (stored from a bad notification, or by an
+   *   earlier release) is replaced whatever this entry's slot, so it cannot hold scans back.
    * @returns 'written', or 'kept' when the stored entry was newer.
+   * @throws TypeError for an entry whose slots are not slots (see `entryArgs`).
    */
   async put(
     endpointId: string,
     parent: string,
     entry: CacheEntry,
     accounts?: EntryAccounts,
+    ceiling?: number,
   ): Promise<WriteOutcome> {
     const rev = await this.commands.snsPutEntry(
       this.key(endpointId, parent),
@@ -267,6 +322,7 @@ export class SubdomainCache {
       ...entryArgs(entry),
       String(this.staleMs),
       accounts ? JSON.stringify(accounts) : '',
+      isSlot(ceiling) ? String(ceiling) : '',
     );
     return rev > 0 ? 'written' : 'kept';
   }
@@ -339,9 +395,10 @@ function parseEntry(raw: string | null): CacheEntry | null {
   try {
     const entry = JSON.parse(raw) as Record<string, unknown>;
     if (!Array.isArray(entry.labels) || typeof entry.fetchedAt !== 'number') return null;
-    for (const field of ['slot', 'scanSlot', 'scannedAt']) {
-      if (typeof entry[field] !== 'number') delete entry[field];
-    }
+    // A slot that is not one (an earlier release stored what the provider sent) is none: the
+    // entry is still served, and the next scan replaces it (the scripts do not honour it).
+    for (const field of ['slot', 'scanSlot']) if (!isSlot(entry[field])) delete entry[field];
+    if (typeof entry.scannedAt !== 'number') delete entry.scannedAt;
     if (entry.accounts !== undefined && !checkedAccounts(entry.accounts)) delete entry.accounts;
     return entry as CacheEntry;
   } catch {

@@ -147,7 +147,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     }),
     wsNotifications: new Counter({
       name: 'sns_ws_notifications_total',
-      help: 'programSubscribe notifications by outcome: patched, reread or ignored.',
+      help: 'programSubscribe notifications by outcome: patched, reread, ignored, refused or coalesced.',
       labelNames: ['outcome'] as const,
       registers,
     }),

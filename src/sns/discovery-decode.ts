@@ -1,4 +1,5 @@
 import { decodeEnvelope, malformed } from '../rpc/envelope.js';
+import { isSlot } from '../rpc/slot.js';
 import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from './pda.js';
 
 /**
@@ -133,7 +134,8 @@ function accountList(reply: unknown): { accounts: Account[]; slot: number | unde
     }
     accounts[i] = { pubkey, data: account.data };
   }
-  return { accounts, slot: typeof slot === 'number' && slot >= 0 ? slot : undefined };
+  // A slot that is not one (Infinity, past 2^53, negative) is as good as none: never stored.
+  return { accounts, slot: isSlot(slot) ? slot : undefined };
 }
 
 /** The owner in a slice's base64 text ({@link SCAN_SLICE}): bytes 1 to 33, base58. */
@@ -300,5 +302,5 @@ export function decodeExistence(
     return true;
   });
   const slot = reply?.context?.slot;
-  return { slot: typeof slot === 'number' && slot >= 0 ? slot : undefined, exists };
+  return { slot: isSlot(slot) ? slot : undefined, exists };
 }

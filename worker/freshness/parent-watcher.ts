@@ -1,6 +1,7 @@
 import { Redlock, type Lock } from '@sesamecare-oss/redlock';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
+import { occasionalWarning } from '../../src/logger.js';
 import {
   labelsOf,
   type CacheEntry,
@@ -15,6 +16,7 @@ import { databaseOf, type RedisClient } from '../../src/redis.js';
 import { redisKeys } from '../../src/redis-keys.js';
 import type { CostTable } from '../../src/rpc/client.js';
 import type { RpcEndpoint } from '../../src/rpc/endpoint.js';
+import type { SlotClock } from '../../src/rpc/slot.js';
 import { classifyChange, type Change } from '../../src/sns/change.js';
 import { DecodeThread } from '../../src/sns/discovery-runner.js';
 import {
@@ -53,6 +55,16 @@ const KEEP_RANK_FACTOR = 1.25;
  * bring. Nodes behind the load balancer lag by a second or two.
  */
 const GAP_READ_DELAY_MS = 2_000;
+/**
+ * Accounts with a notification waiting to be applied, per watched parent: a newer notification of
+ * an account replaces its waiting one (only the newest state matters), and past this bound the
+ * parent's waiting notifications are dropped for one re-read at the newest of their slots, which
+ * covers them all. The same bound holds the subdomains and reverse records waiting for their other
+ * half. A burst this large is cheaper to scan than to patch, and a flood cannot grow the heap.
+ */
+export const MAX_PENDING_PER_PARENT = 256;
+/** {@link MAX_PENDING_PER_PARENT} over every watched parent together. */
+export const MAX_PENDING = 10_000;
 
 export type ParentWatcherDeps = {
   redis: RedisClient;
@@ -77,6 +89,11 @@ export type ParentWatcherDeps = {
   wsUrl: string;
   /** `RPC_WS_PING_MS`. */
   pingMs: number;
+  /**
+   * The worker's slot clock (the refreshes of the configured endpoint observe it too): a
+   * notification's slot past its ceiling is not believed, nor is an entry's.
+   */
+  slots: SlotClock;
 };
 
 type Watched = {
@@ -85,8 +102,18 @@ type Watched = {
   subscribedAt?: number;
   /** The read that covers the gap, {@link GAP_READ_DELAY_MS} after the subscription. */
   gapRead?: NodeJS.Timeout;
-  /** Notifications of one parent are applied one after another. */
-  chain: Promise<void>;
+  /**
+   * Notifications waiting to be applied, by account: the newest of each (at one slot, the last
+   * received). One loop applies them one after another ({@link ParentWatcher.drain}).
+   */
+  pending: Map<string, AccountNotification>;
+  /**
+   * A re-read the loop owes the parent, at this slot or later (`slot` undefined: at whatever the
+   * RPC has): for notifications dropped past {@link MAX_PENDING_PER_PARENT}, or that proved nothing.
+   */
+  owed?: { slot: number | undefined };
+  /** The loop applying `pending`, while it runs. */
+  draining?: Promise<void>;
   /** Reverse records notified before their subdomain name account: account -> label, slot. */
   pendingReverses: Map<string, { label: string; slot: number; timer: NodeJS.Timeout }>;
   /**
@@ -136,9 +163,15 @@ export class ParentWatcher {
   private closed = false;
   /** How often deletion checks run: as often as the hot-parent scans. */
   private readonly checkMs: number;
+  /** Notifications waiting over every parent (see {@link MAX_PENDING}). */
+  private pendingTotal = 0;
+  private readonly warnFailed: ReturnType<typeof occasionalWarning>;
+  private readonly warnAhead: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly deps: ParentWatcherDeps) {
     this.checkMs = hotParentScanIntervalMs(deps.freshMs);
+    this.warnFailed = occasionalWarning(deps.logger);
+    this.warnAhead = occasionalWarning(deps.logger);
     // Redlock's scripts SELECT its `db` setting (default 0) before touching the lease: give it
     // the connection's database, so leases stay in the deployment's own (docs/design.md, "Redis
     // isolation"). It takes 0 to 15 only; the configuration refuses any other database.
@@ -267,7 +300,7 @@ export class ParentWatcher {
   private watch(parent: string): void {
     this.watched.set(parent, {
       parentKey: domainKey(parent),
-      chain: Promise.resolve(),
+      pending: new Map(),
       pendingReverses: new Map(),
       seen: new Map(),
     });
@@ -285,6 +318,8 @@ export class ParentWatcher {
     for (const pending of state.pendingReverses.values()) clearTimeout(pending.timer);
     for (const seen of state.seen.values()) clearTimeout(seen.timer);
     clearTimeout(state.gapRead);
+    this.pendingTotal -= state.pending.size;
+    state.pending.clear();
     this.watched.delete(parent);
     this.subscriber.unwatch(parent);
   }
@@ -316,26 +351,109 @@ export class ParentWatcher {
     void this.releaseAll();
   }
 
+  /**
+   * Queues a notification for its parent's loop: it replaces a waiting one of the same account
+   * (newest slot wins; at one slot, the last received), and past {@link MAX_PENDING_PER_PARENT}
+   * or {@link MAX_PENDING} the parent's waiting ones are dropped for one re-read. Synchronous and
+   * bounded: nothing piles up however fast notifications come.
+   */
   private notified(note: AccountNotification): void {
     const state = this.watched.get(note.parent);
     if (!state || state.subscribedAt === undefined) return;
-    const change: Change = note.slice
-      ? classifyChange(note.pubkey, note.slice, state.parentKey)
-      : { kind: 'unproven' };
-    state.chain = state.chain
-      .then(() => this.apply(note, state, change))
-      .catch((err: unknown) => {
-        // The change is known only by this notification: a scan at its slot settles it.
-        this.want(state, note.slot);
-        this.deps.logger.warn({ err: String(err), parent: note.parent }, 'notification');
+    const coalesced = (n: number) =>
+      this.deps.metrics.wsNotifications.inc({ outcome: 'coalesced' }, n);
+    const waiting = state.pending.get(note.pubkey);
+    if (waiting) {
+      coalesced(1);
+      if (waiting.slot <= note.slot) state.pending.set(note.pubkey, note);
+    } else if (state.pending.size >= MAX_PENDING_PER_PARENT || this.pendingTotal >= MAX_PENDING) {
+      coalesced(state.pending.size + 1);
+      this.owe(state, [...[...state.pending.values()].map((n) => n.slot), note.slot]);
+      this.pendingTotal -= state.pending.size;
+      state.pending.clear();
+    } else {
+      state.pending.set(note.pubkey, note);
+      this.pendingTotal++;
+    }
+    this.drain(note.parent, state);
+  }
+
+  /**
+   * Owes the parent one re-read, at the highest of `slots` believed (a slot past the clock's
+   * ceiling counts as the newest the RPC has shown), raising one already owed.
+   */
+  private owe(state: Watched, slots: number[]): void {
+    const { slots: clock } = this.deps;
+    let slot = state.owed?.slot;
+    for (const s of slots) {
+      const at = clock.trusts(s) ? s : clock.newest;
+      if (at !== undefined) slot = Math.max(slot ?? at, at);
+    }
+    state.owed = { slot };
+  }
+
+  /**
+   * Runs the parent's loop unless it runs already: the owed re-read first, then the waiting
+   * notifications one after another, oldest account first, until none is left.
+   */
+  private drain(parent: string, state: Watched): void {
+    if (state.draining) return;
+    const current = () => this.watched.get(parent) === state;
+    state.draining = (async () => {
+      while (current()) {
+        if (state.owed) {
+          const { slot } = state.owed;
+          state.owed = undefined;
+          await this.reread(parent, slot);
+          continue;
+        }
+        const next = state.pending.values().next();
+        if (next.done) return;
+        const note = next.value;
+        state.pending.delete(note.pubkey);
+        this.pendingTotal--;
+        try {
+          await this.apply(note, state);
+        } catch (err) {
+          // The change is known only by this notification: a scan at its slot settles it.
+          if (this.deps.slots.trusts(note.slot)) this.want(state, note.slot);
+          this.warnFailed({ err: String(err), parent }, 'notification could not be applied');
+        }
+      }
+    })()
+      .catch((err: unknown) => this.warnFailed({ err: String(err), parent }, 'notification loop'))
+      .finally(() => {
+        state.draining = undefined;
+        if (current() && (state.owed || state.pending.size > 0)) this.drain(parent, state);
       });
   }
 
-  private async apply(note: AccountNotification, state: Watched, change: Change): Promise<void> {
-    const { cache, endpoint, metrics } = this.deps;
+  private async apply(note: AccountNotification, state: Watched): Promise<void> {
+    const { cache, endpoint, metrics, slots } = this.deps;
     const count = (outcome: 'patched' | 'reread' | 'ignored') =>
       metrics.wsNotifications.inc({ outcome });
     const { parent, slot } = note;
+    if (!slots.trusts(slot)) {
+      // The entry's last scan tells where the chain was, before this process has read it itself.
+      const read = await cache.getWithAccounts(endpoint.id, parent);
+      slots.observe(read?.entry.scanSlot, read?.entry.scannedAt);
+    }
+    if (!slots.trusts(slot)) {
+      // A slot no chain has reached yet would hold every later scan back: believe only that
+      // something changed, and read again at what the RPC has shown.
+      const ceiling = slots.ceiling();
+      if (ceiling !== undefined) {
+        this.warnAhead(
+          { parent, slot, ceiling },
+          'notification slot ahead of any the RPC has shown: re-read instead',
+        );
+      }
+      count('reread');
+      return this.reread(parent, slots.newest);
+    }
+    const change: Change = note.slice
+      ? classifyChange(note.pubkey, note.slice, state.parentKey)
+      : { kind: 'unproven' };
     switch (change.kind) {
       case 'unproven':
       case 'empty':
@@ -363,11 +481,14 @@ export class ParentWatcher {
         // transaction). If none comes, it may have one already (re-created under a record that
         // stayed) or none at all; only a scan tells.
         clearTimeout(state.seen.get(change.subdomain)?.timer);
+        state.seen.delete(change.subdomain);
+        this.boundPairs(parent, state, state.seen);
         const timer = setTimeout(() => {
           if (state.seen.get(change.subdomain)?.timer !== timer) return;
           state.seen.delete(change.subdomain);
           count('reread');
-          void this.reread(parent, slot);
+          this.owe(state, [slot]);
+          this.drain(parent, state);
         }, PAIRING_MS);
         timer.unref();
         state.seen.set(change.subdomain, { slot, owner, timer });
@@ -394,11 +515,14 @@ export class ParentWatcher {
           return count(await this.update(parent, change.subdomain, { label: change.label }, slot));
         }
         clearTimeout(state.pendingReverses.get(change.subdomain)?.timer);
+        state.pendingReverses.delete(change.subdomain);
+        this.boundPairs(parent, state, state.pendingReverses);
         const timer = setTimeout(() => {
           if (state.pendingReverses.get(change.subdomain)?.timer !== timer) return;
           state.pendingReverses.delete(change.subdomain);
           count('reread');
-          void this.reread(parent, slot);
+          this.owe(state, [slot]);
+          this.drain(parent, state);
         }, PAIRING_MS);
         timer.unref();
         state.pendingReverses.set(change.subdomain, { label: change.label, slot, timer });
@@ -429,7 +553,8 @@ export class ParentWatcher {
       const label = change.label ?? current?.[0];
       const owner = change.owner ?? current?.[1];
       if (label === undefined || owner === undefined) break;
-      if (current?.[0] === label && current[1] === owner && (read.entry.slot ?? 0) >= slot) {
+      const stored = this.honoured(read.entry.slot) ?? 0;
+      if (current?.[0] === label && current[1] === owner && stored >= slot) {
         return 'ignored';
       }
       const accounts: EntryAccounts = { ...read.accounts, [subdomain]: [label, owner] };
@@ -437,7 +562,7 @@ export class ParentWatcher {
         endpoint.id,
         parent,
         read.entry.rev ?? 0,
-        { ...read.entry, labels: labelsOf(accounts), slot: Math.max(read.entry.slot ?? 0, slot) },
+        { ...read.entry, labels: labelsOf(accounts), slot: Math.max(stored, slot) },
         accounts,
       );
       if (outcome === 'missing') return 'ignored';
@@ -476,6 +601,7 @@ export class ParentWatcher {
       if (state.subscribedAt === undefined) continue;
       const read = await cache.getWithAccounts(endpoint.id, parent);
       const entry = read?.entry;
+      deps.slots.observe(entry?.scanSlot, entry?.scannedAt);
       if (state.wantSlot !== undefined && (entry?.scanSlot ?? -1) >= state.wantSlot) {
         state.wantSlot = undefined;
       }
@@ -511,7 +637,7 @@ export class ParentWatcher {
     }
     if (due.length === 0) return;
     const keys = due.flatMap((d) => d.keys.flat());
-    const atLeast = Math.max(...due.map((d) => d.entry.slot ?? 0));
+    const atLeast = Math.max(...due.map((d) => this.honoured(d.entry.slot) ?? 0));
     const { exists, slot } = await this.existence(keys, atLeast > 0 ? atLeast : undefined);
     for (const d of due) {
       const accounts: Record<string, Member> = {};
@@ -528,7 +654,7 @@ export class ParentWatcher {
           ...d.entry,
           labels: labelsOf(accounts),
           fetchedAt: startedAt,
-          slot: Math.max(d.entry.slot ?? 0, slot ?? 0),
+          slot: Math.max(this.honoured(d.entry.slot) ?? 0, slot ?? 0),
         },
         accounts,
       );
@@ -570,8 +696,39 @@ export class ParentWatcher {
     for (const { batch, result } of batches) {
       batch.forEach((key, i) => exists.set(key, result.exists[i] === true));
       if (result.slot !== undefined) slot = Math.min(slot ?? result.slot, result.slot);
+      this.deps.slots.observe(result.slot);
     }
     return { exists, slot };
+  }
+
+  /**
+   * An entry's slot when the clock believes it, else undefined: a slot past the ceiling (stored
+   * from a bad notification by an earlier release) neither holds a patch back nor sets the
+   * `minContextSlot` of a check, which no node would ever answer.
+   */
+  private honoured(slot: number | undefined): number | undefined {
+    return slot !== undefined && this.deps.slots.trusts(slot) ? slot : undefined;
+  }
+
+  /**
+   * Past {@link MAX_PENDING_PER_PARENT}, a parent's halves waiting for their pair are dropped for
+   * one re-read at the newest of their slots (the loop makes it).
+   */
+  private boundPairs(
+    parent: string,
+    state: Watched,
+    pairs: Map<string, { slot: number; timer: NodeJS.Timeout }>,
+  ): void {
+    if (pairs.size < MAX_PENDING_PER_PARENT) return;
+    const slots: number[] = [];
+    for (const pair of pairs.values()) {
+      clearTimeout(pair.timer);
+      slots.push(pair.slot);
+    }
+    this.deps.metrics.wsNotifications.inc({ outcome: 'coalesced' }, pairs.size);
+    pairs.clear();
+    this.owe(state, slots);
+    this.drain(parent, state);
   }
 
   /** Records that a full scan at `slot` or later is needed (see `Watched.wantSlot`). */

@@ -2,9 +2,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
+import { occasionalWarning } from '../../src/logger.js';
 import type { Metrics } from '../../src/metrics/metrics.js';
 import { parseBoundedJson } from '../../src/rpc/bounded-json.js';
 import type { CostTable } from '../../src/rpc/client.js';
+import { isSlot } from '../../src/rpc/slot.js';
 import { SCAN_SLICE } from '../../src/sns/discovery-decode.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/sns/pda.js';
 
@@ -20,6 +22,7 @@ export const MAX_FRAME_BYTES = 64 * 1024;
 /** A notification about an account under a watched parent. */
 export type AccountNotification = {
   parent: string;
+  /** A slot ({@link isSlot}); whether it is believable is the watcher's to judge. */
   slot: number;
   pubkey: string;
   /**
@@ -37,7 +40,12 @@ export type ProgramSubscriberOptions = {
   costs: CostTable;
   /** Keep-alive ping interval; a socket with nothing received for two of them is dropped. */
   pingMs: number;
-  /** Called for every notification, in the order received. */
+  /**
+   * Called for every notification, in the order received, and synchronously (nothing may pile up
+   * here: the watcher coalesces). A notification for a watched subscription that is not well formed
+   * (its slot no non-negative safe integer, no pubkey, no base64 data) is dropped instead, counted
+   * as `refused` in `sns_ws_notifications_total`, and logged now and then.
+   */
   onNotification: (note: AccountNotification) => void;
   /**
    * Called when a parent's subscription is confirmed: when it is first watched, and again after
@@ -95,8 +103,11 @@ export class ProgramSubscriber {
   private lastHeard = 0;
   private flaps = 0;
   private warnedMalformed = false;
+  private readonly warnRefused: ReturnType<typeof occasionalWarning>;
 
-  constructor(private readonly opts: ProgramSubscriberOptions) {}
+  constructor(private readonly opts: ProgramSubscriberOptions) {
+    this.warnRefused = occasionalWarning(opts.logger);
+  }
 
   /** Whether a socket is open. */
   get connected(): boolean {
@@ -362,19 +373,17 @@ export class ProgramSubscriber {
         ? this.bySubscription.get(params.subscription)
         : undefined;
     if (parent === undefined) return;
-    const result = params?.result as
-      | { context?: { slot?: unknown }; value?: { pubkey?: unknown; account?: { data?: unknown } } }
-      | undefined;
-    const slot = result?.context?.slot;
-    const pubkey = result?.value?.pubkey;
-    const data = result?.value?.account?.data;
-    if (typeof slot !== 'number' || typeof pubkey !== 'string') return;
-    if (!Array.isArray(data) || typeof data[0] !== 'string' || data[1] !== 'base64') return;
-    const slice = Buffer.from(data[0], 'base64');
+    const read = readNotification(params?.result);
+    if (typeof read === 'string') {
+      this.opts.metrics.wsNotifications.inc({ outcome: 'refused' });
+      this.warnRefused({ parent }, `RPC websocket notification refused: ${read}`);
+      return;
+    }
+    const slice = Buffer.from(read.data, 'base64');
     this.opts.onNotification({
       parent,
-      slot,
-      pubkey,
+      slot: read.slot,
+      pubkey: read.pubkey,
       slice: slice.length > SCAN_SLICE.length ? undefined : slice,
     });
   }
@@ -382,4 +391,26 @@ export class ProgramSubscriber {
   private countSubscriptions(): void {
     this.opts.metrics.wsSubscriptions.set(this.bySubscription.size);
   }
+}
+
+/**
+ * The slot, account and base64 data of a notification's `result`, or what is wrong with it. A slot
+ * must be a slot ({@link isSlot}): `1e309`, `2^63`, `-1`, `1.5` or `"7"` would otherwise be stored
+ * in the entry (docs/design.md, "Freshness").
+ */
+function readNotification(
+  result: unknown,
+): { slot: number; pubkey: string; data: string } | string {
+  const r = result as
+    | { context?: { slot?: unknown }; value?: { pubkey?: unknown; account?: { data?: unknown } } }
+    | undefined;
+  const slot = r?.context?.slot;
+  const pubkey = r?.value?.pubkey;
+  const data = r?.value?.account?.data;
+  if (!isSlot(slot)) return 'its slot is not a non-negative safe integer';
+  if (typeof pubkey !== 'string') return 'no pubkey';
+  if (!Array.isArray(data) || typeof data[0] !== 'string' || data[1] !== 'base64') {
+    return 'no base64 data';
+  }
+  return { slot, pubkey, data: data[0] };
 }

@@ -39,6 +39,7 @@ export {
   SIM_SOLANA_VERSION,
   SUPPORTED_METHODS,
 } from './methods.js';
+export { FLOOD_BUFFER_BYTES, programNotificationText } from './pubsub.js';
 export type { WsCallRecord, WsStats } from './pubsub.js';
 export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
 export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';

@@ -7,9 +7,14 @@
  * Wire format as agave's rpc_pubsub: subscription ids are numbers from 0, an unknown id on
  * unsubscribe is -32602 "Invalid subscription id.", and ids belong to the connection that
  * made them (any unsubscribe method removes any kind of subscription, as there).
+ *
+ * Hostile frames for tests and benches: `sendRaw` puts any text on a subscription's socket (a slot
+ * of `1e309` or `2^63`, written literally by `programNotificationText`), `flood` sends many fast.
  */
+import { NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { WebSocketServer } from 'ws';
 import type { RawData, WebSocket } from 'ws';
 import type { AccountWrite, SimChain } from './chain.js';
@@ -182,6 +187,55 @@ export class PubSubServer {
     return count;
   }
 
+  /** Subscription ids open now, of `kind` only if given, oldest first. */
+  subscriptionIds(kind?: 'account' | 'program'): number[] {
+    const ids: number[] = [];
+    for (const client of this.#clients) {
+      for (const sub of client.subs.values()) if (!kind || sub.kind === kind) ids.push(sub.id);
+    }
+    return ids.sort((a, b) => a - b);
+  }
+
+  /**
+   * Sends `text` unchanged, one text frame, on the websocket holding subscription `id`: any frame
+   * a provider might send, a slot of `1e309` included (see {@link programNotificationText}).
+   * @returns false when no open, unfrozen websocket holds that id.
+   */
+  sendRaw(id: number, text: string): boolean {
+    const client = this.#holder(id);
+    return client !== undefined && this.#send(client, text);
+  }
+
+  /**
+   * Sends `count` frames, `frame(i)` for i from 0, on the websocket holding subscription `id`, as
+   * fast as the socket takes them: it waits while more than {@link FLOOD_BUFFER_BYTES} are
+   * unsent, so the simulator's own memory stays small however many it sends.
+   * @returns how many were sent (fewer when the socket closed meanwhile) and the milliseconds it
+   *   took to hand them all to the socket.
+   */
+  async flood(
+    id: number,
+    count: number,
+    frame: (i: number) => string,
+  ): Promise<{ sent: number; ms: number }> {
+    const started = performance.now();
+    const client = this.#holder(id);
+    let sent = 0;
+    while (client && sent < count) {
+      if (client.frozen || client.ws.readyState !== client.ws.OPEN) break;
+      const text = frame(sent);
+      if (client.ws.bufferedAmount > FLOOD_BUFFER_BYTES) {
+        // Frames go out in order: once this one is written, the backlog before it is too.
+        await new Promise<void>((resolve) => client.ws.send(text, () => resolve()));
+      } else {
+        client.ws.send(text);
+      }
+      this.#bytesSent += Buffer.byteLength(text);
+      sent++;
+    }
+    return { sent, ms: performance.now() - started };
+  }
+
   /** Stops listening and destroys all websockets. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
@@ -334,6 +388,14 @@ export class PubSubServer {
     if (this.#send(sub.client, text)) this.#notificationsSent++;
   }
 
+  /** The open, unfrozen client holding subscription `id`. */
+  #holder(id: number): Client | undefined {
+    for (const client of this.#clients) {
+      if (client.subs.has(id) && !client.frozen) return client;
+    }
+    return undefined;
+  }
+
   /** @returns whether the text was handed to the socket. */
   #send(client: Client, text: string): boolean {
     if (client.frozen || client.ws.readyState !== client.ws.OPEN) return false;
@@ -341,6 +403,32 @@ export class PubSubServer {
     this.#bytesSent += Buffer.byteLength(text);
     return true;
   }
+}
+
+/** Bytes {@link PubSubServer.flood} leaves unsent on a socket before it waits for them. */
+export const FLOOD_BUFFER_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A `programNotification` as a node sends it, for {@link PubSubServer.sendRaw} and
+ * {@link PubSubServer.flood}. `slot` goes in as written: a string is not quoted, so `'1e309'`,
+ * `'9223372036854775808'` or `'-1'` go out literally (a quoted slot is `'"5"'`). `data` is the
+ * account's data already cut to the subscription's `dataSlice` (base64 here); `owner` the owning
+ * program (default the name program).
+ */
+export function programNotificationText(
+  subscription: number,
+  slot: number | string,
+  pubkey: string,
+  data: Uint8Array,
+  owner = NAME_PROGRAM_ID.toBase58(),
+): string {
+  const encoded = Buffer.from(data).toString('base64');
+  return (
+    `{"jsonrpc":"2.0","method":"programNotification","params":{"result":{"context":{"slot":${slot}},` +
+    `"value":{"pubkey":"${pubkey}","account":{"data":["${encoded}","base64"],"executable":false,` +
+    `"lamports":1,"owner":"${owner}","rentEpoch":0,"space":${data.length}}}},` +
+    `"subscription":${subscription}}}`
+  );
 }
 
 function rawText(data: RawData): string {

@@ -121,6 +121,26 @@ export interface RpcSimulator {
    * @returns how many websockets were frozen.
    */
   freezeSockets(): number;
+  /** Websocket subscription ids open now, of `kind` only if given, oldest first. */
+  wsSubscriptions(kind?: 'account' | 'program'): number[];
+  /**
+   * Sends `text` unchanged as one text frame on the websocket holding subscription `id`: any frame
+   * a provider might send. `programNotificationText` writes a notification with its slot as given
+   * (`'1e309'`, `'9223372036854775808'`, `'-1'`, `'1.5'`, `'"7"'` go out literally).
+   * @returns false when no open, unfrozen websocket holds that id.
+   */
+  wsSendRaw(id: number, text: string): boolean;
+  /**
+   * Sends `count` frames, `frame(i)` for i = 0, 1, ..., on the websocket holding subscription
+   * `id`, as fast as the socket takes them (it waits while more than 4 MiB are unsent, so the
+   * simulator stays small). Counted in `bytesSent`, not in `notificationsSent`.
+   * @returns how many were sent (fewer if the socket closed) and the milliseconds it took.
+   */
+  wsFlood(
+    id: number,
+    count: number,
+    frame: (i: number) => string,
+  ): Promise<{ sent: number; ms: number }>;
   /**
    * Sets the HTTP lag (see `RpcSimulatorOptions.httpLagMs`). The chain keeps history for
    * that long (`SimChain.retainHistory`), starting now: right after raising the lag,
@@ -305,6 +325,9 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     dropSockets: () => pubsub.dropSockets(),
     setWebsocketAvailable: (available) => pubsub.setAvailable(available),
     freezeSockets: () => pubsub.freezeSockets(),
+    wsSubscriptions: (kind) => pubsub.subscriptionIds(kind),
+    wsSendRaw: (id, text) => pubsub.sendRaw(id, text),
+    wsFlood: (id, count, frame) => pubsub.flood(id, count, frame),
     setHttpLagMs,
     get httpLagMs() {
       return httpLagMs;
