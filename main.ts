@@ -4,7 +4,8 @@ import { ConfigError, loadConfig } from './src/config.js';
 import { createLogger } from './src/logger.js';
 import { createMetrics } from './src/metrics/metrics.js';
 import { createRedisErrorLog } from './src/redis.js';
-import { startApi, type ApiRuntime } from './src/runtime/api.js';
+import { checkRedisAtStart } from './src/redis-permissions.js';
+import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/runtime/api.js';
 import { installShutdown } from './src/runtime/shutdown.js';
 
 /**
@@ -32,6 +33,12 @@ async function main(): Promise<void> {
   const shutdown = installShutdown(logger, config.SHUTDOWN_TIMEOUT_MS);
   // One rate-limited log of Redis errors for every connection of the process.
   const redisErrors = createRedisErrorLog(logger);
+  // The Redis user's permissions, before anything uses them: a missing command is an error naming
+  // it, here, not a queue failing later (README, "Redis permissions"). Its wait for Redis counts
+  // toward the API's.
+  const checkStarted = Date.now();
+  const redisAccess = await checkRedisAtStart(config, logger, redisErrors, REDIS_START_WAIT_MS);
+  const redisStartWaitMs = Math.max(0, REDIS_START_WAIT_MS - (Date.now() - checkStarted));
   if (!config.RPC_URL) {
     // Configuration, not a fault: said once here, and each such request is logged at debug only.
     logger.warn(
@@ -43,11 +50,15 @@ async function main(): Promise<void> {
   let api: ApiRuntime | undefined;
   let worker: WorkerRuntime | undefined;
   if (config.ROLE !== 'worker') {
-    api = await startApi(config, metrics, logger, { redisErrors });
+    api = await startApi(config, metrics, logger, { redisErrors, redisAccess, redisStartWaitMs });
     shutdown.add({ name: 'api', close: () => api!.close() });
   }
   if (config.ROLE !== 'api') {
-    worker = await startWorker(config, metrics, logger, { serveMetrics: true, redisErrors });
+    worker = await startWorker(config, metrics, logger, {
+      serveMetrics: true,
+      redisErrors,
+      redisAccess,
+    });
     shutdown.add({ name: 'worker', close: () => worker!.close() });
   }
   logger.info(

@@ -1,10 +1,21 @@
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
-import { redactUrl } from './redact.js';
+import { redactErrorFields, redactLine, redactUrl } from './redact.js';
 
 /**
- * The process logger (pino, JSON lines). Request URLs are logged with `?rpc=` redacted, and
- * nothing that could hold a credential (headers, override URLs) is serialized.
+ * Errors as pino serializes them, less the arguments of any failed Redis command in them (an
+ * `AUTH`'s password, a job's data; see {@link redactErrorFields}); an `err` field that is not an
+ * Error is walked the same way.
+ */
+export function serializeError(err: unknown): unknown {
+  return redactErrorFields(err, (e) => pino.stdSerializers.err(e));
+}
+
+/**
+ * The process logger (pino, JSON lines). No secret reaches a line: request URLs are logged with
+ * `?rpc=` redacted, nothing that could hold a credential (headers, override URLs) is serialized,
+ * errors lose the arguments of the Redis command they carry, and every line, whatever wrote it,
+ * is cleared of URL credentials and `?rpc=` values last (src/redact.ts).
  */
 export function createLogger(
   level: Config['LOG_LEVEL'],
@@ -13,8 +24,9 @@ export function createLogger(
   return pino(
     {
       level,
+      hooks: { streamWrite: redactLine },
       serializers: {
-        err: pino.stdSerializers.err,
+        err: serializeError,
         req: (req: { id?: unknown; method?: string; url?: string }) => ({
           id: req.id,
           method: req.method,

@@ -26,6 +26,19 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   subscriber: { maxRetriesPerRequest: null },
 };
 
+/**
+ * What the Redis user may run beyond the commands the gateway needs (src/redis-permissions.ts).
+ * `info: false` (a user without `INFO`, as an ACL `-@dangerous` of managed Redis has; or not
+ * known): BullMQ skips its version check, which reads the version with `INFO` and, refused, fails
+ * every command of that queue or worker for good. ioredis's ready check keeps `INFO`: refused,
+ * it is skipped with a warning on the console, and it is what keeps a connection whose `AUTH`
+ * failed from counting as ready.
+ */
+export type RedisAccess = { info: boolean };
+
+/** Every command allowed: what tests and tools get unless they say otherwise. */
+export const FULL_REDIS_ACCESS: RedisAccess = Object.freeze({ info: true });
+
 /** Reconnect back-off in milliseconds, capped at 2 s, for as long as the process lives. */
 const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
 
@@ -35,16 +48,22 @@ const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000)
  * reconnects by itself.
  *
  * @param name shows in `CLIENT LIST`, to tell the gateway's connections apart.
+ * @param access what the user may run besides the needed commands (the start-up check's finding).
  */
 export function createRedis(
   config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>,
   role: RedisRole,
   name: string,
+  access: RedisAccess = FULL_REDIS_ACCESS,
 ): RedisClient {
-  const options: RedisOptions = {
+  // `skipVersionCheck` is BullMQ's connection option: it reads it from the options of the client
+  // it is given (and of the copies it makes with `duplicate()`), so every queue and worker on
+  // this connection gets it.
+  const options: RedisOptions & { skipVersionCheck?: boolean } = {
     ...ROLE_OPTIONS[role],
     connectionName: `sns-gateway:${name}:${role}`,
     retryStrategy: backoff,
+    ...(access.info ? {} : { skipVersionCheck: true }),
   };
   if (!config.REDIS_CLUSTER_NODES) return new Redis(config.REDIS_URL, options);
   const url = new URL(config.REDIS_URL);

@@ -1,9 +1,10 @@
-import { Queue, Worker, type ConnectionOptions } from 'bullmq';
+import { Queue, type ConnectionOptions, type Worker } from 'bullmq';
 import type { RedisClient } from '../src/redis.js';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { redisKeys } from '../src/redis-keys.js';
 import { topHotParents } from '../src/subdomains/hot-parents.js';
+import { SteadyWorker } from './steady-worker.js';
 
 /**
  * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
@@ -54,7 +55,7 @@ export function createHotParentScanWorker(
   scan: () => Promise<unknown>,
   onError: (err: Error) => void,
 ): Worker {
-  const worker = new Worker(
+  const worker = new SteadyWorker(
     HOT_PARENT_SCAN_QUEUE,
     async () => {
       await scan();

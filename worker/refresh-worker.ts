@@ -1,4 +1,4 @@
-import { Worker, type ConnectionOptions } from 'bullmq';
+import type { ConnectionOptions, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../src/config.js';
 import type { Metrics } from '../src/metrics/metrics.js';
@@ -8,6 +8,7 @@ import {
   type RefreshProcessorDeps,
   type RefreshResult,
 } from './refresh-processor.js';
+import { SteadyWorker } from './steady-worker.js';
 
 /**
  * A BullMQ worker of a refresh queue: `lane.concurrency` jobs at once and at most
@@ -34,7 +35,8 @@ export function createRefreshWorker(
   opts: { autorun?: boolean } = {},
 ): Worker<RefreshJobData, RefreshResult | undefined> {
   const refresh = createRefreshProcessor(deps);
-  const worker = new Worker<RefreshJobData, RefreshResult | undefined>(
+  // A failed fetch waits before the next (SteadyWorker): a refused command must not spin.
+  const worker = new SteadyWorker<RefreshJobData, RefreshResult | undefined>(
     queue.name,
     (job, token, signal) => refresh(job, token, signal),
     {

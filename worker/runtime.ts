@@ -12,7 +12,13 @@ import {
   REFRESH_QUEUE,
   refreshQueueCounts,
 } from '../src/queue/refresh-queue.js';
-import { closeRedis, createRedis, createRedisErrorLog, type RedisErrorLog } from '../src/redis.js';
+import {
+  closeRedis,
+  createRedis,
+  createRedisErrorLog,
+  type RedisAccess,
+  type RedisErrorLog,
+} from '../src/redis.js';
 import { RpcClient } from '../src/rpc/client.js';
 import { EndpointSelector } from '../src/rpc/endpoint.js';
 import { SlotClock } from '../src/rpc/slot.js';
@@ -76,16 +82,22 @@ export type WorkerRuntime = {
  *   `WORKER_METRICS_PORT` (true for the worker roles).
  * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
  * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
+ * @param opts.redisAccess what the Redis user may run (`checkRedisAtStart`); all if absent.
  */
 export async function startWorker(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { serveMetrics: boolean; lookup?: LookupFunction; redisErrors?: RedisErrorLog },
+  opts: {
+    serveMetrics: boolean;
+    lookup?: LookupFunction;
+    redisErrors?: RedisErrorLog;
+    redisAccess?: RedisAccess;
+  },
 ): Promise<WorkerRuntime> {
-  const workerConnection = createRedis(config, 'worker', 'worker');
-  const command = createRedis(config, 'command', 'worker');
-  const queueConnection = createRedis(config, 'queue', 'worker');
+  const workerConnection = createRedis(config, 'worker', 'worker', opts.redisAccess);
+  const command = createRedis(config, 'command', 'worker', opts.redisAccess);
+  const queueConnection = createRedis(config, 'queue', 'worker', opts.redisAccess);
   const redisErrors = opts.redisErrors ?? createRedisErrorLog(logger);
   redisErrors.watch(workerConnection, 'worker blocking connection');
   redisErrors.watch(command, 'worker command connection');

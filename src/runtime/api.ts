@@ -15,6 +15,7 @@ import {
   createRedis,
   createRedisErrorLog,
   waitReady,
+  type RedisAccess,
   type RedisErrorLog,
 } from '../redis.js';
 import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
@@ -28,7 +29,7 @@ import { redisReadiness } from './readiness.js';
 import { closeSteps } from './shutdown.js';
 
 /** How long the API waits for Redis at start before it listens without it, in milliseconds. */
-const REDIS_START_WAIT_MS = 5_000;
+export const REDIS_START_WAIT_MS = 5_000;
 
 export type ApiRuntime = {
   app: FastifyInstance;
@@ -49,23 +50,32 @@ export type ApiRuntime = {
  *   with the worker); a new one on `logger` if absent.
  * @param opts.sseHeartbeatMs milliseconds between the event streams' heartbeats (15 s; tests
  *   shorten it).
+ * @param opts.redisAccess what the Redis user may run (`checkRedisAtStart`); all if absent.
+ * @param opts.redisStartWaitMs how long to wait for Redis, in milliseconds
+ *   ({@link REDIS_START_WAIT_MS} if absent).
  */
 export async function startApi(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { resolveHost?: HostResolver; redisErrors?: RedisErrorLog; sseHeartbeatMs?: number } = {},
+  opts: {
+    resolveHost?: HostResolver;
+    redisErrors?: RedisErrorLog;
+    sseHeartbeatMs?: number;
+    redisAccess?: RedisAccess;
+    redisStartWaitMs?: number;
+  } = {},
 ): Promise<ApiRuntime> {
-  const command = createRedis(config, 'command', 'api');
-  const queueConnection = createRedis(config, 'queue', 'api');
-  const subscriber = createRedis(config, 'subscriber', 'api');
+  const command = createRedis(config, 'command', 'api', opts.redisAccess);
+  const queueConnection = createRedis(config, 'queue', 'api', opts.redisAccess);
+  const subscriber = createRedis(config, 'subscriber', 'api', opts.redisAccess);
   const redisErrors = opts.redisErrors ?? createRedisErrorLog(logger);
   redisErrors.watch(command, 'api command connection');
   redisErrors.watch(queueConnection, 'api queue connection');
   redisErrors.watch(subscriber, 'api subscriber connection');
   // Give Redis a moment so the first requests find it, but start without it: derivations do not
   // need it, and readiness tells the load balancer when the subdomain route can answer.
-  const startWait = AbortSignal.timeout(REDIS_START_WAIT_MS);
+  const startWait = AbortSignal.timeout(opts.redisStartWaitMs ?? REDIS_START_WAIT_MS);
   await Promise.all(
     [command, queueConnection, subscriber].map((c) => waitReady(c, startWait)),
   ).catch(() =>
