@@ -37,6 +37,17 @@ export function deriveWebsocketUrl(rpcUrl: string): string {
 }
 
 /**
+ * How a configuration message shows a value it refuses: as given, but never a credential (a
+ * `user:password@` in it is blanked), since the message goes to the process's output.
+ */
+function shown(value: string): string {
+  const at = value.lastIndexOf('@');
+  if (at === -1) return value;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(value)?.[0] ?? '';
+  return `${scheme}[redacted]${value.slice(at)}`;
+}
+
+/**
  * Parses `RPC_OVERRIDE_ALLOWLIST`: comma-separated origins (`scheme://host[:port]`). Each entry is
  * reduced to its WHATWG origin so `https://a.example/` and `https://a.example` compare equal.
  */
@@ -56,7 +67,17 @@ const originList = z.preprocess(
           origin = 'null';
         }
         if (origin === 'null' || !/^https?:/.test(origin)) {
-          ctx.addIssue({ code: 'custom', message: `"${item}" is not an http(s) origin` });
+          ctx.addIssue({ code: 'custom', message: `"${shown(item)}" is not an http(s) origin` });
+          continue;
+        }
+        // An origin has no credentials: an entry with some would be matched without them, and
+        // the secret would sit in the configuration for nothing.
+        const url = new URL(item);
+        if (url.username !== '' || url.password !== '') {
+          ctx.addIssue({
+            code: 'custom',
+            message: `"${shown(item)}" carries credentials: list origins only (scheme://host[:port])`,
+          });
           continue;
         }
         origins.push(origin);
@@ -86,7 +107,7 @@ const clusterNodes = z.preprocess(
         if (!match) {
           ctx.addIssue({
             code: 'custom',
-            message: `"${entry}" is not host:port (host:port[,host:port...])`,
+            message: `"${shown(entry)}" is not host:port (host:port[,host:port...]; credentials go in REDIS_URL)`,
           });
           continue;
         }

@@ -108,6 +108,32 @@ describe('loadConfig', () => {
     }
   });
 
+  it('never repeats a credential in a refusal, and refuses an allowlist entry that has one', () => {
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        return String(err);
+      }
+      return 'accepted';
+    };
+    for (const env of [
+      { REDIS_CLUSTER_NODES: 'u:Secret10@h:1' },
+      { REDIS_CLUSTER_NODES: 'a:1,redis://u:Secret10@h' },
+      { RPC_OVERRIDE_ALLOWLIST: 'https://u:Secret10@rpc.example.com' },
+      { RPC_OVERRIDE_ALLOWLIST: 'ftp://u:Secret10@rpc.example.com' },
+      { REDIS_URL: 'redis://u:Secret10@h:6379/99' },
+      { REDIS_URL: 'redis://u:Secret10@h:6379/x' },
+    ]) {
+      const text = refusal(env);
+      expect(text, JSON.stringify(env)).toMatch(/invalid configuration/);
+      expect(text, JSON.stringify(env)).not.toContain('Secret10');
+    }
+    expect(refusal({ RPC_OVERRIDE_ALLOWLIST: 'https://key@rpc.example.com' })).toMatch(
+      /carries credentials/,
+    );
+  });
+
   it('takes the database REDIS_URL names, as ioredis selects it, from 0 to 15', async () => {
     for (const [url, db] of [
       ['redis://h:6379', 0],
