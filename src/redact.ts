@@ -19,8 +19,10 @@ function decodedName(pair: string): string {
 /**
  * Replaces the value of `?rpc=` in a request URL, for logs: an override URL may carry an API key
  * (README, "`?rpc=` overrides": never logged in clear). A parameter is redacted when its name, as
- * the route reads it, is `rpc` (in any case), so `?r%70c=` is caught as well as `?rpc=`. The rest
- * of the URL is kept for debugging.
+ * the route reads it, is `rpc` (in any case), so `?r%70c=` is caught as well as `?rpc=`; and so
+ * is a name that is `rpc` once its other characters are dropped (`rpc[]`, `rpc.`, `;rpc`): the
+ * route does not read those, but a client that mistyped the name sent its secret all the same.
+ * The rest of the URL is kept for debugging.
  *
  * @param url a request target (`/path?query`), as received.
  * @param opts.keepEmpty keep a parameter whose value has no letter or digit (prose such as
@@ -36,7 +38,12 @@ export function redactUrl(url: string, opts: { keepEmpty?: boolean } = {}): stri
     .slice(q + 1)
     .split('&')
     .map((pair) => {
-      if (decodedName(pair).toLowerCase() !== SECRET_PARAM) return pair;
+      if (
+        decodedName(pair)
+          .toLowerCase()
+          .replace(/[^a-z]/g, '') !== SECRET_PARAM
+      )
+        return pair;
       const eq = pair.indexOf('=');
       const value = eq === -1 ? '' : pair.slice(eq + 1);
       return opts.keepEmpty && !/[\p{L}\p{N}]/u.test(value) ? pair : `${SECRET_PARAM}=[redacted]`;

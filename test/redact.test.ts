@@ -11,15 +11,23 @@ describe('redactUrl', () => {
     ['/subdomains/x?rpc', '/subdomains/x?rpc=[redacted]'],
     // The router also starts the query at a `#`.
     ['/subdomains/x#rpc=https://k.example/?api-key=1', '/subdomains/x#rpc=[redacted]'],
-  ])('redacts every parameter the router reads as rpc: %s', (url, expected) => {
-    expect(redactUrl(url)).toBe(expected);
-  });
+    // Mistyped names the router does not read as rpc still carry the client's secret.
+    ['/subdomains/x?rpc[]=https://k.example/?api-key=1', '/subdomains/x?rpc=[redacted]'],
+    [
+      '/subdomains/x?rpc.=a&;rpc=b&rpc+=c',
+      '/subdomains/x?rpc=[redacted]&rpc=[redacted]&rpc=[redacted]',
+    ],
+  ])(
+    'redacts every parameter the router reads as rpc, or a client meant as rpc: %s',
+    (url, expected) => {
+      expect(redactUrl(url)).toBe(expected);
+    },
+  );
 
   it.each([
     '/subdomains/x',
     '/subdomains/x?rpcx=1&xrpc=2',
     '/subdomains/x?r%70c%ZZ=1',
-    '/subdomains/x?rpc+=1',
     '/record-key-v2/rpc/SOL?x=rpc',
   ])('keeps %s, which holds no rpc parameter', (url) => {
     expect(redactUrl(url)).toBe(url);
