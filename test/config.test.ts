@@ -117,14 +117,15 @@ describe('loadConfig', () => {
       }
       return 'accepted';
     };
-    for (const env of [
+    const envs: Array<Record<string, string>> = [
       { REDIS_CLUSTER_NODES: 'u:Secret10@h:1' },
       { REDIS_CLUSTER_NODES: 'a:1,redis://u:Secret10@h' },
       { RPC_OVERRIDE_ALLOWLIST: 'https://u:Secret10@rpc.example.com' },
       { RPC_OVERRIDE_ALLOWLIST: 'ftp://u:Secret10@rpc.example.com' },
       { REDIS_URL: 'redis://u:Secret10@h:6379/99' },
       { REDIS_URL: 'redis://u:Secret10@h:6379/x' },
-    ]) {
+    ];
+    for (const env of envs) {
       const text = refusal(env);
       expect(text, JSON.stringify(env)).toMatch(/invalid configuration/);
       expect(text, JSON.stringify(env)).not.toContain('Secret10');
