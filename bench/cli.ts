@@ -13,8 +13,10 @@ export type BenchOption = {
   default?: string;
   /** The value must be a number of at least this (seconds, counts). */
   min?: number;
-  /** The value must be one of these. */
+  /** The value must be one of these (each of them, with `list`). */
   choices?: readonly string[];
+  /** The value is a comma-separated list, each item one of `choices`. */
+  list?: boolean;
 };
 
 export type BenchCommand<O extends Record<string, BenchOption>> = {
@@ -69,7 +71,7 @@ function usageLine(spec: BenchCommand<Record<string, BenchOption>>): string {
 export function helpText(spec: BenchCommand<Record<string, BenchOption>>): string {
   const rows = Object.entries(spec.options).map(([name, o]) => {
     const left = `  --${name} ${o.value}`.padEnd(COLUMN);
-    const choices = o.choices ? `: ${o.choices.join(', ')}` : '';
+    const choices = o.choices ? `${o.list ? ', any of' : ':'} ${o.choices.join(', ')}` : '';
     const def = o.default !== undefined ? ` [default: ${o.default}]` : '';
     return left + wrap(`${o.description}${choices}${def}`, 80, ' '.repeat(COLUMN));
   });
@@ -126,8 +128,11 @@ export function parseBenchArgs<O extends Record<string, BenchOption>>(
   for (const [name, o] of Object.entries(spec.options)) {
     const value = values[name];
     if (typeof value !== 'string') continue;
-    if (o.choices && !o.choices.includes(value)) {
-      refuse(`--${name} must be one of ${o.choices.join(', ')}, not '${value.slice(0, 40)}'`);
+    const items = o.list ? value.split(',').map((s) => s.trim()) : [value];
+    const bad = o.choices && items.find((item) => !o.choices?.includes(item));
+    if (o.choices && bad !== undefined) {
+      const what = o.list ? 'a comma-separated list of' : 'one of';
+      refuse(`--${name} must be ${what} ${o.choices.join(', ')}, not '${bad.slice(0, 40)}'`);
     }
     if (o.min !== undefined && !(Number(value) >= o.min && value.trim() !== '')) {
       refuse(`--${name} must be a number of at least ${o.min}, not '${value.slice(0, 40)}'`);

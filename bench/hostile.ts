@@ -1,39 +1,86 @@
 /**
- * `npm run bench:hostile`: replays the attacks of a hostile `?rpc=` server
- * (test/support/hostile-rpc.ts) against one gateway process (`ROLE=all`, main.ts), each for a
- * burst of override requests while `/healthz` is probed every 50 ms and the configured endpoint
- * takes cold misses; then a SIGTERM in the middle of an attack. Prints and writes to BENCHMARKS.md
- * (section `hostile`): the worst probe, the slowest cold miss, what the hostile requests got, the
- * process's peak RSS, and how long the SIGTERM took. About a minute; rewrites only its section.
+ * `npm run bench:hostile`: replays the attacks of two hostile reviews against gateway processes
+ * (main.ts, through test/support/main-process.ts), one named scenario at a time (`--only`), each
+ * writing its own section of BENCHMARKS.md:
  *
- * Flags: `--requests N` hostile requests per attack (16), `--help`.
+ * - `rpc` (section `hostile`): the replies of a hostile `?rpc=` server
+ *   (test/support/hostile-rpc.ts), each for a burst of override requests while `/healthz` is
+ *   probed every 50 ms and the configured endpoint takes cold misses; then a SIGTERM in the middle
+ *   of an attack: the worst probe, the slowest cold miss, the peak RSS, the time to exit;
+ * - `spend` (bench/hostile-spend.ts): an anonymous address floods made-up parents; RPC spend, what
+ *   it got, whether a real parent stays followed;
+ * - `details` (bench/hostile-details.ts): a `/details` flood on a parent of 3,203 subdomains;
+ * - `frames` (bench/hostile-frames.ts): forged slots and notification floods on the websocket;
+ * - `noinfo` and `password` (bench/hostile-redis.ts): a Redis user without INFO, a wrong Redis
+ *   password.
+ *
+ * Flags: `npm run bench:hostile -- --help`. Environment: `REDIS_URL` (the benches' database of
+ * the local Redis by default, bench/lib.ts); each scenario deletes its keys (and its ACL user).
  */
 import { freePort } from '../test/support/ports.js';
 import { spawnMain } from '../test/support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc } from '../test/support/hostile-rpc.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
+import { detailsScenario } from './hostile-details.js';
+import { closeAgents, type HostileContext, type HostileScenario } from './hostile-common.js';
+import { framesScenario } from './hostile-frames.js';
+import { noInfoScenario, passwordScenario } from './hostile-redis.js';
+import { spendScenario } from './hostile-spend.js';
 import { BENCH_REDIS_URL, benchPrefix, deleteKeysAt, machine, table, writeSection } from './lib.js';
+
+const SCENARIO_NAMES = ['rpc', 'spend', 'details', 'frames', 'noinfo', 'password'] as const;
 
 const flags = parseBenchArgs({
   command: 'npm run bench:hostile',
   summary:
-    'Replays the replies of a hostile ?rpc= server (test/support/hostile-rpc.ts) against one ' +
-    'gateway process (ROLE=all) while /healthz is probed and the configured endpoint takes cold ' +
-    'misses, then sends a SIGTERM mid-attack; prints the worst probe, the slowest cold miss, the ' +
-    'peak RSS and the time to exit.',
-  duration: 'about a minute with the defaults (six attacks, each as long as its slowest request).',
-  writes: 'the "hostile" section of BENCHMARKS.md, nothing else.',
+    'Replays the attacks of two hostile reviews against gateway processes, one scenario at a ' +
+    'time: rpc (the replies of a hostile ?rpc= server, with /healthz probes, cold misses and a ' +
+    'SIGTERM mid-attack), spend (an anonymous flood of made-up parents: RPC spend, and whether a ' +
+    'real parent stays followed), details (a /details flood on a parent of 3,203 subdomains), ' +
+    'frames (forged slots and notification floods on the websocket), noinfo (a Redis user ' +
+    'without INFO) and password (a wrong Redis password: credentials in the log). Prints each ' +
+    "scenario's figures.",
+  duration:
+    'about 5 minutes with the defaults (rpc about a minute, spend about --spend plus 30 s, ' +
+    'details and frames about 3 × --flood plus start-up, noinfo and password under a minute).',
+  writes:
+    'one section of BENCHMARKS.md per scenario run ("hostile", "hostile-spend", ' +
+    '"hostile-details", "hostile-frames", "hostile-noinfo", "hostile-password"), nothing else.',
   options: {
-    requests: { description: 'hostile requests per attack', value: 'N', default: '16', min: 1 },
+    requests: { description: 'hostile requests per rpc attack', value: 'N', default: '16', min: 1 },
+    only: {
+      description: 'the scenarios to run, comma-separated',
+      value: 'LIST',
+      default: SCENARIO_NAMES.join(','),
+      choices: SCENARIO_NAMES,
+      list: true,
+    },
+    spend: {
+      description: 'seconds of the anonymous flood of the spend scenario',
+      value: 'N',
+      default: '30',
+      min: 10,
+    },
+    window: {
+      description:
+        "the spend scenario's CACHE_FRESH_SECONDS and COLD_MISS_WINDOW_SECONDS (the review: 60)",
+      value: 'N',
+      default: '10',
+      min: 3,
+    },
+    flood: {
+      description: 'seconds of each /details flood and of the notification flood',
+      value: 'N',
+      default: '10',
+      min: 1,
+    },
   },
 });
-const REQUESTS = Number(flags.requests);
-const REDIS_URL = BENCH_REDIS_URL;
 const SHUTDOWN_TIMEOUT_MS = 10_000;
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-async function get(url: string): Promise<{ status: number; ms: number }> {
+async function timedFetch(url: string): Promise<{ status: number; ms: number }> {
   const started = performance.now();
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(60_000) });
@@ -44,8 +91,10 @@ async function get(url: string): Promise<{ status: number; ms: number }> {
   }
 }
 
-async function main(): Promise<void> {
+async function rpcAttacks(ctx: HostileContext): Promise<void> {
   const m = machine();
+  const REDIS_URL = ctx.redisUrl;
+  const REQUESTS = Number(flags.requests);
   const prefix = benchPrefix();
   const chain = new SimChain();
   seedDemoChain(chain);
@@ -71,7 +120,7 @@ async function main(): Promise<void> {
       const rpc = encodeURIComponent(`${hostile.url}/${attack}`);
       const hostileReplies = Promise.all(
         Array.from({ length: REQUESTS }, (_, i) =>
-          get(`${base}/subdomains/${attack}${i}?rpc=${rpc}`),
+          timedFetch(`${base}/subdomains/${attack}${i}?rpc=${rpc}`),
         ),
       );
       let done = false;
@@ -83,13 +132,13 @@ async function main(): Promise<void> {
       // (RPC_MAX_PER_SECOND, 5 by default), so their time is the gateway's, not the limiter's.
       const probes = (async () => {
         while (!done) {
-          const probe = await get(`${base}/healthz`);
+          const probe = await timedFetch(`${base}/healthz`);
           worstProbe = Math.max(worstProbe, probe.status === 200 ? probe.ms : Infinity);
           await new Promise((r) => setTimeout(r, 50));
         }
       })();
       while (!done) {
-        const miss = await get(`${base}/subdomains/cold${cold++}`);
+        const miss = await timedFetch(`${base}/subdomains/cold${cold++}`);
         slowestMiss = Math.max(slowestMiss, miss.ms);
         missStatuses.add(miss.status);
         await new Promise((r) => setTimeout(r, Math.max(0, 500 - miss.ms)));
@@ -110,7 +159,7 @@ async function main(): Promise<void> {
     }
     const rpc = encodeURIComponent(`${hostile.url}/junk`);
     const pending = Array.from({ length: 4 }, (_, i) =>
-      get(`${base}/subdomains/last${i}?rpc=${rpc}`),
+      timedFetch(`${base}/subdomains/last${i}?rpc=${rpc}`),
     );
     await new Promise((r) => setTimeout(r, 300));
     const peak = peakRss(gateway.pid);
@@ -148,6 +197,46 @@ async function main(): Promise<void> {
     await sim.close();
     await deleteKeysAt(REDIS_URL, prefix);
   }
+}
+
+const rpcScenario: HostileScenario = { name: 'rpc', section: 'hostile', run: rpcAttacks };
+
+const SCENARIOS: readonly HostileScenario[] = [
+  rpcScenario,
+  spendScenario,
+  detailsScenario,
+  framesScenario,
+  noInfoScenario,
+  passwordScenario,
+];
+
+async function main(): Promise<void> {
+  const only = new Set(flags.only.split(',').map((s) => s.trim()));
+  const ctx: HostileContext = {
+    // The benches' database (not 0), unless REDIS_URL names one.
+    redisUrl: BENCH_REDIS_URL,
+    spendSeconds: Number(flags.spend),
+    windowSeconds: Number(flags.window),
+    floodSeconds: Number(flags.flood),
+    log,
+  };
+  const failed: string[] = [];
+  for (const scenario of SCENARIOS) {
+    if (!only.has(scenario.name)) continue;
+    log(`--- ${scenario.name}`);
+    try {
+      await scenario.run(ctx);
+    } catch (err) {
+      // One scenario's failure leaves the others' figures to take.
+      failed.push(scenario.name);
+      process.stderr.write(
+        `bench:hostile ${scenario.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+      );
+    } finally {
+      closeAgents();
+    }
+  }
+  if (failed.length > 0) throw new Error(`scenarios failed: ${failed.join(', ')}`);
 }
 
 main().catch((err: unknown) => {

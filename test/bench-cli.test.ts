@@ -89,7 +89,7 @@ describe('bench scripts', () => {
   }, 60_000);
 
   it('refuse an unknown option or a bad value with one line and the usage, exit 2', async () => {
-    // The refusals are bench/cli.ts's, the same for every script: three scripts show them.
+    // The refusals are bench/cli.ts's, the same for every script: four scripts show them.
     const cases = [
       {
         name: 'bench',
@@ -114,6 +114,12 @@ describe('bench scripts', () => {
         file: 'bench/profile.ts',
         args: ['--scenario', 'tepid'],
         says: /--scenario must be one of hot, cold, warm, not 'tepid'$/,
+      },
+      {
+        name: 'bench:hostile',
+        file: 'bench/hostile.ts',
+        args: ['--only', 'rpc,nope'],
+        says: /--only must be a comma-separated list of rpc, spend, .+, not 'nope'$/,
       },
     ];
     const runs = await inTwos(cases.map((c) => () => run(c.file, c.args)));
