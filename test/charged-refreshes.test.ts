@@ -17,9 +17,14 @@ afterEach(async () => {
 
 type Answer = { status: number; cache: string | undefined };
 
-/** GET `path` as the client at `address`: its status and X-Cache. */
-async function ask(g: Gateway, path: string, address: string): Promise<Answer> {
-  const res = await g.api.app.inject({ method: 'GET', url: path, remoteAddress: address });
+/** GET `path` as the client at `address` (with `headers`): its status and X-Cache. */
+async function ask(
+  g: Gateway,
+  path: string,
+  address: string,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const res = await g.api.app.inject({ method: 'GET', url: path, remoteAddress: address, headers });
   const cache = res.headers['x-cache'];
   return { status: res.statusCode, cache: typeof cache === 'string' ? cache : undefined };
 }
@@ -184,5 +189,30 @@ describe('refreshes charged to the client that asks', () => {
       asking = false;
       await users;
     }
+  });
+
+  it('answers clients under their limit who join the refresh of a client over its limit: each retries with its own charge, the refused one spends nothing', async () => {
+    gw = await startGateway({ env: { COLD_MISS_LIMIT: '2', COLD_MISS_WINDOW_SECONDS: '60' } });
+    const g = gw;
+    expect((await ask(g, '/subdomains/burn1', FLOODER)).status).toBe(200);
+    expect((await ask(g, '/subdomains/burn2', FLOODER)).status).toBe(200);
+    expect((await ask(g, '/subdomains/burn3', FLOODER)).status).toBe(429);
+    g.sim.resetCalls();
+    const joiners: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      const parent = `joined${round}`;
+      // The over-limit client's request comes first and starts the single flight of the parent.
+      const [first, ...rest] = await Promise.all([
+        ask(g, `/subdomains/${parent}`, FLOODER),
+        ask(g, `/subdomains/${parent}`, `127.0.1.${round * 2 + 1}`),
+        ask(g, `/subdomains/${parent}`, `127.0.1.${round * 2 + 2}`),
+      ]);
+      expect(first.status).toBe(429);
+      joiners.push(...rest.map((a) => a.status));
+    }
+    // Fresh addresses, never limited: each may start a refresh, charged to itself.
+    expect(joiners).toEqual(Array.from({ length: 10 }, () => 200));
+    // One scan per parent, charged to one of the joiners; none to the refused client.
+    expect(g.sim.callCount('getProgramAccounts')).toBe(5);
   });
 });
