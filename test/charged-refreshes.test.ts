@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { clientKeyOf } from '../src/http/subdomain-answers.js';
 import { redisKeys } from '../src/redis-keys.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 
@@ -214,5 +215,41 @@ describe('refreshes charged to the client that asks', () => {
     expect(joiners).toEqual(Array.from({ length: 10 }, () => 200));
     // One scan per parent, charged to one of the joiners; none to the refused client.
     expect(g.sim.callCount('getProgramAccounts')).toBe(5);
+  });
+
+  it('counts one IPv6 /64 as one client, and an IPv4-mapped address as its IPv4 address', async () => {
+    gw = await startGateway({
+      env: { COLD_MISS_LIMIT: '2', COLD_MISS_WINDOW_SECONDS: '60', TRUST_PROXY: '127.0.0.1' },
+    });
+    const g = gw;
+    g.sim.resetCalls();
+    const statuses: number[] = [];
+    for (let i = 1; i <= 10; i++) {
+      const xff = { 'x-forwarded-for': `2001:db8:1:2::${i.toString(16)}` };
+      statuses.push((await ask(g, `/subdomains/v6made${i}`, '127.0.0.1', xff)).status);
+    }
+    // One /64 is one host: COLD_MISS_LIMIT new refreshes in the window, then 429.
+    expect(g.sim.callCount('getProgramAccounts')).toBe(2);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(8);
+    // Another /64 is another client.
+    const other = { 'x-forwarded-for': '2001:db8:1:3::1' };
+    expect((await ask(g, '/subdomains/v6other', '127.0.0.1', other)).status).toBe(200);
+    // A dual-stack socket's ::ffff:192.0.2.7 and 192.0.2.7 share one limit.
+    const v4 = { 'x-forwarded-for': '192.0.2.7' };
+    const mapped = { 'x-forwarded-for': '::ffff:192.0.2.7' };
+    expect((await ask(g, '/subdomains/v4made1', '127.0.0.1', v4)).status).toBe(200);
+    expect((await ask(g, '/subdomains/v4made2', '127.0.0.1', mapped)).status).toBe(200);
+    expect((await ask(g, '/subdomains/v4made3', '127.0.0.1', v4)).status).toBe(429);
+  });
+});
+
+describe('clientKeyOf', () => {
+  it('keys an IPv6 address by its /64, an IPv4-mapped one as IPv4, and keeps the rest', () => {
+    expect(clientKeyOf('2001:db8:1:2::a')).toBe('2001:db8:1:2::/64');
+    expect(clientKeyOf('2001:db8:1:2:ffff:1:2:3')).toBe('2001:db8:1:2::/64');
+    expect(clientKeyOf('2001:db8:1:3::a')).toBe('2001:db8:1:3::/64');
+    expect(clientKeyOf('::ffff:192.0.2.1')).toBe('192.0.2.1');
+    expect(clientKeyOf('192.0.2.1')).toBe('192.0.2.1');
+    expect(clientKeyOf('not:an:address')).toBe('not:an:address');
   });
 });
