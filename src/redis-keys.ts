@@ -12,6 +12,7 @@
  *   byte budget.
  * - `<prefix>:hot-parents:<window>`: distinct clients per parent, one sorted set per window.
  * - `<prefix>:hot-parent-client-lists:<window>`: per parent, the clients counted in that window.
+ * - `<prefix>:hot-parents-ahead:<window>`: the parents refreshed ahead in that window.
  * - `<prefix>:cold-miss-limit:<client>`: the per-client limit of new refreshes
  *   (@fastify/rate-limit's namespace).
  * - `<prefix>:readyz`: the readiness write probe.
@@ -56,6 +57,8 @@ export function redisKeys(prefix: string) {
      * `window`. A new name: the release before kept a set of pairs under `hot-parent-clients`.
      */
     hotParentClients: (window: number) => `${prefix}:hot-parent-client-lists:${window}`,
+    /** The set of parents refreshed ahead (uncharged) in window number `window`: `HOT_KEYS_TOP_N` at most. */
+    hotParentsAhead: (window: number) => `${prefix}:hot-parents-ahead:${window}`,
     /** @fastify/rate-limit's `nameSpace`: the client's key follows it. */
     coldMissLimitNamespace: `${prefix}:cold-miss-limit:`,
     readinessProbe: `${prefix}:readyz`,

@@ -241,6 +241,39 @@ describe('refreshes charged to the client that asks', () => {
     expect((await ask(g, '/subdomains/v4made2', '127.0.0.1', mapped)).status).toBe(200);
     expect((await ask(g, '/subdomains/v4made3', '127.0.0.1', v4)).status).toBe(429);
   });
+
+  it('spends on two colluding addresses at most their limits plus HOT_KEYS_TOP_N parents refreshed ahead per scan (the documented bound of uncharged refreshes)', async () => {
+    const limit = 3;
+    const topN = 2;
+    gw = await startGateway({
+      env: {
+        COLD_MISS_LIMIT: String(limit),
+        COLD_MISS_WINDOW_SECONDS: '60',
+        CACHE_FRESH_SECONDS: '1',
+        CACHE_STALE_SECONDS: '60',
+        HOT_KEYS_TOP_N: String(topN),
+      },
+    });
+    const g = gw;
+    const clients = ['127.0.5.1', '127.0.5.2'];
+    const parents = Array.from({ length: 6 }, (_, i) => `pair${i}`);
+    g.sim.resetCalls();
+    const started = Date.now();
+    for (const [i, p] of parents.entries()) {
+      expect((await ask(g, `/subdomains/${p}`, clients[i % 2] as string)).status).toBe(200);
+    }
+    // Each asks for the other's parents too: every parent has two clients, so it is hot.
+    while (Date.now() - started < 8_000) {
+      for (const p of parents) for (const c of clients) await ask(g, `/subdomains/${p}`, c);
+      await sleep(250);
+    }
+    const elapsed = Date.now() - started;
+    // Charged: both limits. Uncharged: at most HOT_KEYS_TOP_N parents per window, each at most
+    // once a scan (a scan every 500 ms at this freshness). Not both limits alone: by design.
+    const scans = g.sim.callCount('getProgramAccounts');
+    expect(scans).toBeGreaterThan(2 * limit);
+    expect(scans).toBeLessThanOrEqual(2 * limit + topN * (Math.floor(elapsed / 500) + 2));
+  });
 });
 
 describe('clientKeyOf', () => {

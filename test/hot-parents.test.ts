@@ -1,5 +1,8 @@
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { REFRESH_QUEUE, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { redisKeys } from '../src/redis-keys.js';
 import {
   HOT_PARENT_CLIENT_CAP,
@@ -7,6 +10,7 @@ import {
   hotParentsWindowKey,
   topHotParents,
 } from '../src/subdomains/hot-parents.js';
+import { runHotParentScan } from '../worker/hot-parent-scan.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 
 describe('hot parents refreshed ahead of expiry', () => {
@@ -147,6 +151,42 @@ describe('HotParentCounter', () => {
     expect(kept).toHaveLength(3);
     expect(kept).toContain('shared');
     for (const lone of kept.filter((p) => p !== 'shared')) expect(await score(lone)).toBe(1);
+  });
+
+  it('refreshes ahead at most HOT_KEYS_TOP_N distinct parents per window, however the ranking turns within it', async () => {
+    const connection = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
+    const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, { connection, prefix });
+    try {
+      const deps = {
+        redis,
+        cache: new SubdomainCache(redis, prefix, windowMs, 10 * windowMs),
+        queue,
+        prefix,
+        freshMs: windowMs,
+        topN: 2,
+        minClients: 2,
+        defaultEndpointId: 'default',
+      };
+      const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+      for (const c of ['10.0.0.1', '10.0.0.2'])
+        for (const p of ['first1', 'first2']) counter.hit(p, c, t0);
+      await counter.flush();
+      expect(await runHotParentScan(deps, t0)).toEqual({ scanned: 2, queued: 2 });
+      // Two other parents overtake them within the window (colluding addresses could rotate so).
+      for (const c of ['10.0.0.1', '10.0.0.2', '10.0.0.3'])
+        for (const p of ['then1', 'then2']) counter.hit(p, c, t0 + 1);
+      await counter.flush();
+      expect((await topHotParents(redis, prefix, windowMs, 2, 2, t0 + 2)).sort()).toEqual([
+        'then1',
+        'then2',
+      ]);
+      expect(await runHotParentScan(deps, t0 + 2)).toEqual({ scanned: 2, queued: 0 });
+      // The next window has its own allowance.
+      expect(await runHotParentScan(deps, t0 + windowMs)).toEqual({ scanned: 2, queued: 2 });
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
   });
 
   it('ranks only parents that HOT_KEYS_MIN_CLIENTS clients asked for in one window', async () => {
