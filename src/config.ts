@@ -290,9 +290,10 @@ export const configSchema = z
     HOT_KEYS_MAX_TRACKED: int(1, 10_000_000, 10_000),
     /**
      * Distinct clients a parent needs in a window before it is refreshed ahead or followed on the
-     * chain: that work is charged to no client, so one client alone must not get it.
+     * chain: that work is charged to no client, so one client alone must not get it. At most
+     * HOT_PARENT_CLIENT_CAP (src/subdomains/hot-parents.ts): no parent counts more clients.
      */
-    HOT_KEYS_MIN_CLIENTS: int(1, 1_000_000, 2),
+    HOT_KEYS_MIN_CLIENTS: int(1, 16, 2),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),
     COLD_MISS_WINDOW_SECONDS: int(1, 86_400, 60),
     TRUST_PROXY: trustProxy,

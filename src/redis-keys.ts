@@ -11,7 +11,8 @@
  * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
  *   byte budget.
  * - `<prefix>:hot-parents:<window>`: distinct clients per parent, one sorted set per window.
- * - `<prefix>:hot-parent-clients:<window>`: the (client, parent) pairs counted in that window.
+ * - `<prefix>:hot-parent-client-lists:<window>`: per parent, the clients counted in that window.
+ * - `<prefix>:hot-parents-ahead:<window>`: the parents refreshed ahead in that window.
  * - `<prefix>:cold-miss-limit:<client>`: the per-client limit of new refreshes
  *   (@fastify/rate-limit's namespace).
  * - `<prefix>:readyz`: the readiness write probe.
@@ -51,8 +52,13 @@ export function redisKeys(prefix: string) {
     }),
     /** The sorted set of distinct clients per parent of window number `window` (time / length). */
     hotParents: (window: number) => `${prefix}:hot-parents:${window}`,
-    /** The set of `client parent` pairs counted in window number `window` (each counts once). */
-    hotParentClients: (window: number) => `${prefix}:hot-parent-clients:${window}`,
+    /**
+     * The hash of the clients counted per parent (space-separated, each once) in window number
+     * `window`. A new name: the release before kept a set of pairs under `hot-parent-clients`.
+     */
+    hotParentClients: (window: number) => `${prefix}:hot-parent-client-lists:${window}`,
+    /** The set of parents refreshed ahead (uncharged) in window number `window`: `HOT_KEYS_TOP_N` at most. */
+    hotParentsAhead: (window: number) => `${prefix}:hot-parents-ahead:${window}`,
     /** @fastify/rate-limit's `nameSpace`: the client's key follows it. */
     coldMissLimitNamespace: `${prefix}:cold-miss-limit:`,
     readinessProbe: `${prefix}:readyz`,

@@ -24,8 +24,9 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
     by: 'the gateway: cache, hot-parent counts, readiness probe, refresh events',
     commands: [
       ...['get', 'mget', 'set', 'del', 'incrby', 'decrby', 'pexpire', 'hget', 'hset', 'hdel'],
-      ...['sadd', 'scard', 'zadd', 'zrem', 'zincrby', 'zrange', 'zrevrange', 'zrangebyscore'],
-      ...['zremrangebyrank', 'evalsha', 'eval', 'publish', 'subscribe', 'unsubscribe'],
+      ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
+      ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
+      ...['subscribe', 'unsubscribe'],
     ],
   },
   {

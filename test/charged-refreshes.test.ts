@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { clientKeyOf } from '../src/http/subdomain-answers.js';
 import { redisKeys } from '../src/redis-keys.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 
@@ -17,9 +18,14 @@ afterEach(async () => {
 
 type Answer = { status: number; cache: string | undefined };
 
-/** GET `path` as the client at `address`: its status and X-Cache. */
-async function ask(g: Gateway, path: string, address: string): Promise<Answer> {
-  const res = await g.api.app.inject({ method: 'GET', url: path, remoteAddress: address });
+/** GET `path` as the client at `address` (with `headers`): its status and X-Cache. */
+async function ask(
+  g: Gateway,
+  path: string,
+  address: string,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const res = await g.api.app.inject({ method: 'GET', url: path, remoteAddress: address, headers });
   const cache = res.headers['x-cache'];
   return { status: res.statusCode, cache: typeof cache === 'string' ? cache : undefined };
 }
@@ -184,5 +190,99 @@ describe('refreshes charged to the client that asks', () => {
       asking = false;
       await users;
     }
+  });
+
+  it('answers clients under their limit who join the refresh of a client over its limit: each retries with its own charge, the refused one spends nothing', async () => {
+    gw = await startGateway({ env: { COLD_MISS_LIMIT: '2', COLD_MISS_WINDOW_SECONDS: '60' } });
+    const g = gw;
+    expect((await ask(g, '/subdomains/burn1', FLOODER)).status).toBe(200);
+    expect((await ask(g, '/subdomains/burn2', FLOODER)).status).toBe(200);
+    expect((await ask(g, '/subdomains/burn3', FLOODER)).status).toBe(429);
+    g.sim.resetCalls();
+    const joiners: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      const parent = `joined${round}`;
+      // The over-limit client's request comes first and starts the single flight of the parent.
+      const [first, ...rest] = await Promise.all([
+        ask(g, `/subdomains/${parent}`, FLOODER),
+        ask(g, `/subdomains/${parent}`, `127.0.1.${round * 2 + 1}`),
+        ask(g, `/subdomains/${parent}`, `127.0.1.${round * 2 + 2}`),
+      ]);
+      expect(first.status).toBe(429);
+      joiners.push(...rest.map((a) => a.status));
+    }
+    // Fresh addresses, never limited: each may start a refresh, charged to itself.
+    expect(joiners).toEqual(Array.from({ length: 10 }, () => 200));
+    // One scan per parent, charged to one of the joiners; none to the refused client.
+    expect(g.sim.callCount('getProgramAccounts')).toBe(5);
+  });
+
+  it('counts one IPv6 /64 as one client, and an IPv4-mapped address as its IPv4 address', async () => {
+    gw = await startGateway({
+      env: { COLD_MISS_LIMIT: '2', COLD_MISS_WINDOW_SECONDS: '60', TRUST_PROXY: '127.0.0.1' },
+    });
+    const g = gw;
+    g.sim.resetCalls();
+    const statuses: number[] = [];
+    for (let i = 1; i <= 10; i++) {
+      const xff = { 'x-forwarded-for': `2001:db8:1:2::${i.toString(16)}` };
+      statuses.push((await ask(g, `/subdomains/v6made${i}`, '127.0.0.1', xff)).status);
+    }
+    // One /64 is one host: COLD_MISS_LIMIT new refreshes in the window, then 429.
+    expect(g.sim.callCount('getProgramAccounts')).toBe(2);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(8);
+    // Another /64 is another client.
+    const other = { 'x-forwarded-for': '2001:db8:1:3::1' };
+    expect((await ask(g, '/subdomains/v6other', '127.0.0.1', other)).status).toBe(200);
+    // A dual-stack socket's ::ffff:192.0.2.7 and 192.0.2.7 share one limit.
+    const v4 = { 'x-forwarded-for': '192.0.2.7' };
+    const mapped = { 'x-forwarded-for': '::ffff:192.0.2.7' };
+    expect((await ask(g, '/subdomains/v4made1', '127.0.0.1', v4)).status).toBe(200);
+    expect((await ask(g, '/subdomains/v4made2', '127.0.0.1', mapped)).status).toBe(200);
+    expect((await ask(g, '/subdomains/v4made3', '127.0.0.1', v4)).status).toBe(429);
+  });
+
+  it('spends on two colluding addresses at most their limits plus HOT_KEYS_TOP_N parents refreshed ahead per scan (the documented bound of uncharged refreshes)', async () => {
+    const limit = 3;
+    const topN = 2;
+    gw = await startGateway({
+      env: {
+        COLD_MISS_LIMIT: String(limit),
+        COLD_MISS_WINDOW_SECONDS: '60',
+        CACHE_FRESH_SECONDS: '1',
+        CACHE_STALE_SECONDS: '60',
+        HOT_KEYS_TOP_N: String(topN),
+      },
+    });
+    const g = gw;
+    const clients = ['127.0.5.1', '127.0.5.2'];
+    const parents = Array.from({ length: 6 }, (_, i) => `pair${i}`);
+    g.sim.resetCalls();
+    const started = Date.now();
+    for (const [i, p] of parents.entries()) {
+      expect((await ask(g, `/subdomains/${p}`, clients[i % 2] as string)).status).toBe(200);
+    }
+    // Each asks for the other's parents too: every parent has two clients, so it is hot.
+    while (Date.now() - started < 8_000) {
+      for (const p of parents) for (const c of clients) await ask(g, `/subdomains/${p}`, c);
+      await sleep(250);
+    }
+    const elapsed = Date.now() - started;
+    // Charged: both limits. Uncharged: at most HOT_KEYS_TOP_N parents per window, each at most
+    // once a scan (a scan every 500 ms at this freshness). Not both limits alone: by design.
+    const scans = g.sim.callCount('getProgramAccounts');
+    expect(scans).toBeGreaterThan(2 * limit);
+    expect(scans).toBeLessThanOrEqual(2 * limit + topN * (Math.floor(elapsed / 500) + 2));
+  });
+});
+
+describe('clientKeyOf', () => {
+  it('keys an IPv6 address by its /64, an IPv4-mapped one as IPv4, and keeps the rest', () => {
+    expect(clientKeyOf('2001:db8:1:2::a')).toBe('2001:db8:1:2::/64');
+    expect(clientKeyOf('2001:db8:1:2:ffff:1:2:3')).toBe('2001:db8:1:2::/64');
+    expect(clientKeyOf('2001:db8:1:3::a')).toBe('2001:db8:1:3::/64');
+    expect(clientKeyOf('::ffff:192.0.2.1')).toBe('192.0.2.1');
+    expect(clientKeyOf('192.0.2.1')).toBe('192.0.2.1');
+    expect(clientKeyOf('not:an:address')).toBe('not:an:address');
   });
 });

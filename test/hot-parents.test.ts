@@ -1,11 +1,16 @@
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { REFRESH_QUEUE, type RefreshJobData } from '../src/queue/refresh-queue.js';
 import { redisKeys } from '../src/redis-keys.js';
 import {
+  HOT_PARENT_CLIENT_CAP,
   HotParentCounter,
   hotParentsWindowKey,
   topHotParents,
 } from '../src/subdomains/hot-parents.js';
+import { runHotParentScan } from '../worker/hot-parent-scan.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 
 describe('hot parents refreshed ahead of expiry', () => {
@@ -98,19 +103,90 @@ describe('HotParentCounter', () => {
     ).toBeGreaterThan(windowMs);
   });
 
-  it('bounds the pairs of a window, and one client to a hundredth of them', async () => {
-    const counter = new HotParentCounter(redis, prefix, windowMs, 200);
-    // One address asking many parents counts for two of them (200 / 100)...
+  it('counts at most HOT_PARENT_CLIENT_CAP clients per parent and maxTracked parents a window, in process and in Redis', async () => {
+    const counter = new HotParentCounter(redis, prefix, windowMs, 20);
+    // One address asking many parents: they replace each other, never more than 20 kept.
     for (let i = 0; i < 50; i++) counter.hit(`many${i}`, '10.0.0.1', t0);
-    // ...and leaves room for everyone else, up to 200 pairs.
     for (let i = 0; i < 300; i++) counter.hit('popular', `10.1.${i >> 8}.${i & 255}`, t0);
     await counter.flush();
-    const counted = await redis.zrange(hotParentsWindowKey(prefix, windowMs, t0), 0, -1);
-    expect(counted.filter((p) => p.startsWith('many'))).toHaveLength(2);
-    expect(await score('popular')).toBe(198);
-    expect(await redis.scard(redisKeys(prefix).hotParentClients(Math.floor(t0 / windowMs)))).toBe(
-      200,
-    );
+    const window = Math.floor(t0 / windowMs);
+    expect(await score('popular')).toBe(HOT_PARENT_CLIENT_CAP);
+    expect(await redis.zcard(hotParentsWindowKey(prefix, windowMs, t0))).toBe(20);
+    expect(await redis.hlen(redisKeys(prefix).hotParentClients(window))).toBe(20);
+    const clients = await redis.hget(redisKeys(prefix).hotParentClients(window), 'popular');
+    expect(clients?.split(' ')).toHaveLength(HOT_PARENT_CLIENT_CAP);
+  });
+
+  it('still ranks a parent 20 real clients ask for after 100 addresses filled the table with parents of their own and two shared ones', async () => {
+    const maxTracked = 200;
+    const counter = new HotParentCounter(redis, prefix, windowMs, maxTracked);
+    for (let i = 1; i <= 100; i++) {
+      for (const own of ['a', 'b']) counter.hit(`own${i}${own}`, `10.9.0.${i}`, t0);
+      counter.hit('attack1', `10.9.0.${i}`, t0);
+      counter.hit('attack2', `10.9.0.${i}`, t0);
+    }
+    for (let i = 1; i <= 20; i++) counter.hit('real', `192.0.2.${i}`, t0 + 1_000);
+    await counter.flush();
+    // As many clients as counted for any parent: ranked with the most asked.
+    expect(await score('real')).toBe(HOT_PARENT_CLIENT_CAP);
+    const top = await topHotParents(redis, prefix, windowMs, 3, 2, t0 + 2_000);
+    expect(top.sort()).toEqual(['attack1', 'attack2', 'real']);
+    expect(await redis.zcard(hotParentsWindowKey(prefix, windowMs, t0))).toBe(maxTracked);
+  });
+
+  it('lets a new parent replace the oldest of those with the fewest clients in process, and one with the fewest in Redis', async () => {
+    const counter = new HotParentCounter(redis, prefix, windowMs, 3);
+    counter.hit('shared', '10.0.0.1', t0);
+    counter.hit('shared', '10.0.0.2', t0);
+    counter.hit('lone1', '10.0.0.3', t0);
+    counter.hit('lone2', '10.0.0.4', t0);
+    // Replaces lone1 in process (the oldest with one client); in Redis one with one client.
+    counter.hit('lone3', '10.0.0.5', t0);
+    // lone1 again, forgotten in process: sent again, and counted once in Redis all the same.
+    counter.hit('lone1', '10.0.0.3', t0);
+    counter.hit('shared', '10.0.0.6', t0);
+    await counter.flush();
+    expect(await score('shared')).toBe(3);
+    const kept = await redis.zrange(hotParentsWindowKey(prefix, windowMs, t0), 0, -1);
+    expect(kept).toHaveLength(3);
+    expect(kept).toContain('shared');
+    for (const lone of kept.filter((p) => p !== 'shared')) expect(await score(lone)).toBe(1);
+  });
+
+  it('refreshes ahead at most HOT_KEYS_TOP_N distinct parents per window, however the ranking turns within it', async () => {
+    const connection = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
+    const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, { connection, prefix });
+    try {
+      const deps = {
+        redis,
+        cache: new SubdomainCache(redis, prefix, windowMs, 10 * windowMs),
+        queue,
+        prefix,
+        freshMs: windowMs,
+        topN: 2,
+        minClients: 2,
+        defaultEndpointId: 'default',
+      };
+      const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+      for (const c of ['10.0.0.1', '10.0.0.2'])
+        for (const p of ['first1', 'first2']) counter.hit(p, c, t0);
+      await counter.flush();
+      expect(await runHotParentScan(deps, t0)).toEqual({ scanned: 2, queued: 2 });
+      // Two other parents overtake them within the window (colluding addresses could rotate so).
+      for (const c of ['10.0.0.1', '10.0.0.2', '10.0.0.3'])
+        for (const p of ['then1', 'then2']) counter.hit(p, c, t0 + 1);
+      await counter.flush();
+      expect((await topHotParents(redis, prefix, windowMs, 2, 2, t0 + 2)).sort()).toEqual([
+        'then1',
+        'then2',
+      ]);
+      expect(await runHotParentScan(deps, t0 + 2)).toEqual({ scanned: 2, queued: 0 });
+      // The next window has its own allowance.
+      expect(await runHotParentScan(deps, t0 + windowMs)).toEqual({ scanned: 2, queued: 2 });
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
   });
 
   it('ranks only parents that HOT_KEYS_MIN_CLIENTS clients asked for in one window', async () => {

@@ -84,8 +84,9 @@ export type HotParentScanDeps = {
  * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
  * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
  * when its entry would go stale before two more scans have run (or is missing), unless a worker
- * watches it on the chain (holds its watch lease). Parents nobody asks for drop out of the counts
- * and their entries expire.
+ * watches it on the chain (holds its watch lease), and only for at most `topN` distinct parents per
+ * window whatever the ranking does within it (these refreshes are charged to no client). Parents
+ * nobody asks for drop out of the counts and their entries expire.
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
@@ -105,15 +106,63 @@ export async function runHotParentScan(
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
   const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
-  let queued = 0;
+  const due: string[] = [];
   for (const [i, parent] of parents.entries()) {
     // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
     if (leased[i] !== null) continue;
-    const cacheKey = deps.cache.key(deps.defaultEndpointId, parent);
-    const entry = await deps.cache.get(cacheKey);
+    const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
     if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
-    await addRefreshJob(deps.queue, { cacheKey, parent, endpoint: { kind: 'default' } }, 'ahead');
-    queued++;
+    due.push(parent);
   }
-  return { scanned: parents.length, queued };
+  if (due.length === 0) return { scanned: parents.length, queued: 0 };
+  const window = Math.floor(now / deps.freshMs);
+  const admitted = await aheadCommands(deps.redis).snsHotParentsAhead(
+    keys.hotParentsAhead(window),
+    deps.freshMs * 2,
+    deps.topN,
+    ...due,
+  );
+  for (const parent of admitted) {
+    const cacheKey = deps.cache.key(deps.defaultEndpointId, parent);
+    await addRefreshJob(deps.queue, { cacheKey, parent, endpoint: { kind: 'default' } }, 'ahead');
+  }
+  return { scanned: parents.length, queued: admitted.length };
+}
+
+/**
+ * Admits parents to the window's refreshes ahead: those refreshed ahead in this window already,
+ * and new ones while fewer than the most parents were. KEYS[1]: the set of parents refreshed ahead
+ * in the window. ARGV: its expiry (ms), the most parents (`HOT_KEYS_TOP_N`), then the parents
+ * due. Returns the admitted ones. However the ranking turns within a window (clients asking for
+ * other parents, two addresses rotating theirs), uncharged refreshes go to at most that many
+ * parents per window.
+ */
+const ADMIT_AHEAD = `
+local admitted = {}
+local most = tonumber(ARGV[2])
+for i = 3, #ARGV do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 or redis.call('SCARD', KEYS[1]) < most then
+    redis.call('SADD', KEYS[1], ARGV[i])
+    admitted[#admitted + 1] = ARGV[i]
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return admitted
+`;
+
+type AheadCommands = {
+  snsHotParentsAhead(
+    key: string,
+    ttlMs: number,
+    most: number,
+    ...parents: string[]
+  ): Promise<string[]>;
+};
+
+function aheadCommands(redis: RedisClient): AheadCommands {
+  const commands = redis as unknown as Partial<AheadCommands>;
+  if (!commands.snsHotParentsAhead) {
+    redis.defineCommand('snsHotParentsAhead', { numberOfKeys: 1, lua: ADMIT_AHEAD });
+  }
+  return redis as unknown as AheadCommands;
 }

@@ -1,4 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import ipaddr from 'ipaddr.js';
+import { LRUCache } from 'lru-cache';
 import type { CacheEntry } from '../cache/subdomain-cache.js';
 import { RateLimitedError } from '../errors.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
@@ -18,10 +20,43 @@ const COLD_MISS_DETAIL =
 /**
  * The client a request counts as: the key of its cold-miss limit (buildApp gives it to
  * @fastify/rate-limit as `keyGenerator`), the hot-parent ranking's distinct clients, and the event
- * streams' per-client bound. The address Fastify reports, `X-Forwarded-For` honoured as far as
- * `TRUST_PROXY` says (src/http/app.ts). Never holds a space.
+ * streams' per-client bound. From the address Fastify reports, `X-Forwarded-For` honoured as far as
+ * `TRUST_PROXY` says (src/http/app.ts), by {@link clientKeyOf}. Never holds a space.
  */
-export const clientKey = (req: FastifyRequest): string => req.ip;
+export const clientKey = (req: FastifyRequest): string => clientKeyOf(req.ip);
+
+/** IPv6 keys already made: a warm request parses nothing (bounded; a miss only costs a parse). */
+const ipv6Keys = new LRUCache<string, string>({ max: 10_000 });
+
+/**
+ * The client key of an address: an IPv4 address as it is; an IPv6 address by its /64 prefix
+ * (`2001:db8:1:2::/64`), since one host, or one subscriber line, is given a whole /64 (RFC 6177)
+ * and would otherwise be 2^64 clients; an IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, a dual
+ * stack socket) as its IPv4 address. Anything ipaddr.js cannot parse is kept as it is.
+ *
+ * @param ip an address as Fastify's `req.ip` gives it.
+ */
+export function clientKeyOf(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  let key = ipv6Keys.get(ip);
+  if (key === undefined) {
+    key = ipv6Key(ip);
+    ipv6Keys.set(ip, key);
+  }
+  return key;
+}
+
+function ipv6Key(ip: string): string {
+  let parsed: ipaddr.IPv6;
+  try {
+    parsed = ipaddr.IPv6.parse(ip);
+  } catch {
+    return ip;
+  }
+  if (parsed.isIPv4MappedAddress()) return parsed.toIPv4Address().toString();
+  const prefix = new ipaddr.IPv6([...parsed.parts.slice(0, 4), 0, 0, 0, 0]);
+  return `${prefix.toString()}/64`;
+}
 
 /**
  * Who a request to the subdomain cache is for ({@link Requester}): its {@link clientKey}, and

@@ -185,17 +185,48 @@ export class SubdomainLookup {
     }
     metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
-    let flight = this.inflight.get(key);
-    if (!flight) {
-      flight = this.refreshAndWait(key, parent, endpoint, requester.charge).finally(() =>
-        this.inflight.delete(key),
-      );
-      this.inflight.set(key, flight);
+    let fetched: EntryRead<CacheEntry>;
+    try {
+      fetched = await this.flight(key, parent, endpoint, requester);
+    } catch (err) {
+      // A joiner refused with the starter's 429 tries again with its own charge: the first to
+      // resume finds no flight and starts one (no I/O between the flight's end and the resumes),
+      // the others join it. Only the starter's own request was over its limit.
+      if (!(err instanceof JoinedRefusal)) throw err;
+      fetched = await this.flight(key, parent, endpoint, requester).catch((again: unknown) => {
+        throw again instanceof JoinedRefusal ? again.refusal : again;
+      });
     }
-    const fetched = await flight;
     this.counted(parent, endpoint, requester);
     this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
+  }
+
+  /**
+   * Joins the single flight of `key`, or starts it charged to `requester`. A joiner whose flight
+   * failed because the starter's charge was refused gets a {@link JoinedRefusal}, never the 429
+   * itself: that refusal was the starter's.
+   */
+  private async flight(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    requester: Requester,
+  ): Promise<EntryRead<CacheEntry>> {
+    const joined = this.inflight.get(key);
+    if (joined) {
+      try {
+        return await joined;
+      } catch (err) {
+        if (err instanceof RateLimitedError) throw new JoinedRefusal(err);
+        throw err;
+      }
+    }
+    const started = this.refreshAndWait(key, parent, endpoint, requester.charge).finally(() =>
+      this.inflight.delete(key),
+    );
+    this.inflight.set(key, started);
+    return started;
   }
 
   /** Counts an answered request for the hot-parent ranking (default endpoint only). */
@@ -323,6 +354,13 @@ export class SubdomainLookup {
       if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });
     }
+  }
+}
+
+/** A joined flight failed with its starter's refusal (`refusal`), not this request's. */
+class JoinedRefusal extends Error {
+  constructor(readonly refusal: RateLimitedError) {
+    super('the single flight joined was refused to its starter');
   }
 }
 
