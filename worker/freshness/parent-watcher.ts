@@ -90,8 +90,9 @@ export type ParentWatcherDeps = {
   /** `RPC_WS_PING_MS`. */
   pingMs: number;
   /**
-   * The worker's slot clock (the refreshes of the configured endpoint observe it too): a
-   * notification's slot past its ceiling is not believed, nor is an entry's.
+   * The worker's slot clock (the refreshes of the configured endpoint observe it too): existence
+   * checks' replies are observed, never an entry's stored slot; a notification's slot past its
+   * ceiling is not believed, nor is an entry's.
    */
   slots: SlotClock;
 };
