@@ -34,7 +34,7 @@ export type RefreshProcessorDeps = {
   defaultEndpoint: RpcEndpoint | undefined;
   /**
    * The worker's slot clock, for the configured endpoint's lane: each scan's slot is observed and
-   * stored only when believed, and the ceiling given to `put`, so an entry holding a slot no chain
+   * stored unless refused, and the ceiling given to `put`, so an entry holding a slot no chain
    * has reached is replaced (an override's slots say nothing of the configured RPC's chain:
    * neither is done for them).
    */
@@ -44,12 +44,13 @@ export type RefreshProcessorDeps = {
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
 
 /**
- * The slot a scan of the configured endpoint is stored at: its reply's slot when the worker's
- * clock believes it, else none (docs/design.md, "Slots"). Stored at no slot, the scan is ordered
- * by time like a reply that carried none: it replaces what is stored, and the next scan replaces
- * it, so a slot no chain has reached never holds an entry back. (Stored at the ceiling instead, it
- * would hold back every scan until the chain got there; refused, a provider's clock running fast
- * would freeze the entry.) A slot past the ceiling is logged through `warn`.
+ * The slot a scan of the configured endpoint is stored at (docs/design.md, "Slots"): its reply's
+ * slot, unless the worker's clock refuses it as past its ceiling; then none, and the scan is
+ * ordered by time like a reply that carried none: it replaces what is stored, and the next scan
+ * replaces it, so a slot no chain has reached never holds an entry back. (Stored at the ceiling
+ * instead, it would hold back every scan until the chain got there.) A slot before the clock has
+ * an anchor is stored as it is: nothing tells it is wrong, and once there is an anchor the ceiling
+ * given to `put` replaces it if it was. A refused slot is logged through `warn`.
  */
 function believed(
   slots: SlotClock | undefined,
@@ -65,7 +66,7 @@ function believed(
       'scan reply slot past any the RPC can have reached: stored without it',
     );
   }
-  return verdict === 'trusted' ? slot : undefined;
+  return verdict === 'trusted' || verdict === 'unconfirmed' ? slot : undefined;
 }
 
 /** The endpoint id of a job's entry (as the API computed the cache key it waits on). */
