@@ -1,14 +1,22 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { createLogger } from '../src/logger.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { redisKeys } from '../src/redis-keys.js';
 import { subdomainKey } from '../src/sns/change.js';
 import { SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
 import { domainKey } from '../src/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
-import { startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { programNotificationText, type RpcSimulator } from './support/rpc-sim/index.js';
+import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
+import {
+  programNotificationText,
+  startRpcSimulator,
+  type RpcSimulator,
+} from './support/rpc-sim/index.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,
@@ -18,9 +26,16 @@ import { programNotificationText, type RpcSimulator } from './support/rpc-sim/in
  */
 
 let gw: Gateway | undefined;
+let sim: RpcSimulator | undefined;
+let proxy: http.Server | undefined;
+/** A worker started again by a test (the gateway closes only the one it started). */
+let restarted: WorkerRuntime | undefined;
 afterEach(async () => {
+  await restarted?.close();
   await gw?.close();
-  gw = undefined;
+  await sim?.close();
+  await new Promise((r) => (proxy ? proxy.close(r) : r(undefined)));
+  gw = sim = proxy = restarted = undefined;
 });
 
 /** Existence checks every half second. */
@@ -158,4 +173,117 @@ describe('entries holding a slot no chain has (written by an earlier release)', 
       }, 10_000);
     });
   }
+});
+
+/**
+ * A proxy in front of the simulator's HTTP side that, while `bump.on`, adds 10^9 to the context
+ * slot of getProgramAccounts replies: one node of the provider's pool answering with a slot of
+ * another cluster, or a bug. The data is the chain's.
+ */
+async function slotBumpingProxy(target: string, bump: { on: boolean }): Promise<string> {
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString();
+      void fetch(target, { method: 'POST', body, headers: { 'content-type': 'application/json' } })
+        .then((r) => r.text())
+        .then((text) => {
+          const out =
+            bump.on && body.includes('getProgramAccounts')
+              ? text.replace(
+                  /("context":\{[^}]*"slot":)(\d+)/,
+                  (_m, head: string, slot: string) => {
+                    return `${head}${Number(slot) + 1e9}`;
+                  },
+                )
+              : text;
+          res.writeHead(200, { 'content-type': 'application/json' }).end(out);
+        })
+        .catch(() => res.writeHead(502).end());
+    });
+  });
+  proxy = server;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe('slots from the HTTP side', () => {
+  for (const anchored of [true, false]) {
+    it(`one scan reply with a slot 10^9 ahead ${anchored ? 'is refused' : 'before the clock has an anchor is replaced'}: the entry does not freeze, a subdomain added later shows`, async () => {
+      sim = await startRpcSimulator({ chain: seedDemo() });
+      const bump = { on: false };
+      const url = await slotBumpingProxy(sim.url, bump);
+      gw = await startGateway({
+        sim,
+        env: {
+          RPC_URL: url,
+          RPC_WS_URL: sim.wsUrl,
+          CACHE_FRESH_SECONDS: '1',
+          CACHE_STALE_SECONDS: '600',
+          COLD_MISS_LIMIT: '1000',
+          HOT_KEYS_TOP_N: '0',
+        },
+      });
+      const g = gw;
+      const key = redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(url), 'demo');
+      const storedSlot = async () =>
+        (JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number | null }).slot ?? 0;
+      const refused = () => g.logs.filter((line) => line.includes('scan reply slot past')).length;
+      /** Asks for the entry once it is stale, and waits for the scan that causes. */
+      const rescan = async () => {
+        await new Promise((r) => setTimeout(r, 1_100));
+        const calls = g.sim.callCount('getProgramAccounts');
+        await g.get('/subdomains/demo');
+        await waitFor(() => g.sim.callCount('getProgramAccounts') > calls, 5_000);
+        await new Promise((r) => setTimeout(r, 300));
+      };
+      expect((await g.get('/subdomains/demo')).status).toBe(200);
+      // A second honest scan anchors the clock (two replies agree), or the bumped one comes
+      // second, while the first has nothing to agree with.
+      if (anchored) await rescan();
+      bump.on = true;
+      await rescan();
+      bump.on = false;
+      if (anchored) expect(await storedSlot()).toBeLessThan(1e9);
+      else expect(await storedSlot()).toBeGreaterThan(1e9);
+      g.sim.chain.addSubdomain('demo', 'zeta');
+      let last: unknown;
+      const shows = async () => {
+        const res = await g.get('/subdomains/demo');
+        last = res.body.result;
+        return Array.isArray(last) && last.includes('zeta');
+      };
+      await waitFor(shows, 10_000).catch(() => undefined);
+      expect(last).toContain('zeta');
+      expect(refused()).toBe(anchored ? 1 : 0);
+      expect(await storedSlot()).toBeLessThan(g.sim.chain.slot + 1_000);
+    });
+  }
+
+  it('a restarted worker does not take a slot stored far ahead for where the chain is', async () => {
+    gw = await startGateway({ env: QUICK });
+    const g = gw;
+    await watched(g, g.sim);
+    // An entry written by an earlier release, or a process that believed a bad reply: its scan
+    // slot and slot far ahead, scanned just now (so no gap read is owed by its time).
+    const key = entryKey(g);
+    const ahead = g.sim.chain.slot + 1_000_000_000;
+    const raw = (await g.redis.get(key)) ?? '';
+    const entry = JSON.parse(raw) as Record<string, unknown>;
+    const poisoned = JSON.stringify({ ...entry, scanSlot: ahead, scannedAt: Date.now() + 60_000 });
+    await g.redis.set(key, poisoned.replace(/^\{"slot":\d+/, `{"slot":${ahead}`), 'KEEPTTL');
+    await g.worker?.close();
+    restarted = await startWorker(g.config, g.metrics, createLogger('silent'), {
+      serveMetrics: false,
+    });
+    g.sim.chain.deleteSubdomain(PARENT, 'hollaaa');
+    g.sim.chain.addSubdomain(PARENT, 'later');
+    await waitFor(async () => {
+      const now = await labels(g);
+      return !now.includes('hollaaa') && now.includes('later');
+    }, 20_000);
+    const stored = JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number };
+    expect(stored.slot ?? 0).toBeLessThan(g.sim.chain.slot + 1_000);
+  });
 });

@@ -1,6 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
+import { occasionalWarning } from '../src/logger.js';
 import type { Metrics } from '../src/metrics/metrics.js';
 import { publishRefreshEvent } from '../src/queue/refresh-events.js';
 import type { RefreshJobData } from '../src/queue/refresh-queue.js';
@@ -32,14 +33,41 @@ export type RefreshProcessorDeps = {
   /** The configured `RPC_URL` as an endpoint, or undefined when unset. */
   defaultEndpoint: RpcEndpoint | undefined;
   /**
-   * The worker's slot clock, for the configured endpoint's lane: each scan's slot is observed, and
-   * its ceiling given to `put`, so an entry holding a slot no chain has reached is replaced (an
-   * override's slots say nothing of the configured RPC's chain: neither is done for them).
+   * The worker's slot clock, for the configured endpoint's lane: each scan's slot is observed and
+   * stored unless refused, and the ceiling given to `put`, so an entry holding a slot no chain
+   * has reached is replaced (an override's slots say nothing of the configured RPC's chain:
+   * neither is done for them).
    */
   slots?: SlotClock;
 };
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
+
+/**
+ * The slot a scan of the configured endpoint is stored at (docs/design.md, "Slots"): its reply's
+ * slot, unless the worker's clock refuses it as past its ceiling; then none, and the scan is
+ * ordered by time like a reply that carried none: it replaces what is stored, and the next scan
+ * replaces it, so a slot no chain has reached never holds an entry back. (Stored at the ceiling
+ * instead, it would hold back every scan until the chain got there.) A slot before the clock has
+ * an anchor is stored as it is: nothing tells it is wrong, and once there is an anchor the ceiling
+ * given to `put` replaces it if it was. A refused slot is logged through `warn`.
+ */
+function believed(
+  slots: SlotClock | undefined,
+  parent: string,
+  slot: number | undefined,
+  warn: ReturnType<typeof occasionalWarning>,
+): number | undefined {
+  if (!slots) return slot;
+  const verdict = slots.observe(slot);
+  if (verdict === 'ahead') {
+    warn(
+      { parent, slot, ceiling: slots.ceiling() },
+      'scan reply slot past any the RPC can have reached: stored without it',
+    );
+  }
+  return verdict === 'trusted' || verdict === 'unconfirmed' ? slot : undefined;
+}
 
 /** The endpoint id of a job's entry (as the API computed the cache key it waits on). */
 function refreshEndpointId(data: RefreshJobData, defaultEndpoint: RpcEndpoint | undefined) {
@@ -56,6 +84,7 @@ function refreshEndpointId(data: RefreshJobData, defaultEndpoint: RpcEndpoint | 
  * UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
  */
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
+  const warnAhead = occasionalWarning(deps.logger);
   return async (
     job: Job<RefreshJobData>,
     _token?: string,
@@ -99,16 +128,22 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           await deps.cache.putOverride(endpoint.id, parent, { ...entry, accounts: found.members });
           break;
         }
-        deps.slots?.observe(found.slot);
+        const slot = believed(deps.slots, parent, found.slot, warnAhead);
         const ceiling = deps.slots?.ceiling();
-        const outcome = await deps.cache.put(endpoint.id, parent, entry, found.members, ceiling);
+        const outcome = await deps.cache.put(
+          endpoint.id,
+          parent,
+          { ...entry, slot, scanSlot: slot },
+          found.members,
+          ceiling,
+        );
         if (outcome === 'written') break;
         // The stored entry reflects a later slot. When that is a later scan, this one is simply
         // older. When it is patches or a deletion check on top of an older scan than this one,
         // dropping this scan would leave out for good what it was for (a change no notification
         // proved): scan again at the stored slot, which then supersedes both.
         const stored = await deps.cache.get(deps.cache.key(endpoint.id, parent));
-        const newerScan = (stored?.scanSlot ?? -1) >= (found.slot ?? -1);
+        const newerScan = (stored?.scanSlot ?? -1) >= (slot ?? -1);
         if (stored?.slot === undefined || newerScan || scan >= MAX_SCANS_PER_REFRESH) break;
         minContextSlot = stored.slot;
       }

@@ -90,8 +90,9 @@ export type ParentWatcherDeps = {
   /** `RPC_WS_PING_MS`. */
   pingMs: number;
   /**
-   * The worker's slot clock (the refreshes of the configured endpoint observe it too): a
-   * notification's slot past its ceiling is not believed, nor is an entry's.
+   * The worker's slot clock (the refreshes of the configured endpoint observe it too): existence
+   * checks' replies are observed, never an entry's stored slot; a notification's slot past its
+   * ceiling is not believed, nor is an entry's.
    */
   slots: SlotClock;
 };
@@ -434,11 +435,6 @@ export class ParentWatcher {
       metrics.wsNotifications.inc({ outcome });
     const { parent, slot } = note;
     if (!slots.trusts(slot)) {
-      // The entry's last scan tells where the chain was, before this process has read it itself.
-      const read = await cache.getWithAccounts(endpoint.id, parent);
-      slots.observe(read?.entry.scanSlot, read?.entry.scannedAt);
-    }
-    if (!slots.trusts(slot)) {
       // A slot no chain has reached yet would hold every later scan back: believe only that
       // something changed, and read again at what the RPC has shown.
       const ceiling = slots.ceiling();
@@ -601,7 +597,6 @@ export class ParentWatcher {
       if (state.subscribedAt === undefined) continue;
       const read = await cache.getWithAccounts(endpoint.id, parent);
       const entry = read?.entry;
-      deps.slots.observe(entry?.scanSlot, entry?.scannedAt);
       if (state.wantSlot !== undefined && (entry?.scanSlot ?? -1) >= state.wantSlot) {
         state.wantSlot = undefined;
       }
@@ -654,7 +649,11 @@ export class ParentWatcher {
           ...d.entry,
           labels: labelsOf(accounts),
           fetchedAt: startedAt,
-          slot: Math.max(this.honoured(d.entry.slot) ?? 0, slot ?? 0),
+          // A check without a believed slot leaves the entry's as it was (unless past the ceiling).
+          slot:
+            slot === undefined
+              ? this.kept(d.entry.slot)
+              : Math.max(this.honoured(d.entry.slot) ?? 0, slot),
         },
         accounts,
       );
@@ -668,7 +667,7 @@ export class ParentWatcher {
   /**
    * Which of `keys` still have an account, by `getMultipleAccounts` with a `dataSlice` of length 0
    * (no data, 1 call per 100 keys) at `minContextSlot` or later, and the lowest slot the calls
-   * read at.
+   * read at (undefined when one reply's slot is missing or not believed by the clock).
    *
    * @throws RpcCallError when a call fails: the round touches nothing then.
    */
@@ -693,12 +692,21 @@ export class ParentWatcher {
             count,
           }),
     });
+    let unknown = false;
     for (const { batch, result } of batches) {
       batch.forEach((key, i) => exists.set(key, result.exists[i] === true));
-      if (result.slot !== undefined) slot = Math.min(slot ?? result.slot, result.slot);
-      this.deps.slots.observe(result.slot);
+      const verdict = this.deps.slots.observe(result.slot);
+      if (verdict === 'ahead') {
+        this.warnAhead(
+          { slot: result.slot, ceiling: this.deps.slots.ceiling() },
+          'existence check reply slot past any the RPC can have reached: ignored',
+        );
+      }
+      // A slot not believed raises no entry's slot: the check says what exists, not since when.
+      if (verdict !== 'trusted' || result.slot === undefined) unknown = true;
+      else slot = Math.min(slot ?? result.slot, result.slot);
     }
-    return { exists, slot };
+    return { exists, slot: unknown ? undefined : slot };
   }
 
   /**
@@ -708,6 +716,12 @@ export class ParentWatcher {
    */
   private honoured(slot: number | undefined): number | undefined {
     return slot !== undefined && this.deps.slots.trusts(slot) ? slot : undefined;
+  }
+
+  /** An entry's slot unless the clock's ceiling is below it (a slot no chain has reached). */
+  private kept(slot: number | undefined): number | undefined {
+    const ceiling = this.deps.slots.ceiling();
+    return slot !== undefined && (ceiling === undefined || slot <= ceiling) ? slot : undefined;
   }
 
   /**
