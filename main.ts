@@ -1,5 +1,5 @@
 import { Registry } from 'prom-client';
-import { startWorker, type WorkerRuntime } from './worker/runtime.js';
+import { startWorker, type WorkerRuntime } from './src/worker/runtime.js';
 import { ConfigError, loadConfig } from './src/config.js';
 import { createLogger } from './src/logger.js';
 import { createMetrics } from './src/metrics/metrics.js';

@@ -255,7 +255,7 @@ describe('Dockerfile and .dockerignore', () => {
     expect(runtime).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
     // The entry the image runs is what `npm run build` emits for main.ts.
     const build_ = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
-    expect(build_.include).toEqual(expect.arrayContaining(['main.ts', 'src', 'worker']));
+    expect(build_.include).toEqual(expect.arrayContaining(['main.ts', 'src']));
     expect(existsSync(join(root, 'main.ts'))).toBe(true);
     for (const copied of runtime.concat(build).matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
       for (const source of (copied[1] ?? '').split(/\s+/)) {

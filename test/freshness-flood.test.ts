@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { subdomainKey } from '../src/sns/change.js';
-import { MAX_PENDING_PER_PARENT } from '../worker/freshness/parent-watcher.js';
+import { subdomainKey } from '../src/worker/sns/change.js';
+import { MAX_PENDING_PER_PARENT } from '../src/worker/freshness/parent-watcher.js';
 import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { endpointId } from '../src/rpc/endpoint.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
+import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
 import { domainKey, toBase58 } from '../src/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';

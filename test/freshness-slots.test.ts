@@ -6,8 +6,8 @@ import { SubdomainCache } from '../src/cache/subdomain-cache.js';
 import { createLogger } from '../src/logger.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { redisKeys } from '../src/redis-keys.js';
-import { subdomainKey } from '../src/sns/change.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
+import { subdomainKey } from '../src/worker/sns/change.js';
+import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
 import { domainKey } from '../src/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
@@ -16,7 +16,7 @@ import {
   startRpcSimulator,
   type RpcSimulator,
 } from './support/rpc-sim/index.js';
-import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,

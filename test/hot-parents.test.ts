@@ -10,7 +10,7 @@ import {
   hotParentsWindowKey,
   topHotParents,
 } from '../src/subdomains/hot-parents.js';
-import { runHotParentScan } from '../worker/hot-parent-scan.js';
+import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 
 describe('hot parents refreshed ahead of expiry', () => {

@@ -11,7 +11,7 @@ import { redisKeys } from '../src/redis-keys.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { createMetrics } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
-import { startWorker } from '../worker/runtime.js';
+import { startWorker } from '../src/worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,

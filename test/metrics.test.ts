@@ -15,7 +15,7 @@ import { createLogger } from '../src/logger.js';
 import { endpointId } from '../src/rpc/endpoint.js';
 import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.js';
 import { startApi } from '../src/runtime/api.js';
-import { startWorker } from '../worker/runtime.js';
+import { startWorker } from '../src/worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,

@@ -141,12 +141,12 @@ describe('scripts/build-if-stale.mjs', () => {
       utimesSync(join(dir, path), t, t);
     };
     try {
-      for (const sub of ['src/http', 'worker', 'dist'])
+      for (const sub of ['src/http', 'src/worker', 'dist'])
         mkdirSync(join(dir, sub), { recursive: true });
       for (const file of [
         'main.ts',
         'src/http/app.ts',
-        'worker/runtime.ts',
+        'src/worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
         'package-lock.json',
@@ -158,8 +158,8 @@ describe('scripts/build-if-stale.mjs', () => {
         'src',
         'src/http',
         'src/http/app.ts',
-        'worker',
-        'worker/runtime.ts',
+        'src/worker',
+        'src/worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
         'package-lock.json',
@@ -177,7 +177,7 @@ describe('scripts/build-if-stale.mjs', () => {
       for (const path of [
         'main.ts',
         'src/http/app.ts',
-        'worker/runtime.ts',
+        'src/worker/runtime.ts',
         'tsconfig.build.json',
         'package-lock.json',
       ]) {

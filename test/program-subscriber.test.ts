@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { createLogger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics/metrics.js';
-import { ProgramSubscriber } from '../worker/freshness/program-subscriber.js';
+import { ProgramSubscriber } from '../src/worker/freshness/program-subscriber.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

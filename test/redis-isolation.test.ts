@@ -7,7 +7,7 @@ import { createMetrics } from '../src/metrics/metrics.js';
 import { REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
 import { redisKeys } from '../src/redis-keys.js';
 import { endpointId } from '../src/rpc/endpoint.js';
-import { startWorker } from '../worker/runtime.js';
+import { startWorker } from '../src/worker/runtime.js';
 import { FOLLOW, labels, PARENT } from './support/freshness.js';
 import {
   deletePrefix,

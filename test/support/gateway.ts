@@ -11,7 +11,7 @@ import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import type { HostResolver } from '../../src/rpc/endpoint.js';
 import type { RedisClient } from '../../src/redis.js';
 import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
-import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../../src/worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
 import { inDatabase } from './shared-redis.js';
 import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';

@@ -1,10 +1,10 @@
 import type { ReplyDecoder, RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
-import type { RpcEndpoint } from '../rpc/endpoint.js';
+import type { RpcEndpoint } from '../../rpc/endpoint.js';
 import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
-import type { Member } from '../cache/subdomain-cache.js';
+import type { Member } from '../../cache/subdomain-cache.js';
 import { DecodeThread } from './discovery-runner.js';
-import { domainKey, NAME_PROGRAM_ID, toBase58 } from './pda.js';
+import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../sns/pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 

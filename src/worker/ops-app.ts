@@ -7,8 +7,12 @@ import Fastify, {
 } from 'fastify';
 import type { Registry } from 'prom-client';
 import { ERROR_TEXT, errorEnvelope } from '../errors.js';
-import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
-import { opsRoutes, type Readiness } from './routes/ops.js';
+import {
+  clientErrorHandler,
+  frameworkErrorDetail,
+  installErrorHandling,
+} from '../http/error-handler.js';
+import { opsRoutes, type Readiness } from '../http/routes/ops.js';
 
 /** See `requestTimeout` below, in milliseconds. */
 const OPS_REQUEST_TIMEOUT_MS = 60_000;

@@ -2,13 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
-import { occasionalWarning } from '../../src/logger.js';
-import type { Metrics } from '../../src/metrics/metrics.js';
-import { parseBoundedJson } from '../../src/rpc/bounded-json.js';
-import type { CostTable } from '../../src/rpc/client.js';
-import { isSlot } from '../../src/rpc/slot.js';
-import { SCAN_SLICE } from '../../src/sns/discovery-decode.js';
-import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/sns/pda.js';
+import { occasionalWarning } from '../../logger.js';
+import type { Metrics } from '../../metrics/metrics.js';
+import { parseBoundedJson } from '../rpc/bounded-json.js';
+import type { CostTable } from '../rpc/client.js';
+import { isSlot } from '../../rpc/slot.js';
+import { SCAN_SLICE } from '../sns/discovery-decode.js';
+import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../sns/pda.js';
 
 const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 

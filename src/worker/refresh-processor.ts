@@ -1,19 +1,19 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { occasionalWarning } from '../src/logger.js';
-import type { Metrics } from '../src/metrics/metrics.js';
-import { publishRefreshEvent } from '../src/queue/refresh-events.js';
-import type { RefreshJobData } from '../src/queue/refresh-queue.js';
-import { RpcCallError } from '../src/rpc/client.js';
-import { overrideEndpoint, type RpcEndpoint } from '../src/rpc/endpoint.js';
-import type { RedisClient } from '../src/redis.js';
-import { isSlot, type SlotClock } from '../src/rpc/slot.js';
+import type { SubdomainCache } from '../cache/subdomain-cache.js';
+import { occasionalWarning } from '../logger.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { publishRefreshEvent } from '../queue/refresh-events.js';
+import type { RefreshJobData } from '../queue/refresh-queue.js';
+import { RpcCallError } from './rpc/client.js';
+import { overrideEndpoint, type RpcEndpoint } from '../rpc/endpoint.js';
+import type { RedisClient } from '../redis.js';
+import { isSlot, type SlotClock } from '../rpc/slot.js';
 import {
   discoverSubdomains,
   type Discovery,
   type DiscoveryLane,
-} from '../src/sns/subdomain-discovery.js';
+} from './sns/subdomain-discovery.js';
 
 /**
  * Scans one refresh may make when the stored entry keeps turning out newer (see the loop below):

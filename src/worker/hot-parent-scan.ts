@@ -1,9 +1,9 @@
 import { Queue, type ConnectionOptions, type Worker } from 'bullmq';
-import type { RedisClient } from '../src/redis.js';
-import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { addRefreshJob, type RefreshJobData } from '../src/queue/refresh-queue.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { topHotParents } from '../src/subdomains/hot-parents.js';
+import type { RedisClient } from '../redis.js';
+import type { SubdomainCache } from '../cache/subdomain-cache.js';
+import { addRefreshJob, type RefreshJobData } from '../queue/refresh-queue.js';
+import { redisKeys } from '../redis-keys.js';
+import { topHotParents } from '../subdomains/hot-parents.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**

@@ -1,31 +1,31 @@
 import { Redlock, type Lock } from '@sesamecare-oss/redlock';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import { occasionalWarning } from '../../src/logger.js';
+import { occasionalWarning } from '../../logger.js';
 import {
   labelsOf,
   type CacheEntry,
   type EntryAccounts,
   type Member,
   type SubdomainCache,
-} from '../../src/cache/subdomain-cache.js';
-import type { Metrics } from '../../src/metrics/metrics.js';
-import { publishRefreshEvent } from '../../src/queue/refresh-events.js';
-import { addRefreshJob, type RefreshJobData } from '../../src/queue/refresh-queue.js';
-import { databaseOf, type RedisClient } from '../../src/redis.js';
-import { redisKeys } from '../../src/redis-keys.js';
-import type { CostTable } from '../../src/rpc/client.js';
-import type { RpcEndpoint } from '../../src/rpc/endpoint.js';
-import type { SlotClock } from '../../src/rpc/slot.js';
-import { classifyChange, type Change } from '../../src/sns/change.js';
-import { DecodeThread } from '../../src/sns/discovery-runner.js';
+} from '../../cache/subdomain-cache.js';
+import type { Metrics } from '../../metrics/metrics.js';
+import { publishRefreshEvent } from '../../queue/refresh-events.js';
+import { addRefreshJob, type RefreshJobData } from '../../queue/refresh-queue.js';
+import { databaseOf, type RedisClient } from '../../redis.js';
+import { redisKeys } from '../../redis-keys.js';
+import type { CostTable } from '../rpc/client.js';
+import type { RpcEndpoint } from '../../rpc/endpoint.js';
+import type { SlotClock } from '../../rpc/slot.js';
+import { classifyChange, type Change } from '../sns/change.js';
+import { DecodeThread } from '../sns/discovery-runner.js';
 import {
   accountsInBatches,
   MULTIPLE_ACCOUNTS_BATCH,
   type DiscoveryLane,
-} from '../../src/sns/subdomain-discovery.js';
-import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/sns/pda.js';
-import { topHotParents } from '../../src/subdomains/hot-parents.js';
+} from '../sns/subdomain-discovery.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../sns/pda.js';
+import { topHotParents } from '../../subdomains/hot-parents.js';
 import { hotParentScanIntervalMs } from '../hot-parent-scan.js';
 import { ProgramSubscriber, type AccountNotification } from './program-subscriber.js';
 

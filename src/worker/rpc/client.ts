@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import type { Metrics, RpcOutcome } from '../metrics/metrics.js';
-import type { RpcEndpoint } from './endpoint.js';
+import type { Metrics, RpcOutcome } from '../../metrics/metrics.js';
+import type { RpcEndpoint } from '../../rpc/endpoint.js';
 import { RpcCallError } from './envelope.js';
 import { postJson, TransportError, type Agents, type HttpReply } from './transport.js';
 

@@ -1,6 +1,6 @@
 import { decodeEnvelope, malformed } from '../rpc/envelope.js';
-import { isSlot } from '../rpc/slot.js';
-import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from './pda.js';
+import { isSlot } from '../../rpc/slot.js';
+import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../sns/pda.js';
 
 /**
  * The heavy half of subdomain discovery (./subdomain-discovery.ts): the `getProgramAccounts` reply

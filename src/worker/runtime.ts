@@ -2,32 +2,32 @@ import type { Worker } from 'bullmq';
 import type { LookupFunction } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import type { Config } from '../src/config.js';
-import { buildOpsApp } from '../src/http/ops-app.js';
-import type { Metrics } from '../src/metrics/metrics.js';
+import { SubdomainCache } from '../cache/subdomain-cache.js';
+import type { Config } from '../config.js';
+import { buildOpsApp } from './ops-app.js';
+import type { Metrics } from '../metrics/metrics.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
   REFRESH_QUEUE,
   refreshQueueCounts,
-} from '../src/queue/refresh-queue.js';
+} from '../queue/refresh-queue.js';
 import {
   closeRedis,
   createRedis,
   createRedisErrorLog,
   type RedisAccess,
   type RedisErrorLog,
-} from '../src/redis.js';
-import { RpcClient } from '../src/rpc/client.js';
-import { EndpointSelector } from '../src/rpc/endpoint.js';
-import { SlotClock } from '../src/rpc/slot.js';
-import { Agents } from '../src/rpc/transport.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { redisReadiness } from '../src/runtime/readiness.js';
-import { DecodeThread } from '../src/sns/discovery-runner.js';
-import type { DiscoveryLane } from '../src/sns/subdomain-discovery.js';
-import { closeSteps } from '../src/runtime/shutdown.js';
+} from '../redis.js';
+import { RpcClient } from './rpc/client.js';
+import { EndpointSelector } from '../rpc/endpoint.js';
+import { SlotClock } from '../rpc/slot.js';
+import { Agents } from './rpc/transport.js';
+import { redisKeys } from '../redis-keys.js';
+import { redisReadiness } from '../runtime/readiness.js';
+import { DecodeThread } from './sns/discovery-runner.js';
+import type { DiscoveryLane } from './sns/subdomain-discovery.js';
+import { closeSteps } from '../runtime/shutdown.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';
 import {
   createHotParentScanQueue,
@@ -51,7 +51,7 @@ type LaneLimits = {
 
 /**
  * The heap of a decode thread, in MiB: 24 times the largest reply, at least 64, at most 2048.
- * Within the bounds of src/rpc/bounded-json.ts the worst body found (objects of one distinct key
+ * Within the bounds of src/worker/rpc/bounded-json.ts the worst body found (objects of one distinct key
  * each, at the value cap, padded with a long string) keeps about 10 times its bytes after the
  * parse, a little more during it; the limit must stay well above that, because a thread that
  * reaches its heap limit while it is being terminated aborts the whole process (V8's fatal
