@@ -1,12 +1,12 @@
 import { Registry } from 'prom-client';
 import { startWorker, type WorkerRuntime } from './src/worker/runtime.js';
-import { ConfigError, loadConfig } from './src/config.js';
-import { createLogger } from './src/logger.js';
-import { createMetrics } from './src/metrics/metrics.js';
-import { createRedisErrorLog } from './src/redis.js';
-import { checkRedisAtStart } from './src/redis-permissions.js';
+import { ConfigError, loadConfig } from './src/core/config.js';
+import { createLogger } from './src/core/logger.js';
+import { createMetrics } from './src/core/metrics.js';
+import { createRedisErrorLog } from './src/core/redis.js';
+import { checkRedisAtStart } from './src/core/redis-permissions.js';
 import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/runtime/api.js';
-import { installShutdown } from './src/runtime/shutdown.js';
+import { installShutdown } from './src/core/runtime/shutdown.js';
 
 /**
  * The entry file: parse the configuration, connect, listen, and shut down gracefully. `ROLE`

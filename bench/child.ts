@@ -27,12 +27,12 @@ import {
 import { Connection, PublicKey } from '@solana/web3.js';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
-import { loadConfig } from '../src/config.js';
-import { CORS_HEADERS } from '../src/http/cors.js';
-import { createLogger } from '../src/logger.js';
-import { createMetrics } from '../src/metrics/metrics.js';
+import { loadConfig } from '../src/core/config.js';
+import { CORS_HEADERS } from '../src/core/http/cors.js';
+import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
 import { startApi } from '../src/runtime/api.js';
-import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/sns/pda.js';
+import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/core/sns/pda.js';
 import {
   DEFAULT_SIM_OWNER,
   DEFAULT_SUBDOMAIN_SPACE,
@@ -198,7 +198,7 @@ type CallSummary = { calls: number; byMethod: Record<string, number>; bytes: num
 /**
  * Writes `count` subdomains under `parent` exactly as `SimChain.addSubdomain` lays them out (name
  * account with 2000 zero bytes, reverse record "\0" + label under the parent), with the fast
- * derivations of src/sns/pda.ts: the SDK's would take most of a minute for 10,000. The bench
+ * derivations of src/core/sns/pda.ts: the SDK's would take most of a minute for 10,000. The bench
  * checks the gateway's answer against the SDK's `findSubdomains` on this chain.
  */
 function seedParent(chain: SimChain, { parent, count, seed }: SeedArgs): string[] {

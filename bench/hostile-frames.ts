@@ -15,12 +15,12 @@
 import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { Redis } from 'ioredis';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { toBase58 } from '../src/sns/base58.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { toBase58 } from '../src/core/sns/base58.js';
 import { subdomainKey } from '../src/worker/sns/change.js';
 import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
-import { domainKey } from '../src/sns/pda.js';
+import { domainKey } from '../src/core/sns/pda.js';
 import { spawnMain } from '../test/support/main-process.js';
 import { freePort } from '../test/support/ports.js';
 import {

@@ -8,7 +8,7 @@
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
 import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
-import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
+import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/core/sns/pda.js';
 import {
   HEADER_LEN,
   INLINE_TEXT_BYTES,

@@ -6,7 +6,7 @@ import {
   REVERSE_LOOKUP_CLASS,
   reverseKeyFromDomainKey,
   toBase58,
-} from '../src/sns/pda.js';
+} from '../src/core/sns/pda.js';
 import { getDomainKeySync, getReverseKeyFromDomainKey } from '@bonfida/spl-name-service';
 
 const parentKey = domainKey('parent');

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { endpointId } from '../src/rpc/endpoint.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
 

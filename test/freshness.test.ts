@@ -5,10 +5,10 @@ import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
 import { encodeNameAccount, startRpcSimulator } from './support/rpc-sim/index.js';
 import { PublicKey } from '@solana/web3.js';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { createLogger } from '../src/logger.js';
-import { createMetrics } from '../src/metrics/metrics.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
 import { Registry } from 'prom-client';
 
 /**

@@ -12,10 +12,10 @@ import {
   neededCommands,
   REDIS_NEEDS,
   REDIS_OPTIONAL,
-} from '../src/redis-permissions.js';
-import { createLogger } from '../src/logger.js';
-import { databaseOf } from '../src/redis.js';
-import { redisKeys } from '../src/redis-keys.js';
+} from '../src/core/redis-permissions.js';
+import { createLogger } from '../src/core/logger.js';
+import { databaseOf } from '../src/core/redis.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 import { deletePrefix, getJson, uniquePrefix, waitFor } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';

@@ -1,9 +1,9 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { createMetrics, type Metrics } from '../src/metrics/metrics.js';
+import { loadConfig } from '../src/core/config.js';
+import { createMetrics, type Metrics } from '../src/core/metrics.js';
 import { parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
-import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
+import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import { Agents } from '../src/worker/rpc/transport.js';
 import { DecodeThread } from '../src/worker/sns/discovery-runner.js';
 import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';

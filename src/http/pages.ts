@@ -1,8 +1,8 @@
 import { fnv1a } from '@fastify/etag';
 import { Type } from '@fastify/type-provider-typebox';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../core/errors.js';
 import type { Page, PageRequest } from '../subdomains/pages.js';
-import { CORS_HEADERS } from './cors.js';
+import { CORS_HEADERS } from '../core/http/cors.js';
 import type { RenderedAnswer } from './rendered.js';
 
 /**

@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry } from '../cache/subdomain-cache.js';
-import { RateLimitedError } from '../errors.js';
-import type { RpcEndpoint } from '../rpc/endpoint.js';
+import type { CacheEntry } from '../core/cache/subdomain-cache.js';
+import { RateLimitedError } from '../core/errors.js';
+import type { RpcEndpoint } from '../core/rpc/endpoint.js';
 import type { CacheState, Requester } from '../subdomains/lookup.js';
-import { CORS_HEADERS } from './cors.js';
+import { CORS_HEADERS } from '../core/http/cors.js';
 import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './pages.js';
-import { HEADER } from './schemas.js';
+import { HEADER } from '../core/http/schemas.js';
 
 /**
  * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its

@@ -1,15 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { SubdomainCache } from '../cache/subdomain-cache.js';
-import type { Config } from '../config.js';
+import { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import type { Config } from '../core/config.js';
 import { buildApp } from '../http/app.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { RefreshListener } from '../queue/refresh-events.js';
+import type { Metrics } from '../core/metrics.js';
+import { RefreshListener } from '../core/queue/refresh-events.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
   refreshQueueCounts,
-} from '../queue/refresh-queue.js';
+} from '../core/queue/refresh-queue.js';
 import {
   closeRedis,
   createRedis,
@@ -17,16 +17,16 @@ import {
   waitReady,
   type RedisAccess,
   type RedisErrorLog,
-} from '../redis.js';
-import { EndpointSelector, type HostResolver } from '../rpc/endpoint.js';
+} from '../core/redis.js';
+import { EndpointSelector, type HostResolver } from '../core/rpc/endpoint.js';
 import { RecordKeyDeriver } from '../sns/record-key.js';
-import { HotParentCounter } from '../subdomains/hot-parents.js';
+import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from '../subdomains/details-views.js';
 import { SubdomainLookup } from '../subdomains/lookup.js';
 import { LiveUpdates } from '../subdomains/live-updates.js';
-import { redisKeys } from '../redis-keys.js';
-import { redisReadiness } from './readiness.js';
-import { closeSteps } from './shutdown.js';
+import { redisKeys } from '../core/redis-keys.js';
+import { redisReadiness } from '../core/runtime/readiness.js';
+import { closeSteps } from '../core/runtime/shutdown.js';
 
 /** How long the API waits for Redis at start before it listens without it, in milliseconds. */
 export const REDIS_START_WAIT_MS = 5_000;

@@ -1,6 +1,6 @@
 import type { Record } from '@bonfida/spl-name-service';
 import type { DomainName } from './names.js';
-import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from './pda.js';
+import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from '../core/sns/pda.js';
 
 /**
  * Derives SNS V2 record keys, offline. The HTTP route keeps its answers in an LRU; this class is
@@ -9,7 +9,7 @@ import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from './pda.js';
  * The rule is the SDK's `getRecordV2Key(domain + ".sol", record)` (@bonfida/spl-name-service 3.x,
  * record_v2/getRecordV2Key): the record key is the name-program PDA of
  * `sha256("SPL Name Service" + "\x02" + record)` with class `CENTRAL_STATE_SNS_RECORDS` and parent
- * the domain's name account. It is computed by `recordKeyV2` of ./pda.ts, bit-identical to the SDK
+ * the domain's name account. It is computed by `recordKeyV2` of src/core/sns/pda.ts, bit-identical to the SDK
  * (test/pda.test.ts) and much faster (BENCHMARKS.md, "Costs the code's comments refer to").
  */
 export class RecordKeyDeriver {

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry, EntryAccounts, SubdomainCache } from '../cache/subdomain-cache.js';
-import { InternalError } from '../errors.js';
+import type { CacheEntry, EntryAccounts, SubdomainCache } from '../core/cache/subdomain-cache.js';
+import { InternalError } from '../core/errors.js';
 import { etagOf, type RenderedAnswer } from '../http/rendered.js';
 import type { CacheState, LookupResult } from './lookup.js';
 

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry, EntryAccounts, SubdomainCache } from '../cache/subdomain-cache.js';
+import type { CacheEntry, EntryAccounts, SubdomainCache } from '../core/cache/subdomain-cache.js';
 import {
   GatewayError,
   InternalError,
@@ -9,17 +9,17 @@ import {
   RateLimitedError,
   RpcUnavailableError,
   ShuttingDownError,
-} from '../errors.js';
-import type { Metrics } from '../metrics/metrics.js';
-import type { RefreshListener } from '../queue/refresh-events.js';
+} from '../core/errors.js';
+import type { Metrics } from '../core/metrics.js';
+import type { RefreshListener } from '../core/queue/refresh-events.js';
 import {
   addRefreshJob,
   refreshDedupId,
   waitingRefreshes,
   type RefreshJobData,
-} from '../queue/refresh-queue.js';
-import type { RpcEndpoint } from '../rpc/endpoint.js';
-import type { HotParentCounter } from './hot-parents.js';
+} from '../core/queue/refresh-queue.js';
+import type { RpcEndpoint } from '../core/rpc/endpoint.js';
+import type { HotParentCounter } from '../core/cache/hot-parents.js';
 import { InProcessCopy } from './in-process-copy.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */

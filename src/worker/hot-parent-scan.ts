@@ -1,9 +1,9 @@
 import { Queue, type ConnectionOptions, type Worker } from 'bullmq';
-import type { RedisClient } from '../redis.js';
-import type { SubdomainCache } from '../cache/subdomain-cache.js';
-import { addRefreshJob, type RefreshJobData } from '../queue/refresh-queue.js';
-import { redisKeys } from '../redis-keys.js';
-import { topHotParents } from '../subdomains/hot-parents.js';
+import type { RedisClient } from '../core/redis.js';
+import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
+import { redisKeys } from '../core/redis-keys.js';
+import { topHotParents } from '../core/cache/hot-parents.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**

@@ -6,19 +6,19 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import type { Registry } from 'prom-client';
-import { ERROR_TEXT, errorEnvelope } from '../errors.js';
+import { ERROR_TEXT, errorEnvelope } from '../core/errors.js';
 import {
   clientErrorHandler,
   frameworkErrorDetail,
   installErrorHandling,
-} from '../http/error-handler.js';
-import { opsRoutes, type Readiness } from '../http/routes/ops.js';
+} from '../core/http/error-handler.js';
+import { opsRoutes, type Readiness } from '../core/http/ops-routes.js';
 
 /** See `requestTimeout` below, in milliseconds. */
 const OPS_REQUEST_TIMEOUT_MS = 60_000;
 
 /**
- * The ops routes alone (`/healthz`, `/readyz`, `/metrics`: src/http/routes/ops.ts) with the API's
+ * The ops routes alone (`/healthz`, `/readyz`, `/metrics`: src/core/http/ops-routes.ts) with the API's
  * error handling, so they answer in the same shapes as the API's: the worker serves this on
  * `WORKER_METRICS_PORT`, having no other HTTP surface. No access log (Prometheus scrapes every
  * few seconds). It listens on nothing; the caller does, and closes it.

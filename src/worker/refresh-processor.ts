@@ -1,14 +1,14 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { SubdomainCache } from '../cache/subdomain-cache.js';
-import { occasionalWarning } from '../logger.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { publishRefreshEvent } from '../queue/refresh-events.js';
-import type { RefreshJobData } from '../queue/refresh-queue.js';
+import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import { occasionalWarning } from '../core/logger.js';
+import type { Metrics } from '../core/metrics.js';
+import { publishRefreshEvent } from '../core/queue/refresh-events.js';
+import type { RefreshJobData } from '../core/queue/refresh-queue.js';
 import { RpcCallError } from './rpc/client.js';
-import { overrideEndpoint, type RpcEndpoint } from '../rpc/endpoint.js';
-import type { RedisClient } from '../redis.js';
-import { isSlot, type SlotClock } from '../rpc/slot.js';
+import { overrideEndpoint, type RpcEndpoint } from '../core/rpc/endpoint.js';
+import type { RedisClient } from '../core/redis.js';
+import { isSlot, type SlotClock } from '../core/rpc/slot.js';
 import {
   discoverSubdomains,
   type Discovery,

@@ -1,8 +1,8 @@
 import type { ConnectionOptions, Worker } from 'bullmq';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { refreshBackoff, type RefreshJobData } from '../queue/refresh-queue.js';
+import type { Config } from '../core/config.js';
+import type { Metrics } from '../core/metrics.js';
+import { refreshBackoff, type RefreshJobData } from '../core/queue/refresh-queue.js';
 import {
   createRefreshProcessor,
   type RefreshProcessorDeps,

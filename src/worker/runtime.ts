@@ -2,32 +2,32 @@ import type { Worker } from 'bullmq';
 import type { LookupFunction } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { SubdomainCache } from '../cache/subdomain-cache.js';
-import type { Config } from '../config.js';
+import { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import type { Config } from '../core/config.js';
 import { buildOpsApp } from './ops-app.js';
-import type { Metrics } from '../metrics/metrics.js';
+import type { Metrics } from '../core/metrics.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
   REFRESH_QUEUE,
   refreshQueueCounts,
-} from '../queue/refresh-queue.js';
+} from '../core/queue/refresh-queue.js';
 import {
   closeRedis,
   createRedis,
   createRedisErrorLog,
   type RedisAccess,
   type RedisErrorLog,
-} from '../redis.js';
+} from '../core/redis.js';
 import { RpcClient } from './rpc/client.js';
-import { EndpointSelector } from '../rpc/endpoint.js';
-import { SlotClock } from '../rpc/slot.js';
+import { EndpointSelector } from '../core/rpc/endpoint.js';
+import { SlotClock } from '../core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
-import { redisKeys } from '../redis-keys.js';
-import { redisReadiness } from '../runtime/readiness.js';
+import { redisKeys } from '../core/redis-keys.js';
+import { redisReadiness } from '../core/runtime/readiness.js';
 import { DecodeThread } from './sns/discovery-runner.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
-import { closeSteps } from '../runtime/shutdown.js';
+import { closeSteps } from '../core/runtime/shutdown.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';
 import {
   createHotParentScanQueue,

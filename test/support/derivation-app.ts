@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/core/config.js';
 import { buildApp } from '../../src/http/app.js';
-import { createMetrics } from '../../src/metrics/metrics.js';
-import { EndpointSelector } from '../../src/rpc/endpoint.js';
+import { createMetrics } from '../../src/core/metrics.js';
+import { EndpointSelector } from '../../src/core/rpc/endpoint.js';
 import { RecordKeyDeriver } from '../../src/sns/record-key.js';
 
 /**

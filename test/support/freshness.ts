@@ -1,5 +1,5 @@
-import { endpointId } from '../../src/rpc/endpoint.js';
-import { redisKeys } from '../../src/redis-keys.js';
+import { endpointId } from '../../src/core/rpc/endpoint.js';
+import { redisKeys } from '../../src/core/redis-keys.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from './rpc-sim/index.js';
 

@@ -10,8 +10,8 @@
  */
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config.js';
-import { createMetrics } from '../../src/metrics/metrics.js';
+import { loadConfig } from '../../src/core/config.js';
+import { createMetrics } from '../../src/core/metrics.js';
 import { Registry } from 'prom-client';
 import { createRefreshWorker } from '../../src/worker/refresh-worker.js';
 import type { RefreshProcessorDeps } from '../../src/worker/refresh-processor.js';

@@ -2,11 +2,11 @@ import type { Record } from '@bonfida/spl-name-service';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { AdmittedLru } from '../../cache/admitted-lru.js';
-import { InternalError, InvalidInputError } from '../../errors.js';
+import { InternalError, InvalidInputError } from '../../core/errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
 import { parseRecord, parseRecordList } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
-import { CORS_HEADERS } from '../cors.js';
+import { CORS_HEADERS } from '../../core/http/cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -15,7 +15,7 @@ import {
   notModifiedResponse,
   okResponse,
   SHUTTING_DOWN,
-} from '../schemas.js';
+} from '../../core/http/schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type RecordKeyRouteDeps = {
@@ -91,7 +91,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   app.get(
     '/record-key-v2/:domain/:record',
     {
-      // CORS headers come from DERIVATION_HEADERS (see ../cors.ts).
+      // CORS headers come from DERIVATION_HEADERS (see src/core/http/cors.ts).
       config: { cors: false },
       schema: {
         tags: ['sns'],

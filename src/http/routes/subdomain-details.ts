@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { boundedMemo } from '../../cache/bounded-memo.js';
-import { InternalError, OverloadedError } from '../../errors.js';
-import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
+import { boundedMemo } from '../../core/cache/bounded-memo.js';
+import { InternalError, OverloadedError } from '../../core/errors.js';
+import type { EndpointSelector, RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import {
   buildDetailsView,
@@ -21,7 +21,13 @@ import {
   requesterOf,
   setCacheHeaders,
 } from '../subdomain-answers.js';
-import { errorResponse, HEADER, INTERNAL, notModifiedResponse, okResponse } from '../schemas.js';
+import {
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  okResponse,
+} from '../../core/http/schemas.js';
 
 export type SubdomainDetailsRouteDeps = {
   endpoints: EndpointSelector;

@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { boundedMemo } from '../../cache/bounded-memo.js';
-import type { CacheEntry } from '../../cache/subdomain-cache.js';
-import { InternalError } from '../../errors.js';
-import type { EndpointSelector, RpcEndpoint } from '../../rpc/endpoint.js';
+import { boundedMemo } from '../../core/cache/bounded-memo.js';
+import type { CacheEntry } from '../../core/cache/subdomain-cache.js';
+import { InternalError } from '../../core/errors.js';
+import type { EndpointSelector, RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
 import { selectPage, type PageRequest } from '../../subdomains/pages.js';
@@ -16,7 +16,7 @@ import {
   notModifiedResponse,
   okResponse,
   SHUTTING_DOWN,
-} from '../schemas.js';
+} from '../../core/http/schemas.js';
 import {
   CACHED_ANSWER_HEADERS,
   cacheHeaders,
@@ -130,7 +130,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   app.get(
     '/subdomains/:parent',
     {
-      // CORS headers come with the caching headers (../subdomain-answers.ts, ../cors.ts).
+      // CORS headers come with the caching headers (../subdomain-answers.ts, src/core/http/cors.ts).
       config: { cors: false },
       schema: {
         tags: ['sns'],

@@ -1,22 +1,22 @@
 import { Redlock, type Lock } from '@sesamecare-oss/redlock';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import { occasionalWarning } from '../../logger.js';
+import { occasionalWarning } from '../../core/logger.js';
 import {
   labelsOf,
   type CacheEntry,
   type EntryAccounts,
   type Member,
   type SubdomainCache,
-} from '../../cache/subdomain-cache.js';
-import type { Metrics } from '../../metrics/metrics.js';
-import { publishRefreshEvent } from '../../queue/refresh-events.js';
-import { addRefreshJob, type RefreshJobData } from '../../queue/refresh-queue.js';
-import { databaseOf, type RedisClient } from '../../redis.js';
-import { redisKeys } from '../../redis-keys.js';
+} from '../../core/cache/subdomain-cache.js';
+import type { Metrics } from '../../core/metrics.js';
+import { publishRefreshEvent } from '../../core/queue/refresh-events.js';
+import { addRefreshJob, type RefreshJobData } from '../../core/queue/refresh-queue.js';
+import { databaseOf, type RedisClient } from '../../core/redis.js';
+import { redisKeys } from '../../core/redis-keys.js';
 import type { CostTable } from '../rpc/client.js';
-import type { RpcEndpoint } from '../../rpc/endpoint.js';
-import type { SlotClock } from '../../rpc/slot.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { SlotClock } from '../../core/rpc/slot.js';
 import { classifyChange, type Change } from '../sns/change.js';
 import { DecodeThread } from '../sns/discovery-runner.js';
 import {
@@ -24,8 +24,8 @@ import {
   MULTIPLE_ACCOUNTS_BATCH,
   type DiscoveryLane,
 } from '../sns/subdomain-discovery.js';
-import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../sns/pda.js';
-import { topHotParents } from '../../subdomains/hot-parents.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import { topHotParents } from '../../core/cache/hot-parents.js';
 import { hotParentScanIntervalMs } from '../hot-parent-scan.js';
 import { ProgramSubscriber, type AccountNotification } from './program-subscriber.js';
 

@@ -2,13 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
-import { occasionalWarning } from '../../logger.js';
-import type { Metrics } from '../../metrics/metrics.js';
+import { occasionalWarning } from '../../core/logger.js';
+import type { Metrics } from '../../core/metrics.js';
 import { parseBoundedJson } from '../rpc/bounded-json.js';
 import type { CostTable } from '../rpc/client.js';
-import { isSlot } from '../../rpc/slot.js';
+import { isSlot } from '../../core/rpc/slot.js';
 import { SCAN_SLICE } from '../sns/discovery-decode.js';
-import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../sns/pda.js';
+import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
 
 const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 

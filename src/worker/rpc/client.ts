@@ -1,14 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import type { Metrics, RpcOutcome } from '../../metrics/metrics.js';
-import type { RpcEndpoint } from '../../rpc/endpoint.js';
+import type { Metrics, RpcOutcome } from '../../core/metrics.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { RpcCallError } from './envelope.js';
 import { postJson, TransportError, type Agents, type HttpReply } from './transport.js';
 
 export { RpcCallError };
 
 /**
- * Provider cost units per method, `*` for the others: `RPC_CREDITS`, parsed by src/config.ts,
+ * Provider cost units per method, `*` for the others: `RPC_CREDITS`, parsed by src/core/config.ts,
  * which holds the one default (as Helius bills).
  */
 export type CostTable = { readonly [method: string]: number };
@@ -16,7 +16,7 @@ export type CostTable = { readonly [method: string]: number };
 /**
  * Longest `Retry-After` a call sleeps through in place, holding its worker slot. A longer one
  * ends the call with the error (its `retryAfterMs` set): the slot goes back to the queue and the
- * job's back-off waits instead (../queue/refresh-queue.ts), so an upstream answering
+ * job's back-off waits instead (src/core/queue/refresh-queue.ts), so an upstream answering
  * `Retry-After: 30` cannot hold the worker's slots.
  */
 export const MAX_RETRY_AFTER_IN_PLACE_MS = 5_000;

@@ -1,4 +1,4 @@
-import type { RpcOutcome } from '../../metrics/metrics.js';
+import type { RpcOutcome } from '../../core/metrics.js';
 import { JsonBoundsError, parseBoundedJson, RPC_JSON_BOUNDS } from './bounded-json.js';
 
 /**

@@ -5,7 +5,7 @@ import {
   SCAN_SLICE,
   SLICE_AT,
 } from './discovery-decode.js';
-import { hashName, nameAccountKey, reverseKeyFromDomainKey, toBase58 } from '../../sns/pda.js';
+import { hashName, nameAccountKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
 
 /**
  * What one `programSubscribe` notification under a parent proves (docs/design.md, "Freshness").

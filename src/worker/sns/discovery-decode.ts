@@ -1,6 +1,6 @@
 import { decodeEnvelope, malformed } from '../rpc/envelope.js';
-import { isSlot } from '../../rpc/slot.js';
-import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../sns/pda.js';
+import { isSlot } from '../../core/rpc/slot.js';
+import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
 
 /**
  * The heavy half of subdomain discovery (./subdomain-discovery.ts): the `getProgramAccounts` reply
@@ -152,7 +152,7 @@ function sliceOwner(text: string): string {
  * from the base58 text the RPC returns, canonical as the SDK's `toBase58()` writes it).
  *
  * @param parentKey the parent's name account (32 bytes).
- * @throws RpcCallError for a body that is no JSON-RPC reply to `id` (./envelope.ts), and, not
+ * @throws RpcCallError for a body that is no JSON-RPC reply to `id` (../rpc/envelope.ts), and, not
  *   retried, for a reply whose accounts are not what the request asked for (see `malformed`).
  */
 export function classifyProgramAccounts(

@@ -1,10 +1,10 @@
 import type { ReplyDecoder, RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
-import type { RpcEndpoint } from '../../rpc/endpoint.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
-import type { Member } from '../../cache/subdomain-cache.js';
+import type { Member } from '../../core/cache/subdomain-cache.js';
 import { DecodeThread } from './discovery-runner.js';
-import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../sns/pda.js';
+import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 
@@ -51,7 +51,7 @@ export type DiscoveryLane = {
  * label is the reverse text. Empty texts are dropped, as the SDK drops them. Labels come back
  * sorted (stable answers, docs/design.md).
  *
- * The keys come from ./pda.ts (`domainKey`, `reverseKeyFromDomainKey`): bit-identical to the
+ * The keys come from src/core/sns/pda.ts (`domainKey`, `reverseKeyFromDomainKey`): bit-identical to the
  * SDK's `getDomainKeySync` and `getReverseKeyFromDomainKey` (test/pda.test.ts), and far faster
  * (BENCHMARKS.md). A reverse key is derived from the base58 text the RPC returns (canonical, as
  * the SDK's `toBase58()` writes it), without decoding it.

@@ -3,7 +3,7 @@ import bs58 from 'bs58';
 /**
  * Base58 for the RPC simulator (memcmp filter bytes, pubkey params, `base58` account encoding),
  * from the `bs58` package that web3.js itself uses, so the simulator shares no code with the
- * gateway's own codec (src/sns/base58.ts), which it helps test.
+ * gateway's own codec (src/core/sns/base58.ts), which it helps test.
  */
 
 /** Encodes bytes as base58 (each leading zero byte becomes a leading `1`). */

@@ -275,7 +275,7 @@ export const configSchema = z
     JOB_BACKOFF_MS: int(0, 3_600_000, 2_000),
     /**
      * Prefix of every Redis key and channel of the gateway, not only the queue's: cache entries,
-     * BullMQ's keys, hot-parent counts, leases, the cold-miss limit (src/redis-keys.ts). The name
+     * BullMQ's keys, hot-parent counts, leases, the cold-miss limit (src/core/redis-keys.ts). The name
      * is historical and kept so deployments keep working; a hash tag on Redis Cluster (below).
      */
     QUEUE_PREFIX: z.preprocess(
@@ -291,7 +291,7 @@ export const configSchema = z
     /**
      * Distinct clients a parent needs in a window before it is refreshed ahead or followed on the
      * chain: that work is charged to no client, so one client alone must not get it. At most
-     * HOT_PARENT_CLIENT_CAP (src/subdomains/hot-parents.ts): no parent counts more clients.
+     * HOT_PARENT_CLIENT_CAP (src/core/cache/hot-parents.ts): no parent counts more clients.
      */
     HOT_KEYS_MIN_CLIENTS: int(1, 16, 2),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),

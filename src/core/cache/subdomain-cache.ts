@@ -56,7 +56,7 @@ export type WriteOutcome = 'written' | 'kept' | 'conflict' | 'missing';
  * slot when both slots are known, else an earlier fetchedAt; `next_rev(key, slot, at, ceiling)` the
  * revision a write of that entry gets, or nil when the stored one is newer.
  *
- * Slots are checked as `isSlot` (src/rpc/slot.ts) checks them. A write whose slot or fetchedAt is
+ * Slots are checked as `isSlot` (src/core/rpc/slot.ts) checks them. A write whose slot or fetchedAt is
  * not one is refused with an error (the callers check first; this keeps `Infinity` or a float past
  * 2^53 out of the store whatever a caller does). A stored entry whose slot is not one (cjson reads
  * `Infinity`, which JSON.parse refuses), whose fetchedAt is not finite, or whose slot is past

@@ -1,7 +1,7 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
-import { errorEnvelope } from '../../errors.js';
-import { errorResponse, ok, okResponse, SHUTTING_DOWN } from '../schemas.js';
+import { errorEnvelope } from '../errors.js';
+import { errorResponse, ok, okResponse, SHUTTING_DOWN } from './schemas.js';
 
 /** The parts `/readyz` reports, each on its own (its body's `parts`). */
 export type ReadinessParts = {

@@ -50,7 +50,7 @@ const MAX_JOB_RETRY_AFTER_MS = 10 * 60_000;
 /**
  * The back-off of refresh jobs: exponential from `JOB_BACKOFF_MS`, but never shorter than the
  * `Retry-After` of the failure (an RpcCallError's `retryAfterMs`, capped at ten minutes): a long
- * `Retry-After` is waited here, between attempts, not in a worker slot (../rpc/client.ts).
+ * `Retry-After` is waited here, between attempts, not in a worker slot (src/worker/rpc/client.ts).
  * Passed to BullMQ workers as `settings.backoffStrategy`.
  */
 export function refreshBackoff(baseMs: number) {

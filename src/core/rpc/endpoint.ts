@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.js';
 import { InvalidInputError, NotConfiguredError, OverloadedError } from '../errors.js';
-import type { EndpointLabel } from '../metrics/metrics.js';
+import type { EndpointLabel } from '../metrics.js';
 
 /**
  * A selected JSON-RPC endpoint. `id` names it in cache keys: a hash of the full URL, because a URL

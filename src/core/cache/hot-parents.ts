@@ -4,7 +4,7 @@ import { redisKeys } from '../redis-keys.js';
 /**
  * Distinct clients counted per parent and window (in process and in Redis): past it a parent is as
  * hot as it gets. Small, so a table full of parents stays small; `HOT_KEYS_MIN_CLIENTS` is bounded
- * by it (src/config.ts), or no parent could ever reach the bar.
+ * by it (src/core/config.ts), or no parent could ever reach the bar.
  */
 export const HOT_PARENT_CLIENT_CAP = 16;
 /** Pairs written per script call. */

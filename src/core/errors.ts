@@ -1,6 +1,6 @@
 /**
  * Typed errors and the error envelope (the success envelope is the HTTP layer's:
- * src/http/schemas.ts). The texts of 400, 500 and 502 are the contract's; the
+ * src/core/http/schemas.ts). The texts of 400, 500 and 502 are the contract's; the
  * gateway answers every other error in the same envelope (docs/design.md, "Endpoints and the
  * error contract").
  */

@@ -1,4 +1,4 @@
-import type { Readiness, ReadinessParts } from '../http/routes/ops.js';
+import type { Readiness, ReadinessParts } from '../http/ops-routes.js';
 import { probeRedis, type RedisClient, type RedisProbe } from '../redis.js';
 
 /** How long one readiness probe of Redis answers /readyz, in milliseconds. */

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_TEXT, errorEnvelope, GatewayError, NotConfiguredError } from '../errors.js';
 import { CORS_HEADERS } from './cors.js';
-import { PAGE_PARAM_ACCEPTED } from './pages.js';
+import { PAGE_PARAM_ACCEPTED } from '../../http/pages.js';
 
 /**
  * The envelope text of a framework-raised status: every error uses the envelope (docs/design.md,
@@ -33,7 +33,7 @@ const DETAIL_OF_STATUS: Readonly<Record<number, string>> = {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(
     (err: FastifyError | GatewayError, req: FastifyRequest, reply: FastifyReply) => {
-      // The hot routes set their CORS headers themselves, on success only (../cors.ts): a page on
+      // The hot routes set their CORS headers themselves, on success only (./cors.ts): a page on
       // another origin must be able to read an error too.
       reply.headers(CORS_HEADERS);
       if (err instanceof GatewayError) {

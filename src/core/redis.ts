@@ -27,7 +27,7 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 };
 
 /**
- * What the Redis user may run beyond the commands the gateway needs (src/redis-permissions.ts).
+ * What the Redis user may run beyond the commands the gateway needs (src/core/redis-permissions.ts).
  * `info: false` (a user without `INFO`, as an ACL `-@dangerous` of managed Redis has; or not
  * known): BullMQ skips its version check, which reads the version with `INFO` and, refused, fails
  * every command of that queue or worker for good. ioredis's ready check keeps `INFO`: refused,

@@ -15,7 +15,7 @@ export function serializeError(err: unknown): unknown {
  * The process logger (pino, JSON lines). No secret reaches a line: request URLs are logged with
  * `?rpc=` redacted, nothing that could hold a credential (headers, override URLs) is serialized,
  * errors lose the arguments of the Redis command they carry, and every line, whatever wrote it,
- * is cleared of URL credentials and `?rpc=` values last (src/redact.ts).
+ * is cleared of URL credentials and `?rpc=` values last (src/core/redact.ts).
  */
 export function createLogger(
   level: Config['LOG_LEVEL'],
