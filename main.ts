@@ -5,7 +5,7 @@ import { createLogger } from './src/core/logger.js';
 import { createMetrics } from './src/core/metrics.js';
 import { createRedisErrorLog } from './src/core/redis.js';
 import { checkRedisAtStart } from './src/core/redis-permissions.js';
-import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/runtime/api.js';
+import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/api/runtime.js';
 import { installShutdown } from './src/core/runtime/shutdown.js';
 
 /**

@@ -1,7 +1,7 @@
 /**
  * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
  *
- * - `api`, `worker`: the gateway, through src/runtime/api.ts and src/worker/runtime.ts, configured
+ * - `api`, `worker`: the gateway, through src/api/runtime.ts and src/worker/runtime.ts, configured
  *   from the environment like main.ts (logs go to stdout, which the bench discards). The
  *   worker's ready message carries the port of its `/metrics`.
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
@@ -31,7 +31,7 @@ import { loadConfig } from '../src/core/config.js';
 import { CORS_HEADERS } from '../src/core/http/cors.js';
 import { createLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { startApi } from '../src/runtime/api.js';
+import { startApi } from '../src/api/runtime.js';
 import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/core/sns/pda.js';
 import {
   DEFAULT_SIM_OWNER,

@@ -335,7 +335,7 @@ async function main(): Promise<void> {
         ratioRows,
       ),
       '',
-      '- gateway: the API process (src/runtime/api.ts) with its defaults (`LOG_LEVEL=info`, no' +
+      '- gateway: the API process (src/api/runtime.ts) with its defaults (`LOG_LEVEL=info`, no' +
         ' access log). The four servers of a scenario ran side by side, in alternating slices of' +
         ` ${SLICE} s.`,
       '- naive (SDK): Fastify calling `getRecordV2Key` / `findSubdomains` (web3.js `Connection`)' +

@@ -250,7 +250,7 @@ describe('Dockerfile and .dockerignore', () => {
     expect(runtime).toMatch(/RUN npm ci --omit=dev\b/);
     expect(runtime).toMatch(/COPY --from=\w+ \/app\/dist \.\/dist/);
     expect(runtime).toMatch(/^USER node$/m);
-    // Files the app reads at run time, next to dist/ (the home page, src/http/routes/home.ts).
+    // Files the app reads at run time, next to dist/ (the home page, src/api/http/routes/home.ts).
     expect(runtime).toMatch(/^COPY public \.\/public$/m);
     expect(runtime).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
     // The entry the image runs is what `npm run build` emits for main.ts.

@@ -6,11 +6,11 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/core/config.js';
-import { REQUEST_TIMEOUT_MS } from '../src/http/app.js';
+import { REQUEST_TIMEOUT_MS } from '../src/api/http/app.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { createMetrics } from '../src/core/metrics.js';
-import { startApi } from '../src/runtime/api.js';
+import { startApi } from '../src/api/runtime.js';
 import { startWorker } from '../src/worker/runtime.js';
 import {
   baseUrlOf,

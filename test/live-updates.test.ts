@@ -13,7 +13,7 @@ import { spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
 import { startRpcSimulator } from './support/rpc-sim/index.js';
 import { hotParentsWindowKey } from '../src/core/cache/hot-parents.js';
-import { LiveUpdates, type StreamSink } from '../src/subdomains/live-updates.js';
+import { LiveUpdates, type StreamSink } from '../src/api/subdomains/live-updates.js';
 import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import type { RefreshListener } from '../src/core/queue/refresh-events.js';
 import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';

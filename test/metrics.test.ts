@@ -14,7 +14,7 @@ import { loadConfig } from '../src/core/config.js';
 import { createLogger } from '../src/core/logger.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/core/metrics.js';
-import { startApi } from '../src/runtime/api.js';
+import { startApi } from '../src/api/runtime.js';
 import { startWorker } from '../src/worker/runtime.js';
 import {
   baseUrlOf,

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { deferredChildLogger } from '../src/http/request-logger.js';
+import { deferredChildLogger } from '../src/api/http/request-logger.js';
 import { createLogger } from '../src/core/logger.js';
 
 /**

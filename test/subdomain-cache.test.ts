@@ -13,7 +13,7 @@ import {
 } from '../src/core/queue/refresh-events.js';
 import { createRefreshQueue } from '../src/core/queue/refresh-queue.js';
 import { databaseOf } from '../src/core/redis.js';
-import { SubdomainLookup } from '../src/subdomains/lookup.js';
+import { SubdomainLookup } from '../src/api/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 

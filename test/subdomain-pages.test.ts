@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PAGE_LIMIT_PATTERN, PAGE_PARAM_ACCEPTED } from '../src/http/pages.js';
+import { PAGE_LIMIT_PATTERN, PAGE_PARAM_ACCEPTED } from '../src/api/http/paged-answer.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
 

@@ -303,7 +303,7 @@ export const configSchema = z
     SSE_MAX_STREAMS: int(1, 10_000_000, 10_000),
     WORKER_METRICS_PORT: int(0, 65535, 9101),
     LOCAL_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),
-    /** Bytes of rendered `/details` answers each API process keeps (src/subdomains/details-views.ts). */
+    /** Bytes of rendered `/details` answers each API process keeps (src/api/subdomains/details-views.ts). */
     DETAILS_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),
     DERIVATION_CACHE_SIZE: int(0, 10_000_000, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000, 10_000),

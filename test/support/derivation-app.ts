@@ -2,10 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../src/core/config.js';
-import { buildApp } from '../../src/http/app.js';
+import { buildApp } from '../../src/api/http/app.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { EndpointSelector } from '../../src/core/rpc/endpoint.js';
-import { RecordKeyDeriver } from '../../src/sns/record-key.js';
+import { RecordKeyDeriver } from '../../src/api/sns/record-key.js';
 
 /**
  * The app with no Redis at all: derivations must not need it (docs/design.md, "Shape").

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
-import { buildApp } from '../http/app.js';
+import { buildApp } from './http/app.js';
 import type { Metrics } from '../core/metrics.js';
 import { RefreshListener } from '../core/queue/refresh-events.js';
 import {
@@ -19,11 +19,11 @@ import {
   type RedisErrorLog,
 } from '../core/redis.js';
 import { EndpointSelector, type HostResolver } from '../core/rpc/endpoint.js';
-import { RecordKeyDeriver } from '../sns/record-key.js';
+import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
-import { DetailsViews } from '../subdomains/details-views.js';
-import { SubdomainLookup } from '../subdomains/lookup.js';
-import { LiveUpdates } from '../subdomains/live-updates.js';
+import { DetailsViews } from './subdomains/details-views.js';
+import { SubdomainLookup } from './subdomains/lookup.js';
+import { LiveUpdates } from './subdomains/live-updates.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { redisReadiness } from '../core/runtime/readiness.js';
 import { closeSteps } from '../core/runtime/shutdown.js';

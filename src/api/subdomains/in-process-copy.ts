@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry, SubdomainCache } from '../core/cache/subdomain-cache.js';
-import type { RefreshListener } from '../core/queue/refresh-events.js';
-import type { RpcEndpoint } from '../core/rpc/endpoint.js';
+import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
+import type { RefreshListener } from '../../core/queue/refresh-events.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 
 export type InProcessCopyOptions = {
   /** Decides freshness, on the same clock and window as every other reader. */

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { InvalidInputError } from '../../core/errors.js';
-import { errorEnvelopeSchema } from '../../core/http/schemas.js';
+import { InvalidInputError } from '../../../core/errors.js';
+import { errorEnvelopeSchema } from '../../../core/http/schemas.js';
 
 const schema = { hide: true, response: { '4xx': errorEnvelopeSchema } };
 

@@ -1,8 +1,8 @@
-import type { CacheEntry, SubdomainCache } from '../core/cache/subdomain-cache.js';
-import { OverloadedError, RateLimitedError, ShuttingDownError } from '../core/errors.js';
-import type { RefreshListener } from '../core/queue/refresh-events.js';
-import type { RpcEndpoint } from '../core/rpc/endpoint.js';
-import type { HotParentCounter } from '../core/cache/hot-parents.js';
+import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
+import { OverloadedError, RateLimitedError, ShuttingDownError } from '../../core/errors.js';
+import type { RefreshListener } from '../../core/queue/refresh-events.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 
 /** Where a stream's bytes go: a `ServerResponse` whose headers are sent. */
 export type StreamSink = {

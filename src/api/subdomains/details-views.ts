@@ -1,6 +1,10 @@
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry, EntryAccounts, SubdomainCache } from '../core/cache/subdomain-cache.js';
-import { InternalError } from '../core/errors.js';
+import type {
+  CacheEntry,
+  EntryAccounts,
+  SubdomainCache,
+} from '../../core/cache/subdomain-cache.js';
+import { InternalError } from '../../core/errors.js';
 import { etagOf, type RenderedAnswer } from '../http/rendered.js';
 import type { CacheState, LookupResult } from './lookup.js';
 

@@ -7,7 +7,7 @@ import {
   ok,
   okResponse,
   SHUTTING_DOWN,
-} from '../../core/http/schemas.js';
+} from '../../../core/http/schemas.js';
 
 /**
  * `GET /types/record` (README, "Routes"): the SDK's `Record` enum, whose values are what

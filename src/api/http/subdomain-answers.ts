@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry } from '../core/cache/subdomain-cache.js';
-import { RateLimitedError } from '../core/errors.js';
-import type { RpcEndpoint } from '../core/rpc/endpoint.js';
+import type { CacheEntry } from '../../core/cache/subdomain-cache.js';
+import { RateLimitedError } from '../../core/errors.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { CacheState, Requester } from '../subdomains/lookup.js';
-import { CORS_HEADERS } from '../core/http/cors.js';
-import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './pages.js';
-import { HEADER } from '../core/http/schemas.js';
+import { CORS_HEADERS } from '../../core/http/cors.js';
+import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './paged-answer.js';
+import { HEADER } from '../../core/http/schemas.js';
 
 /**
  * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
@@ -21,7 +21,7 @@ const COLD_MISS_DETAIL =
  * The client a request counts as: the key of its cold-miss limit (buildApp gives it to
  * @fastify/rate-limit as `keyGenerator`), the hot-parent ranking's distinct clients, and the event
  * streams' per-client bound. From the address Fastify reports, `X-Forwarded-For` honoured as far as
- * `TRUST_PROXY` says (src/http/app.ts), by {@link clientKeyOf}. Never holds a space.
+ * `TRUST_PROXY` says (src/api/http/app.ts), by {@link clientKeyOf}. Never holds a space.
  */
 export const clientKey = (req: FastifyRequest): string => clientKeyOf(req.ip);
 

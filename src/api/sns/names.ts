@@ -1,4 +1,4 @@
-import { echoInput, InvalidInputError } from '../core/errors.js';
+import { echoInput, InvalidInputError } from '../../core/errors.js';
 
 /**
  * A name as the routes accept it, after normalization: trimmed, lower-cased, split on `.`.

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify';
-import type { Metrics } from '../core/metrics.js';
+import type { Metrics } from '../../core/metrics.js';
 
 /** Answers slower than this are logged at warn level even without the access log. */
 const SLOW_REQUEST_SECONDS = 1;

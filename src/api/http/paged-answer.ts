@@ -1,13 +1,13 @@
 import { fnv1a } from '@fastify/etag';
 import { Type } from '@fastify/type-provider-typebox';
-import { InvalidInputError } from '../core/errors.js';
-import type { Page, PageRequest } from '../subdomains/pages.js';
-import { CORS_HEADERS } from '../core/http/cors.js';
+import { InvalidInputError } from '../../core/errors.js';
+import type { Page, PageRequest } from '../subdomains/page-selection.js';
+import { CORS_HEADERS } from '../../core/http/cors.js';
 import type { RenderedAnswer } from './rendered.js';
 
 /**
  * The HTTP side of pages and prefixes (issue 14, item 1; README, "Routes"): the query parameters,
- * their parsing, and the paged answer. The selection itself is src/subdomains/pages.ts.
+ * their parsing, and the paged answer. The selection itself is src/api/subdomains/page-selection.ts.
  */
 
 /** Most labels in one page: `?limit=` takes 1 to this. */
@@ -137,7 +137,7 @@ export function renderPage(
 /**
  * {@link renderPage} for items already serialized: `items` is the JSON text of the page's items,
  * comma-separated, without the brackets (`''` for none), as a slice of the whole list's rendered
- * body gives it (src/subdomains/details-views.ts). The same bytes and ETag as {@link renderPage}
+ * body gives it (src/api/subdomains/details-views.ts). The same bytes and ETag as {@link renderPage}
  * of those items.
  */
 export function renderPageText(

@@ -1,5 +1,5 @@
 import { Record } from '@bonfida/spl-name-service';
-import { echoInput, InvalidInputError } from '../core/errors.js';
+import { echoInput, InvalidInputError } from '../../core/errors.js';
 
 /** The SDK's `Record` enum object (name -> value), as `GET /types/record` returns it. */
 export const RECORD_ENUM: Readonly<{ [name: string]: string }> = Object.freeze({ ...Record });

@@ -1,6 +1,6 @@
 import type { Record } from '@bonfida/spl-name-service';
 import type { DomainName } from './names.js';
-import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from '../core/sns/pda.js';
+import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from '../../core/sns/pda.js';
 
 /**
  * Derives SNS V2 record keys, offline. The HTTP route keeps its answers in an LRU; this class is

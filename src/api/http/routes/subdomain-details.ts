@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { boundedMemo } from '../../core/cache/bounded-memo.js';
-import { InternalError, OverloadedError } from '../../core/errors.js';
-import type { EndpointSelector, RpcEndpoint } from '../../core/rpc/endpoint.js';
+import { boundedMemo } from '../../../core/cache/bounded-memo.js';
+import { InternalError, OverloadedError } from '../../../core/errors.js';
+import type { EndpointSelector, RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import {
   buildDetailsView,
@@ -11,8 +11,8 @@ import {
   type DetailsViews,
 } from '../../subdomains/details-views.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
-import { selectPage, type PageRequest } from '../../subdomains/pages.js';
-import { pageQueryProperties, pageRequestOf, renderPageText } from '../pages.js';
+import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
+import { pageQueryProperties, pageRequestOf, renderPageText } from '../paged-answer.js';
 import { sendRendered } from '../rendered.js';
 import {
   CACHED_ANSWER_HEADERS,
@@ -27,7 +27,7 @@ import {
   INTERNAL,
   notModifiedResponse,
   okResponse,
-} from '../../core/http/schemas.js';
+} from '../../../core/http/schemas.js';
 
 export type SubdomainDetailsRouteDeps = {
   endpoints: EndpointSelector;

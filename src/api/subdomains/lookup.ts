@@ -1,7 +1,11 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry, EntryAccounts, SubdomainCache } from '../core/cache/subdomain-cache.js';
+import type {
+  CacheEntry,
+  EntryAccounts,
+  SubdomainCache,
+} from '../../core/cache/subdomain-cache.js';
 import {
   GatewayError,
   InternalError,
@@ -9,17 +13,17 @@ import {
   RateLimitedError,
   RpcUnavailableError,
   ShuttingDownError,
-} from '../core/errors.js';
-import type { Metrics } from '../core/metrics.js';
-import type { RefreshListener } from '../core/queue/refresh-events.js';
+} from '../../core/errors.js';
+import type { Metrics } from '../../core/metrics.js';
+import type { RefreshListener } from '../../core/queue/refresh-events.js';
 import {
   addRefreshJob,
   refreshDedupId,
   waitingRefreshes,
   type RefreshJobData,
-} from '../core/queue/refresh-queue.js';
-import type { RpcEndpoint } from '../core/rpc/endpoint.js';
-import type { HotParentCounter } from '../core/cache/hot-parents.js';
+} from '../../core/queue/refresh-queue.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 import { InProcessCopy } from './in-process-copy.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
@@ -31,7 +35,7 @@ export type LookupResult = { entry: CacheEntry; state: CacheState };
  * its new refreshes.
  */
 export type Requester = {
-  /** The cold-miss limit's key of the request (`clientKey`, src/http/subdomain-answers.ts). */
+  /** The cold-miss limit's key of the request (`clientKey`, src/api/http/subdomain-answers.ts). */
   readonly client: string;
   /**
    * Called only when this request would start a new refresh (a cold miss or a stale hit that joins

@@ -2,11 +2,11 @@ import type { Record } from '@bonfida/spl-name-service';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { AdmittedLru } from '../../cache/admitted-lru.js';
-import { InternalError, InvalidInputError } from '../../core/errors.js';
+import { InternalError, InvalidInputError } from '../../../core/errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
 import { parseRecord, parseRecordList } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
-import { CORS_HEADERS } from '../../core/http/cors.js';
+import { CORS_HEADERS } from '../../../core/http/cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -15,7 +15,7 @@ import {
   notModifiedResponse,
   okResponse,
   SHUTTING_DOWN,
-} from '../../core/http/schemas.js';
+} from '../../../core/http/schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 export type RecordKeyRouteDeps = {

@@ -5,7 +5,7 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import bearerAuth from '@fastify/bearer-auth';
 import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import { errorEnvelope } from '../../core/errors.js';
+import { errorEnvelope } from '../../../core/errors.js';
 
 export const ADMIN_PREFIX = '/admin/queues';
 

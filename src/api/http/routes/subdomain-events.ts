@@ -1,12 +1,12 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InternalError } from '../../core/errors.js';
-import type { EndpointSelector } from '../../core/rpc/endpoint.js';
+import { InternalError } from '../../../core/errors.js';
+import type { EndpointSelector } from '../../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
-import { CORS_HEADERS } from '../../core/http/cors.js';
+import { CORS_HEADERS } from '../../../core/http/cors.js';
 import { requesterOf } from '../subdomain-answers.js';
-import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../core/http/schemas.js';
+import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../../core/http/schemas.js';
 
 export type SubdomainEventsDeps = {
   endpoints: EndpointSelector;

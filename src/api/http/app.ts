@@ -9,21 +9,21 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import type { RedisClient } from '../core/redis.js';
-import type { Config } from '../core/config.js';
-import type { Metrics } from '../core/metrics.js';
-import type { EndpointSelector } from '../core/rpc/endpoint.js';
+import type { RedisClient } from '../../core/redis.js';
+import type { Config } from '../../core/config.js';
+import type { Metrics } from '../../core/metrics.js';
+import type { EndpointSelector } from '../../core/rpc/endpoint.js';
 import type { RecordKeyDeriver } from '../sns/record-key.js';
 import type { DetailsViews } from '../subdomains/details-views.js';
 import type { SubdomainLookup } from '../subdomains/lookup.js';
 import type { LiveUpdates } from '../subdomains/live-updates.js';
-import { ERROR_TEXT, errorEnvelope } from '../core/errors.js';
-import { CORS_OPTIONS, preflightErrorAsEnvelope } from '../core/http/cors.js';
+import { ERROR_TEXT, errorEnvelope } from '../../core/errors.js';
+import { CORS_OPTIONS, preflightErrorAsEnvelope } from '../../core/http/cors.js';
 import {
   clientErrorHandler,
   frameworkErrorDetail,
   installErrorHandling,
-} from '../core/http/error-handler.js';
+} from '../../core/http/error-handler.js';
 import { deferredChildLogger } from './request-logger.js';
 import { installEtags } from './etag.js';
 import { instrumentRequests } from './request-metrics.js';
@@ -31,13 +31,13 @@ import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
 import { closeSilentSockets } from './plugins/close-silent-sockets.js';
 import { docsPlugin } from './plugins/docs.js';
 import { homeRoutes } from './routes/home.js';
-import { opsRoutes, type Readiness } from '../core/http/ops-routes.js';
+import { opsRoutes, type Readiness } from '../../core/http/ops-routes.js';
 import { recordKeyRoutes } from './routes/record-key.js';
 import { recordTypesRoutes } from './routes/record-types.js';
 import { subdomainDetailsRoutes } from './routes/subdomain-details.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { subdomainEventRoutes } from './routes/subdomain-events.js';
-import { redisKeys } from '../core/redis-keys.js';
+import { redisKeys } from '../../core/redis-keys.js';
 import { clientKey } from './subdomain-answers.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';

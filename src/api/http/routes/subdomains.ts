@@ -1,13 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { boundedMemo } from '../../core/cache/bounded-memo.js';
-import type { CacheEntry } from '../../core/cache/subdomain-cache.js';
-import { InternalError } from '../../core/errors.js';
-import type { EndpointSelector, RpcEndpoint } from '../../core/rpc/endpoint.js';
+import { boundedMemo } from '../../../core/cache/bounded-memo.js';
+import type { CacheEntry } from '../../../core/cache/subdomain-cache.js';
+import { InternalError } from '../../../core/errors.js';
+import type { EndpointSelector, RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
-import { selectPage, type PageRequest } from '../../subdomains/pages.js';
-import { pageQueryProperties, pageRequestOf, renderPage } from '../pages.js';
+import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
+import { pageQueryProperties, pageRequestOf, renderPage } from '../paged-answer.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -16,7 +16,7 @@ import {
   notModifiedResponse,
   okResponse,
   SHUTTING_DOWN,
-} from '../../core/http/schemas.js';
+} from '../../../core/http/schemas.js';
 import {
   CACHED_ANSWER_HEADERS,
   cacheHeaders,

@@ -1,6 +1,6 @@
 import { fnv1a } from '@fastify/etag';
 import type { FastifyReply } from 'fastify';
-import { ok } from '../core/http/schemas.js';
+import { ok } from '../../core/http/schemas.js';
 
 /** A success answer made once and sent many times: its body and its strong ETag. */
 export type RenderedAnswer = { readonly body: string; readonly etag: string };
