@@ -8,7 +8,7 @@
  *   reference proxy does).
  * - `ceiling`: Fastify answering constant JSON with the gateway's headers (`/ceiling/...`), and
  *   without them (`/bare/...`).
- * - `sim`: the loopback Solana RPC simulator of test/support/rpc-sim, seeded with the demo chain.
+ * - `sim`: the loopback Solana RPC simulator of tools/rpc-sim, seeded with the demo chain.
  *
  * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`),
  * `profileStart` and `profileStop` (a V8 CPU profile, written to the path given) and `stop`.
@@ -42,7 +42,7 @@ import {
   SimChain,
   startRpcSimulator,
   ZERO_KEY,
-} from '../test/support/rpc-sim/index.js';
+} from '../tools/rpc-sim/index.js';
 import { startWorker } from '../src/worker/runtime.js';
 import { labelMaker } from './lib.js';
 

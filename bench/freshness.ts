@@ -18,7 +18,7 @@
  * Options, how long it takes and what it writes: `npm run bench:freshness -- --help`.
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
-import { SimChain, startRpcSimulator, type RpcSimulator } from '../test/support/rpc-sim/index.js';
+import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
 import {
   BENCH_REDIS_URL,

@@ -10,7 +10,7 @@
  *   parent, as fast as the socket takes them: the gateway's peak RSS, how long a subdomain created
  *   right after the flood takes to show (the drain), and `/healthz` meanwhile.
  *
- * The frames go out through the simulator's `wsSendRaw` and `wsFlood` (test/support/rpc-sim).
+ * The frames go out through the simulator's `wsSendRaw` and `wsFlood` (tools/rpc-sim).
  */
 import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
@@ -28,7 +28,7 @@ import {
   seedDemoChain,
   SimChain,
   startRpcSimulator,
-} from '../test/support/rpc-sim/index.js';
+} from '../tools/rpc-sim/index.js';
 import {
   deleteRunKeys,
   duration,

@@ -11,8 +11,8 @@ import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { spawnMain } from '../test/support/main-process.js';
 import { freePort } from '../test/support/ports.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
-import type { RpcCallRecord } from '../test/support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
+import type { RpcCallRecord } from '../tools/rpc-sim/index.js';
 import {
   type Answer,
   deleteRunKeys,

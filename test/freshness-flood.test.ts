@@ -10,7 +10,7 @@ import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
-import { programNotificationText, startRpcSimulator } from './support/rpc-sim/index.js';
+import { programNotificationText, startRpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * A provider that floods one watched parent with notifications (docs/design.md, "Freshness"):

@@ -15,7 +15,7 @@ import {
   programNotificationText,
   startRpcSimulator,
   type RpcSimulator,
-} from './support/rpc-sim/index.js';
+} from '../tools/rpc-sim/index.js';
 import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
 
 /**

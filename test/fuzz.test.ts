@@ -3,7 +3,7 @@ import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from './support/gateway.js';
-import { demoLabels } from './support/rpc-sim/index.js';
+import { demoLabels } from '../tools/rpc-sim/index.js';
 
 /**
  * Property-based tests of both routes through real HTTP (the listening API, the real worker, the

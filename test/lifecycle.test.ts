@@ -21,7 +21,7 @@ import {
   waitFor,
 } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 
 const silent = pino({ level: 'silent' });

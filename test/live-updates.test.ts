@@ -11,7 +11,7 @@ import {
 } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
-import { startRpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { hotParentsWindowKey } from '../src/core/cache/hot-parents.js';
 import { LiveUpdates, type StreamSink } from '../src/api/subdomains/live-updates.js';
 import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';

@@ -37,7 +37,7 @@ import {
 } from './support/prometheus.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { hasBinary } from './support/programs.js';
-import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type Fault, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 

@@ -18,7 +18,7 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import { spawnWorkerProcess } from './support/main-process.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { inDatabase } from './support/shared-redis.js';
 
 /**

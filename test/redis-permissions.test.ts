@@ -19,7 +19,7 @@ import { redisKeys } from '../src/core/redis-keys.js';
 import { deletePrefix, getJson, uniquePrefix, waitFor } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * The Redis users the gateway really meets: managed Redis without `INFO` (`+@all -@dangerous`),

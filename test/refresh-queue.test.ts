@@ -19,7 +19,7 @@ import { RpcCallError } from '../src/worker/rpc/client.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
 import { seedDemo, startGateway, waitFor } from './support/gateway.js';
-import { startRpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 
 describe('refresh priorities', () => {

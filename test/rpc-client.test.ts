@@ -6,7 +6,7 @@ import { parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/clie
 import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import { Agents } from '../src/worker/rpc/transport.js';
 import { DecodeThread } from '../src/worker/sns/discovery-runner.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 describe('RpcClient against the simulator', () => {
   let sim: RpcSimulator;

@@ -12,7 +12,7 @@ import { endpointId } from '../src/core/rpc/endpoint.js';
 import { buildDetailsView, detailsOf, rowsText } from '../src/api/subdomains/details-views.js';
 import { selectPage } from '../src/api/subdomains/page-selection.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { SimChain, startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * `GET /subdomains/:parent/details` against the real worker, Redis and the simulator: each label

@@ -14,7 +14,12 @@ import { startApi, type ApiRuntime } from '../../src/api/runtime.js';
 import { startWorker, type WorkerRuntime } from '../../src/worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
 import { inDatabase } from './shared-redis.js';
-import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
+import {
+  seedDemoChain,
+  SimChain,
+  startRpcSimulator,
+  type RpcSimulator,
+} from '../../tools/rpc-sim/index.js';
 
 export type Reply = { status: number; headers: Headers; body: { s: string; result: unknown } };
 
