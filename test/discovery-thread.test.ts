@@ -21,7 +21,7 @@ import {
   reverseKeyFromDomainKey,
   toBase58,
 } from '../src/core/sns/pda.js';
-import { DecodeThread } from '../src/worker/sns/discovery-runner.js';
+import { DecodeThread } from '../src/worker/sns/decode-thread.js';
 import { discoverSubdomains, type DiscoveryLane } from '../src/worker/sns/subdomain-discovery.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;

@@ -5,7 +5,7 @@ import { createMetrics, type Metrics } from '../src/core/metrics.js';
 import { parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
 import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import { Agents } from '../src/worker/rpc/transport.js';
-import { DecodeThread } from '../src/worker/sns/discovery-runner.js';
+import { DecodeThread } from '../src/worker/sns/decode-thread.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 describe('RpcClient against the simulator', () => {

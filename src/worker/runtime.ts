@@ -25,7 +25,7 @@ import { SlotClock } from '../core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { redisReadiness } from '../core/runtime/readiness.js';
-import { DecodeThread } from './sns/discovery-runner.js';
+import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { closeSteps } from '../core/runtime/shutdown.js';
 import { ParentWatcher } from './freshness/parent-watcher.js';

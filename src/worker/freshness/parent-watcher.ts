@@ -18,7 +18,7 @@ import type { CostTable } from '../rpc/client.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { SlotClock } from '../../core/rpc/slot.js';
 import { classifyChange, type Change } from '../sns/change.js';
-import { DecodeThread } from '../sns/discovery-runner.js';
+import { DecodeThread } from '../sns/decode-thread.js';
 import {
   accountsInBatches,
   MULTIPLE_ACCOUNTS_BATCH,

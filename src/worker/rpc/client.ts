@@ -50,7 +50,7 @@ export type ReplyDecoder<T> = (body: Buffer, context: ReplyContext) => T | Promi
 export type RpcCallOptions<T> = {
   signal?: AbortSignal;
   /**
-   * Turns the reply body into the result. Always a decode thread's (../sns/discovery-runner.ts):
+   * Turns the reply body into the result. Always a decode thread's (../sns/decode-thread.ts):
    * no reply is parsed on the calling thread.
    */
   decode: ReplyDecoder<T>;

@@ -9,7 +9,7 @@ import {
 } from './discovery-decode.js';
 
 /**
- * The decode thread: a `node:worker_threads` Worker started by ./discovery-runner.ts, never
+ * The decode thread: a `node:worker_threads` Worker started by ./decode-thread.ts, never
  * imported. It takes the body of an RPC reply (its memory transferred, not copied), parses it
  * within the bounds of ../rpc/bounded-json.ts and answers with what it holds, errors as data. No
  * RPC reply is parsed on the worker's main thread.

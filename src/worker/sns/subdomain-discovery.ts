@@ -3,7 +3,7 @@ import { malformed } from '../rpc/envelope.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
 import type { Member } from '../../core/cache/subdomain-cache.js';
-import { DecodeThread } from './discovery-runner.js';
+import { DecodeThread } from './decode-thread.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
@@ -61,7 +61,7 @@ export type DiscoveryLane = {
  * start of the reverse text, so one round trip tells reverse records from subdomains.
  *
  * No reply is parsed on this thread: each body moves to the lane's decode thread
- * (./discovery-runner.ts), which parses it within bounds, checks every account's shape and the
+ * (./decode-thread.ts), which parses it within bounds, checks every account's shape and the
  * length of its slice, sorts the accounts and derives every reverse key (./discovery-decode.ts),
  * and sends back the labels and the few reverse texts still to fetch. Those are read at the
  * scan's slot or later (`minContextSlot`), so a lagging node cannot answer from before the scan.
