@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PAGE_LIMIT_PATTERN, PAGE_PARAM_ACCEPTED } from '../src/api/http/paged-answer.js';
+import { PAGE_PARAM_ACCEPTED } from '../src/core/http/page-params.js';
+import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 

@@ -4,14 +4,12 @@ import { InvalidInputError } from '../../core/errors.js';
 import type { Page, PageRequest } from '../subdomains/page-selection.js';
 import { CORS_HEADERS } from '../../core/http/cors.js';
 import type { RenderedAnswer } from './rendered.js';
+import { MAX_PAGE_LIMIT } from '../../core/http/page-params.js';
 
 /**
  * The HTTP side of pages and prefixes (issue 14, item 1; README, "Routes"): the query parameters,
  * their parsing, and the paged answer. The selection itself is src/api/subdomains/page-selection.ts.
  */
-
-/** Most labels in one page: `?limit=` takes 1 to this. */
-export const MAX_PAGE_LIMIT = 1000;
 
 /**
  * `?limit=` as it must be spelled: a whole number from 1 to {@link MAX_PAGE_LIMIT} in decimal
@@ -20,15 +18,6 @@ export const MAX_PAGE_LIMIT = 1000;
  * one URL (`limit=7` and `limit=007` would be two cache keys of one answer).
  */
 export const PAGE_LIMIT_PATTERN = '^(?:[1-9][0-9]{0,2}|1000)$';
-
-/** The `detail` of a refused page parameter, by name: what it accepts. */
-export const PAGE_PARAM_ACCEPTED: Readonly<Record<string, string>> = {
-  limit:
-    `limit must be given once, as a whole number from 1 to ${MAX_PAGE_LIMIT} in decimal digits ` +
-    '(no sign, exponent, spaces or leading zero)',
-  after: 'after must be given once, as a non-empty label (the `next` of the previous page)',
-  prefix: 'prefix must be given once, as text',
-};
 
 /** The querystring properties `limit`, `after` and `prefix`, for a route's schema. */
 export const pageQueryProperties = {

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_TEXT, errorEnvelope, GatewayError, NotConfiguredError } from '../errors.js';
 import { CORS_HEADERS } from './cors.js';
-import { PAGE_PARAM_ACCEPTED } from '../../api/http/paged-answer.js';
+import { PAGE_PARAM_ACCEPTED } from './page-params.js';
 
 /**
  * The envelope text of a framework-raised status: every error uses the envelope (docs/design.md,
