@@ -11,8 +11,8 @@ import { installShutdown } from './src/core/runtime/shutdown.js';
 /**
  * The entry file: parse the configuration, connect, listen, and shut down gracefully. `ROLE`
  * picks the API, the worker, or both in one process (`all`, what `npm start` runs). It sits at
- * the root, above src/ and worker/, because it wires both: worker/ builds on src/, and src/
- * never imports worker/.
+ * the root, above src/api/ and src/worker/, because it wires both: neither imports the other,
+ * and both build on src/core/ (docs/design.md, "Shape").
  */
 async function main(): Promise<void> {
   let config;
