@@ -13,7 +13,6 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json main.ts ./
 COPY src ./src
-COPY worker ./worker
 RUN npm run build
 
 # --- runtime: production dependencies and the compiled output only ------------------------------
@@ -25,7 +24,7 @@ RUN node -e "const u=process.versions.unicode;if(u!=='17.0'){console.error('Unic
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
-# The page of `GET /`, read at start-up (src/http/routes/home.ts).
+# The page of `GET /`, read at start-up (src/api/http/routes/home.ts).
 COPY public ./public
 USER node
 # API on PORT (3000); the worker's /metrics, /healthz and /readyz on WORKER_METRICS_PORT (9101).

@@ -1,18 +1,18 @@
 import { Registry } from 'prom-client';
-import { startWorker, type WorkerRuntime } from './worker/runtime.js';
-import { ConfigError, loadConfig } from './src/config.js';
-import { createLogger } from './src/logger.js';
-import { createMetrics } from './src/metrics/metrics.js';
-import { createRedisErrorLog } from './src/redis.js';
-import { checkRedisAtStart } from './src/redis-permissions.js';
-import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/runtime/api.js';
-import { installShutdown } from './src/runtime/shutdown.js';
+import { startWorker, type WorkerRuntime } from './src/worker/runtime.js';
+import { ConfigError, loadConfig } from './src/core/config.js';
+import { createLogger } from './src/core/logger.js';
+import { createMetrics } from './src/core/metrics.js';
+import { createRedisErrorLog } from './src/core/redis.js';
+import { checkRedisAtStart } from './src/core/redis-permissions.js';
+import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/api/runtime.js';
+import { installShutdown } from './src/core/runtime/shutdown.js';
 
 /**
  * The entry file: parse the configuration, connect, listen, and shut down gracefully. `ROLE`
  * picks the API, the worker, or both in one process (`all`, what `npm start` runs). It sits at
- * the root, above src/ and worker/, because it wires both: worker/ builds on src/, and src/
- * never imports worker/.
+ * the root, above src/api/ and src/worker/, because it wires both: neither imports the other,
+ * and both build on src/core/ (docs/design.md, "Shape").
  */
 async function main(): Promise<void> {
   let config;

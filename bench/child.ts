@@ -1,14 +1,14 @@
 /**
  * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
  *
- * - `api`, `worker`: the gateway, through src/runtime/api.ts and worker/runtime.ts, configured
+ * - `api`, `worker`: the gateway, through src/api/runtime.ts and src/worker/runtime.ts, configured
  *   from the environment like main.ts (logs go to stdout, which the bench discards). The
  *   worker's ready message carries the port of its `/metrics`.
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
  *   reference proxy does).
  * - `ceiling`: Fastify answering constant JSON with the gateway's headers (`/ceiling/...`), and
  *   without them (`/bare/...`).
- * - `sim`: the loopback Solana RPC simulator of test/support/rpc-sim, seeded with the demo chain.
+ * - `sim`: the loopback Solana RPC simulator of tools/rpc-sim, seeded with the demo chain.
  *
  * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`),
  * `profileStart` and `profileStop` (a V8 CPU profile, written to the path given) and `stop`.
@@ -27,12 +27,12 @@ import {
 import { Connection, PublicKey } from '@solana/web3.js';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
-import { loadConfig } from '../src/config.js';
-import { CORS_HEADERS } from '../src/http/cors.js';
-import { createLogger } from '../src/logger.js';
-import { createMetrics } from '../src/metrics/metrics.js';
-import { startApi } from '../src/runtime/api.js';
-import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/sns/pda.js';
+import { loadConfig } from '../src/core/config.js';
+import { CORS_HEADERS } from '../src/core/http/cors.js';
+import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
+import { startApi } from '../src/api/runtime.js';
+import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/core/sns/pda.js';
 import {
   DEFAULT_SIM_OWNER,
   DEFAULT_SUBDOMAIN_SPACE,
@@ -42,8 +42,8 @@ import {
   SimChain,
   startRpcSimulator,
   ZERO_KEY,
-} from '../test/support/rpc-sim/index.js';
-import { startWorker } from '../worker/runtime.js';
+} from '../tools/rpc-sim/index.js';
+import { startWorker } from '../src/worker/runtime.js';
 import { labelMaker } from './lib.js';
 
 type Handler = (cmd: string, args: unknown) => Promise<unknown>;
@@ -198,7 +198,7 @@ type CallSummary = { calls: number; byMethod: Record<string, number>; bytes: num
 /**
  * Writes `count` subdomains under `parent` exactly as `SimChain.addSubdomain` lays them out (name
  * account with 2000 zero bytes, reverse record "\0" + label under the parent), with the fast
- * derivations of src/sns/pda.ts: the SDK's would take most of a minute for 10,000. The bench
+ * derivations of src/core/sns/pda.ts: the SDK's would take most of a minute for 10,000. The bench
  * checks the gateway's answer against the SDK's `findSubdomains` on this chain.
  */
 function seedParent(chain: SimChain, { parent, count, seed }: SeedArgs): string[] {

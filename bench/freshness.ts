@@ -1,7 +1,7 @@
 /**
  * `npm run bench:freshness`: how the gateway keeps hot parents fresh by following the chain
- * (worker/freshness: a programSubscribe per watched parent, deletions by existence checks)
- * against the clock (`RPC_WS=off`: worker/hot-parent-scan.ts, a getProgramAccounts per parent per
+ * (src/worker/freshness: a programSubscribe per watched parent, deletions by existence checks)
+ * against the clock (`RPC_WS=off`: src/worker/hot-parent-scan.ts, a getProgramAccounts per parent per
  * window). The API and the worker run in child processes (bench/child.ts) against the RPC
  * simulator in this process, whose HTTP reads lag its websocket node (`httpLagMs`), while every
  * hot parent is requested several times a second throughout. Measures, with the websocket and
@@ -18,7 +18,7 @@
  * Options, how long it takes and what it writes: `npm run bench:freshness -- --help`.
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
-import { SimChain, startRpcSimulator, type RpcSimulator } from '../test/support/rpc-sim/index.js';
+import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
 import {
   BENCH_REDIS_URL,

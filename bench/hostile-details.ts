@@ -7,7 +7,7 @@
  */
 import { spawnMain } from '../test/support/main-process.js';
 import { freePort } from '../test/support/ports.js';
-import { SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
+import { SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import {
   cpuMs,
   get,

@@ -10,17 +10,17 @@
  *   parent, as fast as the socket takes them: the gateway's peak RSS, how long a subdomain created
  *   right after the flood takes to show (the drain), and `/healthz` meanwhile.
  *
- * The frames go out through the simulator's `wsSendRaw` and `wsFlood` (test/support/rpc-sim).
+ * The frames go out through the simulator's `wsSendRaw` and `wsFlood` (tools/rpc-sim).
  */
 import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { Redis } from 'ioredis';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { toBase58 } from '../src/sns/base58.js';
-import { subdomainKey } from '../src/sns/change.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
-import { domainKey } from '../src/sns/pda.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { toBase58 } from '../src/core/sns/base58.js';
+import { subdomainKey } from '../src/worker/sns/change.js';
+import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
+import { domainKey } from '../src/core/sns/pda.js';
 import { spawnMain } from '../test/support/main-process.js';
 import { freePort } from '../test/support/ports.js';
 import {
@@ -28,7 +28,7 @@ import {
   seedDemoChain,
   SimChain,
   startRpcSimulator,
-} from '../test/support/rpc-sim/index.js';
+} from '../tools/rpc-sim/index.js';
 import {
   deleteRunKeys,
   duration,

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { freePort } from '../test/support/ports.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import {
   cpuMs,
   duration,

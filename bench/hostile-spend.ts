@@ -7,12 +7,12 @@
  */
 import { getDomainKeySync } from '@bonfida/spl-name-service';
 import { Redis } from 'ioredis';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 import { spawnMain } from '../test/support/main-process.js';
 import { freePort } from '../test/support/ports.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
-import type { RpcCallRecord } from '../test/support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
+import type { RpcCallRecord } from '../tools/rpc-sim/index.js';
 import {
   type Answer,
   deleteRunKeys,

@@ -20,7 +20,7 @@
 import { freePort } from '../test/support/ports.js';
 import { spawnMain } from '../test/support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc } from '../test/support/hostile-rpc.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from '../test/support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
 import { detailsScenario } from './hostile-details.js';
 import { closeAgents, type HostileContext, type HostileScenario } from './hostile-common.js';

@@ -8,13 +8,13 @@
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
 import { LOAD_OPTIONS, parseBenchArgs } from './cli.js';
-import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/sns/pda.js';
+import { domainKey, NAME_PROGRAM_ID, REVERSE_LOOKUP_CLASS, toBase58 } from '../src/core/sns/pda.js';
 import {
   HEADER_LEN,
   INLINE_TEXT_BYTES,
   SCAN_SLICE,
   SLICE_AT,
-} from '../src/sns/discovery-decode.js';
+} from '../src/worker/sns/discovery-decode.js';
 import type { Child } from './lib.js';
 import {
   BENCH_REDIS_URL,
@@ -335,7 +335,7 @@ async function main(): Promise<void> {
         ratioRows,
       ),
       '',
-      '- gateway: the API process (src/runtime/api.ts) with its defaults (`LOG_LEVEL=info`, no' +
+      '- gateway: the API process (src/api/runtime.ts) with its defaults (`LOG_LEVEL=info`, no' +
         ' access log). The four servers of a scenario ran side by side, in alternating slices of' +
         ` ${SLICE} s.`,
       '- naive (SDK): Fastify calling `getRecordV2Key` / `findSubdomains` (web3.js `Connection`)' +

@@ -18,12 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseBenchArgs } from './cli.js';
 import { startPrivateRedis } from '../test/support/private-redis.js';
-import {
-  seedDemoChain,
-  SimChain,
-  startRpcSimulator,
-  type Fault,
-} from '../test/support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator, type Fault } from '../tools/rpc-sim/index.js';
 import { fmt, gatewayEnv, machine, table, withBenchRun, writeSection } from './lib.js';
 
 const flags = parseBenchArgs({

@@ -74,7 +74,7 @@ wait_http() {
 }
 
 echo "== RPC simulator on 127.0.0.1:$SIM_PORT"
-RPC_SIM_PORT=$SIM_PORT node --import tsx test/support/rpc-sim/cli.ts > "$work/sim.log" 2>&1 &
+RPC_SIM_PORT=$SIM_PORT node --import tsx tools/rpc-sim/cli.ts > "$work/sim.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:$SIM_PORT/" any
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AdmittedLru } from '../src/cache/admitted-lru.js';
+import { AdmittedLru } from '../src/api/cache/admitted-lru.js';
 
 describe('AdmittedLru', () => {
   it("keeps a key's value from its second offer on, and makes it only then", () => {

@@ -1,8 +1,8 @@
 import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { parseDerivationDomain } from '../src/sns/names.js';
-import { RecordKeyDeriver } from '../src/sns/record-key.js';
+import { parseDerivationDomain } from '../src/api/sns/names.js';
+import { RecordKeyDeriver } from '../src/api/sns/record-key.js';
 import { derivationApp } from './support/derivation-app.js';
 import { baseUrlOf } from './support/gateway.js';
 

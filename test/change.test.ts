@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { classifyChange, subdomainKey } from '../src/sns/change.js';
-import { INLINE_TEXT_BYTES, SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
+import { classifyChange, subdomainKey } from '../src/worker/sns/change.js';
+import { INLINE_TEXT_BYTES, SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
 import {
   domainKey,
   REVERSE_LOOKUP_CLASS,
   reverseKeyFromDomainKey,
   toBase58,
-} from '../src/sns/pda.js';
+} from '../src/core/sns/pda.js';
 import { getDomainKeySync, getReverseKeyFromDomainKey } from '@bonfida/spl-name-service';
 
 const parentKey = domainKey('parent');

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { clientKeyOf } from '../src/http/subdomain-answers.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { clientKeyOf } from '../src/api/http/subdomain-answers.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 
 /**

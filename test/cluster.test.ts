@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasBinary } from './support/programs.js';
 import { startLocalCluster, type LocalCluster } from './support/redis-cluster.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
-import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
 
 const available = hasBinary('redis-server') && hasBinary('redis-cli');

@@ -250,12 +250,12 @@ describe('Dockerfile and .dockerignore', () => {
     expect(runtime).toMatch(/RUN npm ci --omit=dev\b/);
     expect(runtime).toMatch(/COPY --from=\w+ \/app\/dist \.\/dist/);
     expect(runtime).toMatch(/^USER node$/m);
-    // Files the app reads at run time, next to dist/ (the home page, src/http/routes/home.ts).
+    // Files the app reads at run time, next to dist/ (the home page, src/api/http/routes/home.ts).
     expect(runtime).toMatch(/^COPY public \.\/public$/m);
     expect(runtime).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
     // The entry the image runs is what `npm run build` emits for main.ts.
     const build_ = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
-    expect(build_.include).toEqual(expect.arrayContaining(['main.ts', 'src', 'worker']));
+    expect(build_.include).toEqual(expect.arrayContaining(['main.ts', 'src']));
     expect(existsSync(join(root, 'main.ts'))).toBe(true);
     for (const copied of runtime.concat(build).matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
       for (const source of (copied[1] ?? '').split(/\s+/)) {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configSchema, loadConfig, redisUrlDatabase } from '../src/config.js';
-import { createRedis, databaseOf } from '../src/redis.js';
+import { ConfigError, configSchema, loadConfig, redisUrlDatabase } from '../src/core/config.js';
+import { createRedis, databaseOf } from '../src/core/redis.js';
 
 describe('loadConfig', () => {
   it('applies the documented defaults and freezes the result', () => {

@@ -2,7 +2,7 @@ import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
 import { get as httpGet } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { RecordKeyDeriver } from '../src/sns/record-key.js';
+import { RecordKeyDeriver } from '../src/api/sns/record-key.js';
 import { derivationApp } from './support/derivation-app.js';
 import { baseUrlOf } from './support/gateway.js';
 

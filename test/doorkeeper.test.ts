@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Doorkeeper } from '../src/cache/doorkeeper.js';
+import { Doorkeeper } from '../src/api/cache/doorkeeper.js';
 
 describe('Doorkeeper (TinyLFU admission filter)', () => {
   it('says no to a key the first time and yes the second', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InternalError, InvalidInputError } from '../src/errors.js';
-import { EndpointSelector, isPublicUnicast, type HostResolver } from '../src/rpc/endpoint.js';
+import { InternalError, InvalidInputError } from '../src/core/errors.js';
+import { EndpointSelector, isPublicUnicast, type HostResolver } from '../src/core/rpc/endpoint.js';
 
 /** A DNS stub: names map to fixed addresses, anything else fails to resolve. */
 const stubDns =

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { endpointId } from '../src/rpc/endpoint.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 /** Headers that make a request come from `ip`, as a proxy in front (TRUST_PROXY=1) writes them. */
 const from = (ip: string) => ({ headers: { 'x-forwarded-for': ip } });

@@ -1,16 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { subdomainKey } from '../src/sns/change.js';
-import { MAX_PENDING_PER_PARENT } from '../worker/freshness/parent-watcher.js';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
-import { domainKey, toBase58 } from '../src/sns/pda.js';
+import { subdomainKey } from '../src/worker/sns/change.js';
+import { MAX_PENDING_PER_PARENT } from '../src/worker/freshness/parent-watcher.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
+import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
-import { programNotificationText, startRpcSimulator } from './support/rpc-sim/index.js';
+import { programNotificationText, startRpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * A provider that floods one watched parent with notifications (docs/design.md, "Freshness"):

@@ -2,10 +2,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
 import { PublicKey } from '@solana/web3.js';
-import { REVERSE_LOOKUP_CLASS } from '../src/sns/pda.js';
+import { REVERSE_LOOKUP_CLASS } from '../src/core/sns/pda.js';
 import { FOLLOW, keepAsking, labels, PARENT, watched } from './support/freshness.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { encodeNameAccount, encodeReverseData } from './support/rpc-sim/index.js';
+import { encodeNameAccount, encodeReverseData } from '../tools/rpc-sim/index.js';
 
 const REVERSE_LOOKUP_CLASS_KEY = new PublicKey(REVERSE_LOOKUP_CLASS);
 

@@ -2,21 +2,21 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { createLogger } from '../src/logger.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { subdomainKey } from '../src/sns/change.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/sns/discovery-decode.js';
-import { domainKey } from '../src/sns/pda.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { createLogger } from '../src/core/logger.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { subdomainKey } from '../src/worker/sns/change.js';
+import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
+import { domainKey } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import {
   programNotificationText,
   startRpcSimulator,
   type RpcSimulator,
-} from './support/rpc-sim/index.js';
-import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+} from '../tools/rpc-sim/index.js';
+import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,

@@ -1,14 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
-import { encodeNameAccount, startRpcSimulator } from './support/rpc-sim/index.js';
+import { encodeNameAccount, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { PublicKey } from '@solana/web3.js';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { createLogger } from '../src/logger.js';
-import { createMetrics } from '../src/metrics/metrics.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
 import { Registry } from 'prom-client';
 
 /**

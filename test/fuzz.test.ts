@@ -3,7 +3,7 @@ import { getRecordV2Key, Record } from '@bonfida/spl-name-service';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from './support/gateway.js';
-import { demoLabels } from './support/rpc-sim/index.js';
+import { demoLabels } from '../tools/rpc-sim/index.js';
 
 /**
  * Property-based tests of both routes through real HTTP (the listening API, the real worker, the
@@ -14,7 +14,7 @@ import { demoLabels } from './support/rpc-sim/index.js';
 
 const RECORDS: readonly string[] = Object.values(Record);
 const ALLOWED = new Set([200, 400, 404, 414, 431]);
-/** Fastify's `maxParamLength` (src/http/app.ts): a longer parameter is refused with 400. */
+/** Fastify's `maxParamLength` (src/api/http/app.ts): a longer parameter is refused with 400. */
 const MAX_PARAM_LENGTH = 8192;
 /** Node's header limit (16 KiB) bounds the request line: a URL near it may get 431. */
 const NEAR_HEADER_LIMIT = 16 * 1024 - 512;

@@ -12,7 +12,7 @@ import { deletePrefix, getJson, seedDemo, uniquePrefix } from './support/gateway
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc, type HostileRpc } from './support/hostile-rpc.js';
 import { freePort } from './support/ports.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 const MiB = 1024 * 1024;
 const SHUTDOWN_TIMEOUT_MS = 5_000;

@@ -1,16 +1,16 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import { REFRESH_QUEUE, type RefreshJobData } from '../src/queue/refresh-queue.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { REFRESH_QUEUE, type RefreshJobData } from '../src/core/queue/refresh-queue.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 import {
   HOT_PARENT_CLIENT_CAP,
   HotParentCounter,
   hotParentsWindowKey,
   topHotParents,
-} from '../src/subdomains/hot-parents.js';
-import { runHotParentScan } from '../worker/hot-parent-scan.js';
+} from '../src/core/cache/hot-parents.js';
+import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 
 describe('hot parents refreshed ahead of expiry', () => {

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 import { findBinary } from './support/programs.js';
 

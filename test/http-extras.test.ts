@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { validate, compileErrors } from '@readme/openapi-parser';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ifNoneMatchHits } from '../src/http/etag.js';
+import { ifNoneMatchHits } from '../src/api/http/etag.js';
 import { startGateway, type Gateway } from './support/gateway.js';
 
 /** Sends `request` as bytes and reads until the server closes: status line and body. */

@@ -5,13 +5,13 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { REQUEST_TIMEOUT_MS } from '../src/http/app.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { createMetrics } from '../src/metrics/metrics.js';
-import { startApi } from '../src/runtime/api.js';
-import { startWorker } from '../worker/runtime.js';
+import { loadConfig } from '../src/core/config.js';
+import { REQUEST_TIMEOUT_MS } from '../src/api/http/app.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { createMetrics } from '../src/core/metrics.js';
+import { startApi } from '../src/api/runtime.js';
+import { startWorker } from '../src/worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,
@@ -21,7 +21,7 @@ import {
   waitFor,
 } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 
 const silent = pino({ level: 'silent' });

@@ -11,13 +11,13 @@ import {
 } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
-import { startRpcSimulator } from './support/rpc-sim/index.js';
-import { hotParentsWindowKey } from '../src/subdomains/hot-parents.js';
-import { LiveUpdates, type StreamSink } from '../src/subdomains/live-updates.js';
-import type { SubdomainCache } from '../src/cache/subdomain-cache.js';
-import type { RefreshListener } from '../src/queue/refresh-events.js';
-import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
-import { publishRefreshEvent } from '../src/queue/refresh-events.js';
+import { startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { hotParentsWindowKey } from '../src/core/cache/hot-parents.js';
+import { LiveUpdates, type StreamSink } from '../src/api/subdomains/live-updates.js';
+import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import type { RefreshListener } from '../src/core/queue/refresh-events.js';
+import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
+import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
 
 /**
  * Live updates (`GET /subdomains/:parent/events`, docs/design.md, "Live updates") against the

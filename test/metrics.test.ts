@@ -10,12 +10,12 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/metrics/metrics.js';
-import { startApi } from '../src/runtime/api.js';
-import { startWorker } from '../worker/runtime.js';
+import { loadConfig } from '../src/core/config.js';
+import { createLogger } from '../src/core/logger.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/core/metrics.js';
+import { startApi } from '../src/api/runtime.js';
+import { startWorker } from '../src/worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,
@@ -37,9 +37,9 @@ import {
 } from './support/prometheus.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { hasBinary } from './support/programs.js';
-import { startRpcSimulator, type Fault, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type Fault, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 
 /** One row of the metrics table of docs/observability.md. */
 type MetricRow = {
@@ -52,7 +52,7 @@ type MetricRow = {
 
 /**
  * The metrics table of docs/observability.md ("The metrics"): the contract, and the one list of
- * metrics the tests know. Adding a metric means src/metrics/metrics.ts, its dashboard panel and a
+ * metrics the tests know. Adding a metric means src/core/metrics.ts, its dashboard panel and a
  * row of that table; these tests then check it against what the processes expose.
  */
 function readMetricsTable(): MetricRow[] {

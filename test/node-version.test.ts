@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { normalizeName } from '../src/sns/names.js';
+import { normalizeName } from '../src/api/sns/names.js';
 
 /** The Unicode version the normalization follows, as the README states it. */
 const UNICODE = '17.0';
@@ -23,7 +23,7 @@ describe('Node release and Unicode version', () => {
   it('runs on the Unicode version the README and normalizeName document', () => {
     expect(process.versions.unicode).toBe(UNICODE);
     expect(read('README.md')).toContain(`Unicode ${UNICODE}`);
-    expect(read('src/sns/names.ts')).toContain(`Unicode ${UNICODE}`);
+    expect(read('src/api/sns/names.ts')).toContain(`Unicode ${UNICODE}`);
     // A character cased only since Unicode 16.0 (U+1C89 CYRILLIC CAPITAL LETTER TJE): an older
     // Node leaves it as it is, so the same name would derive another key there.
     expect(normalizeName('\u1C89')).toBe('\u1C8A');

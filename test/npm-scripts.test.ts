@@ -141,12 +141,12 @@ describe('scripts/build-if-stale.mjs', () => {
       utimesSync(join(dir, path), t, t);
     };
     try {
-      for (const sub of ['src/http', 'worker', 'dist'])
+      for (const sub of ['src/api/http', 'src/worker', 'dist'])
         mkdirSync(join(dir, sub), { recursive: true });
       for (const file of [
         'main.ts',
-        'src/http/app.ts',
-        'worker/runtime.ts',
+        'src/api/http/app.ts',
+        'src/worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
         'package-lock.json',
@@ -156,10 +156,11 @@ describe('scripts/build-if-stale.mjs', () => {
       const inputs = [
         'main.ts',
         'src',
-        'src/http',
-        'src/http/app.ts',
-        'worker',
-        'worker/runtime.ts',
+        'src/api',
+        'src/api/http',
+        'src/api/http/app.ts',
+        'src/worker',
+        'src/worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
         'package-lock.json',
@@ -176,8 +177,8 @@ describe('scripts/build-if-stale.mjs', () => {
 
       for (const path of [
         'main.ts',
-        'src/http/app.ts',
-        'worker/runtime.ts',
+        'src/api/http/app.ts',
+        'src/worker/runtime.ts',
         'tsconfig.build.json',
         'package-lock.json',
       ]) {
@@ -187,7 +188,7 @@ describe('scripts/build-if-stale.mjs', () => {
       }
       // A removed source changes only its folder's time.
       builtAfterAll();
-      rmSync(join(dir, 'src/http/app.ts'));
+      rmSync(join(dir, 'src/api/http/app.ts'));
       expect(check()).toBe(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });

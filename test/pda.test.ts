@@ -12,7 +12,7 @@ import {
 } from '@bonfida/spl-name-service';
 import { PublicKey } from '@solana/web3.js';
 import { describe, expect, it } from 'vitest';
-import { isOnCurve, isSquareModP } from '../src/sns/ed25519.js';
+import { isOnCurve, isSquareModP } from '../src/core/sns/ed25519.js';
 import {
   CENTRAL_STATE_SNS_RECORDS,
   domainKey,
@@ -26,10 +26,10 @@ import {
   ROOT_DOMAIN_ACCOUNT,
   SNS_RECORDS_ID,
   toBase58,
-} from '../src/sns/pda.js';
+} from '../src/core/sns/pda.js';
 
 /**
- * The fast derivations of src/sns/pda.ts against the SDK and web3.js they replace, on published
+ * The fast derivations of src/core/sns/pda.ts against the SDK and web3.js they replace, on published
  * vectors and generated corpora. Everything generated is deterministic (sha256 of a counter, a
  * seeded LCG), so a failure names an input that reproduces.
  */

@@ -2,9 +2,9 @@ import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
-import { createLogger } from '../src/logger.js';
-import { createMetrics } from '../src/metrics/metrics.js';
-import { ProgramSubscriber } from '../worker/freshness/program-subscriber.js';
+import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
+import { ProgramSubscriber } from '../src/worker/freshness/program-subscriber.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { serializeError } from '../src/logger.js';
-import { redactLine, redactUrl } from '../src/redact.js';
+import { serializeError } from '../src/core/logger.js';
+import { redactLine, redactUrl } from '../src/core/redact.js';
 
 describe('redactUrl', () => {
   it.each([

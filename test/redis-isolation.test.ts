@@ -2,12 +2,12 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
-import { createMetrics } from '../src/metrics/metrics.js';
-import { REFRESH_QUEUE } from '../src/queue/refresh-queue.js';
-import { redisKeys } from '../src/redis-keys.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { startWorker } from '../worker/runtime.js';
+import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
+import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { startWorker } from '../src/worker/runtime.js';
 import { FOLLOW, labels, PARENT } from './support/freshness.js';
 import {
   deletePrefix,
@@ -18,7 +18,7 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import { spawnWorkerProcess } from './support/main-process.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { inDatabase } from './support/shared-redis.js';
 
 /**

@@ -12,14 +12,14 @@ import {
   neededCommands,
   REDIS_NEEDS,
   REDIS_OPTIONAL,
-} from '../src/redis-permissions.js';
-import { createLogger } from '../src/logger.js';
-import { databaseOf } from '../src/redis.js';
-import { redisKeys } from '../src/redis-keys.js';
+} from '../src/core/redis-permissions.js';
+import { createLogger } from '../src/core/logger.js';
+import { databaseOf } from '../src/core/redis.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 import { deletePrefix, getJson, uniquePrefix, waitFor } from './support/gateway.js';
 import { spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
-import { seedDemoChain, SimChain, startRpcSimulator } from './support/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * The Redis users the gateway really meets: managed Redis without `INFO` (`+@all -@dangerous`),
@@ -146,7 +146,7 @@ describe('the list of Redis commands', () => {
 
   it("holds every command the gateway's, the rate limit's and redlock's scripts call", () => {
     const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
-    const ours = ['src', 'worker'].flatMap((dir) =>
+    const ours = ['src'].flatMap((dir) =>
       readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
         .filter((f) => f.endsWith('.ts'))
         .map((f) => read(join(dir, f))),

@@ -9,7 +9,7 @@ import {
   REDIS_ERROR_REMINDER_MS,
   waitReady,
   type RedisClient,
-} from '../src/redis.js';
+} from '../src/core/redis.js';
 import { uniquePrefix } from './support/gateway.js';
 import { spawnMain } from './support/main-process.js';
 import { freePort } from './support/ports.js';

@@ -1,5 +1,5 @@
 /**
- * Which refresh runs, and when (src/queue/refresh-queue.ts, worker/refresh-processor.ts): a cold
+ * Which refresh runs, and when (src/core/queue/refresh-queue.ts, src/worker/refresh-processor.ts): a cold
  * miss, which has a request waiting, starts before refreshes queued ahead of expiry, so a burst of
  * those cannot hold a user's request behind the rate limiter; an override refresh that waited its
  * whole bound in the queue is dropped unstarted.
@@ -14,13 +14,13 @@ import {
   REFRESH_QUEUE,
   waitingRefreshes,
   type RefreshJobData,
-} from '../src/queue/refresh-queue.js';
-import { RpcCallError } from '../src/rpc/client.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+} from '../src/core/queue/refresh-queue.js';
+import { RpcCallError } from '../src/worker/rpc/client.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
 import { seedDemo, startGateway, waitFor } from './support/gateway.js';
-import { startRpcSimulator } from './support/rpc-sim/index.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 
 describe('refresh priorities', () => {
   it('starts a cold miss before refreshes queued ahead of expiry', async () => {

@@ -1,8 +1,8 @@
 import { Writable } from 'node:stream';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { deferredChildLogger } from '../src/http/request-logger.js';
-import { createLogger } from '../src/logger.js';
+import { deferredChildLogger } from '../src/api/http/request-logger.js';
+import { createLogger } from '../src/core/logger.js';
 
 /**
  * A Fastify app logging JSON lines into `lines`, with the deferred request loggers;

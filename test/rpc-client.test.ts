@@ -1,12 +1,12 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { createMetrics, type Metrics } from '../src/metrics/metrics.js';
-import { parseRetryAfter, RpcCallError, RpcClient } from '../src/rpc/client.js';
-import { endpointId, type RpcEndpoint } from '../src/rpc/endpoint.js';
-import { Agents } from '../src/rpc/transport.js';
-import { DecodeThread } from '../src/sns/discovery-runner.js';
-import { startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { loadConfig } from '../src/core/config.js';
+import { createMetrics, type Metrics } from '../src/core/metrics.js';
+import { parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
+import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
+import { Agents } from '../src/worker/rpc/transport.js';
+import { DecodeThread } from '../src/worker/sns/decode-thread.js';
+import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 describe('RpcClient against the simulator', () => {
   let sim: RpcSimulator;

@@ -1,12 +1,12 @@
 import { lookup } from 'node:dns';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidInputError, OverloadedError } from '../src/errors.js';
+import { InvalidInputError, OverloadedError } from '../src/core/errors.js';
 import {
   dnsResolver,
   EndpointSelector,
   type HostCheckLimits,
   type HostResolver,
-} from '../src/rpc/endpoint.js';
+} from '../src/core/rpc/endpoint.js';
 import { startDnsServer, type DnsServer } from './support/dns-server.js';
 import { startGateway } from './support/gateway.js';
 

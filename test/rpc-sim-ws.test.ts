@@ -15,8 +15,8 @@ import {
   programNotificationText,
   seedDemoChain,
   startRpcSimulator,
-} from './support/rpc-sim/index.js';
-import type { AccountWrite, RpcSimulator } from './support/rpc-sim/index.js';
+} from '../tools/rpc-sim/index.js';
+import type { AccountWrite, RpcSimulator } from '../tools/rpc-sim/index.js';
 
 // ---- helpers ---------------------------------------------------------------------------
 

@@ -23,8 +23,8 @@ import {
   rentExemptLamports,
   seedDemoChain,
   startRpcSimulator,
-} from './support/rpc-sim/index.js';
-import type { RpcSimulator, SeededDomain, SimAccount } from './support/rpc-sim/index.js';
+} from '../tools/rpc-sim/index.js';
+import type { RpcSimulator, SeededDomain, SimAccount } from '../tools/rpc-sim/index.js';
 
 // ---- helpers ---------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { closeSteps, SAME_SIGNAL_MS } from '../src/runtime/shutdown.js';
+import { closeSteps, SAME_SIGNAL_MS } from '../src/core/runtime/shutdown.js';
 import { startGateway, waitFor } from './support/gateway.js';
 import { startPrivateRedis } from './support/private-redis.js';
 

@@ -1,6 +1,6 @@
 import type { LookupFunction } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { HostResolver } from '../src/rpc/endpoint.js';
+import type { HostResolver } from '../src/core/rpc/endpoint.js';
 import { startGateway, type Gateway } from './support/gateway.js';
 
 /**

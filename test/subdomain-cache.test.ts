@@ -2,20 +2,20 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SubdomainCache, type CacheEntry } from '../src/cache/subdomain-cache.js';
-import { redisUrlDatabase } from '../src/config.js';
-import { createMetrics } from '../src/metrics/metrics.js';
+import { SubdomainCache, type CacheEntry } from '../src/core/cache/subdomain-cache.js';
+import { redisUrlDatabase } from '../src/core/config.js';
+import { createMetrics } from '../src/core/metrics.js';
 import {
   parseRefreshEvent,
   publishRefreshEvent,
   refreshChannel,
   RefreshListener,
-} from '../src/queue/refresh-events.js';
-import { createRefreshQueue } from '../src/queue/refresh-queue.js';
-import { databaseOf } from '../src/redis.js';
-import { SubdomainLookup } from '../src/subdomains/lookup.js';
+} from '../src/core/queue/refresh-events.js';
+import { createRefreshQueue } from '../src/core/queue/refresh-queue.js';
+import { databaseOf } from '../src/core/redis.js';
+import { SubdomainLookup } from '../src/api/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();

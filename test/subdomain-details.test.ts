@@ -4,15 +4,15 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { labelsOf, SubdomainCache, type EntryAccounts } from '../src/cache/subdomain-cache.js';
-import { renderPage, renderPageText } from '../src/http/pages.js';
-import { renderOk } from '../src/http/rendered.js';
-import { publishRefreshEvent } from '../src/queue/refresh-events.js';
-import { endpointId } from '../src/rpc/endpoint.js';
-import { buildDetailsView, detailsOf, rowsText } from '../src/subdomains/details-views.js';
-import { selectPage } from '../src/subdomains/pages.js';
+import { labelsOf, SubdomainCache, type EntryAccounts } from '../src/core/cache/subdomain-cache.js';
+import { renderPage, renderPageText } from '../src/api/http/paged-answer.js';
+import { renderOk } from '../src/api/http/rendered.js';
+import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { buildDetailsView, detailsOf, rowsText } from '../src/api/subdomains/details-views.js';
+import { selectPage } from '../src/api/subdomains/page-selection.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { SimChain, startRpcSimulator, type RpcSimulator } from './support/rpc-sim/index.js';
+import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * `GET /subdomains/:parent/details` against the real worker, Redis and the simulator: each label

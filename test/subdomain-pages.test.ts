@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PAGE_LIMIT_PATTERN, PAGE_PARAM_ACCEPTED } from '../src/http/pages.js';
+import { PAGE_PARAM_ACCEPTED } from '../src/core/http/page-params.js';
+import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
-import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 /** Parents by their number of subdomains (issue 14: 0, 1, 999, 1000 and 1001). */
 const SIZES = [0, 1, 999, 1000, 1001] as const;

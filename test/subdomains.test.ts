@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishRefreshEvent } from '../src/queue/refresh-events.js';
-import { endpointId, overrideEndpoint } from '../src/rpc/endpoint.js';
+import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { endpointId, overrideEndpoint } from '../src/core/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
-import { startRpcSimulator, SimChain, type RpcSimulator } from './support/rpc-sim/index.js';
+import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
-import { redisKeys } from '../src/redis-keys.js';
+import { redisKeys } from '../src/core/redis-keys.js';
 
 /** A chain with every shape of parent the SDK distinguishes. */
 function richChain(): SimChain {

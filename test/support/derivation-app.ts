@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { loadConfig } from '../../src/config.js';
-import { buildApp } from '../../src/http/app.js';
-import { createMetrics } from '../../src/metrics/metrics.js';
-import { EndpointSelector } from '../../src/rpc/endpoint.js';
-import { RecordKeyDeriver } from '../../src/sns/record-key.js';
+import { loadConfig } from '../../src/core/config.js';
+import { buildApp } from '../../src/api/http/app.js';
+import { createMetrics } from '../../src/core/metrics.js';
+import { EndpointSelector } from '../../src/core/rpc/endpoint.js';
+import { RecordKeyDeriver } from '../../src/api/sns/record-key.js';
 
 /**
  * The app with no Redis at all: derivations must not need it (docs/design.md, "Shape").

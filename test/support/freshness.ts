@@ -1,7 +1,7 @@
-import { endpointId } from '../../src/rpc/endpoint.js';
-import { redisKeys } from '../../src/redis-keys.js';
+import { endpointId } from '../../src/core/rpc/endpoint.js';
+import { redisKeys } from '../../src/core/redis-keys.js';
 import { waitFor, type Gateway } from './gateway.js';
-import type { RpcSimulator } from './rpc-sim/index.js';
+import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 
 /** The parent the freshness tests watch: bullish, hollaaa, testing on the demo chain. */
 export const PARENT = '67679';

@@ -5,16 +5,21 @@ import type { FastifyInstance } from 'fastify';
 import { Cluster, Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { inject } from 'vitest';
-import { loadConfig, type Config } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
-import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import type { HostResolver } from '../../src/rpc/endpoint.js';
-import type { RedisClient } from '../../src/redis.js';
-import { startApi, type ApiRuntime } from '../../src/runtime/api.js';
-import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
+import { loadConfig, type Config } from '../../src/core/config.js';
+import { createLogger } from '../../src/core/logger.js';
+import { createMetrics, type Metrics } from '../../src/core/metrics.js';
+import type { HostResolver } from '../../src/core/rpc/endpoint.js';
+import type { RedisClient } from '../../src/core/redis.js';
+import { startApi, type ApiRuntime } from '../../src/api/runtime.js';
+import { startWorker, type WorkerRuntime } from '../../src/worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
 import { inDatabase } from './shared-redis.js';
-import { seedDemoChain, SimChain, startRpcSimulator, type RpcSimulator } from './rpc-sim/index.js';
+import {
+  seedDemoChain,
+  SimChain,
+  startRpcSimulator,
+  type RpcSimulator,
+} from '../../tools/rpc-sim/index.js';
 
 export type Reply = { status: number; headers: Headers; body: { s: string; result: unknown } };
 

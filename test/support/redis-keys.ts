@@ -1,5 +1,5 @@
 import { Cluster } from 'ioredis';
-import type { RedisClient } from '../../src/redis.js';
+import type { RedisClient } from '../../src/core/redis.js';
 
 /**
  * Deletes every key under `prefix` (`prefix:*`): only what a test or benchmark created, never the

@@ -8,8 +8,8 @@
  *   SHUTDOWN_TIMEOUT_MS=1000 STUCK_SECONDS=20 node --import tsx test/support/stuck-shutdown.ts
  */
 import { Worker } from 'node:worker_threads';
-import { createLogger } from '../../src/logger.js';
-import { installShutdown } from '../../src/runtime/shutdown.js';
+import { createLogger } from '../../src/core/logger.js';
+import { installShutdown } from '../../src/core/runtime/shutdown.js';
 
 const logger = createLogger('info');
 const shutdown = installShutdown(logger, Number(process.env.SHUTDOWN_TIMEOUT_MS ?? 1000));

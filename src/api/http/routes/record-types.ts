@@ -1,0 +1,41 @@
+import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { RECORD_ENUM } from '../../sns/records.js';
+import {
+  errorResponse,
+  HEADER,
+  notModifiedResponse,
+  ok,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../../../core/http/schemas.js';
+
+/**
+ * `GET /types/record` (README, "Routes"): the SDK's `Record` enum, whose values are what
+ * `/record-key-v2` takes. A constant: no Redis, no RPC.
+ */
+export const recordTypesRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.get(
+    '/types/record',
+    {
+      schema: {
+        tags: ['sns'],
+        summary: "The SDK's Record enum: name -> value; the values go in /record-key-v2's path",
+        response: {
+          200: okResponse(Type.Record(Type.String(), Type.String()), {
+            description:
+              'Every record type of @bonfida/spl-name-service, enum name to value. The value ' +
+              '(`SOL`, `email`, `IPFS`) is what /record-key-v2 takes, not the name (`Email`).',
+            examples: [ok(RECORD_ENUM)],
+            headers: { 'Cache-Control': HEADER.typesCacheControl, ETag: HEADER.etag },
+          }),
+          304: notModifiedResponse,
+          503: errorResponse(SHUTTING_DOWN, 'Shutting down'),
+        },
+      },
+    },
+    async (_req, reply) => {
+      reply.header('cache-control', 'public, max-age=3600');
+      return ok(RECORD_ENUM);
+    },
+  );
+};

@@ -1,0 +1,175 @@
+import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { InternalError } from '../../../core/errors.js';
+import type { EndpointSelector } from '../../../core/rpc/endpoint.js';
+import { parseParentLabel } from '../../sns/names.js';
+import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
+import type { SubdomainLookup } from '../../subdomains/lookup.js';
+import { CORS_HEADERS } from '../../../core/http/cors.js';
+import { requesterOf } from '../subdomain-answers.js';
+import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../../core/http/schemas.js';
+
+export type SubdomainEventsDeps = {
+  endpoints: EndpointSelector;
+  /** Absent when the API was built without Redis: the route then answers 500. */
+  lookup: SubdomainLookup | undefined;
+  live: LiveUpdates | undefined;
+};
+
+/**
+ * A stream left with more than this many bytes unsent is cut rather than ended at shutdown: a
+ * client that does not read would hold the connection, and the server's close, open.
+ */
+const END_CUT_BYTES = 64 * 1024;
+
+const STREAM_HEADERS = Object.freeze({
+  ...CORS_HEADERS,
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-store',
+  // nginx buffers a proxied answer unless told not to; events would arrive in bursts.
+  'x-accel-buffering': 'no',
+  // The connection ends with the stream (Node then closes the socket itself once the last
+  // bytes are out), so shutdown never waits for a kept-alive socket of an ended stream.
+  connection: 'close',
+});
+
+const querystring = Type.Object({
+  rpc: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'Another Solana JSON-RPC endpoint, as for `GET /subdomains/{parent}`.',
+      examples: ['https://api.mainnet-beta.solana.com'],
+    }),
+  ),
+});
+const params = Type.Object({
+  parent: Type.String({
+    description:
+      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix, as for ' +
+      '`GET /subdomains/{parent}`.',
+    examples: ['67679'],
+  }),
+});
+
+const FRAME_EXAMPLE = listFrame(['bullish', 'hollaaa', 'testing']) + ': ping\n\n';
+
+/**
+ * `GET /subdomains/:parent/events[?rpc=URL]` (README, "Routes"; docs/design.md, "Live updates"):
+ * a Server-Sent Events stream of the parent's labels. The first event is the list as
+ * `GET /subdomains/:parent` answers it, through the same {@link SubdomainLookup} (a cold parent
+ * waits for its refresh); errors until then are the usual envelope and status. Then
+ * {@link LiveUpdates} sends each change and the heartbeats.
+ */
+export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps> = async (
+  app,
+  deps,
+) => {
+  // The same per-client limit of cold misses as the list route (one store, one key per client).
+  const checkColdMiss = app.createRateLimit();
+  if (deps.live) {
+    const live = deps.live;
+    // Open streams would hold the server's close until its time-out: end them as closing begins.
+    app.addHook('preClose', async () => live.close());
+  }
+
+  app.get(
+    '/subdomains/:parent/events',
+    {
+      config: { cors: false },
+      schema: {
+        tags: ['sns'],
+        summary:
+          'Live updates of the subdomain labels of a top-level .sol name (Server-Sent Events)',
+        description:
+          'A `text/event-stream`. The first event, `subdomains`, holds in `data` the answer of ' +
+          '`GET /subdomains/{parent}` (`{"s":"ok","result":[...]}`); another such event follows ' +
+          'each time the list changes, within 2 s of the gateway learning of it from the worker ' +
+          '(no RPC call of its own). A comment `: ping` every 15 s. At most SSE_MAX_PER_CLIENT ' +
+          'streams per client address and SSE_MAX_STREAMS per instance. The stream ends when ' +
+          'the instance shuts down: reconnect (EventSource does by itself).',
+        params,
+        querystring,
+        response: {
+          200: {
+            description:
+              'The event stream: `event: subdomains` frames whose `data` is the success ' +
+              'envelope of the list, and `: ping` comments.',
+            headers: {
+              'Cache-Control': { type: 'string', description: '`no-store`.' },
+            },
+            content: {
+              'text/event-stream': {
+                schema: Type.String(),
+                // On the media object: @fastify/swagger copies a `content` response as it is.
+                example: FRAME_EXAMPLE,
+              },
+            },
+          },
+          400: errorResponse(
+            '`Invalid input`: a parent that is not exactly one non-empty label, or a refused `?rpc=`.',
+            'Invalid input',
+          ),
+          429: errorResponse(
+            '`Too many requests`: this client holds SSE_MAX_PER_CLIENT streams already, or ' +
+              'started more than COLD_MISS_LIMIT new refreshes in COLD_MISS_WINDOW_SECONDS.',
+            'Too many requests',
+            { 'Retry-After': HEADER.retryAfter },
+          ),
+          500: errorResponse(
+            `${INTERNAL} Also when no RPC_URL is configured or Redis is unreachable.`,
+            'Internal error',
+          ),
+          502: errorResponse(
+            '`RPC unavailable`: the first list of a cold parent could not be fetched (as for ' +
+              '`GET /subdomains/{parent}`).',
+            'RPC unavailable',
+          ),
+          503: errorResponse(
+            '`Service overloaded`: this instance holds SSE_MAX_STREAMS streams, or the refresh ' +
+              `queue is full for a cold parent. Or ${SHUTTING_DOWN}`,
+            'Service overloaded',
+            { 'Retry-After': HEADER.retryAfter },
+          ),
+        },
+      },
+    },
+    async (req, reply) => {
+      const parent = parseParentLabel(req.params.parent);
+      if (!deps.lookup || !deps.live) throw new InternalError('no cache configured');
+      const requester = requesterOf(req, checkColdMiss);
+      const endpoint = await deps.endpoints.select(req.query.rpc, requester.charge);
+      const pending = deps.live.open(requester.client, endpoint, parent);
+      let result;
+      try {
+        result = await deps.lookup.lookup(parent, endpoint, requester);
+      } catch (err) {
+        pending.close();
+        throw err;
+      }
+      const res = reply.raw;
+      // Gone while its first list was looked up: nothing to send.
+      if (res.destroyed || req.raw.socket.destroyed) {
+        pending.close();
+        return reply.hijack();
+      }
+      // Throws ShuttingDownError (503, the envelope) when shutdown began during the lookup,
+      // before anything is written.
+      pending.start(result.entry.labels, (): StreamSink => {
+        reply.hijack();
+        res.writeHead(200, STREAM_HEADERS);
+        return {
+          write: (chunk) => res.write(chunk),
+          get writableLength() {
+            return res.writableLength;
+          },
+          end: () => {
+            if (res.writableLength > END_CUT_BYTES) res.destroy();
+            else res.end();
+          },
+          destroy: () => res.destroy(),
+        };
+      });
+      res.once('close', () => pending.close());
+      return reply;
+    },
+  );
+};

@@ -1,0 +1,223 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { boundedMemo } from '../../../core/cache/bounded-memo.js';
+import type { CacheEntry } from '../../../core/cache/subdomain-cache.js';
+import { InternalError } from '../../../core/errors.js';
+import type { EndpointSelector, RpcEndpoint } from '../../../core/rpc/endpoint.js';
+import { parseParentLabel } from '../../sns/names.js';
+import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
+import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
+import { pageQueryProperties, pageRequestOf, renderPage } from '../paged-answer.js';
+import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
+import {
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  notModifiedResponse,
+  okResponse,
+  SHUTTING_DOWN,
+} from '../../../core/http/schemas.js';
+import {
+  CACHED_ANSWER_HEADERS,
+  cacheHeaders,
+  clientKey,
+  requesterOf,
+  setCacheHeaders,
+} from '../subdomain-answers.js';
+import { refuseOtherPaths } from './wrong-shape.js';
+
+export type SubdomainRouteDeps = {
+  endpoints: EndpointSelector;
+  /** Absent when the API was built without Redis: the route then answers 500. */
+  lookup: SubdomainLookup | undefined;
+  freshSeconds: number;
+  staleSeconds: number;
+};
+
+/**
+ * The answer body and its ETag, made once per cache entry: a warm hit returns the same entry
+ * object (SubdomainLookup's in-process copy), so it is sent as a ready string, not serialized
+ * and hashed again.
+ */
+const rendered = new WeakMap<CacheEntry, RenderedAnswer>();
+function render(entry: CacheEntry): RenderedAnswer {
+  let out = rendered.get(entry);
+  if (!out) {
+    out = renderOk(entry.labels);
+    rendered.set(entry, out);
+  }
+  return out;
+}
+
+const WRONG_SHAPE_DETAIL =
+  'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
+
+const querystring = Type.Object({
+  rpc: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        'Another Solana JSON-RPC endpoint, for this request: an https URL whose host resolves ' +
+        'only to public addresses, or one of RPC_OVERRIDE_ALLOWLIST; refused (400) when ' +
+        'RPC_OVERRIDE=off. Its answers are `no-store` and cached apart.',
+      examples: ['https://api.mainnet-beta.solana.com'],
+    }),
+  ),
+  ...pageQueryProperties,
+});
+const params = Type.Object({
+  parent: Type.String({
+    description:
+      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix; trimmed and ' +
+      'lower-cased. `67679.sol` is two labels (the subdomain `67679` of `sol`) and is refused.',
+    examples: ['67679'],
+  }),
+});
+
+/**
+ * `GET /subdomains/:parent[?rpc=URL]` (README, "Routes"), answered from the Redis cache
+ * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`.
+ *
+ * HTTP caching as ../subdomain-answers.ts `cacheHeaders` says: the entry's freshness left, then
+ * stale-while-revalidate; `no-store` through an override.
+ */
+export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
+  // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
+  const checkColdMiss = app.createRateLimit();
+  const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
+
+  /**
+   * Sends the entry: the whole list (the contract's answer) without `page`, else the page it
+   * asks for with `X-Total-Count`. A page is its own representation under its own URL, with the
+   * list's caching headers (the same entry, so the same freshness and Age).
+   */
+  const send = (
+    reply: FastifyReply,
+    endpoint: RpcEndpoint,
+    { entry, state }: LookupResult,
+    page: PageRequest | undefined,
+    now = Date.now(),
+  ) => {
+    setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined, now);
+    if (page === undefined) return sendRendered(reply, render(entry));
+    const selected = selectPage(entry.labels, page);
+    reply.header('x-total-count', String(selected.total));
+    return sendRendered(reply, renderPage(selected, selected.labels, page, render(entry).etag));
+  };
+
+  // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again
+  // (an invalid one throws, and is not kept).
+  const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
+
+  /**
+   * Everything but a warm hit: selects the endpoint, then {@link SubdomainLookup.lookup} (Redis,
+   * the queue, the wait for a refresh) and sends its answer.
+   */
+  const answerThroughRedis = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    parent: string,
+    rpc: string | undefined,
+    page: PageRequest | undefined,
+  ) => {
+    const requester = requesterOf(req, checkColdMiss);
+    const endpoint = await deps.endpoints.select(rpc, requester.charge);
+    if (!deps.lookup) throw new InternalError('no cache configured');
+    const result = await deps.lookup.lookup(parent, endpoint, requester);
+    return send(reply, endpoint, result, page);
+  };
+
+  app.get(
+    '/subdomains/:parent',
+    {
+      // CORS headers come with the caching headers (../subdomain-answers.ts, src/core/http/cors.ts).
+      config: { cors: false },
+      schema: {
+        tags: ['sns'],
+        summary:
+          'Subdomain labels of a top-level .sol name (only those with a reverse record), sorted',
+        description:
+          "The labels the SDK's `findSubdomains` gives, from the Redis cache: a subdomain counts " +
+          'only when its reverse record exists. A miss queues one refresh (getProgramAccounts, ' +
+          'by the worker) and waits for it at most SUBDOMAINS_WAIT_MS; a stale entry is served at ' +
+          'once while one refresh runs (stale-while-revalidate). With `limit` (and `after`), a ' +
+          'page of the list and its `next`; with `prefix`, only the labels starting with it; ' +
+          'either way, `X-Total-Count`. Without them the answer is the whole list, as it was.',
+        params,
+        querystring,
+        response: {
+          200: okResponse(
+            Type.Array(Type.String()),
+            {
+              description:
+                'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). With ' +
+                '`limit`, one page of them and `next`: `?limit=2` gives ' +
+                '`{"s":"ok","result":["bullish","hollaaa"],"next":"hollaaa"}`. ' +
+                "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
+              examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
+              headers: CACHED_ANSWER_HEADERS,
+            },
+            {
+              next: Type.Optional(
+                Type.Union([Type.String(), Type.Null()], {
+                  description:
+                    'Only with `limit`: the last label of this page, to pass as `after` for the ' +
+                    'next one; null when no more labels follow.',
+                }),
+              ),
+            },
+          ),
+          304: notModifiedResponse,
+          400: errorResponse(
+            '`Invalid input`: a parent that is not exactly one non-empty label, a refused ' +
+              '`?rpc=` (not https, a private or literal address, not on the allowlist, ' +
+              'overrides off), a `limit` that is not a whole number from 1 to 1000 in decimal ' +
+              'digits (no sign, exponent, spaces or leading zero), an empty `after` or one ' +
+              'without `limit`, or a parameter given twice.',
+            'Invalid input',
+          ),
+          429: errorResponse(
+            '`Too many requests`: this client started more than COLD_MISS_LIMIT new refreshes ' +
+              'in COLD_MISS_WINDOW_SECONDS. Hits and stale hits are never refused (a stale hit ' +
+              'past the limit is served without starting a refresh).',
+            'Too many requests',
+            { 'Retry-After': HEADER.retryAfter },
+          ),
+          500: errorResponse(
+            `${INTERNAL} Also when no RPC_URL is configured or Redis is unreachable.`,
+            'Internal error',
+          ),
+          502: errorResponse(
+            '`RPC unavailable`: the RPC failed (JSON-RPC error, 429 or 5xx after retries, a ' +
+              'malformed reply, a time-out), or no refresh finished within SUBDOMAINS_WAIT_MS ' +
+              '(it goes on and fills the cache).',
+            'RPC unavailable',
+          ),
+          503: errorResponse(
+            '`Service overloaded`: more than QUEUE_MAX_WAITING refreshes wait, so a cold miss is ' +
+              `shed (with Retry-After). Or ${SHUTTING_DOWN}`,
+            'Service overloaded',
+            { 'Retry-After': HEADER.retryAfter },
+          ),
+        },
+      },
+    },
+    (req, reply) => {
+      const parent = parentOf(req.params.parent);
+      const page = pageRequestOf(req.query);
+      // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
+      if (req.query.rpc === undefined && deps.lookup) {
+        const endpoint = deps.endpoints.selectDefault();
+        const now = Date.now();
+        const hit = deps.lookup.peek(parent, endpoint, clientKey(req), now);
+        if (hit) {
+          send(reply, endpoint, hit, page, now);
+          return;
+        }
+      }
+      return answerThroughRedis(req, reply, parent, req.query.rpc, page);
+    },
+  );
+
+  refuseOtherPaths(app, '/subdomains', WRONG_SHAPE_DETAIL);
+};

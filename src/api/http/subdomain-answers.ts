@@ -1,0 +1,148 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import ipaddr from 'ipaddr.js';
+import { LRUCache } from 'lru-cache';
+import type { CacheEntry } from '../../core/cache/subdomain-cache.js';
+import { RateLimitedError } from '../../core/errors.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { CacheState, Requester } from '../subdomains/lookup.js';
+import { CORS_HEADERS } from '../../core/http/cors.js';
+import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './paged-answer.js';
+import { HEADER } from '../../core/http/schemas.js';
+
+/**
+ * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
+ * `/details` and `/events`): the per-client cold-miss charge and the caching headers.
+ */
+
+const COLD_MISS_DETAIL =
+  'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
+
+/**
+ * The client a request counts as: the key of its cold-miss limit (buildApp gives it to
+ * @fastify/rate-limit as `keyGenerator`), the hot-parent ranking's distinct clients, and the event
+ * streams' per-client bound. From the address Fastify reports, `X-Forwarded-For` honoured as far as
+ * `TRUST_PROXY` says (src/api/http/app.ts), by {@link clientKeyOf}. Never holds a space.
+ */
+export const clientKey = (req: FastifyRequest): string => clientKeyOf(req.ip);
+
+/** IPv6 keys already made: a warm request parses nothing (bounded; a miss only costs a parse). */
+const ipv6Keys = new LRUCache<string, string>({ max: 10_000 });
+
+/**
+ * The client key of an address: an IPv4 address as it is; an IPv6 address by its /64 prefix
+ * (`2001:db8:1:2::/64`), since one host, or one subscriber line, is given a whole /64 (RFC 6177)
+ * and would otherwise be 2^64 clients; an IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, a dual
+ * stack socket) as its IPv4 address. Anything ipaddr.js cannot parse is kept as it is.
+ *
+ * @param ip an address as Fastify's `req.ip` gives it.
+ */
+export function clientKeyOf(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  let key = ipv6Keys.get(ip);
+  if (key === undefined) {
+    key = ipv6Key(ip);
+    ipv6Keys.set(ip, key);
+  }
+  return key;
+}
+
+function ipv6Key(ip: string): string {
+  let parsed: ipaddr.IPv6;
+  try {
+    parsed = ipaddr.IPv6.parse(ip);
+  } catch {
+    return ip;
+  }
+  if (parsed.isIPv4MappedAddress()) return parsed.toIPv4Address().toString();
+  const prefix = new ipaddr.IPv6([...parsed.parts.slice(0, 4), 0, 0, 0, 0]);
+  return `${prefix.toString()}/64`;
+}
+
+/**
+ * Who a request to the subdomain cache is for ({@link Requester}): its {@link clientKey}, and
+ * {@link coldMissCharge}.
+ */
+export function requesterOf(
+  req: FastifyRequest,
+  check: ReturnType<FastifyInstance['createRateLimit']>,
+): Requester {
+  return { client: clientKey(req), charge: coldMissCharge(req, check) };
+}
+
+/**
+ * Spends one unit of the client's cold-miss limit (@fastify/rate-limit, registered by buildApp),
+ * once per request however many times it is called: for a request that starts a refresh (a cold
+ * miss, or a stale hit whose refresh is not under way) or resolves a `?rpc=` host (DNS the client
+ * chooses, which may never answer), and once if it does both.
+ *
+ * @param check the route plugin's `app.createRateLimit()`.
+ * @returns the charge; it throws RateLimitedError (429 with Retry-After) past the limit.
+ */
+export function coldMissCharge(
+  req: FastifyRequest,
+  check: ReturnType<FastifyInstance['createRateLimit']>,
+): () => Promise<void> {
+  let charged = false;
+  return async () => {
+    if (charged) return;
+    charged = true;
+    const limit = await check(req);
+    if (!limit.isAllowed && limit.isExceeded) {
+      throw new RateLimitedError('client over its cold-miss limit', limit.ttlInSeconds, {
+        detail: COLD_MISS_DETAIL,
+      });
+    }
+  };
+}
+
+/** The headers of a 200 from the cache, as the route schemas document them (OpenAPI). */
+export const CACHED_ANSWER_HEADERS = Object.freeze({
+  'Cache-Control': HEADER.subdomainsCacheControl,
+  Age: HEADER.age,
+  ETag: HEADER.etag,
+  'X-Cache': HEADER.xCache,
+  'X-Total-Count': TOTAL_COUNT_HEADER,
+});
+
+/** The header sets of cached answers, made once per process (constant strings). */
+export type CacheHeaders = ReturnType<typeof cacheHeaders>;
+
+/**
+ * HTTP caching of an answer from the cache (RFC 9111; docs/design.md, "HTTP caching"): `max-age`
+ * is the entry's freshness lifetime and `Age` how long ago it was fetched, so a CDN or browser
+ * keeps it exactly for the freshness left; after that it may serve it stale while revalidating,
+ * or on error, for the rest of the stale window. Answers through an override are `no-store`:
+ * they must not be shared under the gateway's URL. Paged answers also expose `X-Total-Count`.
+ */
+export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
+  const afterExpiry = Math.max(0, staleSeconds - freshSeconds);
+  const shared = Object.freeze({
+    ...CORS_HEADERS,
+    'cache-control': `public, max-age=${freshSeconds}, stale-while-revalidate=${afterExpiry}, stale-if-error=${afterExpiry}`,
+  });
+  const override = Object.freeze({ ...CORS_HEADERS, 'cache-control': 'no-store' });
+  return Object.freeze({
+    shared,
+    override,
+    pagedShared: Object.freeze({ ...shared, ...PAGED_CORS_HEADERS }),
+    pagedOverride: Object.freeze({ ...override, ...PAGED_CORS_HEADERS }),
+  });
+}
+
+/** Sets the caching headers, `Age` and `X-Cache` of an answer made from `entry`. */
+export function setCacheHeaders(
+  reply: FastifyReply,
+  headers: CacheHeaders,
+  endpoint: RpcEndpoint,
+  entry: CacheEntry,
+  state: CacheState,
+  paged: boolean,
+  now = Date.now(),
+): FastifyReply {
+  const override = endpoint.kind === 'override';
+  if (paged) reply.headers(override ? headers.pagedOverride : headers.pagedShared);
+  else reply.headers(override ? headers.override : headers.shared);
+  if (!override)
+    reply.header('age', String(Math.max(0, Math.floor((now - entry.fetchedAt) / 1000))));
+  return reply.header('x-cache', state);
+}

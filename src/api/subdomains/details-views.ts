@@ -1,0 +1,234 @@
+import { LRUCache } from 'lru-cache';
+import type {
+  CacheEntry,
+  EntryAccounts,
+  SubdomainCache,
+} from '../../core/cache/subdomain-cache.js';
+import { InternalError } from '../../core/errors.js';
+import { etagOf, type RenderedAnswer } from '../http/rendered.js';
+import type { CacheState, LookupResult } from './lookup.js';
+
+/** One row of `/details`: a label, its subdomain name account and the owner in its header. */
+export type SubdomainDetail = { label: string; key: string; owner: string };
+
+/**
+ * The rows of `accounts`, in the order `/subdomains/:parent` lists the labels (JS string order;
+ * two subdomains with one label, by key).
+ */
+export function detailsOf(accounts: EntryAccounts): SubdomainDetail[] {
+  return Object.entries(accounts)
+    .map(([key, [label, owner]]) => ({ label, key, owner }))
+    .sort((a, b) =>
+      a.label < b.label ? -1 : a.label > b.label ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0,
+    );
+}
+
+/**
+ * `/details` of one revision of an entry, rendered once (docs/design.md, "`/details` views"): the
+ * whole answer and its ETag, and what cuts a page out of it without serializing rows again.
+ */
+export type DetailsView = {
+  /**
+   * The entry the accounts were read with, as far as answers need it (its revision and
+   * `fetchedAt`; `labels` are {@link labels}); the caching headers come from it.
+   */
+  readonly entry: CacheEntry;
+  /** The rows' labels in row order (the entry's order), for `selectPage`'s binary search. */
+  readonly labels: readonly string[];
+  /** `{"s":"ok","result":[rows]}` and its strong ETag. */
+  readonly whole: RenderedAnswer;
+  /**
+   * Where row `i` starts in `whole.body`, in UTF-16 code units; entry `labels.length` is one past
+   * the last row's comma as if one followed it, so rows `[a, b)` are `body.slice(o[a], o[b] - 1)`.
+   */
+  readonly offsets: Uint32Array;
+  /** What the view is counted as in the byte budget (approximate: string bytes, offsets, labels). */
+  readonly bytes: number;
+};
+
+const HEAD = '{"s":"ok","result":[';
+
+/**
+ * Renders the `/details` view of `accounts`, read with `entry` (one MGET: the two belong to one
+ * revision). The body is `JSON.stringify({ s: 'ok', result: detailsOf(accounts) })`, byte for
+ * byte, built row by row so each row's place in it is known.
+ */
+export function buildDetailsView(entry: CacheEntry, accounts: EntryAccounts): DetailsView {
+  const rows = detailsOf(accounts);
+  const parts = rows.map((row) => JSON.stringify(row));
+  const offsets = new Uint32Array(parts.length + 1);
+  let at = HEAD.length;
+  for (const [i, part] of parts.entries()) {
+    offsets[i] = at;
+    at += part.length + 1;
+  }
+  offsets[parts.length] = at;
+  const body = `${HEAD}${parts.join(',')}]}`;
+  const labels = rows.map((row) => row.label);
+  // V8 keeps a string of Latin-1 characters at one byte each, any other at two (JSON escapes
+  // every character below the space).
+  const charBytes = /[^ -\u00ff]/.test(body) ? 2 : 1;
+  const bytes =
+    body.length * charBytes +
+    offsets.byteLength +
+    labels.reduce((n, label) => n + label.length * charBytes + 24, 256);
+  return {
+    entry: { rev: entry.rev, fetchedAt: entry.fetchedAt, slot: entry.slot, labels },
+    labels,
+    whole: { body, etag: etagOf(body) },
+    offsets,
+    bytes,
+  };
+}
+
+/**
+ * The JSON text of `count` rows from row `start` of `view`, comma-separated, without brackets
+ * (`''` for none): a slice of the rendered body, no serialization.
+ */
+export function rowsText(view: DetailsView, start: number, count: number): string {
+  if (count === 0) return '';
+  const from = view.offsets[start] as number;
+  const to = view.offsets[start + count] as number;
+  return view.whole.body.slice(from, to - 1);
+}
+
+/** A view, with the revision answers are cut from, its state, and its caching headers' entry. */
+export type DetailsAnswer = { view: DetailsView; entry: CacheEntry; state: CacheState };
+
+/** What names a revision of an entry: its write count, when it was known whole, its slot. */
+type Revision = Pick<CacheEntry, 'rev' | 'fetchedAt' | 'slot'>;
+
+const sameRevision = (a: Revision, b: Revision): boolean =>
+  a.rev === b.rev && a.fetchedAt === b.fetchedAt && a.slot === b.slot;
+
+/**
+ * A kept view, with the order of the read that made it and the revisions it also answers for:
+ * those a request held when its read began and which Redis had already replaced by this view.
+ */
+type Kept = { endpointId: string; view: DetailsView; seq: number; alsoFor: Revision[] };
+
+/** Revisions one kept view answers for besides its own; more are forgotten, oldest first. */
+const MAX_ALSO_FOR = 4;
+
+export type DetailsViewsOptions = {
+  /** Where the accounts are read, with the entry, in one step (`getWithAccounts`). */
+  cache: SubdomainCache;
+  /** Bytes of views kept (`DETAILS_CACHE_BYTES`, {@link DetailsView.bytes}); 0 keeps none. */
+  maxBytes: number;
+};
+
+/**
+ * This process's `/details` views of the configured endpoint, one per parent (docs/design.md,
+ * "`/details` views"), keyed by parent alone as the in-process copy is, the endpoint checked. A
+ * request brings the entry its lookup found (the in-process copy's on a warm hit: no Redis round
+ * trip); the view answers when it is of that entry's revision. Otherwise the entry and its
+ * accounts are read together (MGET: one revision) and rendered once, and concurrent requests for
+ * that revision share the read (single flight). Views are checked against the entry's revision on
+ * every request, so refresh events need not reach them.
+ *
+ * A read may find a newer revision than the request's entry (a patch landed after the lookup; the
+ * in-process copy lags, or missed a write that announced nothing). The request is answered from
+ * what was read, with that revision's `Age`, and the view is marked as answering for the request's
+ * revision too: a read begun after that revision was current returned this one, so it is no
+ * older, and requests holding the older entry do not read again until their copy moves on.
+ */
+export class DetailsViews {
+  private readonly views: LRUCache<string, Kept> | undefined;
+  private readonly inflight = new Map<string, Promise<DetailsView | null>>();
+  private reads = 0;
+
+  constructor(private readonly opts: DetailsViewsOptions) {
+    if (opts.maxBytes > 0) {
+      this.views = new LRUCache<string, Kept>({
+        maxSize: opts.maxBytes,
+        sizeCalculation: (kept) => kept.view.bytes,
+      });
+    }
+  }
+
+  /**
+   * The answer of a kept view for what the lookup found, synchronously, or `undefined` when none
+   * is kept for its revision (then {@link get}).
+   *
+   * @param parent a normalized single label.
+   */
+  peek(endpointId: string, parent: string, found: LookupResult): DetailsAnswer | undefined {
+    const kept = this.views?.get(parent);
+    if (!kept || kept.endpointId !== endpointId) return undefined;
+    const asked = found.entry;
+    if (sameRevision(kept.view.entry, asked) || kept.alsoFor.some((r) => sameRevision(r, asked))) {
+      return this.answer(kept.view, found);
+    }
+    return undefined;
+  }
+
+  /**
+   * The answer for what the lookup found: a kept view, or one rendered from the entry and
+   * accounts read now (one read for all concurrent requests of that revision).
+   *
+   * @param parent a normalized single label.
+   * @returns null when the entry was written without accounts (by an earlier release), or is
+   *   gone by the time of the read.
+   * @throws InternalError when Redis fails.
+   */
+  async get(
+    endpointId: string,
+    parent: string,
+    found: LookupResult,
+  ): Promise<DetailsAnswer | null> {
+    const kept = this.peek(endpointId, parent, found);
+    if (kept) return kept;
+    const { rev, fetchedAt, slot } = found.entry;
+    const flightKey = `${endpointId}\n${parent}\n${rev}\n${fetchedAt}\n${slot}`;
+    let flight = this.inflight.get(flightKey);
+    if (!flight) {
+      flight = this.read(endpointId, parent, found.entry).finally(() =>
+        this.inflight.delete(flightKey),
+      );
+      this.inflight.set(flightKey, flight);
+    }
+    const view = await flight;
+    return view && this.answer(view, found);
+  }
+
+  /** Reads the entry and its accounts, renders them, and keeps the view unless a later read's is. */
+  private async read(
+    endpointId: string,
+    parent: string,
+    asked: CacheEntry,
+  ): Promise<DetailsView | null> {
+    // Reads on one connection are answered in order: a higher `seq` saw a state no older.
+    const seq = ++this.reads;
+    let read: Awaited<ReturnType<SubdomainCache['getWithAccounts']>>;
+    try {
+      read = await this.opts.cache.getWithAccounts(endpointId, parent);
+    } catch (err) {
+      throw new InternalError('cache read failed', { cause: err });
+    }
+    if (!read?.accounts) return null;
+    const view = buildDetailsView(read.entry, read.accounts);
+    const kept = this.views?.peek(parent);
+    const before = kept?.endpointId === endpointId ? kept : undefined;
+    if (!this.views || (before && before.seq > seq)) return view;
+    const alsoFor =
+      before && sameRevision(before.view.entry, view.entry) ? [...before.alsoFor] : [];
+    if (!sameRevision(view.entry, asked)) {
+      alsoFor.push({ rev: asked.rev, fetchedAt: asked.fetchedAt, slot: asked.slot });
+    }
+    this.views.set(parent, { endpointId, view, seq, alsoFor: alsoFor.slice(-MAX_ALSO_FOR) });
+    return view;
+  }
+
+  /**
+   * The answer of `view` for what the lookup found: its state when the view is of that revision;
+   * else (a newer one, read since) a miss stays a miss, and a hit or stale hit is what the
+   * view's own entry is now.
+   */
+  private answer(view: DetailsView, found: LookupResult): DetailsAnswer {
+    if (sameRevision(view.entry, found.entry) || found.state === 'MISS') {
+      return { view, entry: view.entry, state: found.state };
+    }
+    const state = this.opts.cache.freshness(view.entry) === 'fresh' ? 'HIT' : 'STALE';
+    return { view, entry: view.entry, state };
+  }
+}

@@ -1,0 +1,379 @@
+import type { Queue } from 'bullmq';
+import type { FastifyBaseLogger } from 'fastify';
+import { LRUCache } from 'lru-cache';
+import type {
+  CacheEntry,
+  EntryAccounts,
+  SubdomainCache,
+} from '../../core/cache/subdomain-cache.js';
+import {
+  GatewayError,
+  InternalError,
+  OverloadedError,
+  RateLimitedError,
+  RpcUnavailableError,
+  ShuttingDownError,
+} from '../../core/errors.js';
+import type { Metrics } from '../../core/metrics.js';
+import type { RefreshListener } from '../../core/queue/refresh-events.js';
+import {
+  addRefreshJob,
+  refreshDedupId,
+  waitingRefreshes,
+  type RefreshJobData,
+} from '../../core/queue/refresh-queue.js';
+import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { HotParentCounter } from '../../core/cache/hot-parents.js';
+import { InProcessCopy } from './in-process-copy.js';
+
+/** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
+export type CacheState = 'HIT' | 'STALE' | 'MISS';
+export type LookupResult = { entry: CacheEntry; state: CacheState };
+
+/**
+ * Who a lookup is for: the client it is counted as for the hot-parent ranking, and the charge of
+ * its new refreshes.
+ */
+export type Requester = {
+  /** The cold-miss limit's key of the request (`clientKey`, src/api/http/subdomain-answers.ts). */
+  readonly client: string;
+  /**
+   * Called only when this request would start a new refresh (a cold miss or a stale hit that joins
+   * no job); throws to refuse it, e.g. the per-client limit's RateLimitedError. Once per request.
+   */
+  readonly charge: () => Promise<void>;
+};
+
+/**
+ * An entry read from Redis (null: none), and the in-process copy's generation of when the read
+ * began ({@link InProcessCopy.generation}).
+ */
+type EntryRead<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
+
+export type SubdomainLookupDeps = {
+  cache: SubdomainCache;
+  /** Where refreshes are queued: the configured endpoint's queue, and the overrides' own. */
+  queues: { readonly default: Queue<RefreshJobData>; readonly override: Queue<RefreshJobData> };
+  listener: RefreshListener;
+  metrics: Metrics;
+  logger: FastifyBaseLogger;
+  /** How long a miss waits for its refresh (`SUBDOMAINS_WAIT_MS`). */
+  waitMs: number;
+  /** Cold misses shed with 503 past this many waiting jobs (`QUEUE_MAX_WAITING`). */
+  maxWaiting: number;
+  /** Counts clients per parent so the worker keeps hot parents fresh; off when absent. */
+  hotParents?: HotParentCounter;
+  /** Bytes of labels kept in the process-local copy of fresh entries (0: none). */
+  localCacheBytes?: number;
+  /** The endpoint whose fresh entries are kept in process: the default one (none when absent). */
+  localEndpointId?: string;
+};
+
+/**
+ * The API side of the subdomain cache (docs/design.md, "The subdomain cache"): fresh entries are
+ * hits; stale ones are served at once while one background refresh is queued
+ * (stale-while-revalidate); misses queue one refresh and wait for the worker's event. Concurrent
+ * misses for one key in this process share one wait (single flight); across processes BullMQ's
+ * deduplication makes one job. The API never calls the RPC itself.
+ *
+ * Every refresh a request starts is charged to its client ({@link Requester.charge}): a cold miss
+ * over the limit is refused, a stale hit over it is served without a refresh. A request is counted
+ * for the hot-parent ranking only once it is answered from an entry (a hit, a stale hit, a miss
+ * whose refresh it waited for), never when refused or failed.
+ *
+ * Fresh entries of the default endpoint are also kept in process ({@link InProcessCopy}), so a
+ * warm hit costs no Redis round trip. Answers through another endpoint (a `?rpc=` override,
+ * `no-store`, rare) read Redis.
+ */
+export class SubdomainLookup {
+  private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();
+  private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
+  /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
+  private readonly closing = new AbortController();
+  private closingStarted = false;
+  private readonly closed = new Promise<'closed'>((resolve) =>
+    this.closing.signal.addEventListener('abort', () => resolve('closed'), { once: true }),
+  );
+  /** Fresh entries of the default endpoint kept in process; none when not configured. */
+  private readonly local: InProcessCopy | undefined;
+
+  constructor(private readonly deps: SubdomainLookupDeps) {
+    const maxBytes = deps.localCacheBytes ?? 0;
+    if (maxBytes > 0 && deps.localEndpointId !== undefined) {
+      this.local = new InProcessCopy({
+        cache: deps.cache,
+        listener: deps.listener,
+        endpointId: deps.localEndpointId,
+        maxBytes,
+      });
+    }
+  }
+
+  /**
+   * The answer from this process's copy of fresh entries, synchronously, or `undefined` when the
+   * copy has none (or events are not flowing, or `endpoint` is not the default one): then
+   * {@link lookup} decides. Counted as a hit like any other. Lets the route answer a warm parent
+   * without a promise.
+   *
+   * @param parent a normalized single label.
+   * @param client the request's {@link Requester.client}.
+   * @param now the clock, in milliseconds since the epoch.
+   */
+  peek(
+    parent: string,
+    endpoint: RpcEndpoint,
+    client: string,
+    now = Date.now(),
+  ): LookupResult | undefined {
+    const entry = this.local?.peek(parent, endpoint, now);
+    if (!entry) return undefined;
+    this.deps.hotParents?.hit(parent, client, now);
+    this.deps.metrics.countCacheLookup('hit');
+    return { entry, state: 'HIT' };
+  }
+
+  /**
+   * The name accounts behind `entry`'s labels (what `/details` answers): inside an override's
+   * entry, beside the configured endpoint's (written with it, read now).
+   *
+   * @returns null when the entry was written without them (by an earlier release).
+   * @throws InternalError when Redis fails.
+   */
+  async accountsOf(
+    parent: string,
+    endpoint: RpcEndpoint,
+    entry: CacheEntry,
+  ): Promise<EntryAccounts | null> {
+    if (endpoint.kind === 'override') return entry.accounts ?? null;
+    try {
+      return (await this.deps.cache.getWithAccounts(endpoint.id, parent))?.accounts ?? null;
+    } catch (err) {
+      throw new InternalError('cache read failed', { cause: err });
+    }
+  }
+
+  /**
+   * @param parent a normalized single label.
+   * @param requester who asks: counted for the hot-parent ranking once answered, and charged for a
+   *   new refresh (a stale hit over its limit is still answered, with no refresh queued).
+   * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
+   * @throws OverloadedError when the queue is full and this miss would start a new refresh.
+   * @throws RateLimitedError (from `requester.charge`) when this client started too many.
+   * @throws InternalError for Redis or worker faults.
+   */
+  async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
+    const kept = this.peek(parent, endpoint, requester.client);
+    if (kept) return kept;
+    const { cache, metrics } = this.deps;
+    const key = cache.key(endpoint.id, parent);
+    const read = await this.read(key);
+    const { entry } = read;
+    if (entry) {
+      this.counted(parent, endpoint, requester);
+      if (cache.freshness(entry) === 'fresh') {
+        metrics.countCacheLookup('hit');
+        this.local?.remember(parent, endpoint, entry, read.generation);
+        return { entry, state: 'HIT' };
+      }
+      metrics.countCacheLookup('stale');
+      // A popular stale key would otherwise run BullMQ's scripts on every request; one try per
+      // key per second and process is enough (the job is deduplicated anyway). A try its client's
+      // limit refused leaves the next request for the key free to try.
+      if (!this.recentlyQueued.has(key)) {
+        this.recentlyQueued.set(key, true);
+        this.refreshStale(key, parent, endpoint, requester.charge).catch((err: unknown) =>
+          this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
+        );
+      }
+      return { entry, state: 'STALE' };
+    }
+    metrics.countCacheLookup('miss');
+    if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
+    let fetched: EntryRead<CacheEntry>;
+    try {
+      fetched = await this.flight(key, parent, endpoint, requester);
+    } catch (err) {
+      // A joiner refused with the starter's 429 tries again with its own charge: the first to
+      // resume finds no flight and starts one (no I/O between the flight's end and the resumes),
+      // the others join it. Only the starter's own request was over its limit.
+      if (!(err instanceof JoinedRefusal)) throw err;
+      fetched = await this.flight(key, parent, endpoint, requester).catch((again: unknown) => {
+        throw again instanceof JoinedRefusal ? again.refusal : again;
+      });
+    }
+    this.counted(parent, endpoint, requester);
+    this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
+    return { entry: fetched.entry, state: 'MISS' };
+  }
+
+  /**
+   * Joins the single flight of `key`, or starts it charged to `requester`. A joiner whose flight
+   * failed because the starter's charge was refused gets a {@link JoinedRefusal}, never the 429
+   * itself: that refusal was the starter's.
+   */
+  private async flight(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    requester: Requester,
+  ): Promise<EntryRead<CacheEntry>> {
+    const joined = this.inflight.get(key);
+    if (joined) {
+      try {
+        return await joined;
+      } catch (err) {
+        if (err instanceof RateLimitedError) throw new JoinedRefusal(err);
+        throw err;
+      }
+    }
+    const started = this.refreshAndWait(key, parent, endpoint, requester.charge).finally(() =>
+      this.inflight.delete(key),
+    );
+    this.inflight.set(key, started);
+    return started;
+  }
+
+  /** Counts an answered request for the hot-parent ranking (default endpoint only). */
+  private counted(parent: string, endpoint: RpcEndpoint, requester: Requester): void {
+    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent, requester.client);
+  }
+
+  /**
+   * The refresh of a stale entry, in the background: nothing when one is queued or running already;
+   * else charged to the client, and not queued when the charge refuses it (the stale answer is
+   * served anyway).
+   */
+  private async refreshStale(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    charge: () => Promise<void>,
+  ): Promise<void> {
+    const queue = this.deps.queues[endpoint.kind];
+    if ((await queue.getDeduplicationJobId(refreshDedupId(key))) !== null) return;
+    try {
+      await charge();
+    } catch (err) {
+      if (!(err instanceof RateLimitedError)) throw err;
+      this.recentlyQueued.delete(key);
+      return;
+    }
+    await addRefreshJob(queue, jobData(key, parent, endpoint), 'stale');
+  }
+
+  private async refreshAndWait(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    admitNewRefresh: () => Promise<void>,
+  ): Promise<EntryRead<CacheEntry>> {
+    // Listen before queueing, then look again: a refresh that was already running may have
+    // finished between the first read and now, and its event would be lost to us.
+    const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs);
+    try {
+      const raced = await this.read(key);
+      if (raced.entry) {
+        wait.cancel();
+        return raced as EntryRead<CacheEntry>;
+      }
+      await this.enqueue(key, parent, endpoint, admitNewRefresh);
+    } catch (err) {
+      wait.cancel();
+      throw err;
+    }
+    const outcome = await Promise.race([wait.event, this.closed]);
+    if (outcome === 'closed') {
+      wait.cancel();
+      throw new ShuttingDownError(`stopped waiting for the refresh of ${parent}`, 1);
+    }
+    if (outcome === null)
+      throw new RpcUnavailableError(`no refresh of ${parent} within ${this.deps.waitMs} ms`);
+    if (!outcome.ok) {
+      if (outcome.reason === 'rpc')
+        throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
+      if (outcome.reason === 'disconnected') {
+        throw new InternalError(`lost the refresh events of ${parent}: Redis connection closed`);
+      }
+      throw new InternalError(`refresh of ${parent} failed in the worker`);
+    }
+    const read = await this.read(key);
+    if (!read.entry) {
+      throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
+    }
+    return read as EntryRead<CacheEntry>;
+  }
+
+  /**
+   * Shutdown has begun: no new refresh is waited for, and requests already waiting get `graceMs`
+   * to see theirs finish, then answer 503 `Shutting down` instead of outliving the process's
+   * shutdown bound (a wait can last `SUBDOMAINS_WAIT_MS`). Hits are still served while the server
+   * drains.
+   *
+   * @param graceMs milliseconds waiting requests may still wait.
+   */
+  close(graceMs = 0): void {
+    this.closingStarted = true;
+    if (graceMs <= 0) this.closing.abort();
+    else setTimeout(() => this.closing.abort(), graceMs).unref();
+  }
+
+  /** Reads the entry, with the in-process copy's generation of when the read began. */
+  private async read(key: string): Promise<EntryRead> {
+    const generation = this.local?.generation ?? 0;
+    try {
+      return { entry: await this.deps.cache.get(key), generation };
+    } catch (err) {
+      throw new InternalError('cache read failed', { cause: err });
+    }
+  }
+
+  /**
+   * Queues the refresh of a cold miss, deduplicated on the cache key. A request that would start a
+   * new job is first checked against the queue bound and charged to its client; one that joins a
+   * queued or running job never is.
+   */
+  private async enqueue(
+    key: string,
+    parent: string,
+    endpoint: RpcEndpoint,
+    admitNewRefresh: () => Promise<void>,
+  ) {
+    const queue = this.deps.queues[endpoint.kind];
+    const dedupId = refreshDedupId(key);
+    try {
+      // One round trip for both (sent back to back on one connection); the count is wasted
+      // when the miss joins a queued job, which is cheaper than a second round trip.
+      const [joined, waiting] = await Promise.all([
+        queue.getDeduplicationJobId(dedupId),
+        waitingRefreshes(queue),
+      ]);
+      if (joined === null) {
+        if (waiting >= this.deps.maxWaiting) {
+          throw new OverloadedError(`${waiting} refreshes waiting`, 5);
+        }
+        await admitNewRefresh();
+      }
+      await addRefreshJob(queue, jobData(key, parent, endpoint), 'coldMiss');
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      throw new InternalError('could not queue a refresh', { cause: err });
+    }
+  }
+}
+
+/** A joined flight failed with its starter's refusal (`refusal`), not this request's. */
+class JoinedRefusal extends Error {
+  constructor(readonly refusal: RateLimitedError) {
+    super('the single flight joined was refused to its starter');
+  }
+}
+
+/** A refresh job's data: the default endpoint travels as its kind, never its URL. */
+function jobData(cacheKey: string, parent: string, endpoint: RpcEndpoint): RefreshJobData {
+  return {
+    cacheKey,
+    parent,
+    endpoint:
+      endpoint.kind === 'override' ? { kind: 'override', url: endpoint.url } : { kind: 'default' },
+  };
+}

@@ -1,0 +1,168 @@
+import { Queue, type ConnectionOptions, type Worker } from 'bullmq';
+import type { RedisClient } from '../core/redis.js';
+import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
+import { redisKeys } from '../core/redis-keys.js';
+import { topHotParents } from '../core/cache/hot-parents.js';
+import { SteadyWorker } from './steady-worker.js';
+
+/**
+ * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
+ * reads), and on a refresh queue it took a start of the RPC rate limiter each time.
+ */
+export const HOT_PARENT_SCAN_QUEUE = 'hot-parent-scans';
+const HOT_PARENT_SCAN_JOB = 'hot-scan';
+const SCHEDULER_ID = 'hot-parents';
+
+/**
+ * How often the hot parents are checked: six times per freshness window (at least every
+ * 500 ms), so an entry is refreshed within its last third of freshness, before it goes stale.
+ */
+export const hotParentScanIntervalMs = (freshMs: number) => Math.max(500, Math.floor(freshMs / 6));
+
+/**
+ * Installs (or updates) the BullMQ job scheduler of hot-parent scans on {@link HOT_PARENT_SCAN_QUEUE}, and
+ * removes the one an earlier release kept on the refresh queue. Idempotent: every worker calls it
+ * at start and BullMQ keeps one scheduler per id.
+ */
+export async function scheduleHotParentScans(
+  queue: Queue,
+  refreshQueue: Queue<RefreshJobData>,
+  freshMs: number,
+): Promise<void> {
+  await queue.upsertJobScheduler(
+    SCHEDULER_ID,
+    { every: hotParentScanIntervalMs(freshMs) },
+    { name: HOT_PARENT_SCAN_JOB, opts: { removeOnComplete: true, removeOnFail: 100 } },
+  );
+  await refreshQueue.removeJobScheduler(SCHEDULER_ID);
+}
+
+/** The queue of hot-parent scans (for its scheduler). */
+export function createHotParentScanQueue(connection: ConnectionOptions, prefix: string): Queue {
+  return new Queue(HOT_PARENT_SCAN_QUEUE, { connection, prefix });
+}
+
+/**
+ * The worker of hot-parent scans: one at a time, no rate limit (no RPC call; the refreshes it
+ * queues go through the refresh queue's limiter).
+ *
+ * @param onError where the worker's 'error' events go (Redis faults).
+ */
+export function createHotParentScanWorker(
+  connection: ConnectionOptions,
+  prefix: string,
+  scan: () => Promise<unknown>,
+  onError: (err: Error) => void,
+): Worker {
+  const worker = new SteadyWorker(
+    HOT_PARENT_SCAN_QUEUE,
+    async () => {
+      await scan();
+    },
+    { connection, prefix, concurrency: 1 },
+  );
+  worker.on('error', onError);
+  return worker;
+}
+
+export type HotParentScanDeps = {
+  redis: RedisClient;
+  cache: SubdomainCache;
+  queue: Queue<RefreshJobData>;
+  prefix: string;
+  freshMs: number;
+  /** How many of the most requested parents to keep fresh (`HOT_KEYS_TOP_N`). */
+  topN: number;
+  /** Distinct clients a parent needs in a window to be kept fresh (`HOT_KEYS_MIN_CLIENTS`). */
+  minClients: number;
+  /** The cache id of the default endpoint; overrides are never refreshed ahead. */
+  defaultEndpointId: string;
+};
+
+/**
+ * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
+ * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
+ * when its entry would go stale before two more scans have run (or is missing), unless a worker
+ * watches it on the chain (holds its watch lease), and only for at most `topN` distinct parents per
+ * window whatever the ranking does within it (these refreshes are charged to no client). Parents
+ * nobody asks for drop out of the counts and their entries expire.
+ *
+ * @returns how many parents were looked at and how many refreshes were queued.
+ */
+export async function runHotParentScan(
+  deps: HotParentScanDeps,
+  now = Date.now(),
+): Promise<{ scanned: number; queued: number }> {
+  const parents = await topHotParents(
+    deps.redis,
+    deps.prefix,
+    deps.freshMs,
+    deps.topN,
+    deps.minClients,
+    now,
+  );
+  const refreshAfterMs = deps.freshMs - 2 * hotParentScanIntervalMs(deps.freshMs);
+  const keys = redisKeys(deps.prefix);
+  if (parents.length === 0) return { scanned: 0, queued: 0 };
+  const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
+  const due: string[] = [];
+  for (const [i, parent] of parents.entries()) {
+    // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
+    if (leased[i] !== null) continue;
+    const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
+    if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
+    due.push(parent);
+  }
+  if (due.length === 0) return { scanned: parents.length, queued: 0 };
+  const window = Math.floor(now / deps.freshMs);
+  const admitted = await aheadCommands(deps.redis).snsHotParentsAhead(
+    keys.hotParentsAhead(window),
+    deps.freshMs * 2,
+    deps.topN,
+    ...due,
+  );
+  for (const parent of admitted) {
+    const cacheKey = deps.cache.key(deps.defaultEndpointId, parent);
+    await addRefreshJob(deps.queue, { cacheKey, parent, endpoint: { kind: 'default' } }, 'ahead');
+  }
+  return { scanned: parents.length, queued: admitted.length };
+}
+
+/**
+ * Admits parents to the window's refreshes ahead: those refreshed ahead in this window already,
+ * and new ones while fewer than the most parents were. KEYS[1]: the set of parents refreshed ahead
+ * in the window. ARGV: its expiry (ms), the most parents (`HOT_KEYS_TOP_N`), then the parents
+ * due. Returns the admitted ones. However the ranking turns within a window (clients asking for
+ * other parents, two addresses rotating theirs), uncharged refreshes go to at most that many
+ * parents per window.
+ */
+const ADMIT_AHEAD = `
+local admitted = {}
+local most = tonumber(ARGV[2])
+for i = 3, #ARGV do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 or redis.call('SCARD', KEYS[1]) < most then
+    redis.call('SADD', KEYS[1], ARGV[i])
+    admitted[#admitted + 1] = ARGV[i]
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return admitted
+`;
+
+type AheadCommands = {
+  snsHotParentsAhead(
+    key: string,
+    ttlMs: number,
+    most: number,
+    ...parents: string[]
+  ): Promise<string[]>;
+};
+
+function aheadCommands(redis: RedisClient): AheadCommands {
+  const commands = redis as unknown as Partial<AheadCommands>;
+  if (!commands.snsHotParentsAhead) {
+    redis.defineCommand('snsHotParentsAhead', { numberOfKeys: 1, lua: ADMIT_AHEAD });
+  }
+  return redis as unknown as AheadCommands;
+}

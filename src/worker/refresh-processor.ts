@@ -1,0 +1,191 @@
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { Logger } from 'pino';
+import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import { occasionalWarning } from '../core/logger.js';
+import type { Metrics } from '../core/metrics.js';
+import { publishRefreshEvent } from '../core/queue/refresh-events.js';
+import type { RefreshJobData } from '../core/queue/refresh-queue.js';
+import { RpcCallError } from './rpc/client.js';
+import { overrideEndpoint, type RpcEndpoint } from '../core/rpc/endpoint.js';
+import type { RedisClient } from '../core/redis.js';
+import { isSlot, type SlotClock } from '../core/rpc/slot.js';
+import {
+  discoverSubdomains,
+  type Discovery,
+  type DiscoveryLane,
+} from './sns/subdomain-discovery.js';
+
+/**
+ * Scans one refresh may make when the stored entry keeps turning out newer (see the loop below):
+ * the second reads at the stored slot, so more are needed only while changes keep landing.
+ */
+const MAX_SCANS_PER_REFRESH = 3;
+
+export type RefreshProcessorDeps = {
+  /** What discovery runs through: the configured endpoint's lane, or the overrides' lane. */
+  lane: DiscoveryLane;
+  cache: SubdomainCache;
+  /** Command connection used to publish refresh events. */
+  publisher: RedisClient;
+  prefix: string;
+  metrics: Metrics;
+  logger: Logger;
+  /** The configured `RPC_URL` as an endpoint, or undefined when unset. */
+  defaultEndpoint: RpcEndpoint | undefined;
+  /**
+   * The worker's slot clock, for the configured endpoint's lane: each scan's slot is observed and
+   * stored unless refused, and the ceiling given to `put`, so an entry holding a slot no chain
+   * has reached is replaced (an override's slots say nothing of the configured RPC's chain:
+   * neither is done for them).
+   */
+  slots?: SlotClock;
+};
+
+export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
+
+/**
+ * The slot a scan of the configured endpoint is stored at (docs/design.md, "Slots"): its reply's
+ * slot, unless the worker's clock refuses it as past its ceiling; then none, and the scan is
+ * ordered by time like a reply that carried none: it replaces what is stored, and the next scan
+ * replaces it, so a slot no chain has reached never holds an entry back. (Stored at the ceiling
+ * instead, it would hold back every scan until the chain got there.) A slot before the clock has
+ * an anchor is stored as it is: nothing tells it is wrong, and once there is an anchor the ceiling
+ * given to `put` replaces it if it was. A refused slot is logged through `warn`.
+ */
+function believed(
+  slots: SlotClock | undefined,
+  parent: string,
+  slot: number | undefined,
+  warn: ReturnType<typeof occasionalWarning>,
+): number | undefined {
+  if (!slots) return slot;
+  const verdict = slots.observe(slot);
+  if (verdict === 'ahead') {
+    warn(
+      { parent, slot, ceiling: slots.ceiling() },
+      'scan reply slot past any the RPC can have reached: stored without it',
+    );
+  }
+  return verdict === 'trusted' || verdict === 'unconfirmed' ? slot : undefined;
+}
+
+/** The endpoint id of a job's entry (as the API computed the cache key it waits on). */
+function refreshEndpointId(data: RefreshJobData, defaultEndpoint: RpcEndpoint | undefined) {
+  return data.endpoint.kind === 'override'
+    ? overrideEndpoint(data.endpoint.url).id
+    : (defaultEndpoint?.id ?? '');
+}
+
+/**
+ * The refresh job: run discovery against the job's endpoint, write the cache entry, then tell
+ * waiting API requests. On failure it tells them too (so a cold request gets its 502 once the RPC
+ * client's retries are spent) and rethrows, so BullMQ's attempts and back-off fill the cache later,
+ * except for a failure a retry would meet again (a malformed or oversized reply: BullMQ's
+ * UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
+ */
+export function createRefreshProcessor(deps: RefreshProcessorDeps) {
+  const warnAhead = occasionalWarning(deps.logger);
+  return async (
+    job: Job<RefreshJobData>,
+    _token?: string,
+    signal?: AbortSignal,
+  ): Promise<RefreshResult> => {
+    const { parent } = job.data;
+    const stopTimer = deps.metrics.refreshDuration.startTimer();
+    // The lane's refresh bound counts from when the job was queued: an override job that waited
+    // its whole bound in the queue has nobody waiting for it any more.
+    const left =
+      deps.lane.refreshMs === undefined
+        ? undefined
+        : deps.lane.refreshMs - (Date.now() - job.timestamp);
+    const deadline = left === undefined ? undefined : AbortSignal.timeout(Math.max(1, left));
+    if (deadline) signal = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    try {
+      const override = job.data.endpoint.kind === 'override';
+      const endpoint: RpcEndpoint | undefined =
+        job.data.endpoint.kind === 'override'
+          ? overrideEndpoint(job.data.endpoint.url)
+          : deps.defaultEndpoint;
+      if (!endpoint) throw new UnrecoverableError('RPC_URL is not configured on the worker');
+      if (left !== undefined && left <= 0) {
+        throw new RpcCallError('refresh expired in the queue', 'timeout', false, undefined, {
+          final: true,
+        });
+      }
+      let minContextSlot = isSlot(job.data.minContextSlot) ? job.data.minContextSlot : undefined;
+      let found: Discovery;
+      for (let scan = 1; ; scan++) {
+        const scannedAt = Date.now();
+        found = await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot);
+        const entry = {
+          labels: found.labels,
+          fetchedAt: Date.now(),
+          slot: found.slot,
+          scanSlot: found.slot,
+          scannedAt,
+        };
+        if (override) {
+          await deps.cache.putOverride(endpoint.id, parent, { ...entry, accounts: found.members });
+          break;
+        }
+        const slot = believed(deps.slots, parent, found.slot, warnAhead);
+        const ceiling = deps.slots?.ceiling();
+        const outcome = await deps.cache.put(
+          endpoint.id,
+          parent,
+          { ...entry, slot, scanSlot: slot },
+          found.members,
+          ceiling,
+        );
+        if (outcome === 'written') break;
+        // The stored entry reflects a later slot. When that is a later scan, this one is simply
+        // older. When it is patches or a deletion check on top of an older scan than this one,
+        // dropping this scan would leave out for good what it was for (a change no notification
+        // proved): scan again at the stored slot, which then supersedes both.
+        const stored = await deps.cache.get(deps.cache.key(endpoint.id, parent));
+        const newerScan = (stored?.scanSlot ?? -1) >= (slot ?? -1);
+        if (stored?.slot === undefined || newerScan || scan >= MAX_SCANS_PER_REFRESH) break;
+        minContextSlot = stored.slot;
+      }
+      await publishRefreshEvent(deps.publisher, deps.prefix, {
+        endpointId: endpoint.id,
+        parent,
+        ok: true,
+      });
+      return { labels: found.labels.length, accounts: found.accounts, slot: found.slot };
+    } catch (thrown) {
+      const err =
+        deadline?.aborted && !(thrown instanceof RpcCallError)
+          ? new RpcCallError(
+              `refresh over its ${deps.lane.refreshMs} ms`,
+              'timeout',
+              false,
+              undefined,
+              { final: true },
+            )
+          : thrown;
+      const reason = err instanceof RpcCallError ? 'rpc' : 'internal';
+      deps.logger.warn(
+        {
+          err: err instanceof Error ? err.message : String(err),
+          jobId: job.id,
+          attempt: job.attemptsMade + 1,
+          reason,
+        },
+        'refresh failed',
+      );
+      await publishRefreshEvent(deps.publisher, deps.prefix, {
+        endpointId: refreshEndpointId(job.data, deps.defaultEndpoint),
+        parent,
+        ok: false,
+        reason,
+      }).catch(() => undefined);
+      // A reply that is not what was asked for (malformed, oversized, past the decode budget)
+      // comes again: no retry. Anything else, a 403 or a JSON-RPC error included, may pass.
+      if (err instanceof RpcCallError && err.final) throw new UnrecoverableError(err.message);
+      throw err;
+    } finally {
+      stopTimer();
+    }
+  };
+}

@@ -1,0 +1,344 @@
+import type { Worker } from 'bullmq';
+import type { LookupFunction } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import type { Config } from '../core/config.js';
+import { buildOpsApp } from './ops-app.js';
+import type { Metrics } from '../core/metrics.js';
+import {
+  createRefreshQueue,
+  OVERRIDE_REFRESH_QUEUE,
+  REFRESH_QUEUE,
+  refreshQueueCounts,
+} from '../core/queue/refresh-queue.js';
+import {
+  closeRedis,
+  createRedis,
+  createRedisErrorLog,
+  type RedisAccess,
+  type RedisErrorLog,
+} from '../core/redis.js';
+import { RpcClient } from './rpc/client.js';
+import { EndpointSelector } from '../core/rpc/endpoint.js';
+import { SlotClock } from '../core/rpc/slot.js';
+import { Agents } from './rpc/transport.js';
+import { redisKeys } from '../core/redis-keys.js';
+import { redisReadiness } from '../core/runtime/readiness.js';
+import { DecodeThread } from './sns/decode-thread.js';
+import type { DiscoveryLane } from './sns/subdomain-discovery.js';
+import { closeSteps } from '../core/runtime/shutdown.js';
+import { ParentWatcher } from './freshness/parent-watcher.js';
+import {
+  createHotParentScanQueue,
+  createHotParentScanWorker,
+  runHotParentScan,
+  scheduleHotParentScans,
+} from './hot-parent-scan.js';
+import { createRefreshWorker } from './refresh-worker.js';
+
+/** Longest label from the configured RPC: a reverse record holds at most about this much text. */
+const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
+
+type LaneLimits = {
+  retries: number;
+  refreshMs?: number;
+  maxResponseBytes: number;
+  decodeMs: number;
+  maxLabelBytes: number;
+  maxAnswerBytes: number;
+};
+
+/**
+ * The heap of a decode thread, in MiB: 24 times the largest reply, at least 64, at most 2048.
+ * Within the bounds of src/worker/rpc/bounded-json.ts the worst body found (objects of one distinct key
+ * each, at the value cap, padded with a long string) keeps about 10 times its bytes after the
+ * parse, a little more during it; the limit must stay well above that, because a thread that
+ * reaches its heap limit while it is being terminated aborts the whole process (V8's fatal
+ * out-of-memory), not just itself.
+ */
+export const decodeHeapMb = (maxResponseBytes: number) =>
+  Math.min(2048, Math.max(64, Math.ceil((24 * maxResponseBytes) / (1024 * 1024))));
+
+export type WorkerRuntime = {
+  metricsPort: number | undefined;
+  /**
+   * The websocket's state: `off` without one (`RPC_WS=off`, no `RPC_URL`, no hot parents), else
+   * whether it is open now.
+   */
+  websocket(): 'off' | 'connected' | 'disconnected';
+  /**
+   * Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis: every
+   * step, even after one failed (then it rejects, once all have run).
+   */
+  close(): Promise<void>;
+};
+
+/**
+ * Connects the worker's dependencies (a blocking connection for BullMQ, a command connection for
+ * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
+ *
+ * @param opts.serveMetrics serve the ops routes (`/metrics`, `/healthz`, `/readyz`) on
+ *   `WORKER_METRICS_PORT` (true for the worker roles).
+ * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
+ * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
+ * @param opts.redisAccess what the Redis user may run (`checkRedisAtStart`); all if absent.
+ */
+export async function startWorker(
+  config: Config,
+  metrics: Metrics,
+  logger: Logger,
+  opts: {
+    serveMetrics: boolean;
+    lookup?: LookupFunction;
+    redisErrors?: RedisErrorLog;
+    redisAccess?: RedisAccess;
+  },
+): Promise<WorkerRuntime> {
+  const workerConnection = createRedis(config, 'worker', 'worker', opts.redisAccess);
+  const command = createRedis(config, 'command', 'worker', opts.redisAccess);
+  const queueConnection = createRedis(config, 'queue', 'worker', opts.redisAccess);
+  const redisErrors = opts.redisErrors ?? createRedisErrorLog(logger);
+  redisErrors.watch(workerConnection, 'worker blocking connection');
+  redisErrors.watch(command, 'worker command connection');
+  redisErrors.watch(queueConnection, 'worker queue connection');
+  const endpoints = new EndpointSelector(config);
+  const agents = new Agents({ lookup: opts.lookup });
+  const lane = (limits: LaneLimits): DiscoveryLane => ({
+    rpc: new RpcClient({
+      metrics,
+      agents,
+      timeoutMs: config.RPC_TIMEOUT_MS,
+      retries: limits.retries,
+      maxResponseBytes: limits.maxResponseBytes,
+      costs: config.RPC_CREDITS,
+      isTrusted: (endpoint) =>
+        endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
+    }),
+    thread: new DecodeThread({
+      heapMb: decodeHeapMb(limits.maxResponseBytes),
+      taskMs: limits.decodeMs,
+    }),
+    maxLabelBytes: limits.maxLabelBytes,
+    maxAnswerBytes: limits.maxAnswerBytes,
+    refreshMs: limits.refreshMs,
+  });
+  const defaultLane = lane({
+    retries: config.RPC_RETRIES,
+    maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
+    decodeMs: config.RPC_DECODE_MS,
+    maxLabelBytes: DEFAULT_MAX_LABEL_BYTES,
+    maxAnswerBytes: config.RPC_MAX_RESPONSE_BYTES,
+  });
+  // One retry at most: an override's request has its answer by then, and a server that fails
+  // twice is as likely to be slow on purpose as by accident.
+  const overrideLane = lane({
+    retries: Math.min(config.RPC_RETRIES, 1),
+    // The request that asked has its answer by then: past it, the server only holds a slot.
+    refreshMs: config.SUBDOMAINS_WAIT_MS,
+    maxResponseBytes: config.RPC_OVERRIDE_MAX_RESPONSE_BYTES,
+    decodeMs: config.RPC_OVERRIDE_DECODE_MS,
+    maxLabelBytes: config.RPC_OVERRIDE_MAX_LABEL_BYTES,
+    maxAnswerBytes: config.RPC_OVERRIDE_MAX_ANSWER_BYTES,
+  });
+  const cache = new SubdomainCache(
+    command,
+    config.QUEUE_PREFIX,
+    config.CACHE_FRESH_SECONDS * 1000,
+    config.CACHE_STALE_SECONDS * 1000,
+    { ttlMs: config.RPC_OVERRIDE_CACHE_SECONDS * 1000, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
+  );
+  // The newest slot the configured RPC has shown, shared by its refreshes and the watcher.
+  const slots = new SlotClock();
+  const queue = createRefreshQueue(queueConnection, config);
+  queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
+  const freshMs = config.CACHE_FRESH_SECONDS * 1000;
+  const defaultEndpoint = endpoints.defaultEndpoint;
+  const hotParentScan =
+    config.HOT_KEYS_TOP_N > 0 && defaultEndpoint
+      ? () =>
+          runHotParentScan({
+            redis: command,
+            cache,
+            queue,
+            prefix: config.QUEUE_PREFIX,
+            freshMs,
+            topN: config.HOT_KEYS_TOP_N,
+            minClients: config.HOT_KEYS_MIN_CLIENTS,
+            defaultEndpointId: defaultEndpoint.id,
+          })
+      : undefined;
+  const processorDeps = {
+    cache,
+    publisher: command,
+    prefix: config.QUEUE_PREFIX,
+    metrics,
+    logger,
+    defaultEndpoint: endpoints.defaultEndpoint,
+    onError: (err: Error) => redisErrors.report(err, 'refresh worker'),
+  };
+  const workers: Worker[] = [
+    createRefreshWorker(
+      workerConnection,
+      config,
+      {
+        name: REFRESH_QUEUE,
+        concurrency: config.WORKER_CONCURRENCY,
+        maxPerSecond: config.RPC_MAX_PER_SECOND,
+      },
+      { ...processorDeps, lane: defaultLane, slots },
+    ),
+    createRefreshWorker(
+      workerConnection,
+      config,
+      {
+        name: OVERRIDE_REFRESH_QUEUE,
+        concurrency: config.RPC_OVERRIDE_CONCURRENCY,
+        maxPerSecond: config.RPC_OVERRIDE_MAX_PER_SECOND,
+      },
+      { ...processorDeps, lane: overrideLane },
+    ),
+  ];
+  const hotParentScans = hotParentScan
+    ? createHotParentScanQueue(queueConnection, config.QUEUE_PREFIX)
+    : undefined;
+  hotParentScans?.on('error', (err) => redisErrors.report(err, 'worker hot-parent scan queue'));
+  if (hotParentScan && hotParentScans) {
+    workers.push(
+      createHotParentScanWorker(workerConnection, config.QUEUE_PREFIX, hotParentScan, (err) =>
+        redisErrors.report(err, 'hot-parent scan worker'),
+      ),
+    );
+    await scheduleHotParentScans(hotParentScans, queue, freshMs).catch((err: unknown) =>
+      logger.warn(
+        { err: String(err) },
+        'could not schedule hot-parent scans (retried at next start)',
+      ),
+    );
+  }
+  // Follows the hot parents on the chain: additions by websocket, deletions by existence checks.
+  // Without a websocket (or hot parents) the hot-parent scans keep them fresh by the clock.
+  const watcher =
+    config.RPC_WS_URL && defaultEndpoint && config.HOT_KEYS_TOP_N > 0
+      ? new ParentWatcher({
+          redis: command,
+          cache,
+          queue,
+          lane: defaultLane,
+          endpoint: defaultEndpoint,
+          slots,
+          metrics,
+          logger,
+          prefix: config.QUEUE_PREFIX,
+          freshMs,
+          topN: config.HOT_KEYS_TOP_N,
+          minClients: config.HOT_KEYS_MIN_CLIENTS,
+          leaseMs: config.WATCH_LEASE_MS,
+          costs: config.RPC_CREDITS,
+          wsUrl: config.RPC_WS_URL,
+          pingMs: config.RPC_WS_PING_MS,
+        })
+      : undefined;
+  watcher?.start();
+  metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
+  let closing = false;
+  // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
+  // worker can finish no job then) and once the shutdown has begun.
+  const opsApp = opts.serveMetrics
+    ? buildOpsApp({
+        logger,
+        registry: metrics.registry,
+        readiness: redisReadiness({
+          redis: command,
+          key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
+          parts: {
+            rpc: config.RPC_URL ? 'configured' : 'unset',
+            websocket: watcher ? 'configured' : 'off',
+          },
+          closing: () => closing,
+        }),
+      })
+    : undefined;
+  await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
+  const opsAddress = opsApp?.server.address();
+
+  /**
+   * Graceful: waits for the active jobs, but not past half the shutdown bound (BullMQ's close can
+   * also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is stalled,
+   * and another worker takes it over once its lock expires: nothing is lost. With Redis
+   * unreachable no active job can finish (finishing is a Redis write) and BullMQ's graceful close
+   * waits for Redis, for ever: close without them at once.
+   */
+  const threads = [defaultLane.thread, overrideLane.thread];
+  const closeJobs = async () => {
+    const reachable = workerConnection.status === 'ready';
+    const graceful =
+      reachable &&
+      (await Promise.race([
+        Promise.all(workers.map((w) => w.close())).then(() => true),
+        sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
+      ]));
+    if (graceful) return;
+    if (reachable) {
+      logger.warn('active jobs did not finish in time: closing the worker without them');
+    }
+    // Decodes under way fail at once, so the jobs waiting on them end.
+    await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+    await Promise.race([
+      Promise.all(workers.map((w) => w.close(true))),
+      sleep(1_000, undefined, { ref: false }),
+    ]);
+  };
+
+  let closed: Promise<void> | undefined;
+  return {
+    metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
+    websocket: () => (!watcher ? 'off' : watcher.connected ? 'connected' : 'disconnected'),
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        // Every step runs even when one before it fails (a failing server close must not leave
+        // the Redis connections open), in this order: leases and jobs first, connections last.
+        const ok = await closeSteps(
+          [
+            {
+              // First, so the leases go back at once and another worker takes the parents over.
+              name: 'worker parent watcher',
+              close: async () =>
+                watcher
+                  ?.close()
+                  .catch((err: unknown) =>
+                    logger.warn({ err: String(err) }, 'closing the parent watcher'),
+                  ),
+            },
+            { name: 'worker jobs', close: closeJobs },
+            { name: 'worker ops server', close: async () => opsApp?.close() },
+            {
+              name: 'worker queues',
+              close: async () => {
+                await queue.close().catch(() => undefined);
+                await hotParentScans?.close().catch(() => undefined);
+              },
+            },
+            {
+              name: 'worker redis connections',
+              close: async () => {
+                await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
+              },
+            },
+            { name: 'worker rpc agents', close: async () => agents.destroy() },
+            {
+              name: 'worker decode threads',
+              close: async () => {
+                await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
+              },
+            },
+          ],
+          logger,
+        );
+        if (!ok) throw new Error('the worker closed with failures (logged per step)');
+      })();
+      return closed;
+    },
+  };
+}

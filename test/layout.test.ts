@@ -1,0 +1,99 @@
+/**
+ * Where the code lives (docs/design.md, "Shape"): a file's folder says which process runs it.
+ * src/api/ runs only in the API, src/worker/ only in the worker, src/core/ in both; tools/ holds
+ * the simulator. The folder-level graph drawn in the design is the one the imports make, and each
+ * folder holds what its name claims: nothing under src/core/ that only one process reaches.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Every TypeScript file of the built code and the tools, repository-relative, `/`-separated. */
+function sources(): string[] {
+  const under = (dir: string) =>
+    readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => join(dir, f).split('\\').join('/'));
+  return ['main.ts', ...under('src'), ...under('tools')];
+}
+
+/** The repository files a source imports (static and dynamic relative imports). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  return [...text.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*'(\.\.?\/[^']+)'/g)].map((m) =>
+    normalize(join(dirname(file), (m[1] ?? '').replace(/\.js$/, '.ts')))
+      .split('\\')
+      .join('/'),
+  );
+}
+
+/** The folder a file belongs to in the graph: main.ts, src/<part> or tools/<tool>. */
+function partOf(file: string): string {
+  if (file === 'main.ts') return file;
+  const [top, part] = file.split('/');
+  return `${top}/${part}`;
+}
+
+const files = sources();
+const graph = new Map(files.map((f) => [f, importsOf(f)]));
+
+/** Every file reached from `start` through imports, `start` included. */
+function reach(start: string): Set<string> {
+  const seen = new Set<string>();
+  const todo = [start];
+  while (todo.length > 0) {
+    const file = todo.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    todo.push(...(graph.get(file) ?? []));
+  }
+  return seen;
+}
+
+describe('the layout', () => {
+  it('puts every file of src/ under api/, worker/ or core/', () => {
+    const elsewhere = files.filter(
+      (f) => f.startsWith('src/') && !/^src\/(api|core|worker)\//.test(f),
+    );
+    expect(elsewhere).toEqual([]);
+  });
+
+  it('draws in docs/design.md the folder graph the imports make', () => {
+    const made = new Map<string, Set<string>>();
+    for (const [file, imports] of graph) {
+      const from = partOf(file);
+      const to = made.get(from) ?? new Set<string>();
+      made.set(from, to);
+      for (const target of imports) {
+        expect(files, `${file} imports ${target}`).toContain(target);
+        if (partOf(target) !== from) to.add(partOf(target));
+      }
+    }
+    const design = readFileSync(join(ROOT, 'docs/design.md'), 'utf8');
+    const drawn = new Map<string, Set<string>>();
+    for (const line of design.matchAll(/^(main\.ts|src\/\w+|tools\/[\w-]+) +-> (.+)$/gm)) {
+      const targets = line[2] === '(nothing)' ? [] : (line[2] ?? '').split(', ');
+      drawn.set(line[1] ?? '', new Set(targets));
+    }
+    const sorted = (m: Map<string, Set<string>>): [string, string[]][] =>
+      [...m]
+        .map(([k, v]): [string, string[]] => [k, [...v].sort()])
+        .sort(([a], [b]) => a.localeCompare(b));
+    expect(sorted(drawn)).toEqual(sorted(made));
+  });
+
+  it('keeps in src/core/ only what both processes run', () => {
+    const api = reach('src/api/runtime.ts');
+    const worker = reach('src/worker/runtime.ts');
+    // What the entry imports itself, beside the two runtimes, runs whatever the role.
+    const entry = (graph.get('main.ts') ?? [])
+      .filter((f) => !f.startsWith('src/api/') && !f.startsWith('src/worker/'))
+      .flatMap((f) => [...reach(f)]);
+    const shared = new Set([...entry, ...[...api].filter((f) => worker.has(f))]);
+    const onlyOne = files.filter((f) => f.startsWith('src/core/') && !shared.has(f));
+    expect(onlyOne.map((f) => relative('src/core', f))).toEqual([]);
+  });
+});
