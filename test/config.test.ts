@@ -29,6 +29,21 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config.RPC_OVERRIDE_ALLOWLIST)).toBe(true);
   });
 
+  it('hands out each seconds setting in milliseconds, converted once', () => {
+    const config = loadConfig({
+      CACHE_FRESH_SECONDS: '7',
+      CACHE_STALE_SECONDS: '11',
+      RPC_OVERRIDE_CACHE_SECONDS: '13',
+      COLD_MISS_WINDOW_SECONDS: '17',
+    });
+    expect(config).toMatchObject({
+      CACHE_FRESH_MS: 7000,
+      CACHE_STALE_MS: 11000,
+      RPC_OVERRIDE_CACHE_MS: 13000,
+      COLD_MISS_WINDOW_MS: 17000,
+    });
+  });
+
   it('parses numbers and reduces allowlist entries to origins', () => {
     const config = loadConfig({
       PORT: '8080',
