@@ -14,7 +14,7 @@ import { publishRefreshEvent } from '../../core/queue/refresh-events.js';
 import { addRefreshJob, type RefreshJobData } from '../../core/queue/refresh-queue.js';
 import { databaseOf, type RedisClient } from '../../core/redis.js';
 import { redisKeys } from '../../core/redis-keys.js';
-import type { CostTable } from '../rpc/client.js';
+import { costOf, type CostTable } from '../rpc/client.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { SlotClock } from '../../core/rpc/slot.js';
 import { classifyChange, type Change } from '../sns/change.js';
@@ -583,8 +583,8 @@ export class ParentWatcher {
     const { deps } = this;
     const { cache, endpoint, metrics } = deps;
     const startedAt = Date.now();
-    const gmaCost = deps.costs['getMultipleAccounts'] ?? deps.costs['*'] ?? 1;
-    const scanCost = deps.costs['getProgramAccounts'] ?? deps.costs['*'] ?? 1;
+    const gmaCost = costOf(deps.costs, 'getMultipleAccounts');
+    const scanCost = costOf(deps.costs, 'getProgramAccounts');
     type Due = {
       parent: string;
       rev: number;
