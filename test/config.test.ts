@@ -1,6 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configSchema, loadConfig, redisUrlDatabase } from '../src/core/config.js';
+import {
+  ConfigError,
+  configSchema,
+  loadConfig,
+  redisUrlDatabase,
+  type Config,
+} from '../src/core/config.js';
 import { createRedis, databaseOf } from '../src/core/redis.js';
 
 describe('loadConfig', () => {
@@ -27,6 +33,21 @@ describe('loadConfig', () => {
     expect(config.RPC_URL).toBeUndefined();
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.RPC_OVERRIDE_ALLOWLIST)).toBe(true);
+  });
+
+  it('hands out each seconds setting in milliseconds, converted once', () => {
+    const config = loadConfig({
+      CACHE_FRESH_SECONDS: '7',
+      CACHE_STALE_SECONDS: '11',
+      RPC_OVERRIDE_CACHE_SECONDS: '13',
+      COLD_MISS_WINDOW_SECONDS: '17',
+    });
+    expect(config).toMatchObject({
+      CACHE_FRESH_MS: 7000,
+      CACHE_STALE_MS: 11000,
+      RPC_OVERRIDE_CACHE_MS: 13000,
+      COLD_MISS_WINDOW_MS: 17000,
+    });
   });
 
   it('parses numbers and reduces allowlist entries to origins', () => {
@@ -185,19 +206,70 @@ describe('loadConfig', () => {
   });
 });
 
+/** The rows of the README's configuration table, header and rule included. */
+function configurationRows(): string[] {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  const table = readme.slice(readme.indexOf('## Configuration'));
+  return table
+    .slice(0, table.indexOf('\n## '))
+    .split('\n')
+    .filter((l) => l.startsWith('|'));
+}
+
+/** The backticked values of a table cell, in order (`a`, `b` -> ['a', 'b']). */
+const quoted = (cell: string) => [...cell.matchAll(/`([^`]*)`/g)].map((m) => m[1] as string);
+
+/**
+ * Variables whose README default is prose rather than a value, and how the schema's default is
+ * held against it instead.
+ */
+const PROSE_DEFAULTS: Record<string, { prose: string; check: (value: unknown) => boolean }> = {
+  // Unset: no value at all.
+  RPC_URL: { prose: 'unset', check: (v) => v === undefined },
+  REDIS_CLUSTER_NODES: { prose: 'unset', check: (v) => v === undefined },
+  ADMIN_TOKEN: { prose: 'unset', check: (v) => v === undefined },
+  // Derived from RPC_URL, which is unset by default: nothing to derive from.
+  RPC_WS_URL: { prose: 'derived', check: (v) => v === undefined },
+  // Empty: the list of no origins.
+  RPC_OVERRIDE_ALLOWLIST: {
+    prose: 'empty',
+    check: (v) => Array.isArray(v) && v.length === 0,
+  },
+};
+
 describe('README', () => {
   it('documents every variable of the schema in its configuration table', () => {
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-    const table = readme.slice(readme.indexOf('## Configuration'));
-    const rows = table
-      .slice(0, table.indexOf('\n## '))
-      .split('\n')
-      .filter((l) => l.startsWith('|'));
+    const rows = configurationRows();
     for (const name of Object.keys(configSchema.in.shape)) {
       expect(
         rows.some((row) => (row.split('|')[1] ?? '').includes(`\`${name}\``)),
         name,
       ).toBe(true);
     }
+  });
+
+  it("states each variable's default as the schema has it", () => {
+    const defaults: Record<string, unknown> = loadConfig({});
+    const checked = new Set<string>();
+    for (const row of configurationRows().slice(2)) {
+      const [, names = '', given = ''] = row.split('|');
+      const variables = quoted(names);
+      const values = quoted(given);
+      for (const [i, name] of variables.entries()) {
+        const prose = PROSE_DEFAULTS[name];
+        if (prose) {
+          expect(given.trim(), name).toBe(prose.prose);
+          expect(prose.check(defaults[name]), name).toBe(true);
+        } else {
+          // Parsed the way a deployment's own value would be: the README's form (bytes, seconds,
+          // a cost list) then compares with the schema's default whatever its parsed type.
+          const value = values[i];
+          expect(value, `${name}: no default in the README`).toBeDefined();
+          expect(loadConfig({ [name]: value })[name as keyof Config], name).toEqual(defaults[name]);
+        }
+        checked.add(name);
+      }
+    }
+    expect([...checked].sort()).toEqual(Object.keys(configSchema.in.shape).sort());
   });
 });

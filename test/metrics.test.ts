@@ -13,7 +13,13 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/core/config.js';
 import { createLogger } from '../src/core/logger.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
-import { createMetrics, QUEUE_SCRAPE_TIMEOUT_MS } from '../src/core/metrics.js';
+import {
+  createMetrics,
+  DELETION_CHECK_OUTCOME,
+  QUEUE_SCRAPE_TIMEOUT_MS,
+  REFRESH_OUTCOME,
+  WS_NOTIFICATION_OUTCOME,
+} from '../src/core/metrics.js';
 import { startApi } from '../src/api/runtime.js';
 import { startWorker } from '../src/worker/runtime.js';
 import {
@@ -814,5 +820,17 @@ describe("the worker's metrics server", () => {
       await deletePrefix(redis, prefix);
       redis.disconnect();
     }
+  });
+});
+
+describe('outcome constants (src/core/metrics.ts)', () => {
+  it.each([
+    ['sns_refresh_jobs_total', REFRESH_OUTCOME],
+    ['sns_ws_notifications_total', WS_NOTIFICATION_OUTCOME],
+    ['sns_deletion_checks_total', DELETION_CHECK_OUTCOME],
+  ])('%s: exactly the outcomes the table lists, each keyed by itself', (name, outcomes) => {
+    const listed = METRICS_TABLE.find((row) => row.name === name)?.values['outcome'];
+    expect(Object.values(outcomes).sort()).toEqual([...(listed ?? [])].sort());
+    for (const [key, value] of Object.entries(outcomes)) expect(value).toBe(key);
   });
 });

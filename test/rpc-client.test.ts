@@ -2,7 +2,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/core/config.js';
 import { createMetrics, type Metrics } from '../src/core/metrics.js';
-import { parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
+import { costOf, parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
 import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import { Agents } from '../src/worker/rpc/transport.js';
 import { DecodeThread } from '../src/worker/sns/decode-thread.js';
@@ -135,5 +135,14 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('soon')).toBeUndefined();
     const inTwo = new Date(Date.now() + 2000).toUTCString();
     expect(parseRetryAfter(inTwo)).toBeGreaterThan(0);
+  });
+});
+
+describe('costOf', () => {
+  it("takes the method's cost, else the `*` one, else 1", () => {
+    const costs = loadConfig({ RPC_CREDITS: 'getProgramAccounts=10,*=2' }).RPC_CREDITS;
+    expect(costOf(costs, 'getProgramAccounts')).toBe(10);
+    expect(costOf(costs, 'getMultipleAccounts')).toBe(2);
+    expect(costOf(loadConfig({ RPC_CREDITS: 'getProgramAccounts=10' }).RPC_CREDITS, 'x')).toBe(1);
   });
 });

@@ -92,8 +92,8 @@ export async function startApi(
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
-    config.CACHE_FRESH_SECONDS * 1000,
-    config.CACHE_STALE_SECONDS * 1000,
+    config.CACHE_FRESH_MS,
+    config.CACHE_STALE_MS,
   );
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
 
@@ -102,7 +102,7 @@ export async function startApi(
       ? new HotParentCounter(
           command,
           config.QUEUE_PREFIX,
-          config.CACHE_FRESH_SECONDS * 1000,
+          config.CACHE_FRESH_MS,
           config.HOT_KEYS_MAX_TRACKED,
         )
       : undefined;

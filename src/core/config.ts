@@ -338,6 +338,12 @@ export const configSchema = z
   })
   .transform((c) => ({
     ...c,
+    // The seconds settings in the milliseconds the code counts in, converted here only. Derived,
+    // not variables: the environment sets the `_SECONDS` forms.
+    CACHE_FRESH_MS: c.CACHE_FRESH_SECONDS * 1000,
+    CACHE_STALE_MS: c.CACHE_STALE_SECONDS * 1000,
+    RPC_OVERRIDE_CACHE_MS: c.RPC_OVERRIDE_CACHE_SECONDS * 1000,
+    COLD_MISS_WINDOW_MS: c.COLD_MISS_WINDOW_SECONDS * 1000,
     // One websocket endpoint for the rest of the code: the configured one, else RPC_URL's.
     RPC_WS_URL:
       c.RPC_WS === 'off'

@@ -13,6 +13,33 @@ export type QueueState = 'waiting' | 'active' | 'delayed' | 'failed';
 /** How a subdomain cache lookup went (`SubdomainLookup`'s `HIT`, `STALE`, `MISS`). */
 export type CacheLookupResult = 'hit' | 'stale' | 'miss';
 
+// The `outcome` values of the counters below, written here once and used at every call site:
+// prom-client types a label value as any string, so a literal at a call site would go unchecked.
+// The values are the contract of docs/observability.md's table (test/metrics.test.ts holds them).
+
+/** `sns_refresh_jobs_total{outcome}`: `retried` = BullMQ tries again, `failed` = attempts spent. */
+export const REFRESH_OUTCOME = Object.freeze({
+  completed: 'completed',
+  failed: 'failed',
+  retried: 'retried',
+} as const);
+/** `sns_ws_notifications_total{outcome}`: what one notification did. */
+export const WS_NOTIFICATION_OUTCOME = Object.freeze({
+  patched: 'patched',
+  reread: 'reread',
+  ignored: 'ignored',
+  refused: 'refused',
+  coalesced: 'coalesced',
+} as const);
+export type WsNotificationOutcome =
+  (typeof WS_NOTIFICATION_OUTCOME)[keyof typeof WS_NOTIFICATION_OUTCOME];
+/** `sns_deletion_checks_total{outcome}`: what one check of a watched parent did. */
+export const DELETION_CHECK_OUTCOME = Object.freeze({
+  unchanged: 'unchanged',
+  dropped: 'dropped',
+  scanned: 'scanned',
+} as const);
+
 /**
  * Every metric of docs/observability.md's table, registered on one registry. One instance per
  * process: with `ROLE=all` the API and the worker share it, so nothing is registered twice.
@@ -172,9 +199,9 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   };
   // Every outcome from the start, at 0: a series appears before its first event, so the
   // dashboard's rates and Prometheus' alerts see the 0 rather than nothing.
-  for (const outcome of ['patched', 'reread', 'ignored'])
-    metrics.wsNotifications.inc({ outcome }, 0);
-  for (const outcome of ['unchanged', 'dropped', 'scanned']) {
+  const { patched, reread, ignored } = WS_NOTIFICATION_OUTCOME;
+  for (const outcome of [patched, reread, ignored]) metrics.wsNotifications.inc({ outcome }, 0);
+  for (const outcome of Object.values(DELETION_CHECK_OUTCOME)) {
     metrics.deletionChecks.inc({ outcome }, 0);
   }
   return metrics;

@@ -69,11 +69,15 @@ function believed(
   return verdict === 'trusted' || verdict === 'unconfirmed' ? slot : undefined;
 }
 
-/** The endpoint id of a job's entry (as the API computed the cache key it waits on). */
-function refreshEndpointId(data: RefreshJobData, defaultEndpoint: RpcEndpoint | undefined) {
-  return data.endpoint.kind === 'override'
-    ? overrideEndpoint(data.endpoint.url).id
-    : (defaultEndpoint?.id ?? '');
+/**
+ * The endpoint a job runs against (its id is the one the API computed the cache key it waits on
+ * from): the job's override, else the configured endpoint, undefined when `RPC_URL` is unset.
+ */
+function jobEndpoint(
+  data: RefreshJobData,
+  defaultEndpoint: RpcEndpoint | undefined,
+): RpcEndpoint | undefined {
+  return data.endpoint.kind === 'override' ? overrideEndpoint(data.endpoint.url) : defaultEndpoint;
 }
 
 /**
@@ -100,12 +104,9 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         : deps.lane.refreshMs - (Date.now() - job.timestamp);
     const deadline = left === undefined ? undefined : AbortSignal.timeout(Math.max(1, left));
     if (deadline) signal = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const endpoint = jobEndpoint(job.data, deps.defaultEndpoint);
     try {
       const override = job.data.endpoint.kind === 'override';
-      const endpoint: RpcEndpoint | undefined =
-        job.data.endpoint.kind === 'override'
-          ? overrideEndpoint(job.data.endpoint.url)
-          : deps.defaultEndpoint;
       if (!endpoint) throw new UnrecoverableError('RPC_URL is not configured on the worker');
       if (left !== undefined && left <= 0) {
         throw new RpcCallError('refresh expired in the queue', 'timeout', false, undefined, {
@@ -175,7 +176,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         'refresh failed',
       );
       await publishRefreshEvent(deps.publisher, deps.prefix, {
-        endpointId: refreshEndpointId(job.data, deps.defaultEndpoint),
+        endpointId: endpoint?.id ?? '',
         parent,
         ok: false,
         reason,

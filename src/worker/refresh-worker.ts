@@ -1,7 +1,7 @@
 import type { ConnectionOptions, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
-import type { Metrics } from '../core/metrics.js';
+import { REFRESH_OUTCOME, type Metrics } from '../core/metrics.js';
 import { refreshBackoff, type RefreshJobData } from '../core/queue/refresh-queue.js';
 import {
   createRefreshProcessor,
@@ -52,11 +52,15 @@ export function createRefreshWorker(
       autorun: opts.autorun ?? true,
     },
   );
-  worker.on('completed', () => deps.metrics.refreshJobs.inc({ outcome: 'completed' }));
+  worker.on('completed', () =>
+    deps.metrics.refreshJobs.inc({ outcome: REFRESH_OUTCOME.completed }),
+  );
   worker.on('failed', (job) => {
     const attempts = job?.opts.attempts ?? 1;
     const final = !job || job.attemptsMade >= attempts || job.finishedOn !== undefined;
-    deps.metrics.refreshJobs.inc({ outcome: final ? 'failed' : 'retried' });
+    deps.metrics.refreshJobs.inc({
+      outcome: final ? REFRESH_OUTCOME.failed : REFRESH_OUTCOME.retried,
+    });
   });
   // Without a listener an 'error' event would crash the process; Redis faults are logged instead.
   worker.on('error', deps.onError ?? ((err) => deps.logger.error({ err }, 'refresh worker error')));

@@ -144,15 +144,15 @@ export async function startWorker(
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
-    config.CACHE_FRESH_SECONDS * 1000,
-    config.CACHE_STALE_SECONDS * 1000,
-    { ttlMs: config.RPC_OVERRIDE_CACHE_SECONDS * 1000, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
+    config.CACHE_FRESH_MS,
+    config.CACHE_STALE_MS,
+    { ttlMs: config.RPC_OVERRIDE_CACHE_MS, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
   );
   // The newest slot the configured RPC has shown, shared by its refreshes and the watcher.
   const slots = new SlotClock();
   const queue = createRefreshQueue(queueConnection, config);
   queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
-  const freshMs = config.CACHE_FRESH_SECONDS * 1000;
+  const freshMs = config.CACHE_FRESH_MS;
   const defaultEndpoint = endpoints.defaultEndpoint;
   const hotParentScan =
     config.HOT_KEYS_TOP_N > 0 && defaultEndpoint

@@ -54,7 +54,7 @@ export type AppDeps = {
     | 'ADMIN_TOKEN'
     | 'ACCESS_LOG'
     | 'COLD_MISS_LIMIT'
-    | 'COLD_MISS_WINDOW_SECONDS'
+    | 'COLD_MISS_WINDOW_MS'
     | 'TRUST_PROXY'
     | 'QUEUE_PREFIX'
     | 'DERIVATION_CACHE_SIZE'
@@ -194,7 +194,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   void app.register(rateLimit, {
     global: false,
     max: deps.config.COLD_MISS_LIMIT,
-    timeWindow: deps.config.COLD_MISS_WINDOW_SECONDS * 1000,
+    timeWindow: deps.config.COLD_MISS_WINDOW_MS,
     ...(deps.rateLimitRedis ? { redis: deps.rateLimitRedis } : {}),
     nameSpace: redisKeys(deps.config.QUEUE_PREFIX).coldMissLimitNamespace,
     // The one client identity: the hot-parent ranking counts the same key (SubdomainLookup).

@@ -1,6 +1,6 @@
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import { OverloadedError, RateLimitedError, ShuttingDownError } from '../../core/errors.js';
-import type { RefreshListener } from '../../core/queue/refresh-events.js';
+import { waitKey, type RefreshListener } from '../../core/queue/refresh-events.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 
@@ -153,7 +153,7 @@ export class LiveUpdates {
     }
     this.perClient.set(client, held + 1);
     this.count++;
-    const key = `${endpoint.id} ${parent}`;
+    const key = waitKey(endpoint.id, parent);
     let topic = this.topics.get(key);
     if (!topic) {
       topic = {

@@ -16,8 +16,11 @@ const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'disconnected',
 ]);
 
-/** The waiters' key of an (endpoint, parent) pair; a parent is a label, never holding a space. */
-const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}`;
+/**
+ * The waiters' key of an (endpoint, parent) pair, for the refresh listener's waiters and the live
+ * updates' topics alike; a parent is a label, never holding a space.
+ */
+export const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}`;
 
 /**
  * The pub/sub channel of refresh events of the deployment that `redis` (a connection of it) and

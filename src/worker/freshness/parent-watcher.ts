@@ -9,12 +9,17 @@ import {
   type Member,
   type SubdomainCache,
 } from '../../core/cache/subdomain-cache.js';
-import type { Metrics } from '../../core/metrics.js';
+import {
+  DELETION_CHECK_OUTCOME,
+  WS_NOTIFICATION_OUTCOME,
+  type Metrics,
+  type WsNotificationOutcome,
+} from '../../core/metrics.js';
 import { publishRefreshEvent } from '../../core/queue/refresh-events.js';
 import { addRefreshJob, type RefreshJobData } from '../../core/queue/refresh-queue.js';
 import { databaseOf, type RedisClient } from '../../core/redis.js';
 import { redisKeys } from '../../core/redis-keys.js';
-import type { CostTable } from '../rpc/client.js';
+import { costOf, type CostTable } from '../rpc/client.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { SlotClock } from '../../core/rpc/slot.js';
 import { classifyChange, type Change } from '../sns/change.js';
@@ -362,7 +367,7 @@ export class ParentWatcher {
     const state = this.watched.get(note.parent);
     if (!state || state.subscribedAt === undefined) return;
     const coalesced = (n: number) =>
-      this.deps.metrics.wsNotifications.inc({ outcome: 'coalesced' }, n);
+      this.deps.metrics.wsNotifications.inc({ outcome: WS_NOTIFICATION_OUTCOME.coalesced }, n);
     const waiting = state.pending.get(note.pubkey);
     if (waiting) {
       coalesced(1);
@@ -431,8 +436,7 @@ export class ParentWatcher {
 
   private async apply(note: AccountNotification, state: Watched): Promise<void> {
     const { cache, endpoint, metrics, slots } = this.deps;
-    const count = (outcome: 'patched' | 'reread' | 'ignored') =>
-      metrics.wsNotifications.inc({ outcome });
+    const count = (outcome: WsNotificationOutcome) => metrics.wsNotifications.inc({ outcome });
     const { parent, slot } = note;
     if (!slots.trusts(slot)) {
       // A slot no chain has reached yet would hold every later scan back: believe only that
@@ -444,7 +448,7 @@ export class ParentWatcher {
           'notification slot ahead of any the RPC has shown: re-read instead',
         );
       }
-      count('reread');
+      count(WS_NOTIFICATION_OUTCOME.reread);
       return this.reread(parent, slots.newest);
     }
     const change: Change = note.slice
@@ -455,7 +459,7 @@ export class ParentWatcher {
       case 'empty':
         // A cut text, a record made by hand, or a text emptied (the SDK drops empty texts): only
         // a scan tells what the parent lists now.
-        count('reread');
+        count(WS_NOTIFICATION_OUTCOME.reread);
         return this.reread(parent, slot);
       case 'subdomain': {
         const pending = state.pendingReverses.get(change.subdomain);
@@ -482,7 +486,7 @@ export class ParentWatcher {
         const timer = setTimeout(() => {
           if (state.seen.get(change.subdomain)?.timer !== timer) return;
           state.seen.delete(change.subdomain);
-          count('reread');
+          count(WS_NOTIFICATION_OUTCOME.reread);
           this.owe(state, [slot]);
           this.drain(parent, state);
         }, PAIRING_MS);
@@ -516,7 +520,7 @@ export class ParentWatcher {
         const timer = setTimeout(() => {
           if (state.pendingReverses.get(change.subdomain)?.timer !== timer) return;
           state.pendingReverses.delete(change.subdomain);
-          count('reread');
+          count(WS_NOTIFICATION_OUTCOME.reread);
           this.owe(state, [slot]);
           this.drain(parent, state);
         }, PAIRING_MS);
@@ -538,12 +542,12 @@ export class ParentWatcher {
     subdomain: string,
     change: { label?: string; owner?: string },
     slot: number,
-  ): Promise<'patched' | 'reread' | 'ignored'> {
+  ): Promise<(typeof WS_NOTIFICATION_OUTCOME)['patched' | 'reread' | 'ignored']> {
     const { cache, endpoint } = this.deps;
     for (let i = 0; i < PATCH_TRIES; i++) {
       const read = await cache.getWithAccounts(endpoint.id, parent);
       // Not cached: nothing to patch (the next request reads the chain).
-      if (!read) return 'ignored';
+      if (!read) return WS_NOTIFICATION_OUTCOME.ignored;
       if (!read.accounts) break;
       const current = read.accounts[subdomain];
       const label = change.label ?? current?.[0];
@@ -551,7 +555,7 @@ export class ParentWatcher {
       if (label === undefined || owner === undefined) break;
       const stored = this.honoured(read.entry.slot) ?? 0;
       if (current?.[0] === label && current[1] === owner && stored >= slot) {
-        return 'ignored';
+        return WS_NOTIFICATION_OUTCOME.ignored;
       }
       const accounts: EntryAccounts = { ...read.accounts, [subdomain]: [label, owner] };
       const outcome = await cache.patch(
@@ -561,14 +565,14 @@ export class ParentWatcher {
         { ...read.entry, labels: labelsOf(accounts), slot: Math.max(stored, slot) },
         accounts,
       );
-      if (outcome === 'missing') return 'ignored';
+      if (outcome === 'missing') return WS_NOTIFICATION_OUTCOME.ignored;
       if (outcome === 'written') {
         await this.announce(parent);
-        return 'patched';
+        return WS_NOTIFICATION_OUTCOME.patched;
       }
     }
     await this.reread(parent, slot);
-    return 'reread';
+    return WS_NOTIFICATION_OUTCOME.reread;
   }
 
   /**
@@ -583,8 +587,8 @@ export class ParentWatcher {
     const { deps } = this;
     const { cache, endpoint, metrics } = deps;
     const startedAt = Date.now();
-    const gmaCost = deps.costs['getMultipleAccounts'] ?? deps.costs['*'] ?? 1;
-    const scanCost = deps.costs['getProgramAccounts'] ?? deps.costs['*'] ?? 1;
+    const gmaCost = costOf(deps.costs, 'getMultipleAccounts');
+    const scanCost = costOf(deps.costs, 'getProgramAccounts');
     type Due = {
       parent: string;
       rev: number;
@@ -618,7 +622,7 @@ export class ParentWatcher {
       if (!read || startedAt - read.entry.fetchedAt < deps.freshMs - 1.5 * this.checkMs) continue;
       const subdomains = Object.keys(read.accounts);
       if (Math.ceil((2 * subdomains.length) / MULTIPLE_ACCOUNTS_BATCH) * gmaCost > scanCost) {
-        metrics.deletionChecks.inc({ outcome: 'scanned' });
+        metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.scanned });
         void this.reread(parent);
         continue;
       }
@@ -659,7 +663,9 @@ export class ParentWatcher {
       );
       // A conflict (a patch or a refresh came in between) is checked at the next round.
       if (outcome !== 'written') continue;
-      metrics.deletionChecks.inc({ outcome: dropped ? 'dropped' : 'unchanged' });
+      metrics.deletionChecks.inc({
+        outcome: dropped ? DELETION_CHECK_OUTCOME.dropped : DELETION_CHECK_OUTCOME.unchanged,
+      });
       if (dropped) await this.announce(d.parent);
     }
   }
@@ -739,7 +745,10 @@ export class ParentWatcher {
       clearTimeout(pair.timer);
       slots.push(pair.slot);
     }
-    this.deps.metrics.wsNotifications.inc({ outcome: 'coalesced' }, pairs.size);
+    this.deps.metrics.wsNotifications.inc(
+      { outcome: WS_NOTIFICATION_OUTCOME.coalesced },
+      pairs.size,
+    );
     pairs.clear();
     this.owe(state, slots);
     this.drain(parent, state);

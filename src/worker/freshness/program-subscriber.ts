@@ -3,7 +3,7 @@ import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import { occasionalWarning } from '../../core/logger.js';
-import type { Metrics } from '../../core/metrics.js';
+import { WS_NOTIFICATION_OUTCOME, type Metrics } from '../../core/metrics.js';
 import { parseBoundedJson } from '../rpc/bounded-json.js';
 import type { CostTable } from '../rpc/client.js';
 import { isSlot } from '../../core/rpc/slot.js';
@@ -375,7 +375,7 @@ export class ProgramSubscriber {
     if (parent === undefined) return;
     const read = readNotification(params?.result);
     if (typeof read === 'string') {
-      this.opts.metrics.wsNotifications.inc({ outcome: 'refused' });
+      this.opts.metrics.wsNotifications.inc({ outcome: WS_NOTIFICATION_OUTCOME.refused });
       this.warnRefused({ parent }, `RPC websocket notification refused: ${read}`);
       return;
     }

@@ -14,6 +14,14 @@ export { RpcCallError };
 export type CostTable = { readonly [method: string]: number };
 
 /**
+ * The provider cost units of one call of `method`: its entry in `costs`, else the `*` entry, else
+ * 1 (a table without `*` still counts every call). The one place this fallback is written.
+ */
+export function costOf(costs: CostTable, method: string): number {
+  return costs[method] ?? costs['*'] ?? 1;
+}
+
+/**
  * Longest `Retry-After` a call sleeps through in place, holding its worker slot. A longer one
  * ends the call with the error (its `retryAfterMs` set): the slot goes back to the queue and the
  * job's back-off waits instead (src/core/queue/refresh-queue.ts), so an upstream answering
@@ -139,8 +147,7 @@ export class RpcClient {
         );
       }
       metrics.rpcResponseBytes.inc(labels, reply.body.length);
-      if (reply.status !== 429)
-        metrics.rpcCredits.inc(labels, this.costs[method] ?? this.costs['*'] ?? 1);
+      if (reply.status !== 429) metrics.rpcCredits.inc(labels, costOf(this.costs, method));
       checkStatus(method, reply);
       return await decode(reply.body, { method, id, signal });
     } catch (err) {
