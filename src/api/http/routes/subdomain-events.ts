@@ -5,7 +5,7 @@ import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
-import { requesterOf } from '../subdomain-answers.js';
+import { parentParams, requesterOf, rpcQueryProperty } from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../../core/http/schemas.js';
 
 export type SubdomainEventsDeps = {
@@ -32,23 +32,7 @@ const STREAM_HEADERS = Object.freeze({
   connection: 'close',
 });
 
-const querystring = Type.Object({
-  rpc: Type.Optional(
-    Type.String({
-      minLength: 1,
-      description: 'Another Solana JSON-RPC endpoint, as for `GET /subdomains/{parent}`.',
-      examples: ['https://api.mainnet-beta.solana.com'],
-    }),
-  ),
-});
-const params = Type.Object({
-  parent: Type.String({
-    description:
-      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix, as for ' +
-      '`GET /subdomains/{parent}`.',
-    examples: ['67679'],
-  }),
-});
+const querystring = Type.Object(rpcQueryProperty);
 
 const FRAME_EXAMPLE = listFrame(['bullish', 'hollaaa', 'testing']) + ': ping\n\n';
 
@@ -86,7 +70,7 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
           '(no RPC call of its own). A comment `: ping` every 15 s. At most SSE_MAX_PER_CLIENT ' +
           'streams per client address and SSE_MAX_STREAMS per instance. The stream ends when ' +
           'the instance shuts down: reconnect (EventSource does by itself).',
-        params,
+        params: parentParams,
         querystring,
         response: {
           200: {
