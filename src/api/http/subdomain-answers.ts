@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import { boundedMemo } from '../../core/cache/bounded-memo.js';
 import type { CacheEntry } from '../../core/cache/subdomain-cache.js';
-import { InternalError, RateLimitedError } from '../../core/errors.js';
+import { RateLimitedError } from '../../core/errors.js';
 import type { EndpointSelector, RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../sns/names.js';
 import type { PageRequest } from '../subdomains/page-selection.js';
@@ -54,8 +54,7 @@ export const parentParams = Type.Object({
 /** What {@link cachedAnswers} needs: the runtime makes each of them (src/api/runtime.ts). */
 export type CachedAnswerDeps = {
   endpoints: EndpointSelector;
-  /** Absent when the API was built without Redis (a test's app): the routes then answer 500. */
-  lookup: SubdomainLookup | undefined;
+  lookup: SubdomainLookup;
   freshSeconds: number;
   staleSeconds: number;
 };
@@ -116,7 +115,6 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
   ) => {
     const requester = requesterOf(req, checkColdMiss);
     const endpoint = await deps.endpoints.select(rpc, requester.charge);
-    if (!deps.lookup) throw new InternalError('no cache configured');
     const found = await deps.lookup.lookup(parent, endpoint, requester);
     return send(reply, endpoint, found, page, parent, Date.now());
   };
@@ -133,7 +131,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
       const parent = parentOf(req.params.parent);
       const page = pageRequestOf(req.query);
       const rpc = req.query.rpc;
-      if (rpc === undefined && deps.lookup) {
+      if (rpc === undefined) {
         const endpoint = deps.endpoints.selectDefault();
         const now = Date.now();
         const found = deps.lookup.peek(parent, endpoint, clientKey(req), now);

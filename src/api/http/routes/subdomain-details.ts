@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InternalError, OverloadedError } from '../../../core/errors.js';
+import { OverloadedError } from '../../../core/errors.js';
 import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import {
   buildDetailsView,
@@ -28,8 +28,8 @@ import {
 } from '../../../core/http/schemas.js';
 
 export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
-  /** The rendered views of the configured endpoint; absent: the route answers 500. */
-  views: DetailsViews | undefined;
+  /** The rendered views of the configured endpoint. */
+  views: DetailsViews;
 };
 
 const detail = Type.Object({
@@ -89,7 +89,6 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     now: number,
   ): Promise<unknown> | undefined => {
     const views = deps.views;
-    if (!views) throw new InternalError('no cache configured');
     if (endpoint.kind === 'override') {
       const { entry, state } = found;
       if (!entry.accounts) throw notYetWithAccounts();

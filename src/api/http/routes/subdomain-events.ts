@@ -1,5 +1,4 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InternalError } from '../../../core/errors.js';
 import type { EndpointSelector } from '../../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
@@ -10,9 +9,8 @@ import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../../core/ht
 
 export type SubdomainEventsDeps = {
   endpoints: EndpointSelector;
-  /** Absent when the API was built without Redis: the route then answers 500. */
-  lookup: SubdomainLookup | undefined;
-  live: LiveUpdates | undefined;
+  lookup: SubdomainLookup;
+  live: LiveUpdates;
 };
 
 /**
@@ -49,11 +47,8 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
 ) => {
   // The same per-client limit of cold misses as the list route (one store, one key per client).
   const checkColdMiss = app.createRateLimit();
-  if (deps.live) {
-    const live = deps.live;
-    // Open streams would hold the server's close until its time-out: end them as closing begins.
-    app.addHook('preClose', async () => live.close());
-  }
+  // Open streams would hold the server's close until its time-out: end them as closing begins.
+  app.addHook('preClose', async () => deps.live.close());
 
   app.get(
     '/subdomains/:parent/events',
@@ -118,7 +113,6 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
     },
     async (req, reply) => {
       const parent = parseParentLabel(req.params.parent);
-      if (!deps.lookup || !deps.live) throw new InternalError('no cache configured');
       const requester = requesterOf(req, checkColdMiss);
       const endpoint = await deps.endpoints.select(req.query.rpc, requester.charge);
       const pending = deps.live.open(requester.client, endpoint, parent);
