@@ -206,6 +206,21 @@ describe('GET /types/record and unknown routes', () => {
     await app.close();
   });
 
+  it('answers the subdomain routes 500 without RPC_URL, Redis down (the contract)', async () => {
+    const app = derivationApp();
+    for (const url of [
+      '/subdomains/bonfida',
+      '/subdomains/bonfida?limit=2',
+      '/subdomains/bonfida/details',
+      '/subdomains/bonfida/events',
+    ]) {
+      const res = await app.inject({ method: 'GET', url });
+      expect(res.statusCode, url).toBe(500);
+      expect(res.json(), url).toMatchObject({ s: 'error', result: 'Internal error' });
+    }
+    await app.close();
+  });
+
   it('answers a broken percent-escape with 400 Invalid input', async () => {
     const app = derivationApp();
     const res = await app.inject({ method: 'GET', url: '/record-key-v2/%E0%A4%A/SOL' });

@@ -64,11 +64,12 @@ export type AppDeps = {
   metrics: Metrics;
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
-  lookup?: SubdomainLookup;
-  /** The rendered `/details` views; the route answers 500 when absent. */
-  details?: DetailsViews;
-  /** The event streams of `/subdomains/:parent/events`; the route answers 500 when absent. */
-  live?: LiveUpdates;
+  /** The subdomain cache's answers (runtime.ts makes it, whether Redis answers yet or not). */
+  lookup: SubdomainLookup;
+  /** The rendered `/details` views. */
+  details: DetailsViews;
+  /** The event streams of `/subdomains/:parent/events`. */
+  live: LiveUpdates;
   /** What `/readyz` reports (see `opsRoutes`); the app adds the shutdown. */
   readiness: () => Promise<Readiness>;
   /** The refresh queue, for the queue UI (shown only when `ADMIN_TOKEN` is set). */

@@ -1,18 +1,155 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@fastify/type-provider-typebox';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
+import { boundedMemo } from '../../core/cache/bounded-memo.js';
 import type { CacheEntry } from '../../core/cache/subdomain-cache.js';
 import { RateLimitedError } from '../../core/errors.js';
-import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
-import type { CacheState, Requester } from '../subdomains/lookup.js';
+import type { EndpointSelector, RpcEndpoint } from '../../core/rpc/endpoint.js';
+import { parseParentLabel } from '../sns/names.js';
+import type { PageRequest } from '../subdomains/page-selection.js';
+import type { CacheState, LookupResult, Requester, SubdomainLookup } from '../subdomains/lookup.js';
 import { CORS_HEADERS } from '../../core/http/cors.js';
-import { PAGED_CORS_HEADERS, TOTAL_COUNT_HEADER } from './paged-answer.js';
+import {
+  PAGED_CORS_HEADERS,
+  pageQueryProperties,
+  pageRequestOf,
+  TOTAL_COUNT_HEADER,
+} from './paged-answer.js';
 import { HEADER } from '../../core/http/schemas.js';
 
 /**
  * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
- * `/details` and `/events`): the per-client cold-miss charge and the caching headers.
+ * `/details` and `/events`): their `:parent` and `?rpc=` schemas, the one step from a request to
+ * a cache answer ({@link cachedAnswers}), the per-client cold-miss charge and the caching headers.
  */
+
+/** The `?rpc=` query parameter of every route reading the subdomain cache. */
+export const rpcQueryProperty = {
+  rpc: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        'Another Solana JSON-RPC endpoint, for this request: an https URL whose host resolves ' +
+        'only to public addresses, or one of RPC_OVERRIDE_ALLOWLIST; refused (400) when ' +
+        'RPC_OVERRIDE=off. Its answers are `no-store` and cached apart.',
+      examples: ['https://api.mainnet-beta.solana.com'],
+    }),
+  ),
+};
+
+/** The querystring of a route answering a cache entry: `?rpc=` and the page parameters. */
+export const cachedAnswerQuery = Type.Object({ ...rpcQueryProperty, ...pageQueryProperties });
+
+/** The `:parent` path parameter of every route reading the subdomain cache. */
+export const parentParams = Type.Object({
+  parent: Type.String({
+    description:
+      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix; trimmed and ' +
+      'lower-cased. `67679.sol` is two labels (the subdomain `67679` of `sol`) and is refused.',
+    examples: ['67679'],
+  }),
+});
+
+/** What {@link cachedAnswers} needs: the runtime makes each of them (src/api/runtime.ts). */
+export type CachedAnswerDeps = {
+  endpoints: EndpointSelector;
+  lookup: SubdomainLookup;
+  freshSeconds: number;
+  staleSeconds: number;
+};
+
+/**
+ * Sends a route's answer made from a cache entry, after {@link CachedAnswers.setHeaders}. A warm
+ * answer is sent synchronously and returns nothing (no promise on that path); one that needs
+ * more (a read from Redis) returns its promise.
+ *
+ * @param now when the entry was found (ms since the epoch), for `Age`.
+ */
+export type SendCached = (
+  reply: FastifyReply,
+  endpoint: RpcEndpoint,
+  found: LookupResult,
+  page: PageRequest | undefined,
+  parent: string,
+  now: number,
+) => Promise<unknown> | undefined;
+
+/** A request to a route reading the subdomain cache, as its schemas type it. */
+export type CachedAnswerRequest = FastifyRequest & {
+  readonly params: Static<typeof parentParams>;
+  readonly query: Static<typeof cachedAnswerQuery>;
+};
+
+/** The shared step of the routes reading the subdomain cache; see {@link cachedAnswers}. */
+export type CachedAnswers = ReturnType<typeof cachedAnswers>;
+
+/**
+ * The one step from a request to a cache answer, for a route plugin (made once, in the plugin):
+ * parses `:parent` (a bounded memo of raw values: a warm parent is not parsed again, an invalid
+ * one throws and is not kept) and the page, selects the endpoint (charging the client's
+ * cold-miss limit for a `?rpc=` host lookup, {@link coldMissCharge}), looks the entry up, and
+ * sets the caching headers ({@link setCacheHeaders}).
+ *
+ * A warm parent on the default endpoint is answered synchronously from the process's copy
+ * ({@link SubdomainLookup.peek}): no promise, no Redis, no requester made.
+ *
+ * @param app the route plugin's instance (its `createRateLimit()` is the cold-miss limit).
+ * @throws (from `answer`) InvalidInputError for a bad parent, page or `?rpc=`;
+ *   NotConfiguredError (500) without `?rpc=` when RPC_URL is unset; whatever the lookup throws.
+ */
+export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
+  // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
+  const checkColdMiss = app.createRateLimit();
+  const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
+  const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
+
+  /** Everything but a warm hit: the endpoint, then the lookup (Redis, the queue, the wait). */
+  const answerThroughRedis = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    parent: string,
+    rpc: string | undefined,
+    page: PageRequest | undefined,
+    send: SendCached,
+  ) => {
+    const requester = requesterOf(req, checkColdMiss);
+    const endpoint = await deps.endpoints.select(rpc, requester.charge);
+    const found = await deps.lookup.lookup(parent, endpoint, requester);
+    return send(reply, endpoint, found, page, parent, Date.now());
+  };
+
+  return {
+    checkColdMiss,
+    parentOf,
+    /** Answers the request through `send`: see {@link cachedAnswers}. */
+    answer(
+      req: CachedAnswerRequest,
+      reply: FastifyReply,
+      send: SendCached,
+    ): Promise<unknown> | undefined {
+      const parent = parentOf(req.params.parent);
+      const page = pageRequestOf(req.query);
+      const rpc = req.query.rpc;
+      if (rpc === undefined) {
+        const endpoint = deps.endpoints.selectDefault();
+        const now = Date.now();
+        const found = deps.lookup.peek(parent, endpoint, clientKey(req), now);
+        if (found) return send(reply, endpoint, found, page, parent, now);
+      }
+      return answerThroughRedis(req, reply, parent, rpc, page, send);
+    },
+    /** {@link setCacheHeaders} with this route's freshness. */
+    setHeaders: (
+      reply: FastifyReply,
+      endpoint: RpcEndpoint,
+      entry: CacheEntry,
+      state: CacheState,
+      paged: boolean,
+      now: number,
+    ): FastifyReply => setCacheHeaders(reply, headers, endpoint, entry, state, paged, now),
+  };
+}
 
 const COLD_MISS_DETAIL =
   'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';

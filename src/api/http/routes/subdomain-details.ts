@@ -1,25 +1,23 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { boundedMemo } from '../../../core/cache/bounded-memo.js';
-import { InternalError, OverloadedError } from '../../../core/errors.js';
-import type { EndpointSelector, RpcEndpoint } from '../../../core/rpc/endpoint.js';
-import { parseParentLabel } from '../../sns/names.js';
+import { OverloadedError } from '../../../core/errors.js';
+import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import {
   buildDetailsView,
   rowsText,
   type DetailsAnswer,
   type DetailsViews,
 } from '../../subdomains/details-views.js';
-import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
+import type { LookupResult } from '../../subdomains/lookup.js';
 import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
-import { pageQueryProperties, pageRequestOf, renderPageText } from '../paged-answer.js';
+import { renderPageText } from '../paged-answer.js';
 import { sendRendered } from '../rendered.js';
 import {
   CACHED_ANSWER_HEADERS,
-  cacheHeaders,
-  clientKey,
-  requesterOf,
-  setCacheHeaders,
+  cachedAnswerQuery,
+  cachedAnswers,
+  parentParams,
+  type CachedAnswerDeps,
 } from '../subdomain-answers.js';
 import {
   errorResponse,
@@ -29,14 +27,9 @@ import {
   okResponse,
 } from '../../../core/http/schemas.js';
 
-export type SubdomainDetailsRouteDeps = {
-  endpoints: EndpointSelector;
-  /** Absent when the API was built without Redis: the route then answers 500. */
-  lookup: SubdomainLookup | undefined;
-  /** The rendered views of the configured endpoint; absent: the route answers 500. */
-  views: DetailsViews | undefined;
-  freshSeconds: number;
-  staleSeconds: number;
+export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
+  /** The rendered views of the configured endpoint. */
+  views: DetailsViews;
 };
 
 const detail = Type.Object({
@@ -55,21 +48,20 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   app,
   deps,
 ) => {
-  const checkColdMiss = app.createRateLimit();
-  const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
+  const cached = cachedAnswers(app, deps);
 
   /**
    * Sends the view: the whole answer without `page`, else the page's rows cut out of it (the
    * labels' page, as `/subdomains/:parent` gives it) with `X-Total-Count`.
    */
-  const send = (
+  const sendView = (
     reply: FastifyReply,
     endpoint: RpcEndpoint,
     { view, entry, state }: DetailsAnswer,
     page: PageRequest | undefined,
-    now = Date.now(),
+    now: number,
   ) => {
-    setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined, now);
+    cached.setHeaders(reply, endpoint, entry, state, page !== undefined, now);
     if (page === undefined) return sendRendered(reply, view.whole);
     const selected = selectPage(view.labels, page);
     reply.header('x-total-count', String(selected.total));
@@ -77,42 +69,47 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     return sendRendered(reply, renderPageText(selected, rows, page, view.whole.etag));
   };
 
-  // Raw `:parent` values seen lately and their label, as `/subdomains/:parent` keeps them.
-  const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
+  const notYetWithAccounts = () =>
+    new OverloadedError('entry written without its accounts', deps.freshSeconds, {
+      detail: 'owners are not cached for this parent yet; they are after its next refresh',
+    });
 
   /**
-   * Everything but a warm hit whose view is kept: the lookup (unless `hit` is already the
-   * in-process copy's answer), then the view of the entry found, read and rendered if need be.
-   * An override's entry carries its accounts: its view is rendered per request and not kept
-   * (`no-store` answers, rare, their entry read from Redis anyway).
+   * The view of the entry found, read and rendered if need be. A kept view (the configured
+   * endpoint's, warm) is sent synchronously. An override's entry carries its accounts: its view
+   * is rendered per request and not kept (`no-store` answers, rare, their entry read from Redis
+   * anyway).
    */
-  const answerThroughRedis = async (
-    req: FastifyRequest,
+  const send = (
     reply: FastifyReply,
-    parent: string,
-    rpc: string | undefined,
+    endpoint: RpcEndpoint,
+    found: LookupResult,
     page: PageRequest | undefined,
-    hit?: { endpoint: RpcEndpoint; found: LookupResult },
-  ) => {
-    const requester = requesterOf(req, checkColdMiss);
-    const endpoint = hit?.endpoint ?? (await deps.endpoints.select(rpc, requester.charge));
-    if (!deps.lookup || !deps.views) throw new InternalError('no cache configured');
-    const found = hit?.found ?? (await deps.lookup.lookup(parent, endpoint, requester));
-    let answer: DetailsAnswer | null;
+    parent: string,
+    now: number,
+  ): Promise<unknown> | undefined => {
+    const views = deps.views;
     if (endpoint.kind === 'override') {
       const { entry, state } = found;
-      answer = entry.accounts
-        ? { view: buildDetailsView(entry, entry.accounts), entry, state }
-        : null;
-    } else {
-      answer = await deps.views.get(endpoint.id, parent, found);
+      if (!entry.accounts) throw notYetWithAccounts();
+      sendView(
+        reply,
+        endpoint,
+        { view: buildDetailsView(entry, entry.accounts), entry, state },
+        page,
+        now,
+      );
+      return;
     }
-    if (!answer) {
-      throw new OverloadedError('entry written without its accounts', deps.freshSeconds, {
-        detail: 'owners are not cached for this parent yet; they are after its next refresh',
-      });
+    const kept = views.peek(endpoint.id, parent, found);
+    if (kept) {
+      sendView(reply, endpoint, kept, page, now);
+      return;
     }
-    return send(reply, endpoint, answer, page);
+    return views.get(endpoint.id, parent, found).then((answer) => {
+      if (!answer) throw notYetWithAccounts();
+      return sendView(reply, endpoint, answer, page, Date.now());
+    });
   };
 
   app.get(
@@ -126,13 +123,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
           'The labels of `/subdomains/:parent`, in the same order, each with its subdomain name ' +
           "account and the owner in that account's header, from the same cache entry and refresh " +
           '(no RPC call of its own). Misses, stale entries and `?rpc=` behave as there.',
-        params: Type.Object({
-          parent: Type.String({ description: 'as for `/subdomains/:parent`', examples: ['67679'] }),
-        }),
-        querystring: Type.Object({
-          rpc: Type.Optional(Type.String({ minLength: 1, description: 'as for `/subdomains`' })),
-          ...pageQueryProperties,
-        }),
+        params: parentParams,
+        querystring: cachedAnswerQuery,
         response: {
           200: okResponse(Type.Array(detail), {
             description: 'One row per label, in the order `/subdomains/:parent` lists them.',
@@ -170,24 +162,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
         },
       },
     },
-    (req, reply) => {
-      const parent = parentOf(req.params.parent);
-      const page = pageRequestOf(req.query);
-      // A warm parent whose view is kept is answered synchronously: no promise, no Redis.
-      if (req.query.rpc === undefined && deps.lookup && deps.views) {
-        const endpoint = deps.endpoints.selectDefault();
-        const now = Date.now();
-        const found = deps.lookup.peek(parent, endpoint, clientKey(req), now);
-        if (found) {
-          const kept = deps.views.peek(endpoint.id, parent, found);
-          if (kept) {
-            send(reply, endpoint, kept, page, now);
-            return;
-          }
-          return answerThroughRedis(req, reply, parent, undefined, page, { endpoint, found });
-        }
-      }
-      return answerThroughRedis(req, reply, parent, req.query.rpc, page);
-    },
+    // A warm parent whose view is kept is answered synchronously: no promise, no Redis.
+    (req, reply) => cached.answer(req, reply, send),
   );
 };

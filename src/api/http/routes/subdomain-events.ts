@@ -1,18 +1,16 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InternalError } from '../../../core/errors.js';
 import type { EndpointSelector } from '../../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
-import { requesterOf } from '../subdomain-answers.js';
+import { parentParams, requesterOf, rpcQueryProperty } from '../subdomain-answers.js';
 import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../../core/http/schemas.js';
 
 export type SubdomainEventsDeps = {
   endpoints: EndpointSelector;
-  /** Absent when the API was built without Redis: the route then answers 500. */
-  lookup: SubdomainLookup | undefined;
-  live: LiveUpdates | undefined;
+  lookup: SubdomainLookup;
+  live: LiveUpdates;
 };
 
 /**
@@ -32,23 +30,7 @@ const STREAM_HEADERS = Object.freeze({
   connection: 'close',
 });
 
-const querystring = Type.Object({
-  rpc: Type.Optional(
-    Type.String({
-      minLength: 1,
-      description: 'Another Solana JSON-RPC endpoint, as for `GET /subdomains/{parent}`.',
-      examples: ['https://api.mainnet-beta.solana.com'],
-    }),
-  ),
-});
-const params = Type.Object({
-  parent: Type.String({
-    description:
-      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix, as for ' +
-      '`GET /subdomains/{parent}`.',
-    examples: ['67679'],
-  }),
-});
+const querystring = Type.Object(rpcQueryProperty);
 
 const FRAME_EXAMPLE = listFrame(['bullish', 'hollaaa', 'testing']) + ': ping\n\n';
 
@@ -65,11 +47,8 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
 ) => {
   // The same per-client limit of cold misses as the list route (one store, one key per client).
   const checkColdMiss = app.createRateLimit();
-  if (deps.live) {
-    const live = deps.live;
-    // Open streams would hold the server's close until its time-out: end them as closing begins.
-    app.addHook('preClose', async () => live.close());
-  }
+  // Open streams would hold the server's close until its time-out: end them as closing begins.
+  app.addHook('preClose', async () => deps.live.close());
 
   app.get(
     '/subdomains/:parent/events',
@@ -86,7 +65,7 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
           '(no RPC call of its own). A comment `: ping` every 15 s. At most SSE_MAX_PER_CLIENT ' +
           'streams per client address and SSE_MAX_STREAMS per instance. The stream ends when ' +
           'the instance shuts down: reconnect (EventSource does by itself).',
-        params,
+        params: parentParams,
         querystring,
         response: {
           200: {
@@ -134,7 +113,6 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
     },
     async (req, reply) => {
       const parent = parseParentLabel(req.params.parent);
-      if (!deps.lookup || !deps.live) throw new InternalError('no cache configured');
       const requester = requesterOf(req, checkColdMiss);
       const endpoint = await deps.endpoints.select(req.query.rpc, requester.charge);
       const pending = deps.live.open(requester.client, endpoint, parent);

@@ -1,13 +1,10 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { boundedMemo } from '../../../core/cache/bounded-memo.js';
 import type { CacheEntry } from '../../../core/cache/subdomain-cache.js';
-import { InternalError } from '../../../core/errors.js';
-import type { EndpointSelector, RpcEndpoint } from '../../../core/rpc/endpoint.js';
-import { parseParentLabel } from '../../sns/names.js';
-import type { LookupResult, SubdomainLookup } from '../../subdomains/lookup.js';
+import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
+import type { LookupResult } from '../../subdomains/lookup.js';
 import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
-import { pageQueryProperties, pageRequestOf, renderPage } from '../paged-answer.js';
+import { renderPage } from '../paged-answer.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
   errorResponse,
@@ -19,20 +16,14 @@ import {
 } from '../../../core/http/schemas.js';
 import {
   CACHED_ANSWER_HEADERS,
-  cacheHeaders,
-  clientKey,
-  requesterOf,
-  setCacheHeaders,
+  cachedAnswerQuery,
+  cachedAnswers,
+  parentParams,
+  type CachedAnswerDeps,
 } from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
-export type SubdomainRouteDeps = {
-  endpoints: EndpointSelector;
-  /** Absent when the API was built without Redis: the route then answers 500. */
-  lookup: SubdomainLookup | undefined;
-  freshSeconds: number;
-  staleSeconds: number;
-};
+export type SubdomainRouteDeps = CachedAnswerDeps;
 
 /**
  * The answer body and its ETag, made once per cache entry: a warm hit returns the same entry
@@ -52,39 +43,16 @@ function render(entry: CacheEntry): RenderedAnswer {
 const WRONG_SHAPE_DETAIL =
   'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
 
-const querystring = Type.Object({
-  rpc: Type.Optional(
-    Type.String({
-      minLength: 1,
-      description:
-        'Another Solana JSON-RPC endpoint, for this request: an https URL whose host resolves ' +
-        'only to public addresses, or one of RPC_OVERRIDE_ALLOWLIST; refused (400) when ' +
-        'RPC_OVERRIDE=off. Its answers are `no-store` and cached apart.',
-      examples: ['https://api.mainnet-beta.solana.com'],
-    }),
-  ),
-  ...pageQueryProperties,
-});
-const params = Type.Object({
-  parent: Type.String({
-    description:
-      'One top-level name as one label (`67679`), without the `.sol`/`.sns` suffix; trimmed and ' +
-      'lower-cased. `67679.sol` is two labels (the subdomain `67679` of `sol`) and is refused.',
-    examples: ['67679'],
-  }),
-});
-
 /**
  * `GET /subdomains/:parent[?rpc=URL]` (README, "Routes"), answered from the Redis cache
- * ({@link SubdomainLookup}), with `X-Cache: HIT|STALE|MISS`.
+ * (SubdomainLookup, through ../subdomain-answers.ts `cachedAnswers`), with
+ * `X-Cache: HIT|STALE|MISS`.
  *
  * HTTP caching as ../subdomain-answers.ts `cacheHeaders` says: the entry's freshness left, then
  * stale-while-revalidate; `no-store` through an override.
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
-  // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
-  const checkColdMiss = app.createRateLimit();
-  const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
+  const cached = cachedAnswers(app, deps);
 
   /**
    * Sends the entry: the whole list (the contract's answer) without `page`, else the page it
@@ -96,35 +64,17 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
     endpoint: RpcEndpoint,
     { entry, state }: LookupResult,
     page: PageRequest | undefined,
-    now = Date.now(),
-  ) => {
-    setCacheHeaders(reply, headers, endpoint, entry, state, page !== undefined, now);
-    if (page === undefined) return sendRendered(reply, render(entry));
+    _parent: string,
+    now: number,
+  ): undefined => {
+    cached.setHeaders(reply, endpoint, entry, state, page !== undefined, now);
+    if (page === undefined) {
+      sendRendered(reply, render(entry));
+      return;
+    }
     const selected = selectPage(entry.labels, page);
     reply.header('x-total-count', String(selected.total));
-    return sendRendered(reply, renderPage(selected, selected.labels, page, render(entry).etag));
-  };
-
-  // Raw `:parent` values seen lately and their label, so a warm parent is not parsed again
-  // (an invalid one throws, and is not kept).
-  const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
-
-  /**
-   * Everything but a warm hit: selects the endpoint, then {@link SubdomainLookup.lookup} (Redis,
-   * the queue, the wait for a refresh) and sends its answer.
-   */
-  const answerThroughRedis = async (
-    req: FastifyRequest,
-    reply: FastifyReply,
-    parent: string,
-    rpc: string | undefined,
-    page: PageRequest | undefined,
-  ) => {
-    const requester = requesterOf(req, checkColdMiss);
-    const endpoint = await deps.endpoints.select(rpc, requester.charge);
-    if (!deps.lookup) throw new InternalError('no cache configured');
-    const result = await deps.lookup.lookup(parent, endpoint, requester);
-    return send(reply, endpoint, result, page);
+    sendRendered(reply, renderPage(selected, selected.labels, page, render(entry).etag));
   };
 
   app.get(
@@ -143,8 +93,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           'once while one refresh runs (stale-while-revalidate). With `limit` (and `after`), a ' +
           'page of the list and its `next`; with `prefix`, only the labels starting with it; ' +
           'either way, `X-Total-Count`. Without them the answer is the whole list, as it was.',
-        params,
-        querystring,
+        params: parentParams,
+        querystring: cachedAnswerQuery,
         response: {
           200: okResponse(
             Type.Array(Type.String()),
@@ -202,21 +152,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         },
       },
     },
-    (req, reply) => {
-      const parent = parentOf(req.params.parent);
-      const page = pageRequestOf(req.query);
-      // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
-      if (req.query.rpc === undefined && deps.lookup) {
-        const endpoint = deps.endpoints.selectDefault();
-        const now = Date.now();
-        const hit = deps.lookup.peek(parent, endpoint, clientKey(req), now);
-        if (hit) {
-          send(reply, endpoint, hit, page, now);
-          return;
-        }
-      }
-      return answerThroughRedis(req, reply, parent, req.query.rpc, page);
-    },
+    // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
+    (req, reply) => cached.answer(req, reply, send),
   );
 
   refuseOtherPaths(app, '/subdomains', WRONG_SHAPE_DETAIL);
