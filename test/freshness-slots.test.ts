@@ -279,11 +279,13 @@ describe('slots from the HTTP side', () => {
     });
     g.sim.chain.deleteSubdomain(PARENT, 'hollaaa');
     g.sim.chain.addSubdomain(PARENT, 'later');
+    // Behaviour, not latency (that is the bench's): a new worker trusts no slot until two of its
+    // own replies agree, so on a loaded machine the scans that replace the entry take a while.
     await waitFor(async () => {
       const now = await labels(g);
       return !now.includes('hollaaa') && now.includes('later');
-    }, 20_000);
+    }, 60_000);
     const stored = JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number };
     expect(stored.slot ?? 0).toBeLessThan(g.sim.chain.slot + 1_000);
-  });
+  }, 90_000);
 });
