@@ -1,11 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import type {
-  CacheEntry,
-  EntryAccounts,
-  SubdomainCache,
-} from '../../core/cache/subdomain-cache.js';
+import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import {
   GatewayError,
   InternalError,
@@ -130,26 +126,6 @@ export class SubdomainLookup {
     this.deps.hotParents?.hit(parent, client, now);
     this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
-  }
-
-  /**
-   * The name accounts behind `entry`'s labels (what `/details` answers): inside an override's
-   * entry, beside the configured endpoint's (written with it, read now).
-   *
-   * @returns null when the entry was written without them (by an earlier release).
-   * @throws InternalError when Redis fails.
-   */
-  async accountsOf(
-    parent: string,
-    endpoint: RpcEndpoint,
-    entry: CacheEntry,
-  ): Promise<EntryAccounts | null> {
-    if (endpoint.kind === 'override') return entry.accounts ?? null;
-    try {
-      return (await this.deps.cache.getWithAccounts(endpoint.id, parent))?.accounts ?? null;
-    } catch (err) {
-      throw new InternalError('cache read failed', { cause: err });
-    }
   }
 
   /**
