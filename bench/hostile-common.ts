@@ -34,6 +34,26 @@ export type HostileScenario = {
   readonly run: (ctx: HostileContext) => Promise<void>;
 };
 
+/**
+ * The environment a scenario's gateway child starts from: one process (`ROLE=all`) on loopback
+ * `port`, the run's Redis and `prefix`, and `rpcUrl` (the simulator) as its RPC.
+ */
+export function gatewayEnv(
+  ctx: HostileContext,
+  port: number,
+  prefix: string,
+  rpcUrl: string,
+): Record<string, string> {
+  return {
+    ROLE: 'all',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    REDIS_URL: ctx.redisUrl,
+    QUEUE_PREFIX: prefix,
+    RPC_URL: rpcUrl,
+  };
+}
+
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**

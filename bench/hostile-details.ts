@@ -16,6 +16,7 @@ import {
   probe,
   redisBytesSent,
   runLine,
+  gatewayEnv,
 } from './hostile-common.js';
 import { benchPrefix, deleteKeysAt, fmt, labelMaker, load, table, writeSection } from './lib.js';
 
@@ -35,12 +36,7 @@ async function run(ctx: HostileContext): Promise<void> {
   let gateway: Awaited<ReturnType<typeof spawnMain>> | undefined;
   try {
     gateway = await spawnMain({
-      ROLE: 'all',
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      REDIS_URL: ctx.redisUrl,
-      QUEUE_PREFIX: prefix,
-      RPC_URL: sim.url,
+      ...gatewayEnv(ctx, port, prefix, sim.url),
       // No refresh during the measurement: the entry stays fresh for an hour.
       CACHE_FRESH_SECONDS: '3600',
       SUBDOMAINS_WAIT_MS: '60000',

@@ -38,6 +38,7 @@ import {
   probe,
   runLine,
   sleep,
+  gatewayEnv,
 } from './hostile-common.js';
 import { benchPrefix, fmt, table, writeSection } from './lib.js';
 
@@ -79,12 +80,7 @@ async function run(ctx: HostileContext): Promise<void> {
   let users: Promise<unknown> | undefined;
   try {
     gateway = await spawnMain({
-      ROLE: 'all',
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      REDIS_URL: ctx.redisUrl,
-      QUEUE_PREFIX: prefix,
-      RPC_URL: sim.url,
+      ...gatewayEnv(ctx, port, prefix, sim.url),
       RPC_WS: 'on',
       RPC_WS_URL: sim.wsUrl,
       CACHE_FRESH_SECONDS: String(FRESH_SECONDS),
