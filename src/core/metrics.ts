@@ -184,6 +184,16 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       labelNames: ['outcome'] as const,
       registers,
     }),
+    followHealthy: new Gauge({
+      name: 'sns_follow_healthy',
+      help: 'Whether this worker owns the follow stream and it vouches for cached entries (1) or not (0).',
+      registers,
+    }),
+    followLastEvent: new Gauge({
+      name: 'sns_follow_last_event_timestamp_seconds',
+      help: 'Unix time of the last notification the follow stream delivered to this worker.',
+      registers,
+    }),
     watchedParents: new Gauge({
       name: 'sns_watched_parents',
       help: 'Parents this worker holds the watch lease of.',
