@@ -55,7 +55,7 @@ export type FollowerDeps = {
   store: FollowStore;
   rpc: FollowRpc;
   clock: Clock;
-  slots: SlotClock;
+  slots: Pick<SlotClock, 'trusts' | 'ceiling' | 'newest'>;
   metrics: Metrics;
   logger: Logger;
   reread: Reread;

@@ -51,7 +51,7 @@ export class Ownership {
 
   start(): void {
     this.closed = false;
-    this.tick();
+    void this.tick();
   }
 
   /** One renewal or attempt (tests call it instead of waiting). */

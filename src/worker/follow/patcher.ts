@@ -73,7 +73,7 @@ export class Patcher {
   private readonly warnAhead: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly deps: PatcherDeps) {
-    this.warnAhead = occasionalWarning(deps.logger, 60_000, deps.clock.now);
+    this.warnAhead = occasionalWarning(deps.logger, 60_000, () => deps.clock.now());
   }
 
   /** Notifications waiting over every parent. */
@@ -121,7 +121,8 @@ export class Patcher {
   /** Resolves once every parent's loop is idle (tests, shutdown). */
   async idle(): Promise<void> {
     for (;;) {
-      const running = [...this.parents.values()].map((s) => s.draining).filter(Boolean);
+      const running: Array<Promise<void>> = [];
+      for (const s of this.parents.values()) if (s.draining) running.push(s.draining);
       if (running.length === 0) return;
       await Promise.all(running);
     }

@@ -90,7 +90,7 @@ export class FollowStream {
   private readonly warnRefused: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly opts: FollowStreamOptions) {
-    this.warnRefused = occasionalWarning(opts.logger, 60_000, opts.clock.now);
+    this.warnRefused = occasionalWarning(opts.logger, 60_000, () => opts.clock.now());
   }
 
   get mode(): StreamMode {
