@@ -596,7 +596,7 @@ describe('follower', () => {
   it('writes a healthy status every second while it owns a confirmed program stream', async () => {
     const clock = new FakeClock();
     const store = new FakeStore();
-    store.put(PARENT, 10, {});
+
     const rpc = new FakeRpc();
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
     const statuses: FollowStatus[] = [];
@@ -645,6 +645,34 @@ describe('follower', () => {
     expect(status?.healthyUntil).toBe(clock.now() + 3_000);
     expect(status?.lastSignature).toBe('last');
     expect(follower.healthy).toBe(true);
+    // A parent cached after a change under it was notified: followed within a second, and the
+    // notifications kept for it are applied.
+    const later = sub('nectarine');
+    const frame = (subId: number, note: AccountNote) =>
+      Buffer.from(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'programNotification',
+          params: {
+            subscription: subId,
+            result: {
+              context: { slot: note.slot },
+              value: {
+                pubkey: note.pubkey,
+                account: { data: [note.head?.toString('base64'), 'base64'] },
+              },
+            },
+          },
+        }),
+      );
+    hooks?.onMessage(frame(sent[0]?.id ?? 0, later.subNote(80)));
+    hooks?.onMessage(frame(sent[0]?.id ?? 0, later.reverseNote(80)));
+    await clock.advance(500);
+    store.put(PARENT, 70, {});
+    store.touched.set(PARENT, clock.now());
+    await clock.advance(1_000);
+    await follower.patcher.idle();
+    expect(store.labels(PARENT)).toEqual(['nectarine']);
     // The socket closes: the status stops vouching at the next write.
     hooks?.onClose();
     await clock.advance(1_000);

@@ -128,8 +128,12 @@ export class FakeStore implements FollowStore {
     return this.memberParents.get(account);
   }
 
-  async followedParents() {
-    return [...this.entries.keys()];
+  /** When each parent was last asked for or written (the registry's scores). */
+  readonly touched = new Map<string, number>();
+  async followedParents(sinceMs?: number) {
+    return [...this.entries.keys()].filter(
+      (p) => sinceMs === undefined || (this.touched.get(p) ?? 0) >= sinceMs,
+    );
   }
 
   async markChecked(parent: string, at: number, slot: number | undefined) {

@@ -57,6 +57,13 @@ export class Backstop {
     }
   }
 
+  /** Checks `parent` too, first a window from now. */
+  add(parent: string): void {
+    if (this.schedules.has(parent)) return;
+    const { freshMs, clock } = this.deps;
+    this.schedules.set(parent, { intervalMs: freshMs, dueAt: clock.now() + freshMs });
+  }
+
   /** When `parent` is next checked (tests, metrics). */
   dueAt(parent: string): number | undefined {
     return this.schedules.get(parent)?.dueAt;

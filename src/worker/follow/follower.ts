@@ -30,8 +30,13 @@ export type FollowStatus = {
 export const HEALTHY_FOR_MS = 3_000;
 /** How often the status is written. */
 export const STATUS_EVERY_MS = 1_000;
-/** How often the registry of cached parents is read again (refresh events add parents sooner). */
-export const RELOAD_EVERY_MS = 10_000;
+/**
+ * How often the parents asked for or written lately are read from the registry (one range read):
+ * a parent's first entry is followed within this, and the replay buffer covers the wait.
+ */
+export const JOIN_EVERY_MS = 1_000;
+/** How often the whole registry is read again (parents swept as idle are let go). */
+export const RELOAD_EVERY_MS = 60_000;
 /** After every subscription was refused, how long before the whole-program stream is tried again. */
 export const RETRY_PROGRAM_MS = 10 * 60_000;
 /**
@@ -205,6 +210,7 @@ export class Follower {
     };
     every(STATUS_EVERY_MS, () => this.writeStatus());
     every(RELOAD_EVERY_MS, () => this.reload());
+    every(JOIN_EVERY_MS, () => this.join());
     every(Math.max(1_000, Math.floor(this.deps.freshMs / 6)), () =>
       this.owner ? this.backstop.round() : undefined,
     );
@@ -217,7 +223,8 @@ export class Follower {
   /** Follows `parent` now (its entry was just written); applies what was kept for it. */
   follow(parent: string): void {
     const replay = this.index.add(parent);
-    this.backstop.sync(this.index.parents());
+    this.backstop.add(parent);
+    this.deps.metrics.watchedParents.set(this.index.size);
     const key = this.index.keyOfParent(parent);
     if (key === undefined) return;
     for (const note of replay) this.patcher.notify(parent, key, note);
@@ -234,8 +241,23 @@ export class Follower {
     this.deps.metrics.followHealthy.set(0);
   }
 
+  /**
+   * Follows the parents asked for or written since the last look (and a few seconds before it:
+   * registry writes of other processes land a little late).
+   */
+  async join(): Promise<void> {
+    const since = this.joinedAt - 5_000;
+    this.joinedAt = this.deps.clock.now();
+    for (const parent of await this.deps.store.followedParents(since)) {
+      if (!this.index.has(parent)) this.follow(parent);
+    }
+  }
+
+  private joinedAt = 0;
+
   /** Reads the registry of cached parents again. */
   async reload(): Promise<void> {
+    this.joinedAt = this.deps.clock.now();
     const parents = await this.deps.store.followedParents();
     for (const [parent, replay] of this.index.replace(parents)) {
       const key = this.index.keyOfParent(parent);
@@ -245,6 +267,7 @@ export class Follower {
       if (!this.index.has(parent)) this.patcher.forget(parent);
     this.knownParents = new Set(parents);
     this.backstop.sync(this.index.parents());
+    this.deps.metrics.watchedParents.set(this.index.size);
   }
 
   private knownParents = new Set<string>();

@@ -40,8 +40,11 @@ export interface FollowStore {
   members(parent: string): Promise<Map<string, Member> | undefined>;
   /** The parent and subdomain name account of a subdomain or reverse-record account. */
   parentOfMember(account: string): Promise<{ parent: string; subdomain: string } | undefined>;
-  /** Every parent the follower follows (the registry of cached parents). */
-  followedParents(): Promise<string[]>;
+  /**
+   * The parents the follower follows (the registry of cached parents): all of them, or with
+   * `sinceMs` only those asked for or written at or after that time (Unix ms).
+   */
+  followedParents(sinceMs?: number): Promise<string[]>;
   /** Records an existence check of `parent` that found nothing gone (freshness, not content). */
   markChecked(parent: string, checkedAt: number, slot: number | undefined): Promise<void>;
 }
