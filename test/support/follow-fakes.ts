@@ -136,8 +136,17 @@ export class FakeStore implements FollowStore {
     );
   }
 
-  async markChecked(parent: string, at: number, slot: number | undefined) {
+  async markChecked(parent: string, at: number, slot: number, gone: readonly string[]) {
     this.checked.push({ parent, at, slot });
+    const entry = this.entries.get(parent);
+    let dropped = 0;
+    for (const account of gone) {
+      const m = entry?.members.get(account);
+      if (!m || m.slot > slot) continue;
+      entry?.members.delete(account);
+      dropped++;
+    }
+    return dropped;
   }
 }
 

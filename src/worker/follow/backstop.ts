@@ -11,7 +11,7 @@ export const BACKSTOP_ROUND_KEYS = 10_000;
 
 export type BackstopDeps = {
   rpc: Pick<FollowRpc, 'existence'>;
-  store: Pick<FollowStore, 'members' | 'applyChanges' | 'markChecked'>;
+  store: Pick<FollowStore, 'members' | 'markChecked'>;
   clock: Clock;
   slots: Pick<SlotClock, 'trusts'>;
   /** `CACHE_FRESH_MS`: the first wait, and the wait again after a check that found a deletion. */
@@ -116,20 +116,17 @@ export class Backstop {
         this.quiet(schedule, now);
         continue;
       }
-      const gone = keys.filter(([a, r]) => exists.get(a) !== true || exists.get(r) !== true);
-      if (gone.length === 0) {
-        await deps.store.markChecked(parent, now, slot);
+      const gone = keys
+        .filter(([a, r]) => exists.get(a) !== true || exists.get(r) !== true)
+        .map(([account]) => account);
+      // Per member slot guard: a member added after the slot this check read at stays.
+      const dropped = await deps.store.markChecked(parent, now, slot, gone);
+      if (dropped === 0) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.unchanged });
         this.quiet(schedule, now);
         continue;
       }
-      // Per member slot guard: a member added after the slot this check read at stays.
-      const outcome = await deps.store.applyChanges(
-        parent,
-        gone.map(([account, reverse]) => ({ account, reverse, member: null })),
-        slot,
-      );
-      if (outcome === 'changed') deps.changed(parent);
+      deps.changed(parent);
       deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.dropped });
       schedule.intervalMs = deps.freshMs;
       schedule.dueAt = now + deps.freshMs;

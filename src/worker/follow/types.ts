@@ -45,8 +45,17 @@ export interface FollowStore {
    * `sinceMs` only those asked for or written at or after that time (Unix ms).
    */
   followedParents(sinceMs?: number): Promise<string[]>;
-  /** Records an existence check of `parent` that found nothing gone (freshness, not content). */
-  markChecked(parent: string, checkedAt: number, slot: number | undefined): Promise<void>;
+  /**
+   * Records an existence check of `parent` read at `slot` and begun at `checkedAt`: the members
+   * whose name account is in `gone` are dropped (unless written at a later slot), and the entry
+   * is known whole as of then. Returns how many were dropped.
+   */
+  markChecked(
+    parent: string,
+    checkedAt: number,
+    slot: number,
+    gone: readonly string[],
+  ): Promise<number>;
 }
 
 /** Time and timers, passed in so every unit is testable without waiting. */
