@@ -627,6 +627,7 @@ describe('follower', () => {
         hooks = h;
         return {
           start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
+          connected: true,
           reconnect: () => undefined,
           close: async () => undefined,
         };

@@ -48,7 +48,12 @@ export const GAP_READ_DELAY_MS = 2_000;
 const SEEN_MAX = 4_096;
 
 /** What a socket is to the follower (./ws-connection.ts in the runtime, a fake in tests). */
-export type Connection = { start(): void; reconnect(): void; close(): Promise<void> };
+export type Connection = {
+  readonly connected: boolean;
+  start(): void;
+  reconnect(): void;
+  close(): Promise<void>;
+};
 export type ConnectionHooks = {
   onOpen: (send: (text: string) => void) => void;
   onMessage: (bytes: Buffer) => void;
@@ -180,6 +185,11 @@ export class Follower {
   /** Whether this worker owns the stream. */
   get owner(): boolean {
     return this.ownership.owner;
+  }
+
+  /** Whether this worker's socket is open (only the owner has one). */
+  get connected(): boolean {
+    return this.connection?.connected ?? false;
   }
 
   /** Whether the stream vouches for the entries now (the status says so). */
