@@ -221,8 +221,9 @@ export class Follower {
     every(STATUS_EVERY_MS, () => this.writeStatus());
     every(RELOAD_EVERY_MS, () => this.reload());
     every(JOIN_EVERY_MS, () => this.join());
+    // Only while the stream covers additions: a check proves what is gone, not what is new.
     every(Math.max(1_000, Math.floor(this.deps.freshMs / 6)), () =>
-      this.owner ? this.backstop.round() : undefined,
+      this.healthy ? this.backstop.round() : undefined,
     );
     every(Math.max(500, Math.floor(this.deps.leaseMs / 3)), () =>
       this.owner && this.stream.mode === 'parents' ? this.updateHotParents() : undefined,
@@ -379,8 +380,22 @@ export class Follower {
       return;
     }
     if (mode !== 'program') return;
-    this.healing ??= this.heal().finally(() => (this.healing = undefined));
+    if (this.healing) {
+      // Another socket while the last gap is healed: its own gap is healed after.
+      this.healAgain = true;
+      return;
+    }
+    this.healing = (async () => {
+      do {
+        this.healAgain = false;
+        await this.heal();
+      } while (this.healAgain && !this.closed);
+    })()
+      .catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'follow: heal'))
+      .finally(() => (this.healing = undefined));
   }
+
+  private healAgain = false;
 
   private async heal(): Promise<void> {
     const { deps } = this;
@@ -409,7 +424,10 @@ export class Follower {
         this.lastSignature ??= newest?.signature;
       }
     }
+    // The newest transaction known now: the silence probe must not take it for one the stream
+    // missed (on a quiet chain it may be hours old).
     if (outcome.healed && outcome.newest) this.remember(outcome.newest);
+    if (this.lastSignature !== undefined) this.remember(this.lastSignature);
     this.healed = this.stream.subscribed;
     if (this.healed) this.probe.start();
     await this.writeStatus();
