@@ -681,3 +681,113 @@ describe('follower', () => {
     await follower.close();
   });
 });
+
+describe('follower taking the stream over', () => {
+  const start = (stored: FollowStatus | undefined, rpc: FakeRpc, store: FakeStore) => {
+    const clock = new FakeClock();
+    const statuses: FollowStatus[] = [];
+    const sent: Array<{ id: number; method: string }> = [];
+    let hooks: Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0] | undefined;
+    const follower = new Follower({
+      store,
+      rpc,
+      clock,
+      slots: trustingSlots(),
+      ...quietDeps(),
+      reread: () => undefined,
+      changed: () => undefined,
+      status: { read: async () => stored, write: async (s) => void statuses.push(s) },
+      locker: {
+        acquire: async () => {
+          const lease: Lease = { extend: async () => lease, release: async () => 1 };
+          return lease;
+        },
+      },
+      leaseResource: 'p:follow-lease',
+      leaseMs: 1_500,
+      freshMs: 60_000,
+      checkCost: 1,
+      scanCost: 10,
+      hotParents: async () => [],
+      connect: (h) => {
+        hooks = h;
+        return {
+          start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
+          connected: true,
+          reconnect: () => undefined,
+          close: async () => undefined,
+        };
+      },
+    });
+    const confirm = () => {
+      for (const m of sent.splice(0)) {
+        hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
+      }
+    };
+    return { follower, clock, statuses, confirm };
+  };
+
+  it("heals the gap from the last owner's signature and keeps its epoch", async () => {
+    const store = new FakeStore();
+    const rpc = new FakeRpc();
+    const gone = sub('olive');
+    const added = sub('papaya');
+    store.put(PARENT, 10, { [gone.account]: ['olive', 'o', gone.reverse] });
+    rpc.sigs = [
+      { signature: 'del', slot: 91, failed: false },
+      { signature: 'add', slot: 90, failed: false },
+      { signature: 'before', slot: 80, failed: false },
+    ];
+    rpc.setTx(
+      'add',
+      tx(90, [
+        [0, added.account],
+        [0, added.reverse],
+      ]),
+    );
+    rpc.setTx('del', tx(91, [[3, gone.account]]));
+    rpc.accountsByKey.set(added.account, {
+      owner: NAME_PROGRAM,
+      head: added.subNote(0).head as Buffer,
+    });
+    rpc.accountsByKey.set(added.reverse, {
+      owner: NAME_PROGRAM,
+      head: added.reverseNote(0).head as Buffer,
+    });
+    const epoch = 1_600_000_000_000;
+    const { follower, clock, statuses, confirm } = start(
+      { epoch, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
+      rpc,
+      store,
+    );
+    follower.start();
+    await clock.advance(100);
+    confirm();
+    await clock.advance(1_000);
+    await follower.patcher.idle();
+    expect(store.labels(PARENT)).toEqual(['papaya']);
+    expect(statuses.at(-1)?.epoch).toBe(epoch);
+    expect(statuses.at(-1)?.lastSignature).toBe('del');
+    expect(follower.healthy).toBe(true);
+    expect(rpc.count('getProgramAccounts')).toBe(0);
+    await follower.close();
+  });
+
+  it('starts a new epoch when the gap cannot be healed', async () => {
+    const rpc = new FakeRpc();
+    rpc.failSignatures = true;
+    const { follower, clock, statuses, confirm } = start(
+      { epoch: 1_600_000_000_000, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
+      rpc,
+      new FakeStore(),
+    );
+    follower.start();
+    await clock.advance(100);
+    confirm();
+    const confirmedAt = clock.now();
+    await clock.advance(1_000);
+    expect(statuses.at(-1)?.epoch).toBe(confirmedAt);
+    expect(follower.healthy).toBe(true);
+    await follower.close();
+  });
+});

@@ -400,6 +400,7 @@ export class Follower {
   private async heal(): Promise<void> {
     const { deps } = this;
     const subscribedAt = deps.clock.now();
+    const until = this.lastSignature;
     const outcome = await healGap(
       {
         rpc: deps.rpc,
@@ -407,10 +408,11 @@ export class Follower {
         feed: (note, parentKey) => this.onAccount(note, parentKey),
         logger: deps.logger,
       },
-      this.lastSignature,
+      until,
     );
     if (outcome.healed && this.epoch !== undefined) {
-      if (outcome.newest !== undefined && this.lastSignature === undefined) {
+      // Unless the stream reported a newer one meanwhile, the gap's newest is the last seen.
+      if (outcome.newest !== undefined && this.lastSignature === until) {
         this.lastSignature = outcome.newest;
       }
     } else {
