@@ -141,7 +141,7 @@ export class SubdomainLookup {
     const kept = this.peek(parent, endpoint, requester.client);
     if (kept) return kept;
     const { cache, metrics } = this.deps;
-    const key = cache.key(endpoint.id, parent);
+    const key = cache.keyOf(endpoint, parent);
     const read = await this.read(key);
     const { entry } = read;
     if (entry) {
