@@ -22,6 +22,8 @@ import { EndpointSelector, type HostResolver } from '../core/rpc/endpoint.js';
 import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
+import { TouchThrottle } from './subdomains/touch-throttle.js';
+import { FollowStatusReader } from '../core/cache/follow-status.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { redisKeys } from '../core/redis-keys.js';
@@ -110,8 +112,17 @@ export async function startApi(
 
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
+  // Entries the worker's stream vouches for stay fresh (docs/design.md, "Freshness"); the status
+  // is read at most every 500 ms, shared by every request.
+  const followStatus = new FollowStatusReader(command, config.QUEUE_PREFIX, {
+    onError: (err) => redisErrors.report(err as Error, 'api follow status'),
+  });
+  const defaultId = endpoints.defaultEndpoint?.id;
+  const touches = defaultId === undefined ? undefined : new TouchThrottle(cache, defaultId);
   const lookup = new SubdomainLookup({
     cache,
+    followStatus,
+    touch: touches ? (parent) => touches.touch(parent) : undefined,
     queues: { default: queue, override: overrideQueue },
     listener,
     metrics,
@@ -122,7 +133,11 @@ export async function startApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
   });
-  const details = new DetailsViews({ cache, maxBytes: config.DETAILS_CACHE_BYTES });
+  const details = new DetailsViews({
+    cache,
+    maxBytes: config.DETAILS_CACHE_BYTES,
+    followStatus,
+  });
   const live = new LiveUpdates({
     cache,
     listener,

@@ -1,3 +1,4 @@
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { LRUCache } from 'lru-cache';
 import type {
   CacheEntry,
@@ -115,6 +116,8 @@ export type DetailsViewsOptions = {
   cache: SubdomainCache;
   /** Bytes of views kept (`DETAILS_CACHE_BYTES`, {@link DetailsView.bytes}); 0 keeps none. */
   maxBytes: number;
+  /** The follow status: an entry the stream vouches for is fresh past its window. */
+  followStatus?: { current(): FollowStatus | null };
 };
 
 /**
@@ -228,7 +231,9 @@ export class DetailsViews {
     if (sameRevision(view.entry, found.entry) || found.state === 'MISS') {
       return { view, entry: view.entry, state: found.state };
     }
-    const state = this.opts.cache.freshness(view.entry) === 'fresh' ? 'HIT' : 'STALE';
+    const status = this.opts.followStatus?.current();
+    const state =
+      this.opts.cache.freshness(view.entry, Date.now(), status) === 'fresh' ? 'HIT' : 'STALE';
     return { view, entry: view.entry, state };
   }
 }

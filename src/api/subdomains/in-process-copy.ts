@@ -1,3 +1,4 @@
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { LRUCache } from 'lru-cache';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
@@ -12,6 +13,8 @@ export type InProcessCopyOptions = {
   endpointId: string;
   /** Bytes of labels kept (`LOCAL_CACHE_BYTES`), counted as label length + 8 per label + 64. */
   maxBytes: number;
+  /** The follow status (read at most every 500 ms): entries the stream vouches for stay fresh. */
+  followStatus?: { current(): FollowStatus | null };
 };
 
 /**
@@ -66,7 +69,7 @@ export class InProcessCopy {
     if (!this.serves(endpoint)) return undefined;
     const entry = this.entries.get(parent);
     if (!entry) return undefined;
-    if (this.opts.cache.freshness(entry, now) !== 'fresh') {
+    if (this.opts.cache.freshness(entry, now, this.opts.followStatus?.current()) !== 'fresh') {
       this.entries.delete(parent);
       return undefined;
     }
@@ -81,7 +84,9 @@ export class InProcessCopy {
    */
   remember(parent: string, endpoint: RpcEndpoint, entry: CacheEntry, generation: number): void {
     if (!this.serves(endpoint) || generation !== this.events) return;
-    if (this.opts.cache.freshMsLeft(entry) > 0) this.entries.set(parent, entry);
+    if (this.opts.cache.freshMsLeft(entry, Date.now(), this.opts.followStatus?.current()) > 0) {
+      this.entries.set(parent, entry);
+    }
   }
 
   private serves(endpoint: RpcEndpoint): boolean {

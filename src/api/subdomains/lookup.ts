@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import {
   GatewayError,
@@ -48,6 +49,16 @@ type EntryRead<E extends CacheEntry | null = CacheEntry | null> = { entry: E; ge
 
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
+  /**
+   * The follow status (read at most every 500 ms): an entry of the configured endpoint the stream
+   * vouches for is fresh past its window (docs/design.md, "Freshness").
+   */
+  followStatus?: { current(): FollowStatus | null };
+  /**
+   * Records a use of the configured endpoint's entry of `parent` (the registry the worker follows,
+   * and the entry's sliding expiry); throttled by the caller.
+   */
+  touch?: (parent: string) => void;
   /** Where refreshes are queued: the configured endpoint's queue, and the overrides' own. */
   queues: { readonly default: Queue<RefreshJobData>; readonly override: Queue<RefreshJobData> };
   listener: RefreshListener;
@@ -101,6 +112,7 @@ export class SubdomainLookup {
         listener: deps.listener,
         endpointId: deps.localEndpointId,
         maxBytes,
+        followStatus: deps.followStatus,
       });
     }
   }
@@ -124,6 +136,7 @@ export class SubdomainLookup {
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent, client, now);
+    this.deps.touch?.(parent);
     this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
   }
@@ -146,7 +159,8 @@ export class SubdomainLookup {
     const { entry } = read;
     if (entry) {
       this.counted(parent, endpoint, requester);
-      if (cache.freshness(entry) === 'fresh') {
+      const status = endpoint.kind === 'default' ? this.deps.followStatus?.current() : null;
+      if (cache.freshness(entry, Date.now(), status) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
@@ -211,7 +225,9 @@ export class SubdomainLookup {
 
   /** Counts an answered request for the hot-parent ranking (default endpoint only). */
   private counted(parent: string, endpoint: RpcEndpoint, requester: Requester): void {
-    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent, requester.client);
+    if (endpoint.kind !== 'default') return;
+    this.deps.hotParents?.hit(parent, requester.client);
+    this.deps.touch?.(parent);
   }
 
   /**
