@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { subdomainKey } from '../src/worker/sns/change.js';
-import { MAX_PENDING_PER_PARENT } from '../src/worker/freshness/parent-watcher.js';
+import { MAX_PENDING_PER_PARENT } from '../src/worker/follow/patcher.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';

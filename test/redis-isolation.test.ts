@@ -115,8 +115,8 @@ describe('one deployment on a database other than 0', () => {
       const zero = connect(0);
       await waitFor(async () => {
         await gw.get(`/subdomains/${PARENT}`);
-        const leased = (await gw.redis.exists(keys.watchLease(PARENT))) === 1;
-        return leased || (await zero.exists(keys.watchLease(PARENT))) === 1;
+        const leased = (await gw.redis.exists(keys.followLease)) === 1;
+        return leased || (await zero.exists(keys.followLease)) === 1;
       }, 15_000);
       await waitFor(async () => {
         const raw = await gw.redis.get(keys.subdomainEntry(id, PARENT));
@@ -130,7 +130,7 @@ describe('one deployment on a database other than 0', () => {
       const own = await keysIn(DB, prefix);
       expect(own).toEqual(
         expect.arrayContaining([
-          keys.watchLease(PARENT),
+          keys.followLease,
           keys.subdomainEntry(id, PARENT),
           keys.subdomainAccounts(id, PARENT),
           keys.subdomainEntry(id, 'bonfida'),
@@ -213,7 +213,7 @@ describe('two deployments on one Redis, same prefix, databases 3 and 4', () => {
       await Promise.all([a.get(`/subdomains/${PARENT}`), b.get(`/subdomains/${PARENT}`)]);
       return sim.wsStats().subscriptions === 2;
     }, 15_000);
-    const lease = redisKeys(prefix).watchLease(PARENT);
+    const lease = redisKeys(prefix).followLease;
     expect(await a.redis.exists(lease)).toBe(1);
     expect(await b.redis.exists(lease)).toBe(1);
     expect(await a.redis.get(lease)).not.toBe(await b.redis.get(lease));

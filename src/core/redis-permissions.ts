@@ -47,7 +47,7 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
     commands: ['evalsha', 'eval', 'incr', 'pexpire', 'pttl'],
   },
   {
-    by: 'redlock: the watch leases of the parent watcher (Lua scripts)',
+    by: 'redlock: the lease of the follow stream (Lua scripts)',
     // Its scripts SELECT the connection's database first (a refusal is ignored, harmless in 0).
     commands: ['evalsha', 'eval', 'exists', 'get', 'set', 'del', 'select'],
   },

@@ -5,6 +5,7 @@ import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
 import { SteadyWorker } from './steady-worker.js';
+import { followedFresh, type FollowStatus } from '../core/cache/follow-status.js';
 
 /**
  * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
@@ -78,6 +79,8 @@ export type HotParentScanDeps = {
   minClients: number;
   /** The cache id of the default endpoint; overrides are never refreshed ahead. */
   defaultEndpointId: string;
+  /** The follow status: an entry the stream vouches for needs no refresh ahead. */
+  readStatus?: () => Promise<FollowStatus | null>;
 };
 
 /**
@@ -105,13 +108,13 @@ export async function runHotParentScan(
   const refreshAfterMs = deps.freshMs - 2 * hotParentScanIntervalMs(deps.freshMs);
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
-  const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
+  const status = (await deps.readStatus?.().catch(() => null)) ?? null;
   const due: string[] = [];
-  for (const [i, parent] of parents.entries()) {
-    // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
-    if (leased[i] !== null) continue;
+  for (const parent of parents) {
     const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
     if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
+    // Followed on the chain (./follow): the stream keeps the entry fresh while it vouches for it.
+    if (entry && followedFresh(entry, status, now)) continue;
     due.push(parent);
   }
   if (due.length === 0) return { scanned: parents.length, queued: 0 };

@@ -28,7 +28,18 @@ import { redisReadiness } from '../core/runtime/readiness.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { closeSteps } from '../core/runtime/shutdown.js';
-import { ParentWatcher } from './freshness/parent-watcher.js';
+import { publishRefreshEvent } from '../core/queue/refresh-events.js';
+import { addRefreshJob } from '../core/queue/refresh-queue.js';
+import { topHotParents } from '../core/cache/hot-parents.js';
+import { readFollowStatus } from '../core/cache/follow-status.js';
+import { costOf } from './rpc/client.js';
+import { cacheStore } from './follow/cache-store.js';
+import { Follower } from './follow/follower.js';
+import { laneRpc } from './follow/lane-rpc.js';
+import { redlockLocker } from './follow/ownership.js';
+import { followStatusStore } from './follow/status-store.js';
+import { systemClock } from './follow/types.js';
+import { WsConnection } from './follow/ws-connection.js';
 import {
   createHotParentScanQueue,
   createHotParentScanWorker,
@@ -36,6 +47,9 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+
+/** How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"). */
+const SWEEP_EVERY_MS = 60_000;
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -166,6 +180,7 @@ export async function startWorker(
             topN: config.HOT_KEYS_TOP_N,
             minClients: config.HOT_KEYS_MIN_CLIENTS,
             defaultEndpointId: defaultEndpoint.id,
+            readStatus: () => readFollowStatus(command, config.QUEUE_PREFIX),
           })
       : undefined;
   const processorDeps = {
@@ -216,30 +231,76 @@ export async function startWorker(
       ),
     );
   }
-  // Follows the hot parents on the chain: additions by websocket, deletions by existence checks.
-  // Without a websocket (or hot parents) the hot-parent scans keep them fresh by the clock.
-  const watcher =
-    config.RPC_WS_URL && defaultEndpoint && config.HOT_KEYS_TOP_N > 0
-      ? new ParentWatcher({
-          redis: command,
-          cache,
-          queue,
-          lane: defaultLane,
-          endpoint: defaultEndpoint,
+  // Every cached parent follows the chain through one stream, owned by one worker at a time
+  // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh.
+  const follower =
+    config.RPC_WS_URL && defaultEndpoint
+      ? new Follower({
+          store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
+          rpc: laneRpc(defaultLane, defaultEndpoint, slots),
+          clock: systemClock,
           slots,
           metrics,
           logger,
-          prefix: config.QUEUE_PREFIX,
-          freshMs,
-          topN: config.HOT_KEYS_TOP_N,
-          minClients: config.HOT_KEYS_MIN_CLIENTS,
+          reread: (parent, minContextSlot) =>
+            void addRefreshJob(
+              queue,
+              {
+                cacheKey: cache.key(defaultEndpoint.id, parent),
+                parent,
+                endpoint: { kind: 'default' },
+                ...(minContextSlot === undefined ? {} : { minContextSlot }),
+              },
+              'change',
+            ).catch((err: unknown) =>
+              logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
+            ),
+          changed: (parent) =>
+            void publishRefreshEvent(command, config.QUEUE_PREFIX, {
+              endpointId: defaultEndpoint.id,
+              parent,
+              ok: true,
+            }).catch(() => undefined),
+          status: followStatusStore(command, config.QUEUE_PREFIX),
+          locker: redlockLocker(command),
+          leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,
           leaseMs: config.WATCH_LEASE_MS,
-          costs: config.RPC_CREDITS,
-          wsUrl: config.RPC_WS_URL,
-          pingMs: config.RPC_WS_PING_MS,
+          freshMs,
+          checkCost: costOf(config.RPC_CREDITS, 'getMultipleAccounts'),
+          scanCost: costOf(config.RPC_CREDITS, 'getProgramAccounts'),
+          hotParents: () =>
+            config.HOT_KEYS_TOP_N > 0
+              ? topHotParents(
+                  command,
+                  config.QUEUE_PREFIX,
+                  freshMs,
+                  config.HOT_KEYS_TOP_N,
+                  config.HOT_KEYS_MIN_CLIENTS,
+                )
+              : Promise.resolve([]),
+          connect: (hooks) =>
+            new WsConnection({
+              url: config.RPC_WS_URL as string,
+              metrics,
+              logger,
+              costs: config.RPC_CREDITS,
+              pingMs: config.RPC_WS_PING_MS,
+              ...hooks,
+            }),
         })
       : undefined;
-  watcher?.start();
+  follower?.start();
+  // Parents idle past CACHE_STALE leave the registry with their keys (bounded batches).
+  const sweepTimer = defaultEndpoint
+    ? setInterval(() => {
+        void (async () => {
+          for (let i = 0; i < 10; i++) {
+            const { more } = await cache.sweep(defaultEndpoint.id);
+            if (!more) break;
+          }
+        })().catch((err: unknown) => redisErrors.report(err as Error, 'worker registry sweep'));
+      }, SWEEP_EVERY_MS).unref()
+    : undefined;
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   let closing = false;
   // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
@@ -253,7 +314,7 @@ export async function startWorker(
           key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
           parts: {
             rpc: config.RPC_URL ? 'configured' : 'unset',
-            websocket: watcher ? 'configured' : 'off',
+            websocket: follower ? 'configured' : 'off',
           },
           closing: () => closing,
         }),
@@ -293,7 +354,7 @@ export async function startWorker(
   let closed: Promise<void> | undefined;
   return {
     metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
-    websocket: () => (!watcher ? 'off' : watcher.connected ? 'connected' : 'disconnected'),
+    websocket: () => (!follower ? 'off' : follower.connected ? 'connected' : 'disconnected'),
     close() {
       closed ??= (async () => {
         closing = true;
@@ -302,14 +363,16 @@ export async function startWorker(
         const ok = await closeSteps(
           [
             {
-              // First, so the leases go back at once and another worker takes the parents over.
-              name: 'worker parent watcher',
-              close: async () =>
-                watcher
+              // First, so the lease goes back at once and another worker takes the stream over.
+              name: 'worker follower',
+              close: async () => {
+                clearInterval(sweepTimer);
+                await follower
                   ?.close()
                   .catch((err: unknown) =>
-                    logger.warn({ err: String(err) }, 'closing the parent watcher'),
-                  ),
+                    logger.warn({ err: String(err) }, 'closing the follower'),
+                  );
+              },
             },
             { name: 'worker jobs', close: closeJobs },
             { name: 'worker ops server', close: async () => opsApp?.close() },

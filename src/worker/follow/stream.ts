@@ -87,6 +87,8 @@ export class FollowStream {
     { key: string; sub?: number; requested?: number }
   >();
   private confirmed = false;
+  /** `parents` mode: the provider refused `logsSubscribe` (additions still come per parent). */
+  private logsRefused = false;
   private readonly warnRefused: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly opts: FollowStreamOptions) {
@@ -198,7 +200,7 @@ export class FollowStream {
         return;
       case 'parents':
         for (const [parent, state] of this.parentSubs) this.subscribeParent(parent, state);
-        this.subscribeLogs();
+        if (!this.logsRefused) this.subscribeLogs();
         return;
       case 'off':
         return;
@@ -267,7 +269,8 @@ export class FollowStream {
   private checkConfirmed(): void {
     if (this.confirmed || !this.send) return;
     const pending = [...this.requests.values()].some((r) => r.kind !== 'unsubscribe');
-    if (pending || this.logsSub === undefined) return;
+    const logs = this.logsSub !== undefined || (this.modeNow === 'parents' && this.logsRefused);
+    if (pending || !logs) return;
     if (this.modeNow === 'program' && this.accountSubs.size === 0) return;
     this.confirmed = true;
     this.opts.onSubscribed(this.modeNow);
@@ -286,6 +289,13 @@ export class FollowStream {
       return;
     }
     if (this.modeNow === 'off') return;
+    if (req.kind === 'logs' && this.modeNow === 'parents') {
+      // Per parent, additions come without logs; deletions are left to the clock's scans.
+      this.logsRefused = true;
+      logger.warn({ err: why }, 'logsSubscribe refused: deletions left to the clock');
+      this.checkConfirmed();
+      return;
+    }
     this.fallTo(this.modeNow === 'program' ? 'parents' : 'off', `${req.kind}: ${why}`);
   }
 
