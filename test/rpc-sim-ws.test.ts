@@ -234,9 +234,11 @@ describe('websocket subscriptions', () => {
       space: nameAccount.data.length,
     });
 
+    // One transaction writes both (as createSubdomain does): one slot, the transaction's.
     expect(reverse?.params.result.context.slot).toBe(slotOfWrite(writes, delta.reverseKey));
-    expect(reverse?.params.result.context.slot).toBeGreaterThan(
-      name?.params.result.context.slot ?? Infinity,
+    expect(reverse?.params.result.context.slot).toBe(name?.params.result.context.slot);
+    expect(sim.chain.getTransaction(delta.signature ?? '')?.slot).toBe(
+      name?.params.result.context.slot,
     );
     const reverseValue = keyed(reverse);
     expect(reverseValue.pubkey).toBe(delta.reverseKey.toBase58());
@@ -560,6 +562,7 @@ describe('simAddSubdomain and simDeleteSubdomain over HTTP', () => {
       expect(added.result).toEqual({
         subdomain: subKey.toBase58(),
         reverse: getReverseKeyFromDomainKey(subKey, demoKey).toBase58(),
+        signature: sim.chain.lastTransaction?.signature,
       });
       await client.waitFor(sub, 2);
       expect((await post(sim.url, 'getAccountInfo', [subKey.toBase58()])).result).toMatchObject({
@@ -642,7 +645,7 @@ describe('HTTP lag', () => {
 
       const fresh = await until(async () => {
         const now = await demoChildren();
-        // The reverse record is the later of the two writes (its own slot).
+        // Both writes of the transaction are visible together.
         return now.keys.includes(lambda.reverseKey.toBase58()) ? now : undefined;
       }, 'the lagging node to catch up');
       expect(performance.now() - writtenAt).toBeGreaterThanOrEqual(300);
@@ -712,7 +715,7 @@ describe('SimChain history and write listeners', () => {
     expect(chain.asOf(100)).toBe(chain);
   });
 
-  it('onWrite reports writes in order, with the slot after each; unsubscribes', () => {
+  it('onWrite reports writes in order, with the slot of their transaction; unsubscribes', () => {
     const chain = new SimChain({ slot: 1 });
     const seen: Array<[string, boolean, number]> = [];
     const off = chain.onWrite((w) => seen.push([w.key, w.account !== undefined, w.slot]));
@@ -721,13 +724,14 @@ describe('SimChain history and write listeners', () => {
     off();
     chain.addSubdomain('demo', 'y');
     const parentReverse = getReverseKeyFromDomainKey(demoKey).toBase58();
+    // Three transactions (the parent, the subdomain, its deletion), one slot each.
     expect(seen).toEqual([
       [demoKey.toBase58(), true, 2],
-      [parentReverse, true, 3],
-      [keys.subKey.toBase58(), true, 4],
-      [keys.reverseKey.toBase58(), true, 5],
-      [keys.subKey.toBase58(), false, 6],
-      [keys.reverseKey.toBase58(), false, 7],
+      [parentReverse, true, 2],
+      [keys.subKey.toBase58(), true, 3],
+      [keys.reverseKey.toBase58(), true, 3],
+      [keys.subKey.toBase58(), false, 4],
+      [keys.reverseKey.toBase58(), false, 4],
     ]);
   });
 });
