@@ -471,8 +471,10 @@ function accountFlags(feePayer: PublicKey, instructions: readonly SimInstruction
     } else flags.set(id, { pubkey, signer, writable });
   };
   add(feePayer, true, true);
-  walkInstructions(instructions, (ix) => {
-    for (const m of ix.accounts) add(m.pubkey, m.isSigner, m.isWritable);
+  // Privileges come from the top-level instructions: a program signs for its addresses in a CPI
+  // (invoke_signed) without their being signers of the transaction.
+  walkInstructions(instructions, (ix, depth) => {
+    for (const m of ix.accounts) add(m.pubkey, depth === 1 && m.isSigner, m.isWritable);
     add(ix.programId, false, false);
   });
   return [...flags.values()];
