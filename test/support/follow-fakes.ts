@@ -157,12 +157,15 @@ export class FakeRpc implements FollowRpc {
   sigs: Array<{ signature: string; slot: number; failed: boolean }> = [];
   accountsByKey = new Map<string, { owner: string; head: Buffer } | null>();
   existing = new Set<string>();
-  slot: number | undefined = 100;
+  replySlot: number | undefined = 100;
   failSignatures = false;
 
   /** `answers` are given one per call (the last repeats): null for a lagging node. */
   setTx(signature: string, ...answers: unknown[]): void {
     this.txs.set(signature, answers);
+  }
+  async slot() {
+    this.calls.push('getSlot');
   }
   async transaction(signature: string) {
     this.calls.push(`getTransaction ${signature}`);
@@ -182,12 +185,12 @@ export class FakeRpc implements FollowRpc {
   }
   async accounts(keys: readonly string[]) {
     this.calls.push(`getMultipleAccounts ${keys.length}`);
-    return { slot: this.slot, accounts: keys.map((k) => this.accountsByKey.get(k) ?? null) };
+    return { slot: this.replySlot, accounts: keys.map((k) => this.accountsByKey.get(k) ?? null) };
   }
   async existence(keys: readonly string[]) {
     for (let i = 0; i < keys.length; i += 100)
       this.calls.push(`existence ${Math.min(100, keys.length - i)}`);
-    return { exists: new Map(keys.map((k) => [k, this.existing.has(k)])), slot: this.slot };
+    return { exists: new Map(keys.map((k) => [k, this.existing.has(k)])), slot: this.replySlot };
   }
   count(method: string): number {
     return this.calls.filter((c) => c.startsWith(method)).length;

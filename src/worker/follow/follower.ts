@@ -430,6 +430,11 @@ export class Follower {
     // missed (on a quiet chain it may be hours old).
     if (outcome.healed && outcome.newest) this.remember(outcome.newest);
     if (this.lastSignature !== undefined) this.remember(this.lastSignature);
+    // No notification's slot is believed before the clock has an anchor: a new process asks for
+    // the slot until it has one (two replies that agree), rather than re-read every change.
+    for (let i = 0; i < 4 && deps.slots.ceiling() === undefined; i++) {
+      await deps.rpc.slot().catch(() => undefined);
+    }
     this.healed = this.stream.subscribed;
     if (this.healed) this.probe.start();
     await this.writeStatus();

@@ -15,6 +15,15 @@ import { HEAD_SLICE, NAME_PROGRAM } from './stream.js';
 export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotClock): FollowRpc {
   const envelope = <T>() => lane.thread.envelope<T>();
   return {
+    async slot() {
+      const slot = await lane.rpc.call<unknown>(
+        endpoint,
+        'getSlot',
+        [{ commitment: 'confirmed' }],
+        { decode: envelope() },
+      );
+      slots.observe(slot);
+    },
     async transaction(signature) {
       return lane.rpc.call<unknown>(
         endpoint,

@@ -5,6 +5,14 @@
  */
 export interface FollowRpc {
   /**
+   * `getSlot` at `confirmed`, observed by the worker's slot clock: a worker that has not anchored
+   * its clock yet (two replies that agree) believes no notification's slot, so a new owner asks
+   * until it has (2 credits, once per process).
+   *
+   * @throws RpcCallError when the call fails.
+   */
+  slot(): Promise<void>;
+  /**
    * `getTransaction(signature, {encoding: 'json', maxSupportedTransactionVersion: 0, commitment:
    * 'confirmed'})`: the result as the RPC sent it, null when the node has not seen it (yet).
    *
