@@ -7,8 +7,8 @@ import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 export const PARENT = '67679';
 
 /**
- * Following the chain, quickly: short leases and pings, a few hot parents watched, and one client
- * (the test) enough to make a parent hot.
+ * Following the chain, quickly: short leases and pings, a few hot parents for the per-parent
+ * fallback, and one client (the test) enough to make a parent hot.
  */
 export const FOLLOW = {
   RPC_WS: 'on',
@@ -33,20 +33,16 @@ export async function metric(g: Gateway, name: string, labels: Record<string, st
 }
 
 /**
- * Asks for `parent` until a worker watches it: subscribed on the simulator, and the entry written
- * again after the first answer (the read that follows each subscription), so the chain is
- * followed from then on.
+ * Asks for `parent` once the follow stream vouches for entries (the worker owns it, both
+ * subscriptions confirmed, its gap healed), and waits until the worker follows the parent: in the
+ * registry, and past the second within which the worker reads the registry's recent writes.
  */
 export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): Promise<void> {
-  await waitFor(async () => {
-    await g.get(`/subdomains/${parent}`);
-    return sim.wsStats().subscriptions >= 1;
-  }, 15_000);
-  const key = redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(sim.url), parent);
-  await waitFor(async () => {
-    const raw = await g.redis.get(key);
-    return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;
-  }, 10_000);
+  await waitFor(async () => (await metric(g, 'sns_follow_healthy')) === 1, 15_000);
+  await g.get(`/subdomains/${parent}`);
+  const registry = redisKeys(g.config.QUEUE_PREFIX).followedParents(endpointId(sim.url));
+  await waitFor(async () => (await g.redis.zscore(registry, parent)) !== null, 10_000);
+  await new Promise((r) => setTimeout(r, 1_500));
 }
 
 /** Keeps asking for `parent` (so it stays hot) for `ms` milliseconds; the answers' X-Cache. */
