@@ -584,6 +584,10 @@ describe('ownership', () => {
     two.start();
     await clock.advance(3_000);
     expect([one.owner, two.owner]).toEqual([true, false]);
+    // A stall past the lease that nobody used: the owner takes it again and keeps the stream.
+    held.delete('p:follow-lease');
+    await one.tick();
+    expect(one.owner).toBe(true);
     await one.close();
     await clock.advance(600);
     expect(two.owner).toBe(true);

@@ -1,5 +1,6 @@
 import { endpointId } from '../../src/core/rpc/endpoint.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
+import { readFollowStatus } from '../../src/core/cache/follow-status.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 
@@ -38,7 +39,11 @@ export async function metric(g: Gateway, name: string, labels: Record<string, st
  * registry, and past the second within which the worker reads the registry's recent writes.
  */
 export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): Promise<void> {
-  await waitFor(async () => (await metric(g, 'sns_follow_healthy')) === 1, 15_000);
+  // The status, not this process's gauge: the worker may run in a process of its own.
+  await waitFor(async () => {
+    const status = await readFollowStatus(g.redis, g.config.QUEUE_PREFIX);
+    return status?.mode === 'program' && status.healthyUntil > Date.now();
+  }, 15_000);
   await g.get(`/subdomains/${parent}`);
   const registry = redisKeys(g.config.QUEUE_PREFIX).followedParents(endpointId(sim.url));
   await waitFor(async () => (await g.redis.zscore(registry, parent)) !== null, 10_000);

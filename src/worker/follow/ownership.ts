@@ -85,8 +85,14 @@ export class Ownership {
     if (this.lease) {
       try {
         this.lease = await this.lease.extend(deps.leaseMs);
+        return;
       } catch {
-        // Lapsed (a stall longer than the lease): another worker may own the stream now.
+        // Lapsed (a stall longer than the lease, a flood keeping the event loop busy): unless
+        // another worker took it meanwhile, take it again and keep the stream as it is.
+      }
+      try {
+        this.lease = await deps.locker.acquire(deps.resource, deps.leaseMs);
+      } catch {
         this.lease = undefined;
         deps.lost();
       }
