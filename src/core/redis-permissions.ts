@@ -21,12 +21,12 @@ import { redisKeys } from './redis-keys.js';
  */
 export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[] = [
   {
-    by: 'the gateway: cache, hot-parent counts, readiness probe, refresh events',
+    by: 'the gateway: cache, follow stream, hot-parent counts, readiness probe, refresh events',
     commands: [
       ...['get', 'mget', 'set', 'del', 'incrby', 'decrby', 'pexpire', 'hget', 'hset', 'hdel'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
-      ...['subscribe', 'unsubscribe'],
+      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall'],
     ],
   },
   {
@@ -88,6 +88,7 @@ const CHECK_ARGS: Readonly<Record<string, string>> = {
   hmget: '{k} f',
   hdel: '{k} f',
   hexists: '{k} f',
+  hkeys: '{k}',
   hincrby: '{k} f 1',
   hscan: '{k} 0',
   sscan: '{k} 0',
