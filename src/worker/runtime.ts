@@ -48,8 +48,13 @@ import {
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
-/** How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"). */
-const SWEEP_EVERY_MS = 60_000;
+/**
+ * How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"): a
+ * minute, or a quarter of the stale window when that is shorter, so an entry nobody asks for
+ * leaves about when its stale window ends (its keys outlive it only so the sweep finds them).
+ */
+const sweepEveryMs = (staleMs: number) =>
+  Math.max(1_000, Math.min(60_000, Math.floor(staleMs / 4)));
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -299,7 +304,7 @@ export async function startWorker(
             if (!more) break;
           }
         })().catch((err: unknown) => redisErrors.report(err as Error, 'worker registry sweep'));
-      }, SWEEP_EVERY_MS).unref()
+      }, sweepEveryMs(config.CACHE_STALE_MS)).unref()
     : undefined;
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   let closing = false;
