@@ -274,6 +274,7 @@ describe('LiveUpdates', () => {
     const labels = ['a', 'b'];
     const cache = {
       key: (e: string, p: string) => `${e}:${p}`,
+      keyOf: (e: RpcEndpoint, p: string) => `${e.id}:${p}`,
       get: async () => ({ labels: [...labels], fetchedAt: Date.now(), slot: 1 }),
     } as unknown as SubdomainCache;
     const listener = {

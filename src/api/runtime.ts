@@ -142,6 +142,7 @@ export async function startApi(
     cache,
     listener,
     hotParents,
+    touch: touches ? (parent) => touches.touch(parent) : undefined,
     maxPerClient: config.SSE_MAX_PER_CLIENT,
     maxStreams: config.SSE_MAX_STREAMS,
     heartbeatMs: opts.sseHeartbeatMs,
