@@ -119,7 +119,7 @@ const clusterNodes = z.preprocess(
 );
 
 /**
- * The largest database a deployment may use: the watch leases' library
+ * The largest database a deployment may use: the follow lease's library
  * (@sesamecare-oss/redlock) selects 0 to 15 only, and falls back to 0 for any other, which would
  * put the leases outside the deployment's database. It is also the last one of Redis's default
  * `databases 16`.
@@ -137,7 +137,7 @@ export function redisUrlDatabase(url: string): number | string {
   if (!/^\d{1,9}$/.test(raw)) return `"${raw}" is not a database number (redis://host:port/N)`;
   const db = Number(raw);
   if (db > MAX_REDIS_DB) {
-    return `database ${db}: 0 to ${MAX_REDIS_DB} only (the watch leases' library selects no other)`;
+    return `database ${db}: 0 to ${MAX_REDIS_DB} only (the follow lease's library selects no other)`;
   }
   return db;
 }
@@ -218,7 +218,7 @@ export const configSchema = z
     RPC_WS_URL: z.preprocess(unsetIfEmpty, wsUrl.optional()),
     /** Keep-alive ping interval on the websocket; a socket silent for two of them is dropped. */
     RPC_WS_PING_MS: int(100, 600_000, 10_000),
-    /** How long a worker's lease on a watched parent lasts unrenewed: the takeover time. */
+    /** How long the follow stream's lease lasts unrenewed: the takeover time. */
     WATCH_LEASE_MS: int(500, 600_000, 5_000),
     RPC_OVERRIDE_ALLOWLIST: originList,
     CACHE_FRESH_SECONDS: int(1, 365 * 86400, 60),
