@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { FollowStatusReader } from '../core/cache/follow-status.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
 import { buildApp } from './http/app.js';
@@ -23,6 +24,7 @@ import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
+import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { redisReadiness } from '../core/runtime/readiness.js';
@@ -108,6 +110,13 @@ export async function startApi(
       : undefined;
   hotParents?.start();
 
+  const follow = new FollowStatusReader(command, config.QUEUE_PREFIX, {
+    onError: (err) => redisErrors.report(asError(err), 'api follow status'),
+  });
+  const touches = new ParentTouches({
+    cache,
+    onError: (err) => redisErrors.report(asError(err), 'api entry touch'),
+  });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
   const lookup = new SubdomainLookup({
@@ -121,8 +130,14 @@ export async function startApi(
     hotParents,
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
+    follow,
+    touches,
   });
-  const details = new DetailsViews({ cache, maxBytes: config.DETAILS_CACHE_BYTES });
+  const details = new DetailsViews({
+    cache,
+    maxBytes: config.DETAILS_CACHE_BYTES,
+    status: () => follow.current(),
+  });
   const live = new LiveUpdates({
     cache,
     listener,
@@ -194,3 +209,5 @@ export async function startApi(
     },
   };
 }
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

@@ -4,6 +4,7 @@ import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
+import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**
@@ -84,7 +85,8 @@ export type HotParentScanDeps = {
  * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
  * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
  * when its entry would go stale before two more scans have run (or is missing), unless a worker
- * watches it on the chain (holds its watch lease), and only for at most `topN` distinct parents per
+ * watches it on the chain (holds its watch lease) or the whole program is followed and the entry
+ * is fresh by it (`followedFresh`), and only for at most `topN` distinct parents per
  * window whatever the ranking does within it (these refreshes are charged to no client). Parents
  * nobody asks for drop out of the counts and their entries expire.
  *
@@ -106,12 +108,16 @@ export async function runHotParentScan(
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
   const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
+  const status = await readFollowStatus(deps.redis, deps.prefix);
   const due: string[] = [];
   for (const [i, parent] of parents.entries()) {
     // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
     if (leased[i] !== null) continue;
     const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
-    if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
+    // Fresh for a while yet, or kept fresh by following the chain (docs/design.md, "Freshness").
+    if (entry && (now - entry.fetchedAt < refreshAfterMs || followedFresh(entry, status, now))) {
+      continue;
+    }
     due.push(parent);
   }
   if (due.length === 0) return { scanned: parents.length, queued: 0 };

@@ -36,6 +36,7 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+import { startRegistrySweep } from './registry-sweep.js';
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -240,6 +241,10 @@ export async function startWorker(
         })
       : undefined;
   watcher?.start();
+  // Parents idle past the stale window leave the registry the chain is followed for.
+  const stopSweep = defaultEndpoint
+    ? startRegistrySweep({ cache, endpointId: defaultEndpoint.id, logger })
+    : undefined;
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   let closing = false;
   // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
@@ -311,6 +316,7 @@ export async function startWorker(
                     logger.warn({ err: String(err) }, 'closing the parent watcher'),
                   ),
             },
+            { name: 'worker registry sweep', close: async () => stopSweep?.() },
             { name: 'worker jobs', close: closeJobs },
             { name: 'worker ops server', close: async () => opsApp?.close() },
             {

@@ -272,9 +272,10 @@ export type OverrideBudget = {
 };
 
 /**
- * How much longer than `CACHE_STALE` the keys of a configured endpoint's entry live: the sweep
- * (every minute) removes a parent idle past `CACHE_STALE` with its index fields, which it can only
- * find while the members' hash is still there.
+ * How much longer than `CACHE_STALE` the keys of a configured endpoint's entry live, at most (a
+ * tenth of `CACHE_STALE` when that is less): the sweep (every minute) removes a parent idle past
+ * `CACHE_STALE` with its member-parents fields, which it can find only while the members' hash is
+ * still there.
  */
 export const SWEEP_GRACE_MS = 5 * 60_000;
 /** Parents and members one sweep call removes at most (one Lua script holds Redis meanwhile). */
@@ -311,7 +312,7 @@ export class SubdomainCache {
 
   /** Expiry of a configured endpoint's keys after a write or a use, in milliseconds. */
   get entryTtlMs(): number {
-    return this.staleMs + SWEEP_GRACE_MS;
+    return this.staleMs + Math.min(SWEEP_GRACE_MS, Math.floor(this.staleMs / 10));
   }
 
   /**
