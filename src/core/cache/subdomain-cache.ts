@@ -282,6 +282,11 @@ export const SWEEP_GRACE_MS = 5 * 60_000;
 const SWEEP_PARENTS = 200;
 const SWEEP_MEMBERS = 20_000;
 
+/** From this many members a put looks their reverse records up in the index before deriving them. */
+const REVERSE_LOOKUP_FROM = 64;
+/** Fields per HMGET of that lookup. */
+const REVERSE_LOOKUP_BATCH = 5_000;
+
 /** The separator between a label and its account in the labels' sorted set (below any text). */
 const SEP = '\0';
 
@@ -470,15 +475,20 @@ export class SubdomainCache {
     if (accounts) {
       args.push('m');
       const memberSlot = entry.slot ?? 0;
-      const parentKey = domainKey(parent);
-      for (const [account, [label, owner]] of Object.entries(accounts)) {
+      const listed = Object.entries(accounts);
+      const reverses = await this.reverseKeys(
+        endpointId,
+        parent,
+        listed.map(([account]) => account),
+      );
+      listed.forEach(([account, [label, owner]], i) => {
         args.push(
           account,
-          toBase58(reverseKeyFromDomainKey(account, parentKey)),
+          reverses[i] as string,
           JSON.stringify([label, owner, memberSlot]),
           `${label}${SEP}${account}`,
         );
-      }
+      });
     } else {
       args.push('l');
       entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
@@ -488,6 +498,40 @@ export class SubdomainCache {
       ...args,
     ]);
     return rev > 0 ? 'written' : 'kept';
+  }
+
+  /**
+   * The reverse records of `accounts` under `parent`: from the member-parents index where a scan
+   * before indexed them (a rescan of a large parent then derives almost none: about 12 µs each),
+   * else derived (`reverseKeyFromDomainKey`). The index is read in batches, between which other
+   * clients are served.
+   */
+  private async reverseKeys(
+    endpointId: string,
+    parent: string,
+    accounts: readonly string[],
+  ): Promise<string[]> {
+    const known = new Map<string, string>();
+    if (accounts.length >= REVERSE_LOOKUP_FROM) {
+      const index = this.keys.memberParents(endpointId);
+      for (let i = 0; i < accounts.length; i += REVERSE_LOOKUP_BATCH) {
+        const batch = accounts.slice(i, i + REVERSE_LOOKUP_BATCH);
+        const values = await this.redis.hmget(index, ...batch);
+        values.forEach((value, j) => {
+          const [p, account, reverse] = value?.split(' ') ?? [];
+          if (p === parent && account && account === batch[j] && reverse) {
+            known.set(account, reverse);
+          }
+        });
+      }
+    }
+    let parentKey: Buffer | undefined;
+    return accounts.map((account) => {
+      const found = known.get(account);
+      if (found !== undefined) return found;
+      parentKey ??= domainKey(parent);
+      return toBase58(reverseKeyFromDomainKey(account, parentKey));
+    });
   }
 
   /**
