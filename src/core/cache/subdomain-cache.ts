@@ -482,12 +482,9 @@ export class SubdomainCache {
         listed.map(([account]) => account),
       );
       listed.forEach(([account, [label, owner]], i) => {
-        args.push(
-          account,
-          reverses[i] as string,
-          JSON.stringify([label, owner, memberSlot]),
-          `${label}${SEP}${account}`,
-        );
+        // JSON.stringify escapes every newline, so the first one ends the value.
+        const value = JSON.stringify([label, owner, memberSlot]);
+        args.push(`${account} ${reverses[i] as string} ${value}\n${label}`);
       });
     } else {
       args.push('l');
