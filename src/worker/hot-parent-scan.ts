@@ -113,7 +113,7 @@ export async function runHotParentScan(
   for (const [i, parent] of parents.entries()) {
     // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
     if (leased[i] !== null) continue;
-    const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
+    const entry = await deps.cache.head(deps.defaultEndpointId, parent);
     // Fresh for a while yet, or kept fresh by following the chain (docs/design.md, "Freshness").
     if (entry && (now - entry.fetchedAt < refreshAfterMs || followedFresh(entry, status, now))) {
       continue;

@@ -377,6 +377,16 @@ export class SubdomainCache {
   }
 
   /**
+   * The head of the configured endpoint's entry of (endpoint, parent): everything but its labels,
+   * in one GET whatever the parent's size (for decisions on `fetchedAt`, `slot`, `scanSlot`).
+   * @returns null when absent or unreadable.
+   */
+  async head(endpointId: string, parent: string): Promise<Omit<CacheEntry, 'labels'> | null> {
+    const raw = await this.redis.get(this.keys.entryMeta(endpointId, parent));
+    return raw === null ? null : parseHead(raw);
+  }
+
+  /**
    * The configured endpoint's entry of (endpoint, parent) with the accounts behind its labels,
    * read in one step (one script: one revision).
    * @returns null without an entry; `accounts` null when it was written without them, or one of
