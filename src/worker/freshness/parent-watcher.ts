@@ -527,9 +527,10 @@ export class ParentWatcher {
 
   /**
    * Patches what a notification proved of the subdomain name account `subdomain` (its label, its
-   * owner, or both) into the parent's entry and accounts, raising the entry's slot to `slot`:
-   * read, change, compare-and-set on the revision read, again when another write came in between.
-   * An entry that is not cached stays so (the next request reads the chain).
+   * owner, or both) into the parent's entry, raising the entry's slot to `slot`: the stored member
+   * fills in what the notification did not say, then `applyChanges` writes that one account (a
+   * member written at a later slot meanwhile wins). An entry that is not cached stays so (the next
+   * request reads the chain); one cached without its members is re-read.
    */
   private async update(
     parent: string,
