@@ -476,7 +476,7 @@ export class SubdomainCache {
       slot,
       fetchedAt,
       entry.scanSlot === undefined ? '' : String(entry.scanSlot),
-      entry.scannedAt === undefined ? '' : String(Math.trunc(entry.scannedAt)),
+      isSlot(entry.scannedAt) ? String(entry.scannedAt) : '',
       String(this.entryTtlMs),
       isSlot(ceiling) ? String(ceiling) : '',
       String(now),
