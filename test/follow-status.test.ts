@@ -9,6 +9,7 @@ import {
 } from '../src/core/cache/follow-status.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { ParentTouches } from '../src/api/subdomains/parent-touches.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 
 describe('follow status', () => {
@@ -104,5 +105,40 @@ describe('follow status', () => {
     const young = { labels: [], fetchedAt: now - 1_000 };
     expect(cache.freshMsLeft(young, now, healthy)).toBe(59_000);
     expect(cache.freshMsLeft(young, now, { ...healthy, mode: 'off' })).toBe(59_000);
+  });
+});
+
+describe('ParentTouches', () => {
+  it('touches a parent at most once a minute per process, and again once forgotten or failed', async () => {
+    const calls: Array<[string, string, number]> = [];
+    let fail = false;
+    const cache = {
+      touch: async (endpointId: string, parent: string, now: number) => {
+        calls.push([endpointId, parent, now]);
+        if (fail) throw new Error('redis down');
+        return true;
+      },
+    } as unknown as SubdomainCache;
+    const errors: string[] = [];
+    const touches = new ParentTouches({
+      cache,
+      onError: (_err, parent) => errors.push(parent),
+      max: 2,
+    });
+    for (let i = 0; i < 5; i++) touches.used('e', 'a', 1_000 + i);
+    expect(calls).toEqual([['e', 'a', 1_000]]);
+    touches.used('e', 'b', 2_000);
+    touches.used('other', 'a', 2_000);
+    expect(calls).toHaveLength(3);
+    // Bounded memory: 'a' of 'e' was the oldest of three, forgotten, so touched again (early).
+    touches.used('e', 'a', 3_000);
+    expect(calls).toHaveLength(4);
+    fail = true;
+    touches.used('e', 'c', 4_000);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(errors).toEqual(['c']);
+    fail = false;
+    touches.used('e', 'c', 4_001);
+    expect(calls.at(-1)).toEqual(['e', 'c', 4_001]);
   });
 });

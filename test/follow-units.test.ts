@@ -1,5 +1,4 @@
 import { PublicKey } from '@solana/web3.js';
-import { TOUCH_EVERY_MS, TouchThrottle } from '../src/api/subdomains/touch-throttle.js';
 import { describe, expect, it } from 'vitest';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../src/worker/follow/backstop.js';
@@ -794,36 +793,5 @@ describe('follower taking the stream over', () => {
     expect(statuses.at(-1)?.epoch).toBe(confirmedAt);
     expect(follower.healthy).toBe(true);
     await follower.close();
-  });
-});
-
-describe('touch throttle (API)', () => {
-  it('touches a parent at most once a minute per process, and again after a failed touch', async () => {
-    let t = 0;
-    const touched: string[] = [];
-    let fail = false;
-    const throttle = new TouchThrottle(
-      {
-        touch: async (_id: string, parent: string) => {
-          touched.push(parent);
-          if (fail) throw new Error('down');
-          return true;
-        },
-      },
-      'e',
-      () => t,
-    );
-    for (let i = 0; i < 100; i++) throttle.touch('a');
-    throttle.touch('b');
-    expect(touched).toEqual(['a', 'b']);
-    t += TOUCH_EVERY_MS;
-    throttle.touch('a');
-    expect(touched).toEqual(['a', 'b', 'a']);
-    fail = true;
-    t += TOUCH_EVERY_MS;
-    throttle.touch('b');
-    await settle();
-    throttle.touch('b');
-    expect(touched).toEqual(['a', 'b', 'a', 'b', 'b']);
   });
 });

@@ -442,6 +442,14 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       slot: 10,
     });
     expect(await cache.member('e', 'split', 'nope')).toBeNull();
+    expect(await cache.head('e', 'split')).toEqual({
+      fetchedAt: 1_000,
+      slot: 10,
+      scanSlot: 10,
+      scannedAt: 990,
+      rev: 1,
+    });
+    expect(await cache.head('e', 'nothing')).toBeNull();
     expect(await cache.parentOfMember('e', 'B1')).toEqual({ parent: 'split', subdomain: 'B1' });
     expect(await cache.parentOfMember('e', reverseOf('split', 'B1'))).toEqual({
       parent: 'split',

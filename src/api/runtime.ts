@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { FollowStatusReader } from '../core/cache/follow-status.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
 import { buildApp } from './http/app.js';
@@ -22,9 +23,8 @@ import { EndpointSelector, type HostResolver } from '../core/rpc/endpoint.js';
 import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
-import { TouchThrottle } from './subdomains/touch-throttle.js';
-import { FollowStatusReader } from '../core/cache/follow-status.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
+import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { redisReadiness } from '../core/runtime/readiness.js';
@@ -110,19 +110,17 @@ export async function startApi(
       : undefined;
   hotParents?.start();
 
+  const follow = new FollowStatusReader(command, config.QUEUE_PREFIX, {
+    onError: (err) => redisErrors.report(asError(err), 'api follow status'),
+  });
+  const touches = new ParentTouches({
+    cache,
+    onError: (err) => redisErrors.report(asError(err), 'api entry touch'),
+  });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   let closing = false;
-  // Entries the worker's stream vouches for stay fresh (docs/design.md, "Freshness"); the status
-  // is read at most every 500 ms, shared by every request.
-  const followStatus = new FollowStatusReader(command, config.QUEUE_PREFIX, {
-    onError: (err) => redisErrors.report(err as Error, 'api follow status'),
-  });
-  const defaultId = endpoints.defaultEndpoint?.id;
-  const touches = defaultId === undefined ? undefined : new TouchThrottle(cache, defaultId);
   const lookup = new SubdomainLookup({
     cache,
-    followStatus,
-    touch: touches ? (parent) => touches.touch(parent) : undefined,
     queues: { default: queue, override: overrideQueue },
     listener,
     metrics,
@@ -132,17 +130,20 @@ export async function startApi(
     hotParents,
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
+    follow,
+    touches,
   });
   const details = new DetailsViews({
     cache,
     maxBytes: config.DETAILS_CACHE_BYTES,
-    followStatus,
+    status: () => follow.current(),
   });
+  const defaultId = endpoints.defaultEndpoint?.id;
   const live = new LiveUpdates({
     cache,
     listener,
     hotParents,
-    touch: touches ? (parent) => touches.touch(parent) : undefined,
+    touch: defaultId === undefined ? undefined : (parent) => touches.used(defaultId, parent),
     maxPerClient: config.SSE_MAX_PER_CLIENT,
     maxStreams: config.SSE_MAX_STREAMS,
     heartbeatMs: opts.sseHeartbeatMs,
@@ -210,3 +211,5 @@ export async function startApi(
     },
   };
 }
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

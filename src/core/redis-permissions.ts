@@ -23,7 +23,8 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
   {
     by: 'the gateway: cache, follow stream, hot-parent counts, readiness probe, refresh events',
     commands: [
-      ...['get', 'mget', 'set', 'del', 'incrby', 'decrby', 'pexpire', 'hget', 'hset', 'hdel'],
+      ...['get', 'mget', 'set', 'del', 'exists', 'incrby', 'decrby', 'pexpire', 'pttl'],
+      ...['hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
       ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall'],

@@ -4,8 +4,8 @@ import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
+import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
-import { followedFresh, type FollowStatus } from '../core/cache/follow-status.js';
 
 /**
  * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
@@ -79,15 +79,14 @@ export type HotParentScanDeps = {
   minClients: number;
   /** The cache id of the default endpoint; overrides are never refreshed ahead. */
   defaultEndpointId: string;
-  /** The follow status: an entry the stream vouches for needs no refresh ahead. */
-  readStatus?: () => Promise<FollowStatus | null>;
 };
 
 /**
  * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
  * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
  * when its entry would go stale before two more scans have run (or is missing), unless a worker
- * watches it on the chain (holds its watch lease), and only for at most `topN` distinct parents per
+ * watches it on the chain (holds its watch lease) or the whole program is followed and the entry
+ * is fresh by it (`followedFresh`), and only for at most `topN` distinct parents per
  * window whatever the ranking does within it (these refreshes are charged to no client). Parents
  * nobody asks for drop out of the counts and their entries expire.
  *
@@ -108,13 +107,14 @@ export async function runHotParentScan(
   const refreshAfterMs = deps.freshMs - 2 * hotParentScanIntervalMs(deps.freshMs);
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
-  const status = (await deps.readStatus?.().catch(() => null)) ?? null;
+  const status = await readFollowStatus(deps.redis, deps.prefix);
   const due: string[] = [];
   for (const parent of parents) {
-    const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
-    if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
-    // Followed on the chain (./follow): the stream keeps the entry fresh while it vouches for it.
-    if (entry && followedFresh(entry, status, now)) continue;
+    const entry = await deps.cache.head(deps.defaultEndpointId, parent);
+    // Fresh for a while yet, or kept fresh by following the chain (docs/design.md, "Freshness").
+    if (entry && (now - entry.fetchedAt < refreshAfterMs || followedFresh(entry, status, now))) {
+      continue;
+    }
     due.push(parent);
   }
   if (due.length === 0) return { scanned: parents.length, queued: 0 };

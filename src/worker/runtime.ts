@@ -31,7 +31,6 @@ import { closeSteps } from '../core/runtime/shutdown.js';
 import { publishRefreshEvent } from '../core/queue/refresh-events.js';
 import { addRefreshJob } from '../core/queue/refresh-queue.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
-import { readFollowStatus } from '../core/cache/follow-status.js';
 import { costOf } from './rpc/client.js';
 import { cacheStore } from './follow/cache-store.js';
 import { Follower } from './follow/follower.js';
@@ -47,6 +46,7 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+import { startRegistrySweep } from './registry-sweep.js';
 
 /**
  * How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"): a
@@ -167,7 +167,7 @@ export async function startWorker(
     config.CACHE_STALE_MS,
     { ttlMs: config.RPC_OVERRIDE_CACHE_MS, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
   );
-  // The newest slot the configured RPC has shown, shared by its refreshes and the watcher.
+  // The newest slot the configured RPC has shown, shared by its refreshes and the follower.
   const slots = new SlotClock();
   const queue = createRefreshQueue(queueConnection, config);
   queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
@@ -185,7 +185,6 @@ export async function startWorker(
             topN: config.HOT_KEYS_TOP_N,
             minClients: config.HOT_KEYS_MIN_CLIENTS,
             defaultEndpointId: defaultEndpoint.id,
-            readStatus: () => readFollowStatus(command, config.QUEUE_PREFIX),
           })
       : undefined;
   const processorDeps = {
@@ -295,16 +294,14 @@ export async function startWorker(
         })
       : undefined;
   follower?.start();
-  // Parents idle past CACHE_STALE leave the registry with their keys (bounded batches).
-  const sweepTimer = defaultEndpoint
-    ? setInterval(() => {
-        void (async () => {
-          for (let i = 0; i < 10; i++) {
-            const { more } = await cache.sweep(defaultEndpoint.id);
-            if (!more) break;
-          }
-        })().catch((err: unknown) => redisErrors.report(err as Error, 'worker registry sweep'));
-      }, sweepEveryMs(config.CACHE_STALE_MS)).unref()
+  // Parents idle past the stale window leave the registry the chain is followed for.
+  const stopSweep = defaultEndpoint
+    ? startRegistrySweep({
+        cache,
+        endpointId: defaultEndpoint.id,
+        logger,
+        everyMs: sweepEveryMs(config.CACHE_STALE_MS),
+      })
     : undefined;
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   let closing = false;
@@ -371,7 +368,6 @@ export async function startWorker(
               // First, so the lease goes back at once and another worker takes the stream over.
               name: 'worker follower',
               close: async () => {
-                clearInterval(sweepTimer);
                 await follower
                   ?.close()
                   .catch((err: unknown) =>
@@ -379,6 +375,7 @@ export async function startWorker(
                   );
               },
             },
+            { name: 'worker registry sweep', close: async () => stopSweep?.() },
             { name: 'worker jobs', close: closeJobs },
             { name: 'worker ops server', close: async () => opsApp?.close() },
             {

@@ -1,10 +1,10 @@
-import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { LRUCache } from 'lru-cache';
 import type {
   CacheEntry,
   EntryAccounts,
   SubdomainCache,
 } from '../../core/cache/subdomain-cache.js';
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { InternalError } from '../../core/errors.js';
 import { etagOf, type RenderedAnswer } from '../http/rendered.js';
 import type { CacheState, LookupResult } from './lookup.js';
@@ -116,8 +116,8 @@ export type DetailsViewsOptions = {
   cache: SubdomainCache;
   /** Bytes of views kept (`DETAILS_CACHE_BYTES`, {@link DetailsView.bytes}); 0 keeps none. */
   maxBytes: number;
-  /** The follow status: an entry the stream vouches for is fresh past its window. */
-  followStatus?: { current(): FollowStatus | null };
+  /** The follow status as last read (`FollowStatusReader.current`); window only when absent. */
+  status?: () => FollowStatus | null;
 };
 
 /**
@@ -231,9 +231,8 @@ export class DetailsViews {
     if (sameRevision(view.entry, found.entry) || found.state === 'MISS') {
       return { view, entry: view.entry, state: found.state };
     }
-    const status = this.opts.followStatus?.current();
-    const state =
-      this.opts.cache.freshness(view.entry, Date.now(), status) === 'fresh' ? 'HIT' : 'STALE';
+    const fresh = this.opts.cache.freshness(view.entry, Date.now(), this.opts.status?.());
+    const state = fresh === 'fresh' ? 'HIT' : 'STALE';
     return { view, entry: view.entry, state };
   }
 }

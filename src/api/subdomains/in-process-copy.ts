@@ -1,5 +1,5 @@
-import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { LRUCache } from 'lru-cache';
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
@@ -13,8 +13,11 @@ export type InProcessCopyOptions = {
   endpointId: string;
   /** Bytes of labels kept (`LOCAL_CACHE_BYTES`), counted as label length + 8 per label + 64. */
   maxBytes: number;
-  /** The follow status (read at most every 500 ms): entries the stream vouches for stay fresh. */
-  followStatus?: { current(): FollowStatus | null };
+  /**
+   * The follow status as last read (synchronous; `FollowStatusReader.current`): entries followed
+   * on the chain stay fresh past the window. Window only when absent.
+   */
+  status?: () => FollowStatus | null;
 };
 
 /**
@@ -27,8 +30,9 @@ export type InProcessCopyOptions = {
  *
  * Keyed by parent alone: a warm hit then hashes the short label the route already holds instead
  * of building and hashing the cache key (BENCHMARKS.md, "Costs the code's comments refer to").
- * Freshness is checked here, on `fetchedAt`, rather than with lru-cache's TTL, which reads the
- * clock and keeps timestamps of its own for the same answer.
+ * Freshness is checked here, on `fetchedAt` and the follow status, rather than with lru-cache's
+ * TTL, which reads the clock and keeps timestamps of its own for the same answer (and could not
+ * keep an entry past its window while the chain is followed).
  */
 export class InProcessCopy {
   private readonly entries: LRUCache<string, CacheEntry>;
@@ -69,7 +73,7 @@ export class InProcessCopy {
     if (!this.serves(endpoint)) return undefined;
     const entry = this.entries.get(parent);
     if (!entry) return undefined;
-    if (this.opts.cache.freshness(entry, now, this.opts.followStatus?.current()) !== 'fresh') {
+    if (this.opts.cache.freshness(entry, now, this.opts.status?.()) !== 'fresh') {
       this.entries.delete(parent);
       return undefined;
     }
@@ -84,7 +88,7 @@ export class InProcessCopy {
    */
   remember(parent: string, endpoint: RpcEndpoint, entry: CacheEntry, generation: number): void {
     if (!this.serves(endpoint) || generation !== this.events) return;
-    if (this.opts.cache.freshMsLeft(entry, Date.now(), this.opts.followStatus?.current()) > 0) {
+    if (this.opts.cache.freshMsLeft(entry, Date.now(), this.opts.status?.()) > 0) {
       this.entries.set(parent, entry);
     }
   }

@@ -1,7 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import type { FollowStatus } from '../../core/cache/follow-status.js';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import {
   GatewayError,
@@ -21,7 +20,9 @@ import {
 } from '../../core/queue/refresh-queue.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
+import type { FollowStatus, FollowStatusReader } from '../../core/cache/follow-status.js';
 import { InProcessCopy } from './in-process-copy.js';
+import type { ParentTouches } from './parent-touches.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
@@ -49,16 +50,6 @@ type EntryRead<E extends CacheEntry | null = CacheEntry | null> = { entry: E; ge
 
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
-  /**
-   * The follow status (read at most every 500 ms): an entry of the configured endpoint the stream
-   * vouches for is fresh past its window (docs/design.md, "Freshness").
-   */
-  followStatus?: { current(): FollowStatus | null };
-  /**
-   * Records a use of the configured endpoint's entry of `parent` (the registry the worker follows,
-   * and the entry's sliding expiry); throttled by the caller.
-   */
-  touch?: (parent: string) => void;
   /** Where refreshes are queued: the configured endpoint's queue, and the overrides' own. */
   queues: { readonly default: Queue<RefreshJobData>; readonly override: Queue<RefreshJobData> };
   listener: RefreshListener;
@@ -74,6 +65,13 @@ export type SubdomainLookupDeps = {
   localCacheBytes?: number;
   /** The endpoint whose fresh entries are kept in process: the default one (none when absent). */
   localEndpointId?: string;
+  /**
+   * How the worker follows the chain: the configured endpoint's entries are fresh past the window
+   * while it is followed (docs/design.md, "Freshness"). Window only when absent.
+   */
+  follow?: FollowStatusReader;
+  /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
+  touches?: ParentTouches;
 };
 
 /**
@@ -107,12 +105,13 @@ export class SubdomainLookup {
   constructor(private readonly deps: SubdomainLookupDeps) {
     const maxBytes = deps.localCacheBytes ?? 0;
     if (maxBytes > 0 && deps.localEndpointId !== undefined) {
+      const follow = deps.follow;
       this.local = new InProcessCopy({
         cache: deps.cache,
         listener: deps.listener,
         endpointId: deps.localEndpointId,
         maxBytes,
-        followStatus: deps.followStatus,
+        status: follow ? () => follow.current() : undefined,
       });
     }
   }
@@ -136,7 +135,7 @@ export class SubdomainLookup {
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent, client, now);
-    this.deps.touch?.(parent);
+    this.deps.touches?.used(endpoint.id, parent, now);
     this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
   }
@@ -155,11 +154,10 @@ export class SubdomainLookup {
     if (kept) return kept;
     const { cache, metrics } = this.deps;
     const key = cache.keyOf(endpoint, parent);
-    const read = await this.read(key);
+    const [read, status] = await Promise.all([this.read(key), this.followStatus(endpoint)]);
     const { entry } = read;
     if (entry) {
       this.counted(parent, endpoint, requester);
-      const status = endpoint.kind === 'default' ? this.deps.followStatus?.current() : null;
       if (cache.freshness(entry, Date.now(), status) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
@@ -223,11 +221,24 @@ export class SubdomainLookup {
     return started;
   }
 
-  /** Counts an answered request for the hot-parent ranking (default endpoint only). */
+  /**
+   * Counts an answered request for the hot-parent ranking, and notes the entry's use (default
+   * endpoint only).
+   */
   private counted(parent: string, endpoint: RpcEndpoint, requester: Requester): void {
     if (endpoint.kind !== 'default') return;
     this.deps.hotParents?.hit(parent, requester.client);
-    this.deps.touch?.(parent);
+    this.deps.touches?.used(endpoint.id, parent);
+  }
+
+  /**
+   * The follow status that decides the freshness of `endpoint`'s entries: the configured
+   * endpoint's only (an override's entries are never patched). Never throws: a failed read
+   * leaves the window alone to decide.
+   */
+  private async followStatus(endpoint: RpcEndpoint): Promise<FollowStatus | null> {
+    if (endpoint.kind !== 'default' || !this.deps.follow) return null;
+    return this.deps.follow.read();
   }
 
   /**

@@ -272,14 +272,20 @@ export type OverrideBudget = {
 };
 
 /**
- * How much longer than `CACHE_STALE` the keys of a configured endpoint's entry live: the sweep
- * (every minute) removes a parent idle past `CACHE_STALE` with its index fields, which it can only
- * find while the members' hash is still there.
+ * How much longer than `CACHE_STALE` the keys of a configured endpoint's entry live, at most (a
+ * tenth of `CACHE_STALE` when that is less): the sweep (every minute) removes a parent idle past
+ * `CACHE_STALE` with its member-parents fields, which it can find only while the members' hash is
+ * still there.
  */
 export const SWEEP_GRACE_MS = 5 * 60_000;
 /** Parents and members one sweep call removes at most (one Lua script holds Redis meanwhile). */
 const SWEEP_PARENTS = 200;
 const SWEEP_MEMBERS = 20_000;
+
+/** From this many members a put looks their reverse records up in the index before deriving them. */
+const REVERSE_LOOKUP_FROM = 64;
+/** Fields per HMGET of that lookup. */
+const REVERSE_LOOKUP_BATCH = 5_000;
 
 /** The separator between a label and its account in the labels' sorted set (below any text). */
 const SEP = '\0';
@@ -311,7 +317,7 @@ export class SubdomainCache {
 
   /** Expiry of a configured endpoint's keys after a write or a use, in milliseconds. */
   get entryTtlMs(): number {
-    return this.staleMs + SWEEP_GRACE_MS;
+    return this.staleMs + Math.min(SWEEP_GRACE_MS, Math.floor(this.staleMs / 10));
   }
 
   /**
@@ -368,6 +374,16 @@ export class SubdomainCache {
     // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
     if (wide) labels.sort();
     return { ...head, labels };
+  }
+
+  /**
+   * The head of the configured endpoint's entry of (endpoint, parent): everything but its labels,
+   * in one GET whatever the parent's size (for decisions on `fetchedAt`, `slot`, `scanSlot`).
+   * @returns null when absent or unreadable.
+   */
+  async head(endpointId: string, parent: string): Promise<Omit<CacheEntry, 'labels'> | null> {
+    const raw = await this.redis.get(this.keys.entryMeta(endpointId, parent));
+    return raw === null ? null : parseHead(raw);
   }
 
   /**
@@ -460,7 +476,7 @@ export class SubdomainCache {
       slot,
       fetchedAt,
       entry.scanSlot === undefined ? '' : String(entry.scanSlot),
-      entry.scannedAt === undefined ? '' : String(Math.trunc(entry.scannedAt)),
+      isSlot(entry.scannedAt) ? String(entry.scannedAt) : '',
       String(this.entryTtlMs),
       isSlot(ceiling) ? String(ceiling) : '',
       String(now),
@@ -469,15 +485,17 @@ export class SubdomainCache {
     if (accounts) {
       args.push('m');
       const memberSlot = entry.slot ?? 0;
-      const parentKey = domainKey(parent);
-      for (const [account, [label, owner]] of Object.entries(accounts)) {
-        args.push(
-          account,
-          toBase58(reverseKeyFromDomainKey(account, parentKey)),
-          JSON.stringify([label, owner, memberSlot]),
-          `${label}${SEP}${account}`,
-        );
-      }
+      const listed = Object.entries(accounts);
+      const reverses = await this.reverseKeys(
+        endpointId,
+        parent,
+        listed.map(([account]) => account),
+      );
+      listed.forEach(([account, [label, owner]], i) => {
+        // JSON.stringify escapes every newline, so the first one ends the value.
+        const value = JSON.stringify([label, owner, memberSlot]);
+        args.push(`${account} ${reverses[i] as string} ${value}\n${label}`);
+      });
     } else {
       args.push('l');
       entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
@@ -487,6 +505,40 @@ export class SubdomainCache {
       ...args,
     ]);
     return rev > 0 ? 'written' : 'kept';
+  }
+
+  /**
+   * The reverse records of `accounts` under `parent`: from the member-parents index where a scan
+   * before indexed them (a rescan of a large parent then derives almost none: about 12 µs each),
+   * else derived (`reverseKeyFromDomainKey`). The index is read in batches, between which other
+   * clients are served.
+   */
+  private async reverseKeys(
+    endpointId: string,
+    parent: string,
+    accounts: readonly string[],
+  ): Promise<string[]> {
+    const known = new Map<string, string>();
+    if (accounts.length >= REVERSE_LOOKUP_FROM) {
+      const index = this.keys.memberParents(endpointId);
+      for (let i = 0; i < accounts.length; i += REVERSE_LOOKUP_BATCH) {
+        const batch = accounts.slice(i, i + REVERSE_LOOKUP_BATCH);
+        const values = await this.redis.hmget(index, ...batch);
+        values.forEach((value, j) => {
+          const [p, account, reverse] = value?.split(' ') ?? [];
+          if (p === parent && account && account === batch[j] && reverse) {
+            known.set(account, reverse);
+          }
+        });
+      }
+    }
+    let parentKey: Buffer | undefined;
+    return accounts.map((account) => {
+      const found = known.get(account);
+      if (found !== undefined) return found;
+      parentKey ??= domainKey(parent);
+      return toBase58(reverseKeyFromDomainKey(account, parentKey));
+    });
   }
 
   /**
