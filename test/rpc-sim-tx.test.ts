@@ -188,6 +188,32 @@ describe('name-program transactions and logsSubscribe', () => {
     expect(sim.chain.getAccount(created.reverseKey)).toBeUndefined();
   });
 
+  it('a failed Delete: logs with err and the runtime failure, nothing deleted', async () => {
+    const client = await open();
+    const sub = await client.subscribe('logsSubscribe', [{ mentions: [PROGRAM] }]);
+    const keys = sim.chain.addSubdomain('demo', 'kept');
+    const thief = new PublicKey(randomBytes(32));
+    const signature = sim.chain.failedDelete(keys.subKey, thief);
+    const [, failed] = await client.waitFor(sub, 2);
+    const error = { InstructionError: [0, 'InvalidArgument'] };
+    expect(logsOf(failed).signature).toBe(signature);
+    expect(logsOf(failed).err).toEqual(error);
+    expect(logsOf(failed).logs).toEqual([
+      invoke(1),
+      ...programLines('Instruction: Delete Name'),
+      'Program log: The given name owner is incorrect or not a signer.',
+      expect.stringMatching(
+        new RegExp(`^Program ${PROGRAM} consumed \\d+ of 200000 compute units$`),
+      ),
+      `Program ${PROGRAM} failed: invalid program argument`,
+    ]);
+    expect(sim.chain.getAccount(keys.subKey)).toBeDefined();
+    const tx = (await post(sim.url, 'getTransaction', [signature, CONFIRMED])).result as JsonTx;
+    expect(tx.meta.err).toEqual(error);
+    expect(tx.meta.status).toEqual({ Err: error });
+    expect(tx.meta.preBalances[0]).toBe((tx.meta.postBalances[0] ?? 0) + tx.meta.fee);
+  });
+
   it("'all' hears every transaction, mentions only its own; unsubscribe stops; one address only", async () => {
     const client = await open();
     const all = await client.subscribe('logsSubscribe', ['all']);
