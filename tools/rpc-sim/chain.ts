@@ -225,6 +225,8 @@ export interface SimChainOptions {
 
 /** Default of `SimChainOptions.maxTransactions`. */
 export const DEFAULT_MAX_TRANSACTIONS = 20_000;
+/** Fee payers whose balance the chain remembers; the oldest is forgotten past this. */
+const MAX_WALLETS = 10_000;
 /** Starting balance of a wallet the simulator has not seen: 10 SOL. */
 const DEFAULT_WALLET_LAMPORTS = 10_000_000_000;
 
@@ -940,6 +942,11 @@ export class SimChain implements ChainView {
         payerId,
         post < DEFAULT_WALLET_LAMPORTS / 100 ? DEFAULT_WALLET_LAMPORTS : post,
       );
+      // Owners come and go (background transfers make a new one each time): keep the newest.
+      if (this.#wallets.size > MAX_WALLETS) {
+        const oldest = this.#wallets.keys().next().value;
+        if (oldest !== undefined) this.#wallets.delete(oldest);
+      }
     }
     const programs = new Set<string>();
     const tx = new RecordedTransaction({
