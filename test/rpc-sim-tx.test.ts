@@ -396,6 +396,18 @@ describe('getTransaction', () => {
     expect(tx.meta.logMessages).toContain('Program log: Instruction: Delete Name');
     // The deleted accounts end with no lamports.
     expect(tx.meta.postBalances[accountKeys.indexOf(keys.subKey.toBase58())]).toBe(0);
+
+    // The same over HTTP, for curl.
+    sim.chain.addSubdomain('demo', 'viacurl');
+    const deleted = await post(sim.url, 'simDeleteSubdomain', [
+      'demo',
+      'viacurl',
+      { via: wrapper.toBase58() },
+    ]);
+    expect(deleted.result).toBe(true);
+    expect(sim.chain.lastTransaction?.logs[0]).toBe(`Program ${wrapper.toBase58()} invoke [1]`);
+    const bad = await post(sim.url, 'simDeleteSubdomain', ['demo', 'x', { via: 'nope' }]);
+    expect(bad.error?.code).toBe(-32602);
   });
 
   it('null while the node lags, then the transaction; commitment rules as agave', async () => {
