@@ -84,10 +84,10 @@ const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => Resul
   simAddSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
     const keys = chainCall(() => chain.addSubdomain(parent, label));
+    // The README quotes this answer: no signature here (getSignaturesForAddress has it).
     return JSON.stringify({
       subdomain: keys.subKey.toBase58(),
       reverse: keys.reverseKey.toBase58(),
-      signature: keys.signature,
     });
   },
   simDeleteSubdomain: (chain, params) => {
@@ -109,7 +109,7 @@ export const SUPPORTED_METHODS: readonly string[] = Object.keys(HANDLERS);
 
 /**
  * Simulator-only JSON-RPC methods, served over HTTP next to `SUPPORTED_METHODS`:
- * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse, signature}` (base58): writes the
+ * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse}` (base58 keys): writes the
  *   subdomain's name account and reverse record with `SimChain.addSubdomain` (one transaction).
  * - `simDeleteSubdomain` `[parent, label, {via?}]` → boolean (whether anything existed): deletes
  *   both with `SimChain.deleteSubdomain` (name-program Deletes; with `via`, a base58 program id,
