@@ -167,7 +167,11 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
             )
           : thrown;
       const reason =
-        err instanceof RpcCallError ? 'rpc' : err instanceof CreditBudgetRefusal ? 'budget' : 'internal';
+        err instanceof RpcCallError
+          ? 'rpc'
+          : err instanceof CreditBudgetRefusal
+            ? 'budget'
+            : 'internal';
       deps.logger.warn(
         {
           err: err instanceof Error ? err.message : String(err),
