@@ -15,7 +15,7 @@ import type { RedisClient } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
 import { CreditBudgetRefusal, CreditMeter } from '../src/worker/rpc/credits.js';
-import { metric } from './support/freshness.js';
+import { FOLLOW, metric, watched } from './support/freshness.js';
 import {
   deletePrefix,
   seedDemo,
@@ -223,6 +223,19 @@ describe('the daily credit budget of a gateway', () => {
       expect(await metric(g, 'sns_rpc_budget_spent_credits')).toBeCloseTo(spent);
       expect(await metric(g, 'sns_rpc_budget_credits')).toBe(100_000);
     }
+  });
+
+  it("counts the websocket's connections and bytes in the day's counter too", async () => {
+    const g = await startGateway({ env: { ...FOLLOW, RPC_CREDITS_PER_DAY: '100000' } });
+    gateways.push(g);
+    await watched(g, g.sim);
+    const ws = async () =>
+      (await metric(g, 'sns_rpc_credits_total', { method: 'wsConnection' })) +
+      (await metric(g, 'sns_rpc_credits_total', { method: 'wsMegabyte' }));
+    expect(await ws()).toBeGreaterThan(1);
+    // Every credit of the configured endpoint, websocket included, is in the shared counter.
+    await waitFor(async () => Math.abs((await counter(g)) - (await defaultCredits(g))) < 1e-6);
+    expect(await counter(g)).toBeGreaterThan(await ws());
   });
 
   it('past the soft threshold, a stale entry is refreshed only once the stretched window is over', async () => {

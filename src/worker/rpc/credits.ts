@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { EndpointLabel, Metrics } from '../../core/metrics.js';
 import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../core/rpc/budget.js';
@@ -22,6 +23,9 @@ export class CreditBudgetRefusal extends Error {
     );
   }
 }
+
+/** Longest a shutdown waits for the last spends to be written. */
+const CLOSE_WRITE_MS = 1_000;
 
 /** Credits a call holds in today's counter before it is made ({@link CreditMeter.reserve}). */
 export type Reservation = { readonly day: string; readonly credits: number };
@@ -138,12 +142,20 @@ export class CreditMeter {
     return this.flushing;
   }
 
-  /** Writes what is pending and stops the timer (at shutdown). */
+  /**
+   * Writes what is pending and stops the timer (at shutdown). Waits {@link CLOSE_WRITE_MS} at
+   * most, and not at all while Redis is not connected: a shutdown is never held by a Redis that is
+   * gone (what was pending is lost with the process then).
+   */
   async close(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
-    await this.flushing;
-    await this.flush();
+    if (this.opts.redis && this.opts.redis.status !== 'ready') return;
+    const written = (async () => {
+      await this.flushing;
+      await this.flush();
+    })();
+    await Promise.race([written, sleep(CLOSE_WRITE_MS, undefined, { ref: false })]);
   }
 
   private async write(): Promise<void> {
