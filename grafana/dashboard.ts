@@ -216,6 +216,29 @@ export const ROWS: Row[] = [
           },
         ],
       }),
+      timeseries({
+        id: 32,
+        title: 'Daily credit budget: spent today and budget',
+        description:
+          "Credits the configured endpoint spent this UTC day over all replicas (one counter in Redis; every process reports it, hence max), against RPC_CREDITS_PER_DAY (0: no budget). Past the pace (the day's share plus 20%, at most 80%) freshness is stretched; at the budget cold misses get 503.",
+        unit: 'short',
+        width: 18,
+        min: 0,
+        queries: [
+          { expr: 'max(sns_rpc_budget_spent_credits)', legend: 'spent today' },
+          { expr: 'max(sns_rpc_budget_credits)', legend: 'budget' },
+        ],
+      }),
+      stat({
+        id: 33,
+        title: 'Budget state',
+        description:
+          '0 normal, 1 stretched (freshness stretched, nothing refreshed ahead), 2 exhausted (cold misses 503, no refresh).',
+        unit: 'none',
+        width: 6,
+        decimals: 0,
+        queries: [{ expr: 'max(sns_rpc_budget_state)', legend: 'state' }],
+      }),
     ],
   },
   {

@@ -113,6 +113,16 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ RPC_CREDITS: 'gPA:10' })).toThrow(/RPC_CREDITS:/);
   });
 
+  it('reads RPC_CREDITS_PER_DAY as a positive number of credits, unset or empty: no budget', () => {
+    expect(loadConfig({}).RPC_CREDITS_PER_DAY).toBeUndefined();
+    expect(loadConfig({ RPC_CREDITS_PER_DAY: '' }).RPC_CREDITS_PER_DAY).toBeUndefined();
+    expect(loadConfig({ RPC_CREDITS_PER_DAY: '250000' }).RPC_CREDITS_PER_DAY).toBe(250_000);
+    expect(loadConfig({ RPC_CREDITS_PER_DAY: '12.5' }).RPC_CREDITS_PER_DAY).toBe(12.5);
+    for (const bad of ['0', '-5', 'lots']) {
+      expect(() => loadConfig({ RPC_CREDITS_PER_DAY: bad })).toThrow(/RPC_CREDITS_PER_DAY:/);
+    }
+  });
+
   it('parses REDIS_CLUSTER_NODES into frozen seeds and makes the prefix a hash tag', () => {
     expect(loadConfig({}).REDIS_CLUSTER_NODES).toBeUndefined();
     const config = loadConfig({ REDIS_CLUSTER_NODES: ' 10.0.0.1:7000, [::1]:7001,redis-b:6379 ' });
@@ -228,6 +238,7 @@ const PROSE_DEFAULTS: Record<string, { prose: string; check: (value: unknown) =>
   RPC_URL: { prose: 'unset', check: (v) => v === undefined },
   REDIS_CLUSTER_NODES: { prose: 'unset', check: (v) => v === undefined },
   ADMIN_TOKEN: { prose: 'unset', check: (v) => v === undefined },
+  RPC_CREDITS_PER_DAY: { prose: 'unset', check: (v) => v === undefined },
   // Derived from RPC_URL, which is unset by default: nothing to derive from.
   RPC_WS_URL: { prose: 'derived', check: (v) => v === undefined },
   // Empty: the list of no origins.

@@ -23,6 +23,7 @@ import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
+import { CreditBudget } from '../core/rpc/budget.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { redisReadiness } from '../core/runtime/readiness.js';
@@ -121,6 +122,14 @@ export async function startApi(
     hotParents,
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
+    // The configured endpoint's daily credit budget, read from Redis at most every second.
+    budget: new CreditBudget({
+      redis: command,
+      prefix: config.QUEUE_PREFIX,
+      creditsPerDay: config.RPC_CREDITS_PER_DAY,
+      freshMs: config.CACHE_FRESH_MS,
+      metrics,
+    }),
   });
   const details = new DetailsViews({ cache, maxBytes: config.DETAILS_CACHE_BYTES });
   const live = new LiveUpdates({

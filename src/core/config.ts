@@ -250,6 +250,14 @@ export const configSchema = z
           return Object.freeze(table);
         }),
     ),
+    /**
+     * Provider credits (as `RPC_CREDITS` counts them) the configured endpoint may spend per UTC
+     * day, over all replicas; unset: no budget (docs/design.md, "Budget").
+     */
+    RPC_CREDITS_PER_DAY: z.preprocess(
+      unsetIfEmpty,
+      z.coerce.number().positive().max(1e15).optional(),
+    ),
     /** Largest reply body read from the configured RPC, in bytes. */
     RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 64 * MiB),
     /** Longest decode of one reply from the configured RPC, in milliseconds. */

@@ -40,6 +40,9 @@ export const DELETION_CHECK_OUTCOME = Object.freeze({
   scanned: 'scanned',
 } as const);
 
+/** What `sns_rpc_budget_spent_credits` and `sns_rpc_budget_state` read at scrape time. */
+export type BudgetSource = () => Promise<{ spent: number; state: number }>;
+
 /**
  * Every metric of docs/observability.md's table, registered on one registry. One instance per
  * process: with `ROLE=all` the API and the worker share it, so nothing is registered twice.
@@ -63,6 +66,14 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let queueCounts: QueueCountsSource | undefined;
+  let budgetSource: BudgetSource | undefined;
+  // One read of the budget per scrape, shared by its two gauges' collects.
+  let budgetRead: Promise<{ spent: number; state: number } | undefined> | undefined;
+  const readBudget = () =>
+    (budgetRead ??= Promise.race([
+      budgetSource?.().catch(() => undefined),
+      sleep(QUEUE_SCRAPE_TIMEOUT_MS, undefined, { ref: false }),
+    ]).finally(() => (budgetRead = undefined)));
   let pendingHits = 0;
   const cacheLookups = new Counter({
     name: 'sns_cache_lookups_total',
@@ -93,6 +104,14 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     setQueueCountsSource(source: QueueCountsSource | undefined) {
       queueCounts = source;
     },
+    /**
+     * Sets where `sns_rpc_budget_spent_credits` and `sns_rpc_budget_state` read at scrape time
+     * (src/core/rpc/budget.ts). A read slower than {@link QUEUE_SCRAPE_TIMEOUT_MS} keeps the last
+     * values.
+     */
+    setBudgetSource(source: BudgetSource | undefined) {
+      budgetSource = source;
+    },
     registry,
     rpcRequests: new Counter({
       name: 'sns_rpc_requests_total',
@@ -118,6 +137,29 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Provider cost units spent, from the configured cost table (RPC_CREDITS).',
       labelNames: RPC_LABELS,
       registers,
+    }),
+    rpcBudget: new Gauge({
+      name: 'sns_rpc_budget_credits',
+      help: 'The daily credit budget of the configured endpoint (RPC_CREDITS_PER_DAY); 0 when unset.',
+      registers,
+    }),
+    rpcBudgetSpent: new Gauge({
+      name: 'sns_rpc_budget_spent_credits',
+      help: 'Credits the configured endpoint spent this UTC day, over all replicas (read from Redis).',
+      registers,
+      async collect() {
+        const read = budgetSource ? await readBudget() : undefined;
+        if (read) this.set(read.spent);
+      },
+    }),
+    rpcBudgetState: new Gauge({
+      name: 'sns_rpc_budget_state',
+      help: 'The credit budget state: 0 normal, 1 stretched (freshness stretched, no refresh ahead), 2 exhausted (no new refresh).',
+      registers,
+      async collect() {
+        const read = budgetSource ? await readBudget() : undefined;
+        if (read) this.set(read.state);
+      },
     }),
     rpcRetries: new Counter({
       name: 'sns_rpc_retries_total',

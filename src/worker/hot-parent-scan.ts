@@ -4,6 +4,7 @@ import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
+import type { CreditBudget } from '../core/rpc/budget.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**
@@ -78,6 +79,8 @@ export type HotParentScanDeps = {
   minClients: number;
   /** The cache id of the default endpoint; overrides are never refreshed ahead. */
   defaultEndpointId: string;
+  /** The daily credit budget: nothing is refreshed ahead past its soft threshold. */
+  budget?: CreditBudget;
 };
 
 /**
@@ -86,7 +89,8 @@ export type HotParentScanDeps = {
  * when its entry would go stale before two more scans have run (or is missing), unless a worker
  * watches it on the chain (holds its watch lease), and only for at most `topN` distinct parents per
  * window whatever the ranking does within it (these refreshes are charged to no client). Parents
- * nobody asks for drop out of the counts and their entries expire.
+ * nobody asks for drop out of the counts and their entries expire. None at all while the daily
+ * credit budget is past its soft threshold (docs/design.md, "Budget").
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
@@ -94,6 +98,8 @@ export async function runHotParentScan(
   deps: HotParentScanDeps,
   now = Date.now(),
 ): Promise<{ scanned: number; queued: number }> {
+  // Past the budget's soft threshold the credits go to the refreshes someone asks for.
+  if (deps.budget && deps.budget.state(now) !== 'normal') return { scanned: 0, queued: 0 };
   const parents = await topHotParents(
     deps.redis,
     deps.prefix,

@@ -6,6 +6,7 @@ import type { Metrics } from '../core/metrics.js';
 import { publishRefreshEvent } from '../core/queue/refresh-events.js';
 import type { RefreshJobData } from '../core/queue/refresh-queue.js';
 import { RpcCallError } from './rpc/client.js';
+import { CreditBudgetRefusal } from './rpc/credits.js';
 import { overrideEndpoint, type RpcEndpoint } from '../core/rpc/endpoint.js';
 import type { RedisClient } from '../core/redis.js';
 import { isSlot, type SlotClock } from '../core/rpc/slot.js';
@@ -84,8 +85,8 @@ function jobEndpoint(
  * The refresh job: run discovery against the job's endpoint, write the cache entry, then tell
  * waiting API requests. On failure it tells them too (so a cold request gets its 502 once the RPC
  * client's retries are spent) and rethrows, so BullMQ's attempts and back-off fill the cache later,
- * except for a failure a retry would meet again (a malformed or oversized reply: BullMQ's
- * UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
+ * except for a failure a retry would meet again (a malformed or oversized reply, a call the daily
+ * credit budget refused: BullMQ's UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
  */
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   const warnAhead = occasionalWarning(deps.logger);
@@ -165,7 +166,12 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
               { final: true },
             )
           : thrown;
-      const reason = err instanceof RpcCallError ? 'rpc' : 'internal';
+      const reason =
+        err instanceof RpcCallError
+          ? 'rpc'
+          : err instanceof CreditBudgetRefusal
+            ? 'budget'
+            : 'internal';
       deps.logger.warn(
         {
           err: err instanceof Error ? err.message : String(err),
@@ -184,6 +190,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       // A reply that is not what was asked for (malformed, oversized, past the decode budget)
       // comes again: no retry. Anything else, a 403 or a JSON-RPC error included, may pass.
       if (err instanceof RpcCallError && err.final) throw new UnrecoverableError(err.message);
+      // The day's budget is spent: a retry before the next UTC day meets the same refusal.
+      if (err instanceof CreditBudgetRefusal) throw new UnrecoverableError(err.message);
       throw err;
     } finally {
       stopTimer();

@@ -20,6 +20,8 @@ import {
   type RedisErrorLog,
 } from '../core/redis.js';
 import { RpcClient } from './rpc/client.js';
+import { CreditMeter } from './rpc/credits.js';
+import { CreditBudget } from '../core/rpc/budget.js';
 import { EndpointSelector } from '../core/rpc/endpoint.js';
 import { SlotClock } from '../core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
@@ -104,6 +106,21 @@ export async function startWorker(
   redisErrors.watch(queueConnection, 'worker queue connection');
   const endpoints = new EndpointSelector(config);
   const agents = new Agents({ lookup: opts.lookup });
+  // The configured endpoint's spend, counted across replicas (docs/design.md, "Budget").
+  const budget = new CreditBudget({
+    redis: command,
+    prefix: config.QUEUE_PREFIX,
+    creditsPerDay: config.RPC_CREDITS_PER_DAY,
+    freshMs: config.CACHE_FRESH_MS,
+    metrics,
+  });
+  const credits = new CreditMeter({
+    metrics,
+    redis: command,
+    prefix: config.QUEUE_PREFIX,
+    budget,
+    logger,
+  });
   const lane = (limits: LaneLimits): DiscoveryLane => ({
     rpc: new RpcClient({
       metrics,
@@ -112,6 +129,7 @@ export async function startWorker(
       retries: limits.retries,
       maxResponseBytes: limits.maxResponseBytes,
       costs: config.RPC_CREDITS,
+      credits,
       isTrusted: (endpoint) =>
         endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
     }),
@@ -166,6 +184,7 @@ export async function startWorker(
             topN: config.HOT_KEYS_TOP_N,
             minClients: config.HOT_KEYS_MIN_CLIENTS,
             defaultEndpointId: defaultEndpoint.id,
+            budget,
           })
       : undefined;
   const processorDeps = {
@@ -235,6 +254,8 @@ export async function startWorker(
           minClients: config.HOT_KEYS_MIN_CLIENTS,
           leaseMs: config.WATCH_LEASE_MS,
           costs: config.RPC_CREDITS,
+          credits,
+          budget,
           wsUrl: config.RPC_WS_URL,
           pingMs: config.RPC_WS_PING_MS,
         })
@@ -312,6 +333,9 @@ export async function startWorker(
                   ),
             },
             { name: 'worker jobs', close: closeJobs },
+            // After the jobs and the watcher, before the connections: their last spends are
+            // added to the day's counter.
+            { name: 'worker credit counter', close: () => credits.close() },
             { name: 'worker ops server', close: async () => opsApp?.close() },
             {
               name: 'worker queues',

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import {
+  BudgetExhaustedError,
   GatewayError,
   InternalError,
   OverloadedError,
@@ -18,6 +19,7 @@ import {
   waitingRefreshes,
   type RefreshJobData,
 } from '../../core/queue/refresh-queue.js';
+import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 import { InProcessCopy } from './in-process-copy.js';
@@ -63,6 +65,12 @@ export type SubdomainLookupDeps = {
   localCacheBytes?: number;
   /** The endpoint whose fresh entries are kept in process: the default one (none when absent). */
   localEndpointId?: string;
+  /**
+   * The configured endpoint's daily credit budget (docs/design.md, "Budget"): stretched, a stale
+   * entry's refresh waits for the stretched window; exhausted, stale entries are served with no
+   * refresh and cold misses refused (503). Overrides are never held to it.
+   */
+  budget?: CreditBudget;
 };
 
 /**
@@ -134,6 +142,8 @@ export class SubdomainLookup {
    *   new refresh (a stale hit over its limit is still answered, with no refresh queued).
    * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
    * @throws OverloadedError when the queue is full and this miss would start a new refresh.
+   * @throws BudgetExhaustedError (503) for a miss of the configured endpoint once the day's
+   *   credit budget is spent, or whose refresh the worker refused for it.
    * @throws RateLimitedError (from `requester.charge`) when this client started too many.
    * @throws InternalError for Redis or worker faults.
    */
@@ -154,8 +164,9 @@ export class SubdomainLookup {
       metrics.countCacheLookup('stale');
       // A popular stale key would otherwise run BullMQ's scripts on every request; one try per
       // key per second and process is enough (the job is deduplicated anyway). A try its client's
-      // limit refused leaves the next request for the key free to try.
-      if (!this.recentlyQueued.has(key)) {
+      // limit refused leaves the next request for the key free to try. Past the budget's soft
+      // threshold the refresh waits for the stretched window, and none once it is spent.
+      if (!this.recentlyQueued.has(key) && this.mayRefreshStale(endpoint, entry)) {
         this.recentlyQueued.set(key, true);
         this.refreshStale(key, parent, endpoint, requester.charge).catch((err: unknown) =>
           this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
@@ -165,6 +176,9 @@ export class SubdomainLookup {
     }
     metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
+    if (endpoint.kind === 'default' && this.deps.budget?.state() === 'exhausted') {
+      throw this.budgetSpent(parent);
+    }
     let fetched: EntryRead<CacheEntry>;
     try {
       fetched = await this.flight(key, parent, endpoint, requester);
@@ -207,6 +221,24 @@ export class SubdomainLookup {
     );
     this.inflight.set(key, started);
     return started;
+  }
+
+  /** Whether the daily credit budget lets a stale entry of `endpoint` be refreshed now. */
+  private mayRefreshStale(endpoint: RpcEndpoint, entry: CacheEntry): boolean {
+    const { budget } = this.deps;
+    return endpoint.kind !== 'default' || !budget || budget.staleRefreshAllowed(entry.fetchedAt);
+  }
+
+  /** The 503 of a cold miss the day's credit budget cannot pay for. */
+  private budgetSpent(parent: string): BudgetExhaustedError {
+    return new BudgetExhaustedError(
+      `no refresh of ${parent}: the daily credit budget is spent`,
+      this.deps.budget?.retryAfterSeconds() ?? 60,
+      {
+        detail:
+          "the gateway's daily RPC credit budget is spent: cached answers are still served, new ones from the next UTC day (Retry-After)",
+      },
+    );
   }
 
   /** Counts an answered request for the hot-parent ranking (default endpoint only). */
@@ -267,6 +299,7 @@ export class SubdomainLookup {
     if (!outcome.ok) {
       if (outcome.reason === 'rpc')
         throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
+      if (outcome.reason === 'budget') throw this.budgetSpent(parent);
       if (outcome.reason === 'disconnected') {
         throw new InternalError(`lost the refresh events of ${parent}: Redis connection closed`);
       }

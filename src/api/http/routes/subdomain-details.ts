@@ -154,7 +154,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
           500: errorResponse(INTERNAL, 'Internal error'),
           502: errorResponse('`RPC unavailable`: as for `/subdomains/:parent`.', 'RPC unavailable'),
           503: errorResponse(
-            '`Service overloaded`: as for `/subdomains/:parent`; also while the entry was written ' +
+            '`Service overloaded` or `Budget exhausted`: as for `/subdomains/:parent`; ' +
+              '`Service overloaded` also while the entry was written ' +
               'by an earlier release, without the accounts (until its next refresh).',
             'Service overloaded',
             { 'Retry-After': HEADER.retryAfter },

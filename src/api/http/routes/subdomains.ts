@@ -145,7 +145,10 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           ),
           503: errorResponse(
             '`Service overloaded`: more than QUEUE_MAX_WAITING refreshes wait, so a cold miss is ' +
-              `shed (with Retry-After). Or ${SHUTTING_DOWN}`,
+              'shed (with Retry-After). `Budget exhausted`: the daily RPC credit budget ' +
+              '(RPC_CREDITS_PER_DAY) is spent, so a cold miss of the configured RPC is not ' +
+              'refreshed (Retry-After: the next UTC day; cached answers are still served). ' +
+              `Or ${SHUTTING_DOWN}`,
             'Service overloaded',
             { 'Retry-After': HEADER.retryAfter },
           ),
