@@ -89,7 +89,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
         tags: ['ops'],
         summary: 'Readiness: Redis answers (the worker: and it takes jobs), no shutdown has begun',
         description:
-          '200 when the process can serve, else 503 (a load balancer stops sending to it). ' +
+          '200 when the process can serve, else 503 (a load balancer stops sending to it; compose ' +
+          'health checks ask it). ' +
           '`parts` says which part is ready; `redisWrites: false` (Redis at its maxmemory) leaves ' +
           'it ready, since derivations and cached answers still work. Never cached ' +
           '(`Cache-Control: no-store`). A 503 during shutdown (`Shutting down`) has no `parts`.',
@@ -116,7 +117,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
             },
             {
               description:
-                '`Not ready` (Redis does not answer), or ' +
+                '`Not ready` (Redis does not answer; on the worker, also when it takes no jobs), or ' +
                 '`Shutting down`: stop sending it traffic.',
               examples: [
                 {
