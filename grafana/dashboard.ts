@@ -375,7 +375,7 @@ export const ROWS: Row[] = [
         title: 'Resident memory by process',
         description: 'Resident set size of each API and worker process, and its V8 heap in use.',
         unit: 'bytes',
-        width: 8,
+        width: 6,
         queries: [
           {
             expr: 'sum by (job, instance) (process_resident_memory_bytes)',
@@ -393,7 +393,7 @@ export const ROWS: Row[] = [
         description:
           "99th percentile of the event-loop delay (prom-client's nodejs_eventloop_lag_p99_seconds). High values delay every request and scrape of that process.",
         unit: 's',
-        width: 8,
+        width: 6,
         queries: [
           {
             expr: 'max by (job, instance) (nodejs_eventloop_lag_p99_seconds)',
@@ -406,10 +406,24 @@ export const ROWS: Row[] = [
         title: 'CPU by process',
         description: 'CPU seconds per second (1 = one core) of each process.',
         unit: 'percentunit',
-        width: 8,
+        width: 6,
         queries: [
           {
             expr: 'sum by (job, instance) (rate(process_cpu_seconds_total[$__rate_interval]))',
+            legend: '{{job}} {{instance}}',
+          },
+        ],
+      }),
+      timeseries({
+        id: 34,
+        title: 'Redis answering by process',
+        description:
+          "sns_redis_up: 1 while Redis answers the process's readiness probe (a small write), 0 while it does not (the process is then not ready, and the SnsRedisUnreachable alert fires after a minute).",
+        unit: 'short',
+        width: 6,
+        queries: [
+          {
+            expr: 'min by (job, instance) (sns_redis_up)',
             legend: '{{job}} {{instance}}',
           },
         ],

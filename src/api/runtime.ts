@@ -149,6 +149,7 @@ export async function startApi(
     },
     closing: () => closing,
   });
+  metrics.setRedisUpSource(async () => (await readiness()).parts.redis);
   const app = buildApp({
     config,
     metrics,

@@ -53,6 +53,8 @@ export type Metrics = ReturnType<typeof createMetrics>;
 export type QueueCountsSource = () => Promise<Partial<Record<QueueState, number>>>;
 const QUEUE_STATES: readonly QueueState[] = ['waiting', 'active', 'delayed', 'failed'];
 export const QUEUE_SCRAPE_TIMEOUT_MS = 500;
+/** Whether Redis answers this process now (the readiness probe, at most one write a second). */
+export type RedisUpSource = () => Promise<boolean>;
 
 const RPC_LABELS = ['method', 'endpoint'] as const;
 
@@ -74,6 +76,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       budgetSource?.().catch(() => undefined),
       sleep(QUEUE_SCRAPE_TIMEOUT_MS, undefined, { ref: false }),
     ]).finally(() => (budgetRead = undefined)));
+  let redisProbe: RedisUpSource | undefined;
   let pendingHits = 0;
   const cacheLookups = new Counter({
     name: 'sns_cache_lookups_total',
@@ -111,6 +114,13 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
      */
     setBudgetSource(source: BudgetSource | undefined) {
       budgetSource = source;
+    },
+    /**
+     * Sets what `sns_redis_up` reads at scrape time (the readiness probe's `redis` part). A probe
+     * slower than {@link QUEUE_SCRAPE_TIMEOUT_MS} reads as 0: a stalled Redis is not answering.
+     */
+    setRedisUpSource(source: RedisUpSource | undefined) {
+      redisProbe = source;
     },
     registry,
     rpcRequests: new Counter({
@@ -192,6 +202,19 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
         ]);
         if (!counts) return;
         for (const state of QUEUE_STATES) this.set({ state }, counts[state] ?? 0);
+      },
+    }),
+    redisUp: new Gauge({
+      name: 'sns_redis_up',
+      help: 'Whether Redis answers this process (1) or not (0), probed at scrape time.',
+      registers,
+      async collect() {
+        if (!redisProbe) return;
+        const up = await Promise.race([
+          redisProbe().catch(() => false),
+          sleep(QUEUE_SCRAPE_TIMEOUT_MS, false, { ref: false }),
+        ]);
+        this.set(up ? 1 : 0);
       },
     }),
     wsConnected: new Gauge({

@@ -27,6 +27,8 @@ import { SlotClock } from '../core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { redisReadiness } from '../core/runtime/readiness.js';
+import type { Readiness } from '../core/http/ops-routes.js';
+import { SteadyWorker } from './steady-worker.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { closeSteps } from '../core/runtime/shutdown.js';
@@ -38,6 +40,9 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+
+/** How long the start waits for the hot-parent scans' scheduling (Redis), in milliseconds. */
+const SCHEDULE_START_WAIT_MS = 5_000;
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -228,12 +233,17 @@ export async function startWorker(
         redisErrors.report(err, 'hot-parent scan worker'),
       ),
     );
-    await scheduleHotParentScans(hotParentScans, queue, freshMs).catch((err: unknown) =>
-      logger.warn(
-        { err: String(err) },
-        'could not schedule hot-parent scans (retried at next start)',
-      ),
+    // Bounded, as the API's wait for Redis: BullMQ waits for a ready connection for ever, and a
+    // Redis that refuses the worker (protected mode, a bad password) must not keep its ops port,
+    // so its health check and /metrics, closed. The scheduling goes on in the background.
+    const scheduling = scheduleHotParentScans(hotParentScans, queue, freshMs).catch(
+      (err: unknown) =>
+        logger.warn(
+          { err: String(err) },
+          'could not schedule hot-parent scans (retried at next start)',
+        ),
     );
+    await Promise.race([scheduling, sleep(SCHEDULE_START_WAIT_MS, undefined, { ref: false })]);
   }
   // Follows the hot parents on the chain: additions by websocket, deletions by existence checks.
   // Without a websocket (or hot parents) the hot-parent scans keep them fresh by the clock.
@@ -263,22 +273,33 @@ export async function startWorker(
   watcher?.start();
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   let closing = false;
-  // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
-  // worker can finish no job then) and once the shutdown has begun.
+  const redisReady = redisReadiness({
+    redis: command,
+    key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
+    parts: {
+      rpc: config.RPC_URL ? 'configured' : 'unset',
+      websocket: watcher ? 'configured' : 'off',
+    },
+    closing: () => closing,
+  });
+  // Ready means the worker can do its job: Redis answers (the probe's write) and it takes jobs,
+  // which the probe's connection does not show: its own connections are up, every BullMQ worker
+  // runs, and the last fetch of each succeeded (a refused script, e.g. an ACL without EVALSHA,
+  // fails every fetch while Redis answers the probe).
+  const readiness = async (): Promise<Readiness> => {
+    const { ready, parts } = await redisReady();
+    const queue =
+      !closing &&
+      workerConnection.status === 'ready' &&
+      queueConnection.status === 'ready' &&
+      workers.every((w) => w.isRunning() && !(w instanceof SteadyWorker && w.fetchFailing));
+    return { ready: ready && queue, parts: { ...parts, queue } };
+  };
+  metrics.setRedisUpSource(async () => (await redisReady()).parts.redis);
+  // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer or
+  // the worker takes no jobs, and once the shutdown has begun.
   const opsApp = opts.serveMetrics
-    ? buildOpsApp({
-        logger,
-        registry: metrics.registry,
-        readiness: redisReadiness({
-          redis: command,
-          key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
-          parts: {
-            rpc: config.RPC_URL ? 'configured' : 'unset',
-            websocket: watcher ? 'configured' : 'off',
-          },
-          closing: () => closing,
-        }),
-      })
+    ? buildOpsApp({ logger, registry: metrics.registry, readiness })
     : undefined;
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
   const opsAddress = opsApp?.server.address();

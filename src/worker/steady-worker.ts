@@ -20,6 +20,11 @@ export class SteadyWorker<DataType, ResultType> extends Worker<DataType, ResultT
   private fetchFailures?: number;
   private closingSignal?: AbortController;
 
+  /** True while the last fetch of a job failed (none has succeeded since): the worker takes none. */
+  get fetchFailing(): boolean {
+    return (this.fetchFailures ?? 0) > 0;
+  }
+
   protected override async moveToActive(
     token: string,
     name?: string,

@@ -16,6 +16,11 @@ export type ReadinessParts = {
    * clock (`off`). Whether a socket is open now is the workers' `sns_ws_connected`.
    */
   websocket: 'configured' | 'off';
+  /**
+   * The worker's only: it takes jobs (its Redis connections up, every BullMQ worker running, the
+   * last fetch of each succeeded). Absent from the API's answer.
+   */
+  queue?: boolean;
 };
 
 /**
@@ -43,6 +48,13 @@ const partsSchema = Type.Object(
       description:
         'workers follow hot parents over the RPC websocket (configured) or by the clock (off)',
     }),
+    queue: Type.Optional(
+      Type.Boolean({
+        description:
+          'the worker only: it takes jobs (its Redis connections up, every BullMQ worker running, ' +
+          'its last fetch succeeded)',
+      }),
+    ),
   },
   { description: 'each part the API depends on' },
 );
@@ -75,9 +87,10 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     {
       schema: {
         tags: ['ops'],
-        summary: 'Readiness: Redis answers and no shutdown has begun',
+        summary: 'Readiness: Redis answers (the worker: and it takes jobs), no shutdown has begun',
         description:
-          '200 when the process can serve, else 503 (a load balancer stops sending to it). ' +
+          '200 when the process can serve, else 503 (a load balancer stops sending to it; compose ' +
+          'health checks ask it). ' +
           '`parts` says which part is ready; `redisWrites: false` (Redis at its maxmemory) leaves ' +
           'it ready, since derivations and cached answers still work. Never cached ' +
           '(`Cache-Control: no-store`). A 503 during shutdown (`Shutting down`) has no `parts`.',
@@ -104,7 +117,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
             },
             {
               description:
-                '`Not ready` (Redis does not answer), or ' +
+                '`Not ready` (Redis does not answer; on the worker, also when it takes no jobs), or ' +
                 '`Shutting down`: stop sending it traffic.',
               examples: [
                 {
