@@ -12,13 +12,13 @@ const READINESS_PROBE_MS = 1_000;
  * arrive: the route is public, and each probe is a write.
  *
  * @param deps.key the probe's key (`redisKeys(prefix).readinessProbe`).
- * @param deps.parts the parts that do not change while the process runs.
+ * @param deps.parts the parts besides Redis's, asked at each probe.
  * @param deps.closing true once the process's shutdown has begun.
  */
 export function redisReadiness(deps: {
   redis: RedisClient;
   key: string;
-  parts: Pick<ReadinessParts, 'rpc' | 'websocket'>;
+  parts: () => Pick<ReadinessParts, 'rpc' | 'websocket'>;
   closing: () => boolean;
 }): () => Promise<Readiness> {
   let probing: Promise<RedisProbe> | undefined;
@@ -34,7 +34,7 @@ export function redisReadiness(deps: {
     const redis = await probe();
     return {
       ready: !deps.closing() && redis.reachable,
-      parts: { redis: redis.reachable, redisWrites: redis.writable, ...deps.parts },
+      parts: { redis: redis.reachable, redisWrites: redis.writable, ...deps.parts() },
     };
   };
 }

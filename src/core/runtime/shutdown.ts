@@ -10,18 +10,38 @@ export type Shutdown = {
 };
 
 /**
- * Runs every step in order, each even when one before it failed or threw, and logs each failure.
+ * Runs every step in order, each even when one before it failed, threw or ran past `stepMs`, and
+ * logs each failure. A step past its bound is left running, unawaited: the close goes on.
  *
- * @returns true when every step succeeded.
+ * @param stepMs the bound of one step, in milliseconds (none if absent).
+ * @returns true when every step succeeded in time.
  */
-export async function closeSteps(steps: readonly ShutdownStep[], logger: Logger): Promise<boolean> {
+export async function closeSteps(
+  steps: readonly ShutdownStep[],
+  logger: Logger,
+  stepMs?: number,
+): Promise<boolean> {
   let ok = true;
   for (const step of steps) {
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await step.close();
+      const closing = (async () => step.close())();
+      await (stepMs === undefined
+        ? closing
+        : Promise.race([
+            closing,
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(
+                () => reject(new Error(`did not close within ${stepMs} ms`)),
+                stepMs,
+              ).unref();
+            }),
+          ]));
     } catch (err) {
       ok = false;
       logger.error({ err, step: step.name }, 'shutdown step failed');
+    } finally {
+      clearTimeout(timer);
     }
   }
   return ok;
