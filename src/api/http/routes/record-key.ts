@@ -37,7 +37,7 @@ const BATCH_WRONG_SHAPE_DETAIL =
   'path must be /record-keys-v2/<domain>?records=<record>,<record>,...; a domain of "." or ".." (%2E) is removed from the URL by the client';
 
 /**
- * Most values in one `?records=` list (issue 14). Duplicates count but are derived once, so a
+ * Most values in one `?records=` list. Duplicates count but are derived once, so a
  * list costs at most one derivation per record type (28), the domain's key derived once.
  */
 export const MAX_BATCH_RECORDS = 100;
