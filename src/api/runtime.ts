@@ -26,26 +26,21 @@ export const REDIS_START_WAIT_MS = 5_000;
 
 export type ApiRuntime = {
   app: FastifyInstance;
-  /**
-   * Marks the API not ready, finishes in-flight requests, then closes its Redis connections:
-   * every step, even after one failed (then it rejects, once all have run).
-   */
+  /** The kit's close ({@link RuntimeKit.close}): waiting requests, server, then Redis. */
   close(): Promise<void>;
 };
 
 /**
- * Connects the API's dependencies (three Redis connections: commands, queue, pub/sub) and listens
- * on `HOST:PORT`. It waits at most 5 s for Redis, then starts anyway: derivations answer without it, and the subdomain
- * route fails fast with the envelope until Redis is back.
+ * Opens the API's resources through one {@link RuntimeKit} and listens on `HOST:PORT`. It waits at
+ * most `redisStartWaitMs` for Redis, then starts anyway: derivations answer without it, and the
+ * subdomain route fails fast until it is back. A failed start closes what it had opened.
  *
  * @param opts.resolveHost DNS resolution for the `?rpc=` policy check (tests pass a stub).
- * @param opts.redisErrors where Redis errors are logged, rate-limited (one per process, shared
- *   with the worker); a new one on `logger` if absent.
- * @param opts.sseHeartbeatMs milliseconds between the event streams' heartbeats (15 s; tests
- *   shorten it).
+ * @param opts.redisErrors the process's Redis error log (shared with the worker); a new one if
+ *   absent.
+ * @param opts.sseHeartbeatMs milliseconds between the event streams' heartbeats (15 s if absent).
  * @param opts.redisAccess what the Redis user may run (`checkRedisAtStart`); all if absent.
- * @param opts.redisStartWaitMs how long to wait for Redis, in milliseconds
- *   ({@link REDIS_START_WAIT_MS} if absent).
+ * @param opts.redisStartWaitMs milliseconds to wait for Redis ({@link REDIS_START_WAIT_MS}).
  */
 export async function startApi(
   config: Config,

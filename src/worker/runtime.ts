@@ -66,21 +66,18 @@ export type WorkerRuntime = {
    * whether it is open now.
    */
   websocket(): 'off' | 'connected' | 'disconnected';
-  /**
-   * Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis: every
-   * step, even after one failed (then it rejects, once all have run).
-   */
+  /** The kit's close ({@link RuntimeKit.close}): watcher, jobs, ops server, queues, then Redis. */
   close(): Promise<void>;
 };
 
 /**
- * Connects the worker's dependencies (a blocking connection for BullMQ, a command connection for
- * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
+ * Opens the worker's resources through one {@link RuntimeKit} (Redis connections for BullMQ's
+ * blocking reads, commands and the queue) and starts its workers. A failed start closes what it
+ * had opened.
  *
- * @param opts.serveMetrics serve the ops routes (`/metrics`, `/healthz`, `/readyz`) on
- *   `WORKER_METRICS_PORT` (true for the worker roles).
+ * @param opts.serveMetrics serve `/metrics`, `/healthz`, `/readyz` on `WORKER_METRICS_PORT`.
  * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
- * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
+ * @param opts.redisErrors the process's Redis error log (see `startApi`).
  * @param opts.redisAccess what the Redis user may run (`checkRedisAtStart`); all if absent.
  */
 export async function startWorker(
