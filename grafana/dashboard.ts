@@ -89,20 +89,7 @@ export const ROWS: Row[] = [
           },
         ],
       }),
-      timeseries({
-        id: 34,
-        title: 'Redis answering by process',
-        description:
-          "sns_redis_up: 1 while Redis answers the process's readiness probe (a small write), 0 while it does not (the process is then not ready, and the SnsRedisUnreachable alert fires after a minute).",
-        unit: 'short',
-        width: 6,
-        queries: [
-          {
-            expr: 'min by (job, instance) (sns_redis_up)',
-            legend: '{{job}} {{instance}}',
-          },
-        ],
-      }),
+      ...panelsOf('Processes'),
     ],
   },
 ];

@@ -286,7 +286,8 @@ export type MetricPanel = {
     | 'Subdomain cache'
     | 'Solana RPC spend'
     | 'Refresh worker and queue'
-    | 'Following the chain';
+    | 'Following the chain'
+    | 'Processes';
   /** Grafana's panel id, never reused: one above the highest of the dashboard. */
   id: number;
   title: string;
@@ -306,7 +307,7 @@ export function quantiles(histogram: string, by: string[]): PanelQuery[] {
   }));
 }
 
-/** The panels of the gateway's metrics, row by row (the process metrics' are in grafana/). */
+/** The panels of the gateway's metrics, row by row (prom-client's process metrics' are in grafana/). */
 export const METRIC_PANELS: readonly MetricPanel[] = [
   {
     kind: 'timeseries',
@@ -661,6 +662,22 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
       {
         expr: 'sum(rate(sns_rpc_credits_total{endpoint="default"}[$__rate_interval])) * 60 / clamp_min(sum(sns_watched_parents), 1)',
         legend: 'credits per parent',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Processes',
+    id: 34,
+    title: 'Redis answering by process',
+    description:
+      "sns_redis_up: 1 while Redis answers the process's readiness probe (a small write), 0 while it does not (the process is then not ready, and the SnsRedisUnreachable alert fires after a minute).",
+    unit: 'short',
+    width: 6,
+    queries: [
+      {
+        expr: 'min by (job, instance) (sns_redis_up)',
+        legend: '{{job}} {{instance}}',
       },
     ],
   },
