@@ -199,7 +199,7 @@ describe('grafana/dashboards/sns-gateway.json', () => {
     }
   });
 
-  it('shows what the issue asks for', () => {
+  it('shows the latency, cache, RPC, refresh, queue and memory views', () => {
     const exprs = queries.map((q) => q.expr);
     const uses = (re: RegExp) => exprs.some((e) => re.test(e));
     expect(uses(/histogram_quantile\(.*http_request_duration_seconds_bucket/)).toBe(true);

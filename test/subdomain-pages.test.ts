@@ -4,7 +4,7 @@ import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
-/** Parents by their number of subdomains (issue 14: 0, 1, 999, 1000 and 1001). */
+/** Parents by their number of subdomains (the empty, the single, and either side of the 1000 page cap). */
 const SIZES = [0, 1, 999, 1000, 1001] as const;
 const parentOf = (n: number) => `pages${n}`;
 

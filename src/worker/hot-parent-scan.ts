@@ -84,13 +84,11 @@ export type HotParentScanDeps = {
 };
 
 /**
- * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
- * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
- * when its entry would go stale before two more scans have run (or is missing), unless a worker
- * watches it on the chain (holds its watch lease), and only for at most `topN` distinct parents per
- * window whatever the ranking does within it (these refreshes are charged to no client). Parents
- * nobody asks for drop out of the counts and their entries expire. None at all while the daily
- * credit budget is past its soft threshold (docs/design.md, "Budget").
+ * One scan (docs/design.md, "The refresh queue"): queues a refresh for each of the `topN` most
+ * requested parents ({@link topHotParents}) whose entry would go stale before two more scans, or
+ * is missing, unless a worker watches it on the chain; at most `topN` distinct parents per window,
+ * as these refreshes are charged to no client. None while the daily credit budget is past its
+ * soft threshold (docs/design.md, "Budget").
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */

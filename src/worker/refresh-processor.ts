@@ -45,13 +45,9 @@ export type RefreshProcessorDeps = {
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
 
 /**
- * The slot a scan of the configured endpoint is stored at (docs/design.md, "Slots"): its reply's
- * slot, unless the worker's clock refuses it as past its ceiling; then none, and the scan is
- * ordered by time like a reply that carried none: it replaces what is stored, and the next scan
- * replaces it, so a slot no chain has reached never holds an entry back. (Stored at the ceiling
- * instead, it would hold back every scan until the chain got there.) A slot before the clock has
- * an anchor is stored as it is: nothing tells it is wrong, and once there is an anchor the ceiling
- * given to `put` replaces it if it was. A refused slot is logged through `warn`.
+ * The slot a scan of the configured endpoint is stored at (docs/design.md, "Freshness"): its
+ * reply's, unless the clock refuses it as past the ceiling; then none, so a slot no chain has
+ * reached never holds an entry back. A refused slot is logged through `warn`.
  */
 function believed(
   slots: SlotClock | undefined,

@@ -7,7 +7,7 @@ import type { RenderedAnswer } from './rendered.js';
 import { MAX_PAGE_LIMIT } from '../../core/http/page-params.js';
 
 /**
- * The HTTP side of pages and prefixes (issue 14, item 1; README, "Routes"): the query parameters,
+ * The HTTP side of pages and prefixes (README, "Routes"; docs/design.md, "Pages and prefixes"): the query parameters,
  * their parsing, and the paged answer. The selection itself is src/api/subdomains/page-selection.ts.
  */
 

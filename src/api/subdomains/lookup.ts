@@ -75,19 +75,9 @@ export type SubdomainLookupDeps = {
 
 /**
  * The API side of the subdomain cache (docs/design.md, "The subdomain cache"): fresh entries are
- * hits; stale ones are served at once while one background refresh is queued
- * (stale-while-revalidate); misses queue one refresh and wait for the worker's event. Concurrent
- * misses for one key in this process share one wait (single flight); across processes BullMQ's
- * deduplication makes one job. The API never calls the RPC itself.
- *
- * Every refresh a request starts is charged to its client ({@link Requester.charge}): a cold miss
- * over the limit is refused, a stale hit over it is served without a refresh. A request is counted
- * for the hot-parent ranking only once it is answered from an entry (a hit, a stale hit, a miss
- * whose refresh it waited for), never when refused or failed.
- *
- * Fresh entries of the default endpoint are also kept in process ({@link InProcessCopy}), so a
- * warm hit costs no Redis round trip. Answers through another endpoint (a `?rpc=` override,
- * `no-store`, rare) read Redis.
+ * hits, stale ones are served while one refresh is queued, misses queue one and wait for the
+ * worker's event (one wait per key in process, one job across processes). Every refresh a request
+ * starts is charged to its client ({@link Requester.charge}). The API never calls the RPC.
  */
 export class SubdomainLookup {
   private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();

@@ -126,14 +126,10 @@ const DEFAULT_LIMITS: HostCheckLimits = {
 export type BeforeLookup = () => Promise<void>;
 
 /**
- * Applies the `?rpc=` policy (docs/design.md, "Replies from an RPC") and selects the endpoint of
- * a request. The connect-time check (rebinding) happens again in the RPC transport.
- *
- * The host check's DNS resolutions are bounded: at most `maxInFlight` at once (past it, 503 with
- * `Retry-After`), each within `deadlineMs`, and one per host at a time (requests for a host being
- * resolved share it); a result is reused for `cacheMs` (a failure for a fifth of that). A request
- * that finds no resolution of its host, settled or under way, runs {@link BeforeLookup} (requests
- * for a new host arriving at the same moment may each run it, and then share one resolution).
+ * Applies the `?rpc=` policy (docs/design.md, "Replies from an RPC") and selects the endpoint of a
+ * request; the transport checks again at connect time (rebinding). Host resolutions are bounded
+ * in number (`maxInFlight`, past it 503), in time (`deadlineMs`), one per host at a time, and
+ * reused for `cacheMs`; a request needing a new resolution runs {@link BeforeLookup} first.
  */
 export class EndpointSelector {
   /** The configured `RPC_URL`, or undefined when unset. */

@@ -37,7 +37,7 @@ const BATCH_WRONG_SHAPE_DETAIL =
   'path must be /record-keys-v2/<domain>?records=<record>,<record>,...; a domain of "." or ".." (%2E) is removed from the URL by the client';
 
 /**
- * Most values in one `?records=` list (issue 14). Duplicates count but are derived once, so a
+ * Most values in one `?records=` list. Duplicates count but are derived once, so a
  * list costs at most one derivation per record type (28), the domain's key derived once.
  */
 export const MAX_BATCH_RECORDS = 100;
@@ -61,16 +61,10 @@ const DERIVATION_HEADERS = Object.freeze({
 });
 
 /**
- * `GET /record-key-v2/:domain/:record` and its batch form `GET /record-keys-v2/:domain?records=`
- * (README, "Routes"). Pure CPU: no Redis, no RPC, so they keep answering while Redis is down
- * (docs/design.md, "Shape").
- *
- * Answers are kept in a bounded LRU keyed by the raw path parameters, rendered (body and ETag), so
- * a hot name costs one map lookup: no parsing, derivation, serialization or hashing. A derivation
- * is pure, so a kept answer never goes stale. An answer is admitted on its name's second request
- * ({@link AdmittedLru}): names asked for once, most of the cold traffic, never evict anything.
- * The batch route reads and offers the same entries, one per record, so both routes warm each
- * other; a batch's own answer is not kept (it is a few lookups and one serialization when warm).
+ * `GET /record-key-v2/:domain/:record` and `GET /record-keys-v2/:domain?records=` (README,
+ * "Routes"): pure CPU, so they answer while Redis is down. Rendered answers are kept in an LRU
+ * keyed by the raw path, admitted on a name's second request ({@link AdmittedLru}); the batch route
+ * shares its entries, one per record.
  */
 export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = async (
   app,
