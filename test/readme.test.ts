@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
@@ -24,6 +26,7 @@ const VOLATILE: Readonly<Record<string, string>> = {
 /** Where the Quick start runs things (the simulator's default port, the API's). */
 const README_API = 'localhost:3000';
 const README_SIM = 'localhost:8899';
+const README_WORKER_METRICS = 'localhost:9101';
 const README_RPC_URL = 'http://127.0.0.1:8899';
 
 type Example = { line: number; commands: string[]; expected: string };
@@ -89,6 +92,7 @@ describe('the README', () => {
 describe('the README examples, against the demo chain', () => {
   let sim: RpcSimulator;
   let gw: Gateway;
+  let workerMetrics: Server;
   beforeAll(async () => {
     sim = await startRpcSimulator({ chain: seedDemo() });
     // The README's RPC_URL is the simulator's default address: here, this simulator's.
@@ -99,8 +103,15 @@ describe('the README examples, against the demo chain', () => {
       sim,
       env: { ...env, RPC_URL: sim.url, RPC_WS: 'on', RPC_WS_URL: sim.wsUrl },
     });
+    // The worker's metrics, as `npm start` serves them on WORKER_METRICS_PORT (the test harness
+    // does not: the worker and the API share this registry).
+    workerMetrics = createServer((_req, res) => {
+      void gw.metrics.registry.metrics().then((text) => res.end(text));
+    });
+    await new Promise<void>((resolve) => workerMetrics.listen(0, '127.0.0.1', resolve));
   });
   afterAll(async () => {
+    await new Promise((resolve) => workerMetrics.close(resolve));
     await gw.close();
     await sim.close();
   });
@@ -108,7 +119,11 @@ describe('the README examples, against the demo chain', () => {
   const here = (command: string) =>
     command
       .replaceAll(README_API, new URL(gw.baseUrl).host)
-      .replaceAll(README_SIM, new URL(sim.url).host);
+      .replaceAll(README_SIM, new URL(sim.url).host)
+      .replaceAll(
+        README_WORKER_METRICS,
+        `127.0.0.1:${(workerMetrics.address() as AddressInfo).port}`,
+      );
 
   for (const example of examples(README)) {
     it(`line ${example.line}: ${example.commands.at(-1) ?? ''}`, { timeout: 40_000 }, async () => {
