@@ -34,6 +34,13 @@ export function overrideEndpoint(url: string): RpcEndpoint {
 const FORBIDDEN_HOST_SUFFIXES = ['.localhost', '.local', '.internal'];
 
 /**
+ * The `detail` of the 500 a request without `?rpc=` gets when `RPC_URL` is unset: the answer is the
+ * contract's `Internal error`, but whoever runs the gateway sees from it what to set.
+ */
+export const NO_RPC_URL_DETAIL =
+  'this gateway has no RPC_URL: set RPC_URL to a Solana JSON-RPC endpoint (npm run rpc:sim serves a demo one at http://127.0.0.1:8899), or pass ?rpc=';
+
+/**
  * The `detail` of each `?rpc=` refusal: the rule broken, never the URL (it may hold an API key).
  */
 const RPC_DETAIL = {
@@ -170,7 +177,9 @@ export class EndpointSelector {
    *   "Endpoints and the error contract").
    */
   selectDefault(): RpcEndpoint {
-    if (!this.defaultEndpoint) throw new NotConfiguredError('RPC_URL is not configured');
+    if (!this.defaultEndpoint) {
+      throw new NotConfiguredError('RPC_URL is not configured', { detail: NO_RPC_URL_DETAIL });
+    }
     return this.defaultEndpoint;
   }
 

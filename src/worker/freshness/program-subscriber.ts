@@ -7,6 +7,7 @@ import { WS_NOTIFICATION_OUTCOME, type Metrics } from '../../core/metrics.js';
 import { parseBoundedJson } from '../rpc/bounded-json.js';
 import type { CostTable } from '../rpc/client.js';
 import { CreditMeter } from '../rpc/credits.js';
+import { wsUpgradeRefusedMessage } from '../rpc/ws-url-hint.js';
 import { isSlot } from '../../core/rpc/slot.js';
 import { SCAN_SLICE } from '../sns/discovery-decode.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
@@ -215,7 +216,7 @@ export class ProgramSubscriber {
       signal.addEventListener('abort', abort, { once: true });
       socket.once('error', fail);
       socket.once('unexpected-response', (_req, res) =>
-        fail(new Error(`websocket upgrade refused: HTTP ${res.statusCode}`)),
+        fail(new Error(wsUpgradeRefusedMessage(this.opts.url, res.statusCode))),
       );
       socket.once('open', () => {
         signal.removeEventListener('abort', abort);
