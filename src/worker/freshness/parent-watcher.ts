@@ -20,6 +20,8 @@ import { addRefreshJob, type RefreshJobData } from '../../core/queue/refresh-que
 import { databaseOf, type RedisClient } from '../../core/redis.js';
 import { redisKeys } from '../../core/redis-keys.js';
 import { costOf, type CostTable } from '../rpc/client.js';
+import type { CreditMeter } from '../rpc/credits.js';
+import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { SlotClock } from '../../core/rpc/slot.js';
 import { classifyChange, type Change } from '../sns/change.js';
@@ -90,6 +92,13 @@ export type ParentWatcherDeps = {
   /** `WATCH_LEASE_MS`. */
   leaseMs: number;
   costs: CostTable;
+  /** Where the websocket's credits are counted (the daily budget's counter too). */
+  credits?: CreditMeter;
+  /**
+   * The daily credit budget: past its soft threshold the checks and periodic re-reads that keep
+   * entries fresh ahead stop; once exhausted, so do the re-reads of gaps (docs/design.md, "Budget").
+   */
+  budget?: CreditBudget;
   /** `RPC_WS_URL`. */
   wsUrl: string;
   /** `RPC_WS_PING_MS`. */
@@ -189,6 +198,7 @@ export class ParentWatcher {
       metrics: deps.metrics,
       logger: deps.logger,
       costs: deps.costs,
+      credits: deps.credits,
       pingMs: deps.pingMs,
       onNotification: (note) => this.notified(note),
       onSubscribed: (parent) => this.subscribed(parent),
@@ -587,6 +597,9 @@ export class ParentWatcher {
     const { deps } = this;
     const { cache, endpoint, metrics } = deps;
     const startedAt = Date.now();
+    const budget = deps.budget?.state(startedAt) ?? 'normal';
+    // An exhausted budget refuses every read: asking for them would only fail them.
+    if (budget === 'exhausted') return;
     const gmaCost = costOf(deps.costs, 'getMultipleAccounts');
     const scanCost = costOf(deps.costs, 'getProgramAccounts');
     type Due = {
@@ -611,15 +624,18 @@ export class ParentWatcher {
         if (startedAt >= gapReadAt) void this.reread(parent, state.wantSlot);
         continue;
       }
-      if (
-        !read?.accounts ||
-        state.wantSlot !== undefined ||
-        startedAt - scanned > RESCAN_WINDOWS * deps.freshMs
-      ) {
+      if (!read?.accounts || state.wantSlot !== undefined) {
         void this.reread(parent, state.wantSlot);
         continue;
       }
-      if (!read || startedAt - read.entry.fetchedAt < deps.freshMs - 1.5 * this.checkMs) continue;
+      // Past the budget's soft threshold nothing is refreshed ahead: entries go stale, and stale
+      // hits refresh them on the stretched window (docs/design.md, "Budget").
+      if (budget !== 'normal') continue;
+      if (startedAt - scanned > RESCAN_WINDOWS * deps.freshMs) {
+        void this.reread(parent);
+        continue;
+      }
+      if (startedAt - read.entry.fetchedAt < deps.freshMs - 1.5 * this.checkMs) continue;
       const subdomains = Object.keys(read.accounts);
       if (Math.ceil((2 * subdomains.length) / MULTIPLE_ACCOUNTS_BATCH) * gmaCost > scanCost) {
         metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.scanned });

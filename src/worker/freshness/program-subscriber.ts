@@ -6,6 +6,8 @@ import { occasionalWarning } from '../../core/logger.js';
 import { WS_NOTIFICATION_OUTCOME, type Metrics } from '../../core/metrics.js';
 import { parseBoundedJson } from '../rpc/bounded-json.js';
 import type { CostTable } from '../rpc/client.js';
+import { CreditMeter } from '../rpc/credits.js';
+import { wsUpgradeRefusedMessage } from '../rpc/ws-url-hint.js';
 import { isSlot } from '../../core/rpc/slot.js';
 import { SCAN_SLICE } from '../sns/discovery-decode.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
@@ -38,6 +40,8 @@ export type ProgramSubscriberOptions = {
   logger: Logger;
   /** `RPC_CREDITS`: `wsConnection` per connection opened, `wsMegabyte` per 10^6 bytes received. */
   costs: CostTable;
+  /** Where those credits are counted (the daily budget's counter too); the metric only when absent. */
+  credits?: CreditMeter;
   /** Keep-alive ping interval; a socket with nothing received for two of them is dropped. */
   pingMs: number;
   /**
@@ -104,9 +108,11 @@ export class ProgramSubscriber {
   private flaps = 0;
   private warnedMalformed = false;
   private readonly warnRefused: ReturnType<typeof occasionalWarning>;
+  private readonly credits: CreditMeter;
 
   constructor(private readonly opts: ProgramSubscriberOptions) {
     this.warnRefused = occasionalWarning(opts.logger);
+    this.credits = opts.credits ?? new CreditMeter({ metrics: opts.metrics });
   }
 
   /** Whether a socket is open. */
@@ -210,7 +216,7 @@ export class ProgramSubscriber {
       signal.addEventListener('abort', abort, { once: true });
       socket.once('error', fail);
       socket.once('unexpected-response', (_req, res) =>
-        fail(new Error(`websocket upgrade refused: HTTP ${res.statusCode}`)),
+        fail(new Error(wsUpgradeRefusedMessage(this.opts.url, res.statusCode))),
       );
       socket.once('open', () => {
         signal.removeEventListener('abort', abort);
@@ -226,10 +232,7 @@ export class ProgramSubscriber {
     const { metrics, costs } = this.opts;
     this.socket = socket;
     metrics.wsConnected.set(1);
-    metrics.rpcCredits.inc(
-      { method: 'wsConnection', endpoint: 'default' },
-      costs['wsConnection'] ?? 0,
-    );
+    this.credits.spend('wsConnection', 'default', costs['wsConnection'] ?? 0);
     this.lastHeard = Date.now();
     for (const [parent, entry] of this.watched) this.subscribe(parent, entry);
     this.warnedMalformed = false;
@@ -310,8 +313,9 @@ export class ProgramSubscriber {
     const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
     this.lastHeard = Date.now();
     this.opts.metrics.wsReceivedBytes.inc(bytes.length);
-    this.opts.metrics.rpcCredits.inc(
-      { method: 'wsMegabyte', endpoint: 'default' },
+    this.credits.spend(
+      'wsMegabyte',
+      'default',
       (bytes.length / 1e6) * (this.opts.costs['wsMegabyte'] ?? 0),
     );
     if (isBinary) return;
