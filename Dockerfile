@@ -29,7 +29,8 @@ COPY public ./public
 USER node
 # API on PORT (3000); the worker's /metrics, /healthz and /readyz on WORKER_METRICS_PORT (9101).
 EXPOSE 3000 9101
-# Liveness with node (the slim image has no curl): the API's /healthz, or the worker's for ROLE=worker.
+# Readiness with node (the slim image has no curl): healthy means able to do its job (Redis answers;
+# the worker takes jobs), not merely alive: the API's /readyz, or the worker's for ROLE=worker.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
-  CMD ["node", "-e", "const w=process.env.ROLE==='worker';const p=w?(process.env.WORKER_METRICS_PORT||9101):(process.env.PORT||3000);fetch('http://127.0.0.1:'+p+'/healthz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "const w=process.env.ROLE==='worker';const p=w?(process.env.WORKER_METRICS_PORT||9101):(process.env.PORT||3000);fetch('http://127.0.0.1:'+p+'/readyz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 CMD ["node", "dist/main.js"]

@@ -4,8 +4,9 @@
  * from this file (grafana/generate.ts); the JSON is generated, never edited by hand, and
  * test/dashboard.test.ts fails when the two differ.
  *
- * A metric's panel is one entry in its row below: `timeseries({...})` or `stat({...})` from
- * grafana/panels.ts, which hold the look every panel shares. Then run `npm run dashboard`.
+ * The gateway's metrics' panels are listed beside the metrics (`METRIC_PANELS`,
+ * src/core/metrics.ts); the process metrics' panels are here. grafana/panels.ts holds the look
+ * every panel shares. Then run `npm run dashboard`.
  *
  * Built with `@grafana/grafana-foundation-sdk`, pinned to its Grafana 11.6 build:
  * docker-compose.yml runs grafana/grafana:11.3.1 and npm carries no 11.3 build; for what this
@@ -18,7 +19,8 @@ import {
   RowBuilder,
   type Dashboard,
 } from '@grafana/grafana-foundation-sdk/dashboard';
-import { quantiles, stat, timeseries, type PanelEntry } from './panels.js';
+import { METRIC_PANELS, type MetricPanel } from '../src/core/metrics.js';
+import { stat, timeseries, type PanelEntry } from './panels.js';
 
 /** A row of the dashboard. Grafana counts a row as a panel: its id follows a panel's rules. */
 export type Row = { id: number; title: string; panels: PanelEntry[] };
@@ -27,327 +29,18 @@ export type Row = { id: number; title: string; panels: PanelEntry[] };
  * The rows, top to bottom. In a row, panels fill lines of 24 columns left to right (`width`),
  * every panel 8 units tall. Ids are Grafana's, kept from the hand-edited dashboard.
  */
+/** The gateway's panels of `row`, drawn in the order src/core/metrics.ts lists them. */
+const panelsOf = (row: MetricPanel['row']): PanelEntry[] =>
+  METRIC_PANELS.filter((p) => p.row === row).map((p) =>
+    p.kind === 'stat' ? stat(p) : timeseries(p),
+  );
+
 export const ROWS: Row[] = [
-  {
-    id: 1,
-    title: 'HTTP API',
-    panels: [
-      timeseries({
-        id: 2,
-        title: 'Request rate by route and status',
-        description:
-          'Requests per second the API answered, by route pattern (never the raw URL) and HTTP status.',
-        unit: 'reqps',
-        width: 12,
-        queries: [
-          {
-            expr: 'sum by (route, status_code) (rate(http_request_duration_seconds_count[$__rate_interval]))',
-            legend: '{{route}} {{status_code}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 3,
-        title: 'Request latency by route and status (p50 / p95 / p99)',
-        description:
-          'Quantiles of http_request_duration_seconds from its histogram buckets, by route pattern and status.',
-        unit: 's',
-        width: 12,
-        queries: quantiles('http_request_duration_seconds', ['route', 'status_code']),
-      }),
-    ],
-  },
-  {
-    id: 4,
-    title: 'Subdomain cache',
-    panels: [
-      timeseries({
-        id: 5,
-        title: 'Cache lookups: hit / stale / miss ratio',
-        description:
-          'Share of /subdomains lookups answered fresh from cache (hit), served stale while a refresh runs (stale), or waiting for a refresh (miss).',
-        unit: 'percentunit',
-        width: 12,
-        min: 0,
-        stacked: true,
-        queries: [
-          {
-            expr: 'sum by (result) (rate(sns_cache_lookups_total[$__rate_interval])) / ignoring (result) group_left () sum(rate(sns_cache_lookups_total[$__rate_interval]))',
-            legend: '{{result}}',
-          },
-        ],
-      }),
-      stat({
-        id: 6,
-        title: 'Served from cache (hit + stale)',
-        description:
-          'Share of lookups over the selected range that needed no RPC call before answering.',
-        unit: 'percentunit',
-        width: 6,
-        decimals: 1,
-        queries: [
-          {
-            expr: 'sum(increase(sns_cache_lookups_total{result=~"hit|stale"}[$__range])) / sum(increase(sns_cache_lookups_total[$__range]))',
-            legend: 'served from cache',
-          },
-        ],
-      }),
-      timeseries({
-        id: 7,
-        title: 'Cache lookups per second',
-        description: 'Lookups per second by result.',
-        unit: 'ops',
-        width: 6,
-        queries: [
-          {
-            expr: 'sum by (result) (rate(sns_cache_lookups_total[$__rate_interval]))',
-            legend: '{{result}}',
-          },
-        ],
-      }),
-    ],
-  },
-  {
-    id: 8,
-    title: 'Solana RPC spend',
-    panels: [
-      timeseries({
-        id: 9,
-        title: 'RPC calls per minute by method and endpoint',
-        description:
-          'JSON-RPC round trips per minute (retries included), by method and endpoint (default = RPC_URL, override = ?rpc=).',
-        unit: 'short',
-        width: 12,
-        queries: [
-          {
-            expr: 'sum by (method, endpoint) (rate(sns_rpc_requests_total[$__rate_interval])) * 60',
-            legend: '{{method}} {{endpoint}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 10,
-        title: 'RPC credits per minute by method and endpoint',
-        description:
-          'Provider cost units per minute from the cost table (getProgramAccounts 10, other methods 1).',
-        unit: 'short',
-        width: 12,
-        queries: [
-          {
-            expr: 'sum by (method, endpoint) (rate(sns_rpc_credits_total[$__rate_interval])) * 60',
-            legend: '{{method}} {{endpoint}}',
-          },
-        ],
-      }),
-      stat({
-        id: 11,
-        title: 'RPC credits in range',
-        description: 'Credits spent over the selected time range, by endpoint.',
-        unit: 'short',
-        width: 6,
-        decimals: 0,
-        queries: [
-          {
-            expr: 'sum by (endpoint) (increase(sns_rpc_credits_total[$__range]))',
-            legend: '{{endpoint}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 12,
-        title: 'RPC error rate by outcome',
-        description:
-          'Failed JSON-RPC round trips per second (outcome != ok: rpc_error, http_error, timeout), by method and endpoint.',
-        unit: 'ops',
-        width: 9,
-        queries: [
-          {
-            expr: 'sum by (method, endpoint, outcome) (rate(sns_rpc_requests_total{outcome!="ok"}[$__rate_interval]))',
-            legend: '{{method}} {{endpoint}} {{outcome}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 13,
-        title: 'RPC error ratio',
-        description: 'Failed round trips as a share of all round trips, by endpoint.',
-        unit: 'percentunit',
-        width: 9,
-        min: 0,
-        queries: [
-          {
-            expr: 'sum by (endpoint) (rate(sns_rpc_requests_total{outcome!="ok"}[$__rate_interval])) / sum by (endpoint) (rate(sns_rpc_requests_total[$__rate_interval]))',
-            legend: '{{endpoint}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 14,
-        title: 'RPC latency by method and endpoint (p50 / p95 / p99)',
-        description: 'Quantiles of one JSON-RPC round trip (sns_rpc_request_duration_seconds).',
-        unit: 's',
-        width: 12,
-        queries: quantiles('sns_rpc_request_duration_seconds', ['method', 'endpoint']),
-      }),
-      timeseries({
-        id: 15,
-        title: 'RPC retries per minute',
-        description:
-          'Calls retried after a transient failure (429, 5xx, time-out, reset, retryable JSON-RPC error).',
-        unit: 'short',
-        width: 6,
-        queries: [
-          {
-            expr: 'sum by (method, endpoint) (rate(sns_rpc_retries_total[$__rate_interval])) * 60',
-            legend: '{{method}} {{endpoint}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 16,
-        title: 'RPC response bytes per second',
-        description: 'Bytes received in JSON-RPC response bodies.',
-        unit: 'Bps',
-        width: 6,
-        queries: [
-          {
-            expr: 'sum by (method, endpoint) (rate(sns_rpc_response_bytes_total[$__rate_interval]))',
-            legend: '{{method}} {{endpoint}}',
-          },
-        ],
-      }),
-    ],
-  },
-  {
-    id: 17,
-    title: 'Refresh worker and queue',
-    panels: [
-      timeseries({
-        id: 18,
-        title: 'Refresh duration (p50 / p95 / p99)',
-        description:
-          'Duration of one subdomain refresh in the worker: the RPC calls and the derivations.',
-        unit: 's',
-        width: 8,
-        queries: quantiles('sns_refresh_duration_seconds', []),
-      }),
-      timeseries({
-        id: 19,
-        title: 'Refresh jobs per minute by outcome',
-        description:
-          'Refresh job attempts: completed, retried (an attempt failed and BullMQ will try again), failed (attempts spent).',
-        unit: 'short',
-        width: 8,
-        queries: [
-          {
-            expr: 'sum by (outcome) (rate(sns_refresh_jobs_total[$__rate_interval])) * 60',
-            legend: '{{outcome}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 20,
-        title: 'Queue depth by state',
-        description:
-          'Refresh jobs in the BullMQ queue by state. Every API and worker process reports the same queue, so the panel takes the max across them.',
-        unit: 'short',
-        width: 8,
-        min: 0,
-        queries: [{ expr: 'max by (state) (sns_queue_jobs)', legend: '{{state}}' }],
-      }),
-    ],
-  },
-  {
-    id: 25,
-    title: 'Following the chain',
-    panels: [
-      timeseries({
-        id: 26,
-        title: 'Follow stream and followed parents',
-        description:
-          'The follow stream (one websocket, owned by one worker): open websockets, its subscriptions (a whole-program programSubscribe and a logsSubscribe), parents followed, whether it vouches for cached entries (1) and seconds since it last delivered anything. Without a websocket (RPC_WS=off, a provider without one) all stay 0 and entries are refreshed by the clock.',
-        unit: 'short',
-        width: 8,
-        queries: [
-          { expr: 'sum(sns_ws_connected)', legend: 'websockets open' },
-          { expr: 'sum(sns_ws_subscriptions)', legend: 'subscriptions' },
-          { expr: 'sum(sns_watched_parents)', legend: 'followed parents' },
-          { expr: 'max(sns_follow_healthy)', legend: 'stream vouching' },
-          {
-            expr: 'time() - max(sns_follow_last_event_timestamp_seconds)',
-            legend: 'seconds since the last stream event',
-          },
-        ],
-      }),
-      timeseries({
-        id: 27,
-        title: 'Notifications per minute by outcome',
-        description:
-          'programSubscribe notifications: patched into the entry (a new subdomain proven by its reverse record), re-read at their slot, or ignored.',
-        unit: 'short',
-        width: 8,
-        queries: [
-          {
-            expr: 'sum by (outcome) (rate(sns_ws_notifications_total[$__rate_interval])) * 60',
-            legend: '{{outcome}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 28,
-        title: 'Deletion checks per minute by outcome',
-        description:
-          'Watched parents checked for closed accounts with getMultipleAccounts (no data): unchanged, labels dropped, or scanned (a check would have cost more than a scan).',
-        unit: 'short',
-        width: 8,
-        queries: [
-          {
-            expr: 'sum by (outcome) (rate(sns_deletion_checks_total[$__rate_interval])) * 60',
-            legend: '{{outcome}}',
-          },
-        ],
-      }),
-      timeseries({
-        id: 29,
-        title: 'Websocket reconnects per minute',
-        description:
-          'Websockets opened again after a drop, a silent socket or a refused upgrade. After each, every watched parent is read again (a getProgramAccounts each).',
-        unit: 'short',
-        width: 8,
-        queries: [
-          {
-            expr: 'sum(rate(sns_ws_reconnects_total[$__rate_interval])) * 60',
-            legend: 'reconnects',
-          },
-        ],
-      }),
-      timeseries({
-        id: 30,
-        title: 'Websocket bytes received per second',
-        description:
-          'What the provider bills for the websocket (Helius: 2 credits per 0.1 MB), counted in sns_rpc_credits_total as wsMegabyte.',
-        unit: 'Bps',
-        width: 8,
-        queries: [
-          { expr: 'sum(rate(sns_ws_received_bytes_total[$__rate_interval]))', legend: 'received' },
-        ],
-      }),
-      timeseries({
-        id: 31,
-        title: 'RPC credits per watched parent per minute',
-        description:
-          'All credits spent on the configured endpoint over the parents followed on chain: what following a parent costs on a quiet chain, and how it grows with changes.',
-        unit: 'short',
-        width: 8,
-        queries: [
-          {
-            expr: 'sum(rate(sns_rpc_credits_total{endpoint="default"}[$__rate_interval])) * 60 / clamp_min(sum(sns_watched_parents), 1)',
-            legend: 'credits per parent',
-          },
-        ],
-      }),
-    ],
-  },
+  { id: 1, title: 'HTTP API', panels: panelsOf('HTTP API') },
+  { id: 4, title: 'Subdomain cache', panels: panelsOf('Subdomain cache') },
+  { id: 8, title: 'Solana RPC spend', panels: panelsOf('Solana RPC spend') },
+  { id: 17, title: 'Refresh worker and queue', panels: panelsOf('Refresh worker and queue') },
+  { id: 25, title: 'Following the chain', panels: panelsOf('Following the chain') },
   {
     id: 21,
     title: 'Processes',
@@ -357,7 +50,7 @@ export const ROWS: Row[] = [
         title: 'Resident memory by process',
         description: 'Resident set size of each API and worker process, and its V8 heap in use.',
         unit: 'bytes',
-        width: 8,
+        width: 6,
         queries: [
           {
             expr: 'sum by (job, instance) (process_resident_memory_bytes)',
@@ -375,7 +68,7 @@ export const ROWS: Row[] = [
         description:
           "99th percentile of the event-loop delay (prom-client's nodejs_eventloop_lag_p99_seconds). High values delay every request and scrape of that process.",
         unit: 's',
-        width: 8,
+        width: 6,
         queries: [
           {
             expr: 'max by (job, instance) (nodejs_eventloop_lag_p99_seconds)',
@@ -388,7 +81,7 @@ export const ROWS: Row[] = [
         title: 'CPU by process',
         description: 'CPU seconds per second (1 = one core) of each process.',
         unit: 'percentunit',
-        width: 8,
+        width: 6,
         queries: [
           {
             expr: 'sum by (job, instance) (rate(process_cpu_seconds_total[$__rate_interval]))',
@@ -396,6 +89,7 @@ export const ROWS: Row[] = [
           },
         ],
       }),
+      ...panelsOf('Processes'),
     ],
   },
 ];

@@ -1,5 +1,5 @@
 /**
- * The dashboard's house style: how one panel entry of grafana/dashboard.ts becomes a Grafana panel
+ * The dashboard's house style: how one panel entry (src/core/metrics.ts, grafana/dashboard.ts) becomes a Grafana panel
  * through `@grafana/grafana-foundation-sdk`. Every time series looks alike (thin lines, a table
  * legend with mean / max / last, a shared tooltip sorted high to low) and every stat shows one
  * number, so an entry names only what differs: title, description, unit, width and its queries.
@@ -25,6 +25,7 @@ import {
 } from '@grafana/grafana-foundation-sdk/common';
 import type { DataSourceRef, Panel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { DataqueryBuilder } from '@grafana/grafana-foundation-sdk/prometheus';
+import type { PanelQuery } from '../src/core/metrics.js';
 import { PanelBuilder as StatPanelBuilder } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TimeseriesPanelBuilder } from '@grafana/grafana-foundation-sdk/timeseries';
 
@@ -37,14 +38,14 @@ export const PROMETHEUS: DataSourceRef = { type: 'prometheus', uid: 'prometheus'
 /** Every panel is this tall, in grid units; rows of panels then line up. */
 const HEIGHT = 8;
 
-/** One PromQL query of a panel and the legend of its series (`{{label}}` names a label). */
-export type Query = { expr: string; legend: string };
+/** One PromQL query of a panel and the legend of its series. */
+export type Query = PanelQuery;
 
 /** What every panel entry names. */
 type PanelSpec = {
   /**
    * The panel's id: Grafana's links to one panel (`viewPanel=`) carry it, so it never changes and
-   * no two panels share one. A new panel takes one more than the highest in grafana/dashboard.ts.
+   * no two panels share one. A new panel takes one more than the highest of the dashboard.
    */
   id: number;
   title: string;
@@ -143,17 +144,4 @@ export function stat(spec: StatSpec): PanelEntry {
       .textMode(BigValueTextMode.Auto)
       .justifyMode(BigValueJustifyMode.Auto)
       .orientation(VizOrientation.Auto);
-}
-
-/**
- * The p50, p95 and p99 of a histogram, one query each: `histogram_quantile` over the rate of
- * `<histogram>_bucket` summed by `le` and the labels in `by`. Legends read `p95 <label values>`.
- */
-export function quantiles(histogram: string, by: string[]): Query[] {
-  const labels = ['le', ...by].join(', ');
-  const legend = by.map((l) => ` {{${l}}}`).join('');
-  return [0.5, 0.95, 0.99].map((q) => ({
-    expr: `histogram_quantile(${q}, sum by (${labels}) (rate(${histogram}_bucket[$__rate_interval])))`,
-    legend: `p${Math.round(q * 100)}${legend}`,
-  }));
 }

@@ -4,7 +4,9 @@
 #   nginx     test/http-cache-nginx.test.ts  (nginx-light: a real HTTP cache in front of the API)
 #   chromium  test/browser.test.ts           (headless Chromium, driven by playwright-core)
 #   prometheus test/metrics.test.ts, test/dashboard.test.ts (promtool check metrics; dashboard
-#             queries against a real Prometheus)
+#             queries against a real Prometheus), test/alerts.test.ts (promtool check rules and
+#             test rules over prometheus/alerts.yml)
+#   curl      test/readme.test.ts            (runs the README's curl examples as written)
 #
 # Idempotent: what is installed already is left alone, and `apt-get update` runs only when
 # something is missing. Without these programs the test files that need them skip themselves with a
@@ -26,9 +28,12 @@ fi
 if ! command -v promtool >/dev/null 2>&1; then
   missing+=(prometheus)
 fi
+if ! command -v curl >/dev/null 2>&1; then
+  missing+=(curl)
+fi
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "== test dependencies present: nginx, chromium, prometheus"
+  echo "== test dependencies present: nginx, chromium, prometheus, curl"
   exit 0
 fi
 

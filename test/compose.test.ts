@@ -1,8 +1,9 @@
 /**
  * The docker-compose stack, checked without a Docker engine: docker-compose.yml against the
  * Compose Specification's JSON schema (the copy the `dclint` package ships), every file it mounts
- * or builds from present in the repo, and the wiring between compose, Dockerfile, prometheus.yml
- * and Grafana's provisioning consistent.
+ * or builds from present in the repo, the file accepted by Compose v1 (1.29) as well, and the wiring
+ * between compose, Dockerfile, prometheus/ (configuration and alert rules) and Grafana's
+ * provisioning consistent.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -87,6 +88,36 @@ describe('docker-compose.yml', () => {
     expect(ok).toBe(true);
   });
 
+  it('is a file Compose v1 (1.29) accepts: only the top-level keys its schema knows', () => {
+    // docker-compose 1.29 validates against its own copy of the specification, older than the
+    // dclint one: no top-level `name:` (the project is named after the directory).
+    const v1 = new Set(['version', 'services', 'networks', 'volumes', 'secrets', 'configs']);
+    const unknown = Object.keys(compose).filter((k) => !v1.has(k) && !k.startsWith('x-'));
+    expect(unknown).toEqual([]);
+    // Healthcheck keys of 1.29 (no start_interval), on every service.
+    const keys = new Set(['test', 'interval', 'timeout', 'retries', 'start_period', 'disable']);
+    for (const [name, s] of Object.entries(services)) {
+      const extra = Object.keys(s.healthcheck ?? {}).filter((k) => !keys.has(k));
+      expect(extra, name).toEqual([]);
+    }
+  });
+
+  const compose1 = hasBinary('docker-compose')
+    ? spawnSync(binary('docker-compose'), ['version', '--short'], { encoding: 'utf8' }).stdout
+    : '';
+  it.runIf(/^1\./.test(compose1))('passes `docker-compose config` of Compose v1', () => {
+    // Reads and validates the file only: no Docker engine is asked anything.
+    const run = spawnSync(binary('docker-compose'), ['-f', 'docker-compose.yml', 'config', '-q'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+  });
+  if (!/^1\./.test(compose1)) {
+    console.warn('compose.test: docker-compose v1 not installed; skipping its `config` check');
+  }
+
   it('the schema check has teeth: it refuses what Compose refuses', () => {
     const broken = structuredClone(compose);
     (broken.services.api as Service).depends_on = { redis: { condition: 'service_ready' } };
@@ -146,7 +177,12 @@ describe('docker-compose.yml', () => {
       expect(s.environment?.RPC_URL).toBe('${RPC_URL:-}');
       expect(s.environment?.REDIS_URL).toBe('redis://redis:6379');
       expect(s.depends_on?.redis).toEqual({ condition: 'service_healthy' });
-      expect(JSON.stringify(s.healthcheck?.test)).toMatch(/node.*\/healthz/);
+      // Healthy means ready (Redis answers; the worker takes jobs), not merely alive, so
+      // depends_on waits for a stack that works; bounded so a stalled answer is a failure.
+      const test = JSON.stringify(s.healthcheck?.test);
+      expect(test).toMatch(/node.*\/readyz/);
+      expect(test).not.toMatch(/healthz/);
+      expect(test).toMatch(/AbortSignal\.timeout\(\d+\)/);
     }
     expect(service('api').ports).toContain('3000:3000');
     expect(service('worker').environment?.WORKER_METRICS_PORT).toBe('9101');
@@ -172,8 +208,14 @@ describe('docker-compose.yml', () => {
     const prometheus = service('prometheus');
     expect(prometheus.image).toMatch(/^prom\/prometheus(:|$)/);
     expect(bindMounts(prometheus)).toContainEqual([
-      './prometheus.yml',
+      './prometheus/prometheus.yml',
       '/etc/prometheus/prometheus.yml',
+    ]);
+    // The rules file sits beside the configuration in the container as in the repository:
+    // rule_files is relative to the configuration file.
+    expect(bindMounts(prometheus)).toContainEqual([
+      './prometheus/alerts.yml',
+      '/etc/prometheus/alerts.yml',
     ]);
     expect(prometheus.ports).toContain('9090:9090');
 
@@ -204,7 +246,7 @@ describe('docker-compose.yml', () => {
   });
 });
 
-describe('prometheus.yml', () => {
+describe('prometheus/prometheus.yml', () => {
   type PromConfig = {
     scrape_configs: Array<{
       job_name: string;
@@ -212,7 +254,7 @@ describe('prometheus.yml', () => {
       static_configs: Array<{ targets: string[] }>;
     }>;
   };
-  const config = parseYaml(read('prometheus.yml')) as PromConfig;
+  const config = parseYaml(read('prometheus/prometheus.yml')) as PromConfig;
 
   it('scrapes api:3000/metrics and worker:9101/metrics, the ports the services listen on', () => {
     const targets = config.scrape_configs.flatMap((job) =>
@@ -226,9 +268,13 @@ describe('prometheus.yml', () => {
   });
 
   it.runIf(hasBinary('promtool'))('passes promtool check config', () => {
-    const run = spawnSync(binary('promtool'), ['check', 'config', join(root, 'prometheus.yml')], {
-      encoding: 'utf8',
-    });
+    const run = spawnSync(
+      binary('promtool'),
+      ['check', 'config', join(root, 'prometheus/prometheus.yml')],
+      {
+        encoding: 'utf8',
+      },
+    );
     expect(run.status, run.stdout + run.stderr).toBe(0);
   });
   if (!hasBinary('promtool'))
@@ -264,10 +310,11 @@ describe('Dockerfile and .dockerignore', () => {
     }
   });
 
-  it('checks health against /healthz with node, not curl', () => {
+  it('checks health against /readyz with node, not curl', () => {
     const healthcheck = /^HEALTHCHECK (?:.*\\\n)*.*$/m.exec(dockerfile)?.[0] ?? '';
     expect(healthcheck).toMatch(/CMD \["node", "-e"/);
-    expect(healthcheck).toMatch(/\/healthz/);
+    expect(healthcheck).toMatch(/\/readyz/);
+    expect(healthcheck).not.toMatch(/\/healthz/);
     expect(healthcheck).not.toMatch(/curl|wget/);
   });
 

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import {
   ConfigError,
   configSchema,
+  DEFAULT_RPC_CREDITS,
   loadConfig,
   redisUrlDatabase,
   type Config,
@@ -97,12 +99,7 @@ describe('loadConfig', () => {
   });
 
   it('parses the RPC cost table', () => {
-    expect(loadConfig({}).RPC_CREDITS).toEqual({
-      getProgramAccounts: 10,
-      wsConnection: 1,
-      wsMegabyte: 20,
-      '*': 1,
-    });
+    expect(loadConfig({}).RPC_CREDITS).toMatchObject({ getProgramAccounts: 10, '*': 1 });
     expect(
       loadConfig({ RPC_CREDITS: 'getProgramAccounts=100, getMultipleAccounts=2,*=1' }).RPC_CREDITS,
     ).toEqual({
@@ -111,6 +108,16 @@ describe('loadConfig', () => {
       '*': 1,
     });
     expect(() => loadConfig({ RPC_CREDITS: 'gPA:10' })).toThrow(/RPC_CREDITS:/);
+  });
+
+  it('reads RPC_CREDITS_PER_DAY as a positive number of credits, unset or empty: no budget', () => {
+    expect(loadConfig({}).RPC_CREDITS_PER_DAY).toBeUndefined();
+    expect(loadConfig({ RPC_CREDITS_PER_DAY: '' }).RPC_CREDITS_PER_DAY).toBeUndefined();
+    expect(loadConfig({ RPC_CREDITS_PER_DAY: '250000' }).RPC_CREDITS_PER_DAY).toBe(250_000);
+    expect(loadConfig({ RPC_CREDITS_PER_DAY: '12.5' }).RPC_CREDITS_PER_DAY).toBe(12.5);
+    for (const bad of ['0', '-5', 'lots']) {
+      expect(() => loadConfig({ RPC_CREDITS_PER_DAY: bad })).toThrow(/RPC_CREDITS_PER_DAY:/);
+    }
   });
 
   it('parses REDIS_CLUSTER_NODES into frozen seeds and makes the prefix a hash tag', () => {
@@ -228,8 +235,15 @@ const PROSE_DEFAULTS: Record<string, { prose: string; check: (value: unknown) =>
   RPC_URL: { prose: 'unset', check: (v) => v === undefined },
   REDIS_CLUSTER_NODES: { prose: 'unset', check: (v) => v === undefined },
   ADMIN_TOKEN: { prose: 'unset', check: (v) => v === undefined },
+  RPC_CREDITS_PER_DAY: { prose: 'unset', check: (v) => v === undefined },
   // Derived from RPC_URL, which is unset by default: nothing to derive from.
   RPC_WS_URL: { prose: 'derived', check: (v) => v === undefined },
+  // The cost table lives in one place, the schema's default (a new method's cost is one entry).
+  RPC_CREDITS: {
+    prose: 'the cost table `DEFAULT_RPC_CREDITS`, src/core/config.ts',
+    check: (v) =>
+      isDeepStrictEqual(v, loadConfig({ RPC_CREDITS: DEFAULT_RPC_CREDITS }).RPC_CREDITS),
+  },
   // Empty: the list of no origins.
   RPC_OVERRIDE_ALLOWLIST: {
     prose: 'empty',

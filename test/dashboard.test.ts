@@ -199,7 +199,7 @@ describe('grafana/dashboards/sns-gateway.json', () => {
     }
   });
 
-  it('shows what the issue asks for', () => {
+  it('shows the latency, cache, RPC, refresh, queue and memory views', () => {
     const exprs = queries.map((q) => q.expr);
     const uses = (re: RegExp) => exprs.some((e) => re.test(e));
     expect(uses(/histogram_quantile\(.*http_request_duration_seconds_bucket/)).toBe(true);
@@ -210,6 +210,9 @@ describe('grafana/dashboards/sns-gateway.json', () => {
     expect(uses(/sns_rpc_requests_total\{outcome!="ok"\}/)).toBe(true);
     expect(uses(/histogram_quantile\(.*sns_rpc_request_duration_seconds_bucket/)).toBe(true);
     expect(uses(/sns_rpc_retries_total/)).toBe(true);
+    expect(uses(/max\(sns_rpc_budget_spent_credits\)/)).toBe(true);
+    expect(uses(/max\(sns_rpc_budget_credits\)/)).toBe(true);
+    expect(uses(/max\(sns_rpc_budget_state\)/)).toBe(true);
     expect(uses(/histogram_quantile\(.*sns_refresh_duration_seconds_bucket/)).toBe(true);
     expect(uses(/by \(state\) \(sns_queue_jobs\)/)).toBe(true);
     expect(uses(/process_resident_memory_bytes/)).toBe(true);

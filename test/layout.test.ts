@@ -97,3 +97,33 @@ describe('the layout', () => {
     expect(onlyOne.map((f) => relative('src/core', f))).toEqual([]);
   });
 });
+
+describe('what the repository cites', () => {
+  /** Every text file a reader meets: code, tests, benches, tools, scripts and the documents. */
+  const texts = (): string[] => {
+    const under = (dir: string) =>
+      readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+        .filter((f) => /\.(ts|mjs|sh|md)$/.test(f))
+        .map((f) => join(dir, f).split('\\').join('/'));
+    const top = readdirSync(ROOT).filter((f) => /\.(ts|md)$/.test(f));
+    return [...top, ...['src', 'test', 'bench', 'tools', 'scripts', 'docs'].flatMap(under)];
+  };
+  // An issue or pull request by its number (a hash and digits, `issue` and digits, with or
+  // without `owner/repo` before it) or a folder beside the repository (dot-dot, `shared`): a
+  // reader of this repository cannot open either.
+  const CITATION =
+    /(?:^|[\s(,;])#\d+\b|[\w.-]+\/[\w.-]+#\d+|\bissues? \d+|\bissue's\b|\.\.\/shared\b/i;
+
+  it('names nothing outside the repository: no issue numbers, no paths beside it', () => {
+    const cited: string[] = [];
+    for (const file of texts()) {
+      readFileSync(join(ROOT, file), 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          const hit = CITATION.exec(line);
+          if (hit) cited.push(`${file}:${i + 1}: ${hit[0].trim()}`);
+        });
+    }
+    expect(cited).toEqual([]);
+  });
+});

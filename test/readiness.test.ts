@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { networkInterfaces } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -7,6 +8,8 @@ import { startWorker } from '../src/worker/runtime.js';
 import { getJson, startGateway, waitFor } from './support/gateway.js';
 import { startPrivateRedis } from './support/private-redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import type { Config } from '../src/core/config.js';
+import { scrape, value } from './support/prometheus.js';
 
 /**
  * `/readyz` says which part is ready (Redis, Redis writes, RPC configured, websocket), and a
@@ -103,14 +106,20 @@ describe("the worker's /readyz (WORKER_METRICS_PORT)", () => {
       const workerUrl = `http://127.0.0.1:${worker.metricsPort}`;
       expect(await getJson(workerUrl, '/readyz')).toMatchObject({
         status: 200,
-        body: { s: 'ok', result: 'ready', parts: ALL_READY },
+        body: { s: 'ok', result: 'ready', parts: { ...ALL_READY, queue: true } },
       });
       await server.stop();
-      await waitFor(async () => (await getJson(workerUrl, '/readyz')).status === 503, 5_000);
+      // The worker's own connections drop at once; the probe (at most once a second) follows.
+      await waitFor(
+        async () =>
+          ((await getJson(workerUrl, '/readyz')).body as { parts?: { redis?: boolean } }).parts
+            ?.redis === false,
+        5_000,
+      );
       expect((await getJson(workerUrl, '/readyz')).body).toEqual({
         s: 'error',
         result: 'Not ready',
-        parts: { ...ALL_READY, redis: false, redisWrites: false },
+        parts: { ...ALL_READY, redis: false, redisWrites: false, queue: false },
       });
     } finally {
       await worker.close();
@@ -118,6 +127,103 @@ describe("the worker's /readyz (WORKER_METRICS_PORT)", () => {
       gw.redis.disconnect();
       await server.destroy();
       await gw.sim.close();
+    }
+  });
+});
+
+/** An IPv4 address of this machine other than loopback: Redis' protected mode refuses clients from it. */
+const externalAddress = Object.values(networkInterfaces())
+  .flat()
+  .find((i) => i !== undefined && i.family === 'IPv4' && !i.internal)?.address;
+
+/** A worker on `config` with its ops server, and its base URL. */
+async function startOpsWorker(config: Config) {
+  const metrics = createMetrics(new Registry());
+  const worker = await startWorker(config, metrics, pino({ level: 'silent' }), {
+    serveMetrics: true,
+  });
+  return { worker, url: `http://127.0.0.1:${worker.metricsPort}` };
+}
+
+const redisUp = async (url: string) => value(await scrape(`${url}/metrics`), 'sns_redis_up');
+
+describe('readiness is the ability to do the job (what the compose health checks ask)', () => {
+  it.runIf(externalAddress)(
+    'API and worker are not ready while Redis refuses them (protected mode), ready once it lets them in',
+    async () => {
+      // As in compose when Redis runs in protected mode: the other containers reach it over the
+      // network, it accepts the connection and answers DENIED. /healthz alone would say healthy.
+      const server = await startPrivateRedis(undefined, [
+        '--bind',
+        `127.0.0.1 ${externalAddress}`,
+        '--protected-mode',
+        'yes',
+      ]);
+      const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
+      const url = server.url.replace('127.0.0.1', externalAddress ?? '');
+      const gw = await startGateway({ worker: false, env: { REDIS_URL: url } });
+      const { worker, url: workerUrl } = await startOpsWorker(gw.config);
+      try {
+        for (const base of [gw.baseUrl, workerUrl]) {
+          expect((await getJson(base, '/healthz')).status).toBe(200);
+          expect(await getJson(base, '/readyz')).toMatchObject({
+            status: 503,
+            body: { s: 'error', result: 'Not ready', parts: { redis: false } },
+          });
+          expect(await redisUp(base)).toBe(0);
+        }
+        expect((await getJson(workerUrl, '/readyz')).body).toMatchObject({
+          parts: { queue: false },
+        });
+        // The same processes, let in: both turn ready without a restart.
+        await admin.config('SET', 'protected-mode', 'no');
+        for (const base of [gw.baseUrl, workerUrl]) {
+          await waitFor(async () => (await getJson(base, '/readyz')).status === 200, 10_000);
+          expect(await redisUp(base)).toBe(1);
+        }
+        expect((await getJson(workerUrl, '/readyz')).body).toMatchObject({
+          parts: { redis: true, queue: true },
+        });
+      } finally {
+        await worker.close();
+        await gw.close().catch(() => undefined);
+        admin.disconnect();
+        await server.destroy();
+      }
+    },
+    60_000,
+  );
+  if (!externalAddress) {
+    console.warn('readiness.test: no non-loopback IPv4 address; skipping the protected-mode test');
+  }
+
+  it('the worker is not ready while Redis answers but refuses its jobs (an ACL without scripts)', async () => {
+    const server = await startPrivateRedis();
+    const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    // Everything but Lua: the readiness probe's SET works, every BullMQ fetch (a script) fails.
+    await admin.call('ACL', 'SETUSER', 'noscripts', 'on', '>secret-pass', '~*', '&*', '+@all');
+    const url = server.url.replace('redis://', 'redis://noscripts:secret-pass@');
+    const gw = await startGateway({ worker: false, env: { REDIS_URL: url } });
+    const { worker, url: workerUrl } = await startOpsWorker(gw.config);
+    try {
+      await waitFor(async () => (await getJson(workerUrl, '/readyz')).status === 200, 10_000);
+      await admin.call('ACL', 'SETUSER', 'noscripts', '-@scripting');
+      await waitFor(async () => (await getJson(workerUrl, '/readyz')).status === 503, 15_000);
+      expect((await getJson(workerUrl, '/readyz')).body).toEqual({
+        s: 'error',
+        result: 'Not ready',
+        parts: { ...ALL_READY, queue: false },
+      });
+      // Redis itself answers: the API (no scripts on its readiness path) stays ready.
+      expect(await redisUp(workerUrl)).toBe(1);
+      expect((await gw.get('/readyz')).status).toBe(200);
+      await admin.call('ACL', 'SETUSER', 'noscripts', '+@scripting');
+      await waitFor(async () => (await getJson(workerUrl, '/readyz')).status === 200, 15_000);
+    } finally {
+      await worker.close();
+      await gw.close().catch(() => undefined);
+      admin.disconnect();
+      await server.destroy();
     }
   });
 });

@@ -38,7 +38,7 @@ async function gatewayOn(server: PrivateRedis, opts: Parameters<typeof startGate
 /**
  * Closes the gateway with Redis up (its close deletes the test's keys), whatever happened. After a
  * restart it first waits for a refresh to go through: BullMQ's `Worker.close()` never returns
- * while the worker's blocking connection is still reconnecting (taskforcesh/bullmq#4656).
+ * while the worker's blocking connection is still reconnecting.
  */
 async function closeOn(server: PrivateRedis, gw: Gateway): Promise<void> {
   if (!server.running) {
@@ -107,7 +107,7 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
         const notReadyAt = Date.now();
         expect(notReadyAt - killedAt).toBeLessThan(2_000);
         // Longer than the worker's blocking timeout (BullMQ: drainDelay 5 s + 1 s), after which
-        // a BullMQ worker used to stay parked in "reconnecting" for good (taskforcesh/bullmq#4585).
+        // a BullMQ worker used to stay parked in "reconnecting" for good.
         await sleep(7_000);
         const restartAt = Date.now();
         await server.start();

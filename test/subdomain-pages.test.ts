@@ -4,7 +4,7 @@ import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
-/** Parents by their number of subdomains (issue 14: 0, 1, 999, 1000 and 1001). */
+/** Parents by their number of subdomains (the empty, the single, and either side of the 1000 page cap). */
 const SIZES = [0, 1, 999, 1000, 1001] as const;
 const parentOf = (n: number) => `pages${n}`;
 
@@ -351,6 +351,7 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     };
     const doc = (await (await fetch(`${gw.baseUrl}/openapi.json`)).json()) as {
       paths: Record<string, { get: Op }>;
+      components: { schemas: Record<string, Record<string, unknown>> };
     };
     const op = doc.paths['/subdomains/{parent}']?.get as Op;
     const query = Object.fromEntries(
@@ -359,7 +360,11 @@ describe('GET /subdomains/:parent pages and prefixes', () => {
     expect(Object.keys(query).sort()).toEqual(['after', 'limit', 'prefix', 'rpc']);
     // A string of digits, as the route checks it: an integer schema would be coerced from `1e3`.
     expect(query.limit).toMatchObject({ type: 'string', pattern: PAGE_LIMIT_PATTERN });
-    const schema = op.responses['200']?.content['application/json']?.schema as {
+    // The answer is the shared component SubdomainList (what a generated client names it).
+    expect(op.responses['200']?.content['application/json']?.schema).toMatchObject({
+      allOf: [{ $ref: '#/components/schemas/SubdomainList' }],
+    });
+    const schema = doc.components.schemas.SubdomainList as {
       properties: Record<string, unknown>;
       required: string[];
     };

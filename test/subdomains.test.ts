@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
-import { endpointId, overrideEndpoint } from '../src/core/rpc/endpoint.js';
+import { endpointId, NO_RPC_URL_DETAIL, overrideEndpoint } from '../src/core/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
@@ -284,13 +284,20 @@ describe('RPC failures on a cold miss', () => {
 });
 
 describe('configuration edges', () => {
-  it('answers 500 Internal error when no RPC endpoint is configured', async () => {
+  it('answers 500 Internal error naming RPC_URL when no RPC endpoint is configured', async () => {
     const gw = await startGateway({ env: { RPC_URL: '' } });
     try {
-      expect(await gw.get('/subdomains/67679')).toMatchObject({
-        status: 500,
-        body: { s: 'error', result: 'Internal error' },
-      });
+      for (const path of [
+        '/subdomains/67679',
+        '/subdomains/67679/details',
+        '/subdomains/67679/events',
+      ]) {
+        expect(await gw.get(path), path).toMatchObject({
+          status: 500,
+          body: { s: 'error', result: 'Internal error', detail: NO_RPC_URL_DETAIL },
+        });
+      }
+      expect(NO_RPC_URL_DETAIL).toMatch(/^this gateway has no RPC_URL: set RPC_URL to /);
     } finally {
       await gw.close();
     }

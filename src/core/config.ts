@@ -198,6 +198,13 @@ const trustProxy = z.preprocess(
  * The environment schema. Names, defaults and meanings are listed in the README, "Configuration".
  * Every value is validated here once; the rest of the code receives the frozen result.
  */
+/**
+ * The one cost table of the RPC methods (`RPC_CREDITS` unset), as Helius bills: provider cost
+ * units per JSON-RPC method, `*` for the rest; `wsConnection` per websocket opened, `wsMegabyte`
+ * per 10^6 bytes it received. A new method with a cost of its own is one entry here.
+ */
+export const DEFAULT_RPC_CREDITS = 'getProgramAccounts=10,wsConnection=1,wsMegabyte=20,*=1';
+
 export const configSchema = z
   .object({
     ROLE: z.preprocess(unsetIfEmpty, z.enum(['api', 'worker', 'all']).default('all')),
@@ -231,9 +238,7 @@ export const configSchema = z
       unsetIfEmpty,
       z
         .string()
-        // As Helius bills: a getProgramAccounts is 10, a websocket 1 per connection and 2 per
-        // 0.1 MB received (`wsConnection`, `wsMegabyte`), any other call 1.
-        .default('getProgramAccounts=10,wsConnection=1,wsMegabyte=20,*=1')
+        .default(DEFAULT_RPC_CREDITS)
         .transform((raw, ctx) => {
           const table: Record<string, number> = {};
           for (const item of raw
@@ -249,6 +254,14 @@ export const configSchema = z
           }
           return Object.freeze(table);
         }),
+    ),
+    /**
+     * Provider credits (as `RPC_CREDITS` counts them) the configured endpoint may spend per UTC
+     * day, over all replicas; unset: no budget (docs/design.md, "Budget").
+     */
+    RPC_CREDITS_PER_DAY: z.preprocess(
+      unsetIfEmpty,
+      z.coerce.number().positive().max(1e15).optional(),
     ),
     /** Largest reply body read from the configured RPC, in bytes. */
     RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 64 * MiB),

@@ -104,6 +104,17 @@ export class ShuttingDownError extends RetryLaterError {
 }
 
 /**
+ * 503 with `Retry-After`: the configured endpoint's daily credit budget (`RPC_CREDITS_PER_DAY`) is
+ * spent, so a cold miss is not refreshed; cached entries are still answered, stale or not
+ * (docs/design.md, "Budget"). `Retry-After` is the time left until the next UTC day.
+ */
+export class BudgetExhaustedError extends RetryLaterError {
+  override readonly name = 'BudgetExhaustedError';
+  readonly statusCode = 503;
+  readonly publicMessage = 'Budget exhausted';
+}
+
+/**
  * 429 with `Retry-After`: this client started too many new refreshes (cold misses) in the window.
  * Hits, stale hits and requests joining a refresh already under way are never refused; a stale
  * hit past the limit is served without starting its refresh (docs/design.md, "The subdomain

@@ -40,6 +40,9 @@ export const DELETION_CHECK_OUTCOME = Object.freeze({
   scanned: 'scanned',
 } as const);
 
+/** What `sns_rpc_budget_spent_credits` and `sns_rpc_budget_state` read at scrape time. */
+export type BudgetSource = () => Promise<{ spent: number; state: number }>;
+
 /**
  * Every metric of docs/observability.md's table, registered on one registry. One instance per
  * process: with `ROLE=all` the API and the worker share it, so nothing is registered twice.
@@ -50,6 +53,8 @@ export type Metrics = ReturnType<typeof createMetrics>;
 export type QueueCountsSource = () => Promise<Partial<Record<QueueState, number>>>;
 const QUEUE_STATES: readonly QueueState[] = ['waiting', 'active', 'delayed', 'failed'];
 export const QUEUE_SCRAPE_TIMEOUT_MS = 500;
+/** Whether Redis answers this process now (the readiness probe, at most one write a second). */
+export type RedisUpSource = () => Promise<boolean>;
 
 const RPC_LABELS = ['method', 'endpoint'] as const;
 
@@ -63,6 +68,15 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
   let queueCounts: QueueCountsSource | undefined;
+  let budgetSource: BudgetSource | undefined;
+  // One read of the budget per scrape, shared by its two gauges' collects.
+  let budgetRead: Promise<{ spent: number; state: number } | undefined> | undefined;
+  const readBudget = () =>
+    (budgetRead ??= Promise.race([
+      budgetSource?.().catch(() => undefined),
+      sleep(QUEUE_SCRAPE_TIMEOUT_MS, undefined, { ref: false }),
+    ]).finally(() => (budgetRead = undefined)));
+  let redisProbe: RedisUpSource | undefined;
   let pendingHits = 0;
   const cacheLookups = new Counter({
     name: 'sns_cache_lookups_total',
@@ -93,6 +107,21 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     setQueueCountsSource(source: QueueCountsSource | undefined) {
       queueCounts = source;
     },
+    /**
+     * Sets where `sns_rpc_budget_spent_credits` and `sns_rpc_budget_state` read at scrape time
+     * (src/core/rpc/budget.ts). A read slower than {@link QUEUE_SCRAPE_TIMEOUT_MS} keeps the last
+     * values.
+     */
+    setBudgetSource(source: BudgetSource | undefined) {
+      budgetSource = source;
+    },
+    /**
+     * Sets what `sns_redis_up` reads at scrape time (the readiness probe's `redis` part). A probe
+     * slower than {@link QUEUE_SCRAPE_TIMEOUT_MS} reads as 0: a stalled Redis is not answering.
+     */
+    setRedisUpSource(source: RedisUpSource | undefined) {
+      redisProbe = source;
+    },
     registry,
     rpcRequests: new Counter({
       name: 'sns_rpc_requests_total',
@@ -118,6 +147,29 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Provider cost units spent, from the configured cost table (RPC_CREDITS).',
       labelNames: RPC_LABELS,
       registers,
+    }),
+    rpcBudget: new Gauge({
+      name: 'sns_rpc_budget_credits',
+      help: 'The daily credit budget of the configured endpoint (RPC_CREDITS_PER_DAY); 0 when unset.',
+      registers,
+    }),
+    rpcBudgetSpent: new Gauge({
+      name: 'sns_rpc_budget_spent_credits',
+      help: 'Credits the configured endpoint spent this UTC day, over all replicas (read from Redis).',
+      registers,
+      async collect() {
+        const read = budgetSource ? await readBudget() : undefined;
+        if (read) this.set(read.spent);
+      },
+    }),
+    rpcBudgetState: new Gauge({
+      name: 'sns_rpc_budget_state',
+      help: 'The credit budget state: 0 normal, 1 stretched (freshness stretched, no refresh ahead), 2 exhausted (no new refresh).',
+      registers,
+      async collect() {
+        const read = budgetSource ? await readBudget() : undefined;
+        if (read) this.set(read.state);
+      },
     }),
     rpcRetries: new Counter({
       name: 'sns_rpc_retries_total',
@@ -150,6 +202,19 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
         ]);
         if (!counts) return;
         for (const state of QUEUE_STATES) this.set({ state }, counts[state] ?? 0);
+      },
+    }),
+    redisUp: new Gauge({
+      name: 'sns_redis_up',
+      help: 'Whether Redis answers this process (1) or not (0), probed at scrape time.',
+      registers,
+      async collect() {
+        if (!redisProbe) return;
+        const up = await Promise.race([
+          redisProbe().catch(() => false),
+          sleep(QUEUE_SCRAPE_TIMEOUT_MS, false, { ref: false }),
+        ]);
+        this.set(up ? 1 : 0);
       },
     }),
     wsConnected: new Gauge({
@@ -216,3 +281,419 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   }
   return metrics;
 }
+
+/** One PromQL query of a dashboard panel, and its series' legend (`{{label}}` names a label). */
+export type PanelQuery = { expr: string; legend: string };
+
+/**
+ * A dashboard panel of the metrics above, as data, so a metric and its panel are one file:
+ * grafana/dashboard.ts puts it in its `row`, in the order listed here, and grafana/panels.ts draws
+ * it (the fields are described there). `npm run dashboard` writes the JSON.
+ */
+export type MetricPanel = {
+  row:
+    | 'HTTP API'
+    | 'Subdomain cache'
+    | 'Solana RPC spend'
+    | 'Refresh worker and queue'
+    | 'Following the chain'
+    | 'Processes';
+  /** Grafana's panel id, never reused: one above the highest of the dashboard. */
+  id: number;
+  title: string;
+  description: string;
+  unit: string;
+  width: number;
+  queries: PanelQuery[];
+} & ({ kind: 'timeseries'; min?: number; stacked?: boolean } | { kind: 'stat'; decimals: number });
+
+/** A histogram's p50, p95 and p99, by `by`, as panel queries. */
+export function quantiles(histogram: string, by: string[]): PanelQuery[] {
+  const labels = ['le', ...by].join(', ');
+  const legend = by.map((l) => ` {{${l}}}`).join('');
+  return [0.5, 0.95, 0.99].map((q) => ({
+    expr: `histogram_quantile(${q}, sum by (${labels}) (rate(${histogram}_bucket[$__rate_interval])))`,
+    legend: `p${Math.round(q * 100)}${legend}`,
+  }));
+}
+
+/** The panels of the gateway's metrics, row by row (prom-client's process metrics' are in grafana/). */
+export const METRIC_PANELS: readonly MetricPanel[] = [
+  {
+    kind: 'timeseries',
+    row: 'HTTP API',
+    id: 2,
+    title: 'Request rate by route and status',
+    description:
+      'Requests per second the API answered, by route pattern (never the raw URL) and HTTP status.',
+    unit: 'reqps',
+    width: 12,
+    queries: [
+      {
+        expr: 'sum by (route, status_code) (rate(http_request_duration_seconds_count[$__rate_interval]))',
+        legend: '{{route}} {{status_code}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'HTTP API',
+    id: 3,
+    title: 'Request latency by route and status (p50 / p95 / p99)',
+    description:
+      'Quantiles of http_request_duration_seconds from its histogram buckets, by route pattern and status.',
+    unit: 's',
+    width: 12,
+    queries: quantiles('http_request_duration_seconds', ['route', 'status_code']),
+  },
+  {
+    kind: 'timeseries',
+    row: 'Subdomain cache',
+    id: 5,
+    title: 'Cache lookups: hit / stale / miss ratio',
+    description:
+      'Share of /subdomains lookups answered fresh from cache (hit), served stale while a refresh runs (stale), or waiting for a refresh (miss).',
+    unit: 'percentunit',
+    width: 12,
+    min: 0,
+    stacked: true,
+    queries: [
+      {
+        expr: 'sum by (result) (rate(sns_cache_lookups_total[$__rate_interval])) / ignoring (result) group_left () sum(rate(sns_cache_lookups_total[$__rate_interval]))',
+        legend: '{{result}}',
+      },
+    ],
+  },
+  {
+    kind: 'stat',
+    row: 'Subdomain cache',
+    id: 6,
+    title: 'Served from cache (hit + stale)',
+    description:
+      'Share of lookups over the selected range that needed no RPC call before answering.',
+    unit: 'percentunit',
+    width: 6,
+    decimals: 1,
+    queries: [
+      {
+        expr: 'sum(increase(sns_cache_lookups_total{result=~"hit|stale"}[$__range])) / sum(increase(sns_cache_lookups_total[$__range]))',
+        legend: 'served from cache',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Subdomain cache',
+    id: 7,
+    title: 'Cache lookups per second',
+    description: 'Lookups per second by result.',
+    unit: 'ops',
+    width: 6,
+    queries: [
+      {
+        expr: 'sum by (result) (rate(sns_cache_lookups_total[$__rate_interval]))',
+        legend: '{{result}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 9,
+    title: 'RPC calls per minute by method and endpoint',
+    description:
+      'JSON-RPC round trips per minute (retries included), by method and endpoint (default = RPC_URL, override = ?rpc=).',
+    unit: 'short',
+    width: 12,
+    queries: [
+      {
+        expr: 'sum by (method, endpoint) (rate(sns_rpc_requests_total[$__rate_interval])) * 60',
+        legend: '{{method}} {{endpoint}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 10,
+    title: 'RPC credits per minute by method and endpoint',
+    description:
+      'Provider cost units per minute from the cost table (getProgramAccounts 10, other methods 1).',
+    unit: 'short',
+    width: 12,
+    queries: [
+      {
+        expr: 'sum by (method, endpoint) (rate(sns_rpc_credits_total[$__rate_interval])) * 60',
+        legend: '{{method}} {{endpoint}}',
+      },
+    ],
+  },
+  {
+    kind: 'stat',
+    row: 'Solana RPC spend',
+    id: 11,
+    title: 'RPC credits in range',
+    description: 'Credits spent over the selected time range, by endpoint.',
+    unit: 'short',
+    width: 6,
+    decimals: 0,
+    queries: [
+      {
+        expr: 'sum by (endpoint) (increase(sns_rpc_credits_total[$__range]))',
+        legend: '{{endpoint}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 12,
+    title: 'RPC error rate by outcome',
+    description:
+      'Failed JSON-RPC round trips per second (outcome != ok: rpc_error, http_error, timeout), by method and endpoint.',
+    unit: 'ops',
+    width: 9,
+    queries: [
+      {
+        expr: 'sum by (method, endpoint, outcome) (rate(sns_rpc_requests_total{outcome!="ok"}[$__rate_interval]))',
+        legend: '{{method}} {{endpoint}} {{outcome}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 13,
+    title: 'RPC error ratio',
+    description: 'Failed round trips as a share of all round trips, by endpoint.',
+    unit: 'percentunit',
+    width: 9,
+    min: 0,
+    queries: [
+      {
+        expr: 'sum by (endpoint) (rate(sns_rpc_requests_total{outcome!="ok"}[$__rate_interval])) / sum by (endpoint) (rate(sns_rpc_requests_total[$__rate_interval]))',
+        legend: '{{endpoint}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 14,
+    title: 'RPC latency by method and endpoint (p50 / p95 / p99)',
+    description: 'Quantiles of one JSON-RPC round trip (sns_rpc_request_duration_seconds).',
+    unit: 's',
+    width: 12,
+    queries: quantiles('sns_rpc_request_duration_seconds', ['method', 'endpoint']),
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 15,
+    title: 'RPC retries per minute',
+    description:
+      'Calls retried after a transient failure (429, 5xx, time-out, reset, retryable JSON-RPC error).',
+    unit: 'short',
+    width: 6,
+    queries: [
+      {
+        expr: 'sum by (method, endpoint) (rate(sns_rpc_retries_total[$__rate_interval])) * 60',
+        legend: '{{method}} {{endpoint}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 16,
+    title: 'RPC response bytes per second',
+    description: 'Bytes received in JSON-RPC response bodies.',
+    unit: 'Bps',
+    width: 6,
+    queries: [
+      {
+        expr: 'sum by (method, endpoint) (rate(sns_rpc_response_bytes_total[$__rate_interval]))',
+        legend: '{{method}} {{endpoint}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Solana RPC spend',
+    id: 32,
+    title: 'Daily credit budget: spent today and budget',
+    description:
+      "Credits the configured endpoint spent this UTC day over all replicas (one counter in Redis; every process reports it, hence max), against RPC_CREDITS_PER_DAY (0: no budget). Past the pace (the day's share plus 20%, at most 80%) freshness is stretched; at the budget cold misses get 503.",
+    unit: 'short',
+    width: 18,
+    min: 0,
+    queries: [
+      { expr: 'max(sns_rpc_budget_spent_credits)', legend: 'spent today' },
+      { expr: 'max(sns_rpc_budget_credits)', legend: 'budget' },
+    ],
+  },
+  {
+    kind: 'stat',
+    row: 'Solana RPC spend',
+    id: 33,
+    title: 'Budget state',
+    description:
+      '0 normal, 1 stretched (freshness stretched, nothing refreshed ahead), 2 exhausted (cold misses 503, no refresh).',
+    unit: 'none',
+    width: 6,
+    decimals: 0,
+    queries: [{ expr: 'max(sns_rpc_budget_state)', legend: 'state' }],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Refresh worker and queue',
+    id: 18,
+    title: 'Refresh duration (p50 / p95 / p99)',
+    description:
+      'Duration of one subdomain refresh in the worker: the RPC calls and the derivations.',
+    unit: 's',
+    width: 8,
+    queries: quantiles('sns_refresh_duration_seconds', []),
+  },
+  {
+    kind: 'timeseries',
+    row: 'Refresh worker and queue',
+    id: 19,
+    title: 'Refresh jobs per minute by outcome',
+    description:
+      'Refresh job attempts: completed, retried (an attempt failed and BullMQ will try again), failed (attempts spent).',
+    unit: 'short',
+    width: 8,
+    queries: [
+      {
+        expr: 'sum by (outcome) (rate(sns_refresh_jobs_total[$__rate_interval])) * 60',
+        legend: '{{outcome}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Refresh worker and queue',
+    id: 20,
+    title: 'Queue depth by state',
+    description:
+      'Refresh jobs in the BullMQ queue by state. Every API and worker process reports the same queue, so the panel takes the max across them.',
+    unit: 'short',
+    width: 8,
+    min: 0,
+    queries: [{ expr: 'max by (state) (sns_queue_jobs)', legend: '{{state}}' }],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 26,
+    title: 'Follow stream and followed parents',
+    description:
+      'The follow stream (one websocket, owned by one worker): open websockets, its subscriptions (a whole-program programSubscribe and a logsSubscribe), parents followed, whether it vouches for cached entries (1) and seconds since it last delivered anything. Without a websocket (RPC_WS=off, a provider without one) all stay 0 and entries are refreshed by the clock.',
+    unit: 'short',
+    width: 8,
+    queries: [
+      { expr: 'sum(sns_ws_connected)', legend: 'websockets open' },
+      { expr: 'sum(sns_ws_subscriptions)', legend: 'subscriptions' },
+      { expr: 'sum(sns_watched_parents)', legend: 'followed parents' },
+      { expr: 'max(sns_follow_healthy)', legend: 'stream vouching' },
+      {
+        expr: 'time() - max(sns_follow_last_event_timestamp_seconds)',
+        legend: 'seconds since the last stream event',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 27,
+    title: 'Notifications per minute by outcome',
+    description:
+      'programSubscribe notifications: patched into the entry (a new subdomain proven by its reverse record), re-read at their slot, or ignored.',
+    unit: 'short',
+    width: 8,
+    queries: [
+      {
+        expr: 'sum by (outcome) (rate(sns_ws_notifications_total[$__rate_interval])) * 60',
+        legend: '{{outcome}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 28,
+    title: 'Deletion checks per minute by outcome',
+    description:
+      'Watched parents checked for closed accounts with getMultipleAccounts (no data): unchanged, labels dropped, or scanned (a check would have cost more than a scan).',
+    unit: 'short',
+    width: 8,
+    queries: [
+      {
+        expr: 'sum by (outcome) (rate(sns_deletion_checks_total[$__rate_interval])) * 60',
+        legend: '{{outcome}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 29,
+    title: 'Websocket reconnects per minute',
+    description:
+      'Websockets opened again after a drop, a silent socket or a refused upgrade. After each, every watched parent is read again (a getProgramAccounts each).',
+    unit: 'short',
+    width: 8,
+    queries: [
+      {
+        expr: 'sum(rate(sns_ws_reconnects_total[$__rate_interval])) * 60',
+        legend: 'reconnects',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 30,
+    title: 'Websocket bytes received per second',
+    description:
+      'What the provider bills for the websocket (Helius: 2 credits per 0.1 MB), counted in sns_rpc_credits_total as wsMegabyte.',
+    unit: 'Bps',
+    width: 8,
+    queries: [
+      { expr: 'sum(rate(sns_ws_received_bytes_total[$__rate_interval]))', legend: 'received' },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 31,
+    title: 'RPC credits per watched parent per minute',
+    description:
+      'All credits spent on the configured endpoint over the parents followed on chain: what following a parent costs on a quiet chain, and how it grows with changes.',
+    unit: 'short',
+    width: 8,
+    queries: [
+      {
+        expr: 'sum(rate(sns_rpc_credits_total{endpoint="default"}[$__rate_interval])) * 60 / clamp_min(sum(sns_watched_parents), 1)',
+        legend: 'credits per parent',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Processes',
+    id: 34,
+    title: 'Redis answering by process',
+    description:
+      "sns_redis_up: 1 while Redis answers the process's readiness probe (a small write), 0 while it does not (the process is then not ready, and the SnsRedisUnreachable alert fires after a minute).",
+    unit: 'short',
+    width: 6,
+    queries: [
+      {
+        expr: 'min by (job, instance) (sns_redis_up)',
+        legend: '{{job}} {{instance}}',
+      },
+    ],
+  },
+];

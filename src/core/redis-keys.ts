@@ -27,6 +27,8 @@
  * - `<prefix>:cold-miss-limit:<client>`: the per-client limit of new refreshes
  *   (@fastify/rate-limit's namespace).
  * - `<prefix>:readyz`: the readiness write probe.
+ * - `<prefix>:rpc-credits:<UTC day>`: credits the configured endpoint spent that day, over all
+ *   replicas (docs/design.md, "Budget").
  * - `<prefix>:subdomain-refresh[-override]:*`, `<prefix>:hot-parent-scans:*`: BullMQ's own keys of
  *   the queues.
  *
@@ -108,6 +110,11 @@ export function redisKeys(prefix: string) {
     /** @fastify/rate-limit's `nameSpace`: the client's key follows it. */
     coldMissLimitNamespace: `${prefix}:cold-miss-limit:`,
     readinessProbe: `${prefix}:readyz`,
+    /**
+     * Credits the configured endpoint spent on UTC day `day` (`YYYY-MM-DD`), over all replicas: a
+     * float written by INCRBYFLOAT, expiring two days after its last write.
+     */
+    rpcCredits: (day: string) => `${prefix}:rpc-credits:${day}`,
     /** The pub/sub channel of refresh events of the deployment on database `db` (0 on a cluster). */
     refreshEvents: (db: number) => `${prefix}:db${db}:refresh-events`,
     /**

@@ -21,10 +21,10 @@ import { redisKeys } from './redis-keys.js';
  */
 export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[] = [
   {
-    by: 'the gateway: cache, follow stream, hot-parent counts, readiness probe, refresh events',
+    by: 'the gateway: cache, follow stream, hot-parent counts, credit counter, readiness probe, refresh events',
     commands: [
-      ...['get', 'mget', 'set', 'del', 'exists', 'incrby', 'decrby', 'pexpire', 'pttl'],
-      ...['hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall'],
+      ...['get', 'mget', 'set', 'del', 'exists', 'incrby', 'decrby', 'incrbyfloat', 'pexpire'],
+      ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
       ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall'],
@@ -80,6 +80,7 @@ const CHECK_ARGS: Readonly<Record<string, string>> = {
   set: '{k} 1 PX 1000',
   incrby: '{k} 1',
   decrby: '{k} 1',
+  incrbyfloat: '{k} 1',
   pexpire: '{k} 1000',
   pexpireat: '{k} 1',
   rename: '{k} {k}',

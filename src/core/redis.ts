@@ -28,11 +28,9 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 
 /**
  * What the Redis user may run beyond the commands the gateway needs (src/core/redis-permissions.ts).
- * `info: false` (a user without `INFO`, as an ACL `-@dangerous` of managed Redis has; or not
- * known): BullMQ skips its version check, which reads the version with `INFO` and, refused, fails
- * every command of that queue or worker for good. ioredis's ready check keeps `INFO`: refused,
- * it is skipped with a warning on the console, and it is what keeps a connection whose `AUTH`
- * failed from counting as ready.
+ * `info: false` (refused, or not known) makes BullMQ skip its `INFO` version check, which would
+ * otherwise fail every command of that queue or worker (docs/design.md, "Shutdown, liveness and
+ * readiness").
  */
 export type RedisAccess = { info: boolean };
 
@@ -56,9 +54,7 @@ export function createRedis(
   name: string,
   access: RedisAccess = FULL_REDIS_ACCESS,
 ): RedisClient {
-  // `skipVersionCheck` is BullMQ's connection option: it reads it from the options of the client
-  // it is given (and of the copies it makes with `duplicate()`), so every queue and worker on
-  // this connection gets it.
+  // BullMQ reads `skipVersionCheck` from the client's options, duplicates included.
   const options: RedisOptions & { skipVersionCheck?: boolean } = {
     ...ROLE_OPTIONS[role],
     connectionName: `sns-gateway:${name}:${role}`,
@@ -81,10 +77,8 @@ export function createRedis(
 }
 
 /**
- * The database a connection works in: the one `REDIS_URL` names (`/N`, or ioredis's `?db=N`),
- * which ioredis selects on every (re)connect; 0 on a Redis Cluster, which has no other. Keys land
- * there by themselves; what names the database explicitly (the watch leases' scripts, the refresh
- * events' channel) takes it from here, so it is always the connection's own.
+ * The database a connection works in: the one `REDIS_URL` names (0 on a Redis Cluster). What names
+ * the database explicitly (lease scripts, the events' channel) takes it from here.
  */
 export function databaseOf(redis: RedisClient): number {
   return redis instanceof Cluster ? 0 : (redis.options.db ?? 0);
@@ -140,11 +134,10 @@ export type RedisErrorLog = {
 };
 
 /**
- * One {@link RedisErrorLog} for the whole process (the API's and the worker's connections share
- * it, so a lost Redis is one line, not one per connection). The first error of a fault is logged
- * at once, as a warning with the message only (a socket error's stack says nothing); later ones
- * are counted and logged at most every `reminderMs` milliseconds with that count. A fault ends
- * when a watched connection is ready again (logged) or when no error came for `reminderMs`.
+ * One {@link RedisErrorLog} for the whole process, so a lost Redis is one line, not one per
+ * connection: the first error of a fault is a warning (message only: a socket error's stack says
+ * nothing), later ones are counted and logged every `reminderMs` at most. A fault ends when a
+ * watched connection is ready again (logged) or after `reminderMs` without errors.
  *
  * @param now clock in milliseconds (tests pass their own).
  */

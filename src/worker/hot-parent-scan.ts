@@ -5,6 +5,7 @@ import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
 import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
+import type { CreditBudget } from '../core/rpc/budget.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**
@@ -79,16 +80,16 @@ export type HotParentScanDeps = {
   minClients: number;
   /** The cache id of the default endpoint; overrides are never refreshed ahead. */
   defaultEndpointId: string;
+  /** The daily credit budget: nothing is refreshed ahead past its soft threshold. */
+  budget?: CreditBudget;
 };
 
 /**
- * One scan: for each of the `topN` most requested parents of the last two windows (by distinct
- * clients, among those `minClients` clients asked for: see `topHotParents`), queue a refresh
- * when its entry would go stale before two more scans have run (or is missing), unless a worker
- * watches it on the chain (holds its watch lease) or the whole program is followed and the entry
- * is fresh by it (`followedFresh`), and only for at most `topN` distinct parents per
- * window whatever the ranking does within it (these refreshes are charged to no client). Parents
- * nobody asks for drop out of the counts and their entries expire.
+ * One scan (docs/design.md, "The refresh queue"): queues a refresh for each of the `topN` most
+ * requested parents ({@link topHotParents}) whose entry would go stale before two more scans, or
+ * is missing, unless the follow stream keeps it fresh (`followedFresh`); at most `topN` distinct
+ * parents per window, as these refreshes are charged to no client. None while the daily credit
+ * budget is past its soft threshold (docs/design.md, "Budget").
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
@@ -96,6 +97,8 @@ export async function runHotParentScan(
   deps: HotParentScanDeps,
   now = Date.now(),
 ): Promise<{ scanned: number; queued: number }> {
+  // Past the budget's soft threshold the credits go to the refreshes someone asks for.
+  if (deps.budget && deps.budget.state(now) !== 'normal') return { scanned: 0, queued: 0 };
   const parents = await topHotParents(
     deps.redis,
     deps.prefix,

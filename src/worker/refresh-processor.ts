@@ -6,6 +6,7 @@ import type { Metrics } from '../core/metrics.js';
 import { publishRefreshEvent } from '../core/queue/refresh-events.js';
 import type { RefreshJobData } from '../core/queue/refresh-queue.js';
 import { RpcCallError } from './rpc/client.js';
+import { CreditBudgetRefusal } from './rpc/credits.js';
 import { overrideEndpoint, type RpcEndpoint } from '../core/rpc/endpoint.js';
 import type { RedisClient } from '../core/redis.js';
 import { isSlot, type SlotClock } from '../core/rpc/slot.js';
@@ -44,13 +45,9 @@ export type RefreshProcessorDeps = {
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
 
 /**
- * The slot a scan of the configured endpoint is stored at (docs/design.md, "Slots"): its reply's
- * slot, unless the worker's clock refuses it as past its ceiling; then none, and the scan is
- * ordered by time like a reply that carried none: it replaces what is stored, and the next scan
- * replaces it, so a slot no chain has reached never holds an entry back. (Stored at the ceiling
- * instead, it would hold back every scan until the chain got there.) A slot before the clock has
- * an anchor is stored as it is: nothing tells it is wrong, and once there is an anchor the ceiling
- * given to `put` replaces it if it was. A refused slot is logged through `warn`.
+ * The slot a scan of the configured endpoint is stored at (docs/design.md, "Freshness"): its
+ * reply's, unless the clock refuses it as past the ceiling; then none, so a slot no chain has
+ * reached never holds an entry back. A refused slot is logged through `warn`.
  */
 function believed(
   slots: SlotClock | undefined,
@@ -84,8 +81,8 @@ function jobEndpoint(
  * The refresh job: run discovery against the job's endpoint, write the cache entry, then tell
  * waiting API requests. On failure it tells them too (so a cold request gets its 502 once the RPC
  * client's retries are spent) and rethrows, so BullMQ's attempts and back-off fill the cache later,
- * except for a failure a retry would meet again (a malformed or oversized reply: BullMQ's
- * UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
+ * except for a failure a retry would meet again (a malformed or oversized reply, a call the daily
+ * credit budget refused: BullMQ's UnrecoverableError). A failed refresh never touches the entry already cached (stale-if-error).
  */
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   const warnAhead = occasionalWarning(deps.logger);
@@ -165,7 +162,12 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
               { final: true },
             )
           : thrown;
-      const reason = err instanceof RpcCallError ? 'rpc' : 'internal';
+      const reason =
+        err instanceof RpcCallError
+          ? 'rpc'
+          : err instanceof CreditBudgetRefusal
+            ? 'budget'
+            : 'internal';
       deps.logger.warn(
         {
           err: err instanceof Error ? err.message : String(err),
@@ -184,6 +186,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       // A reply that is not what was asked for (malformed, oversized, past the decode budget)
       // comes again: no retry. Anything else, a 403 or a JSON-RPC error included, may pass.
       if (err instanceof RpcCallError && err.final) throw new UnrecoverableError(err.message);
+      // The day's budget is spent: a retry before the next UTC day meets the same refusal.
+      if (err instanceof CreditBudgetRefusal) throw new UnrecoverableError(err.message);
       throw err;
     } finally {
       stopTimer();

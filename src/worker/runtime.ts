@@ -12,22 +12,19 @@ import {
   REFRESH_QUEUE,
   refreshQueueCounts,
 } from '../core/queue/refresh-queue.js';
-import {
-  closeRedis,
-  createRedis,
-  createRedisErrorLog,
-  type RedisAccess,
-  type RedisErrorLog,
-} from '../core/redis.js';
+import type { RedisAccess, RedisClient, RedisErrorLog } from '../core/redis.js';
 import { RpcClient } from './rpc/client.js';
+import { CreditMeter } from './rpc/credits.js';
+import { CreditBudget } from '../core/rpc/budget.js';
 import { EndpointSelector } from '../core/rpc/endpoint.js';
 import { SlotClock } from '../core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
-import { redisKeys } from '../core/redis-keys.js';
-import { redisReadiness } from '../core/runtime/readiness.js';
+import type { Readiness } from '../core/http/ops-routes.js';
+import { SteadyWorker } from './steady-worker.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
-import { closeSteps } from '../core/runtime/shutdown.js';
+import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
+import { redisKeys } from '../core/redis-keys.js';
 import { publishRefreshEvent } from '../core/queue/refresh-events.js';
 import { addRefreshJob } from '../core/queue/refresh-queue.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
@@ -39,6 +36,7 @@ import { redlockLocker } from './follow/ownership.js';
 import { followStatusStore } from './follow/status-store.js';
 import { systemClock } from './follow/types.js';
 import { WsConnection } from './follow/ws-connection.js';
+import { startRegistrySweep } from './registry-sweep.js';
 import {
   createHotParentScanQueue,
   createHotParentScanWorker,
@@ -46,7 +44,9 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
-import { startRegistrySweep } from './registry-sweep.js';
+
+/** How long the start waits for the hot-parent scans' scheduling (Redis), in milliseconds. */
+const SCHEDULE_START_WAIT_MS = 5_000;
 
 /**
  * How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"): a
@@ -86,21 +86,18 @@ export type WorkerRuntime = {
    * whether it is open now.
    */
   websocket(): 'off' | 'connected' | 'disconnected';
-  /**
-   * Stops taking jobs, waits for the active ones (BullMQ `worker.close()`), closes Redis: every
-   * step, even after one failed (then it rejects, once all have run).
-   */
+  /** The kit's close ({@link RuntimeKit.close}): follower, jobs, ops server, queues, then Redis. */
   close(): Promise<void>;
 };
 
 /**
- * Connects the worker's dependencies (a blocking connection for BullMQ, a command connection for
- * the cache and refresh events, a queue connection for the `sns_queue_jobs` gauge) and starts it.
+ * Opens the worker's resources through one {@link RuntimeKit} (Redis connections for BullMQ's
+ * blocking reads, commands and the queue) and starts its workers. A failed start closes what it
+ * had opened.
  *
- * @param opts.serveMetrics serve the ops routes (`/metrics`, `/healthz`, `/readyz`) on
- *   `WORKER_METRICS_PORT` (true for the worker roles).
+ * @param opts.serveMetrics serve `/metrics`, `/healthz`, `/readyz` on `WORKER_METRICS_PORT`.
  * @param opts.lookup DNS resolution for RPC connections (tests stage DNS rebinding with it).
- * @param opts.redisErrors where Redis errors are logged, rate-limited (see `startApi`).
+ * @param opts.redisErrors the process's Redis error log (see `startApi`).
  * @param opts.redisAccess what the Redis user may run (`checkRedisAtStart`); all if absent.
  */
 export async function startWorker(
@@ -114,15 +111,50 @@ export async function startWorker(
     redisAccess?: RedisAccess;
   },
 ): Promise<WorkerRuntime> {
-  const workerConnection = createRedis(config, 'worker', 'worker', opts.redisAccess);
-  const command = createRedis(config, 'command', 'worker', opts.redisAccess);
-  const queueConnection = createRedis(config, 'queue', 'worker', opts.redisAccess);
-  const redisErrors = opts.redisErrors ?? createRedisErrorLog(logger);
-  redisErrors.watch(workerConnection, 'worker blocking connection');
-  redisErrors.watch(command, 'worker command connection');
-  redisErrors.watch(queueConnection, 'worker queue connection');
+  const kit = createRuntimeKit({
+    name: 'worker',
+    config,
+    logger,
+    redisErrors: opts.redisErrors,
+    redisAccess: opts.redisAccess,
+  });
+  try {
+    return await openWorker(kit, config, metrics, logger, opts);
+  } catch (err) {
+    await kit.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function openWorker(
+  kit: RuntimeKit,
+  config: Config,
+  metrics: Metrics,
+  logger: Logger,
+  opts: { serveMetrics: boolean; lookup?: LookupFunction },
+): Promise<WorkerRuntime> {
+  const workerConnection = kit.redis('worker', 'worker blocking connection');
+  const command = kit.redis('command', 'worker command connection');
+  const queueConnection = kit.redis('queue', 'worker queue connection');
   const endpoints = new EndpointSelector(config);
-  const agents = new Agents({ lookup: opts.lookup });
+  const agents = kit.closes('worker rpc agents', new Agents({ lookup: opts.lookup }), (a) =>
+    a.destroy(),
+  );
+  // The configured endpoint's spend, counted across replicas (docs/design.md, "Budget").
+  const budget = new CreditBudget({
+    redis: command,
+    prefix: config.QUEUE_PREFIX,
+    creditsPerDay: config.RPC_CREDITS_PER_DAY,
+    freshMs: config.CACHE_FRESH_MS,
+    metrics,
+  });
+  // Closes after the jobs and the follower, before the connections: their last spends are added
+  // to the day's counter.
+  const credits = kit.closes(
+    'worker credit counter',
+    new CreditMeter({ metrics, redis: command, prefix: config.QUEUE_PREFIX, budget, logger }),
+    (c) => c.close(),
+  );
   const lane = (limits: LaneLimits): DiscoveryLane => ({
     rpc: new RpcClient({
       metrics,
@@ -131,6 +163,7 @@ export async function startWorker(
       retries: limits.retries,
       maxResponseBytes: limits.maxResponseBytes,
       costs: config.RPC_CREDITS,
+      credits,
       isTrusted: (endpoint) =>
         endpoint.kind === 'default' || endpoints.isAllowlisted(new URL(endpoint.url)),
     }),
@@ -149,8 +182,7 @@ export async function startWorker(
     maxLabelBytes: DEFAULT_MAX_LABEL_BYTES,
     maxAnswerBytes: config.RPC_MAX_RESPONSE_BYTES,
   });
-  // One retry at most: an override's request has its answer by then, and a server that fails
-  // twice is as likely to be slow on purpose as by accident.
+  // One retry at most: a server that fails twice is as likely to be slow on purpose as by accident.
   const overrideLane = lane({
     retries: Math.min(config.RPC_RETRIES, 1),
     // The request that asked has its answer by then: past it, the server only holds a slot.
@@ -160,6 +192,13 @@ export async function startWorker(
     maxLabelBytes: config.RPC_OVERRIDE_MAX_LABEL_BYTES,
     maxAnswerBytes: config.RPC_OVERRIDE_MAX_ANSWER_BYTES,
   });
+  const threads = kit.closes(
+    'worker decode threads',
+    [defaultLane.thread, overrideLane.thread],
+    async (all) => {
+      await Promise.all(all.map((t) => t.close().catch(() => undefined)));
+    },
+  );
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
@@ -169,8 +208,11 @@ export async function startWorker(
   );
   // The newest slot the configured RPC has shown, shared by its refreshes and the follower.
   const slots = new SlotClock();
-  const queue = createRefreshQueue(queueConnection, config);
-  queue.on('error', (err) => redisErrors.report(err, 'worker refresh queue'));
+  const queue = kit.closes(
+    'worker refresh queue',
+    kit.watchErrors(createRefreshQueue(queueConnection, config), 'worker refresh queue'),
+    (q) => q.close().catch(() => undefined),
+  );
   const freshMs = config.CACHE_FRESH_MS;
   const defaultEndpoint = endpoints.defaultEndpoint;
   const hotParentScan =
@@ -185,8 +227,46 @@ export async function startWorker(
             topN: config.HOT_KEYS_TOP_N,
             minClients: config.HOT_KEYS_MIN_CLIENTS,
             defaultEndpointId: defaultEndpoint.id,
+            budget,
           })
       : undefined;
+  const hotParentScans = hotParentScan
+    ? kit.closes(
+        'worker hot-parent scan queue',
+        kit.watchErrors(
+          createHotParentScanQueue(queueConnection, config.QUEUE_PREFIX),
+          'worker hot-parent scan queue',
+        ),
+        (q) => q.close().catch(() => undefined),
+      )
+    : undefined;
+  const redisReady = kit.readiness(command, () => ({
+    rpc: config.RPC_URL ? 'configured' : 'unset',
+    websocket: follower ? 'configured' : 'off',
+  }));
+  // Ready means the worker can do its job: Redis answers (the probe's write) and it takes jobs,
+  // which the probe's connection does not show: its own connections are up, every BullMQ worker
+  // runs, and the last fetch of each succeeded (a refused script, e.g. an ACL without EVALSHA,
+  // fails every fetch while Redis answers the probe).
+  const readiness = async (): Promise<Readiness> => {
+    const { ready, parts } = await redisReady();
+    const takesJobs =
+      !kit.closing &&
+      workerConnection.status === 'ready' &&
+      queueConnection.status === 'ready' &&
+      workers.every((w) => w.isRunning() && !(w instanceof SteadyWorker && w.fetchFailing));
+    return { ready: ready && takesJobs, parts: { ...parts, queue: takesJobs } };
+  };
+  metrics.setRedisUpSource(async () => (await redisReady()).parts.redis);
+  // The API's ops routes, in the same shapes. Opened before the jobs so it closes after them:
+  // /metrics, and /readyz (503 once closing), answer while they drain.
+  const opsApp = opts.serveMetrics
+    ? kit.closes(
+        'worker ops server',
+        buildOpsApp({ logger, registry: metrics.registry, readiness }),
+        (a) => a.close(),
+      )
+    : undefined;
   const processorDeps = {
     cache,
     publisher: command,
@@ -194,7 +274,7 @@ export async function startWorker(
     metrics,
     logger,
     defaultEndpoint: endpoints.defaultEndpoint,
-    onError: (err: Error) => redisErrors.report(err, 'refresh worker'),
+    onError: (err: Error) => kit.reportError(err, 'refresh worker'),
   };
   const workers: Worker[] = [
     createRefreshWorker(
@@ -218,127 +298,40 @@ export async function startWorker(
       { ...processorDeps, lane: overrideLane },
     ),
   ];
-  const hotParentScans = hotParentScan
-    ? createHotParentScanQueue(queueConnection, config.QUEUE_PREFIX)
-    : undefined;
-  hotParentScans?.on('error', (err) => redisErrors.report(err, 'worker hot-parent scan queue'));
   if (hotParentScan && hotParentScans) {
     workers.push(
       createHotParentScanWorker(workerConnection, config.QUEUE_PREFIX, hotParentScan, (err) =>
-        redisErrors.report(err, 'hot-parent scan worker'),
-      ),
-    );
-    await scheduleHotParentScans(hotParentScans, queue, freshMs).catch((err: unknown) =>
-      logger.warn(
-        { err: String(err) },
-        'could not schedule hot-parent scans (retried at next start)',
+        kit.reportError(err, 'hot-parent scan worker'),
       ),
     );
   }
-  // Every cached parent follows the chain through one stream, owned by one worker at a time
-  // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh.
-  const follower =
-    config.RPC_WS_URL && defaultEndpoint
-      ? new Follower({
-          store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
-          rpc: laneRpc(defaultLane, defaultEndpoint, slots),
-          clock: systemClock,
-          slots,
-          metrics,
-          logger,
-          reread: (parent, minContextSlot) =>
-            void addRefreshJob(
-              queue,
-              {
-                cacheKey: cache.key(defaultEndpoint.id, parent),
-                parent,
-                endpoint: { kind: 'default' },
-                ...(minContextSlot === undefined ? {} : { minContextSlot }),
-              },
-              'change',
-            ).catch((err: unknown) =>
-              logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
-            ),
-          changed: (parent) =>
-            void publishRefreshEvent(command, config.QUEUE_PREFIX, {
-              endpointId: defaultEndpoint.id,
-              parent,
-              ok: true,
-            }).catch(() => undefined),
-          status: followStatusStore(command, config.QUEUE_PREFIX),
-          locker: redlockLocker(command),
-          leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,
-          leaseMs: config.WATCH_LEASE_MS,
-          freshMs,
-          checkCost: costOf(config.RPC_CREDITS, 'getMultipleAccounts'),
-          scanCost: costOf(config.RPC_CREDITS, 'getProgramAccounts'),
-          hotParents: () =>
-            config.HOT_KEYS_TOP_N > 0
-              ? topHotParents(
-                  command,
-                  config.QUEUE_PREFIX,
-                  freshMs,
-                  config.HOT_KEYS_TOP_N,
-                  config.HOT_KEYS_MIN_CLIENTS,
-                )
-              : Promise.resolve([]),
-          connect: (hooks) =>
-            new WsConnection({
-              url: config.RPC_WS_URL as string,
-              metrics,
-              logger,
-              costs: config.RPC_CREDITS,
-              pingMs: config.RPC_WS_PING_MS,
-              ...hooks,
-            }),
-        })
-      : undefined;
-  follower?.start();
-  // Parents idle past the stale window leave the registry the chain is followed for.
-  const stopSweep = defaultEndpoint
-    ? startRegistrySweep({
-        cache,
-        endpointId: defaultEndpoint.id,
-        logger,
-        everyMs: sweepEveryMs(config.CACHE_STALE_MS),
-      })
-    : undefined;
-  metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
-  let closing = false;
-  // The API's ops routes, in the same shapes: /readyz turns 503 while Redis does not answer (the
-  // worker can finish no job then) and once the shutdown has begun.
-  const opsApp = opts.serveMetrics
-    ? buildOpsApp({
-        logger,
-        registry: metrics.registry,
-        readiness: redisReadiness({
-          redis: command,
-          key: redisKeys(config.QUEUE_PREFIX).readinessProbe,
-          parts: {
-            rpc: config.RPC_URL ? 'configured' : 'unset',
-            websocket: follower ? 'configured' : 'off',
-          },
-          closing: () => closing,
-        }),
-      })
-    : undefined;
-  await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
-  const opsAddress = opsApp?.server.address();
+  kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
+  if (hotParentScans) {
+    // Bounded, as the API's wait for Redis: BullMQ waits for a ready connection for ever, and a
+    // Redis that refuses the worker (protected mode, a bad password) must not keep its ops port,
+    // so its health check and /metrics, closed. The scheduling goes on in the background.
+    const scheduling = scheduleHotParentScans(hotParentScans, queue, freshMs).catch(
+      (err: unknown) =>
+        logger.warn(
+          { err: String(err) },
+          'could not schedule hot-parent scans (retried at next start)',
+        ),
+    );
+    await Promise.race([scheduling, sleep(SCHEDULE_START_WAIT_MS, undefined, { ref: false })]);
+  }
 
   /**
    * Graceful: waits for the active jobs, but not past half the shutdown bound (BullMQ's close can
-   * also hang right after a Redis restart, taskforcesh/bullmq#4656). A job cut short is stalled,
-   * and another worker takes it over once its lock expires: nothing is lost. With Redis
-   * unreachable no active job can finish (finishing is a Redis write) and BullMQ's graceful close
-   * waits for Redis, for ever: close without them at once.
+   * also hang right after a Redis restart). A job cut short is stalled, and another worker takes
+   * it over once its lock expires. With Redis unreachable no active job can finish (finishing is
+   * a Redis write) and BullMQ's graceful close waits for Redis for ever: close without them.
    */
-  const threads = [defaultLane.thread, overrideLane.thread];
-  const closeJobs = async () => {
-    const reachable = workerConnection.status === 'ready';
+  async function closeJobs(all: Worker[], threads: DecodeThread[], connection: RedisClient) {
+    const reachable = connection.status === 'ready';
     const graceful =
       reachable &&
       (await Promise.race([
-        Promise.all(workers.map((w) => w.close())).then(() => true),
+        Promise.all(all.map((w) => w.close())).then(() => true),
         sleep(config.SHUTDOWN_TIMEOUT_MS * 0.5, false, { ref: false }),
       ]));
     if (graceful) return;
@@ -348,62 +341,101 @@ export async function startWorker(
     // Decodes under way fail at once, so the jobs waiting on them end.
     await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
     await Promise.race([
-      Promise.all(workers.map((w) => w.close(true))),
+      Promise.all(all.map((w) => w.close(true))),
       sleep(1_000, undefined, { ref: false }),
     ]);
-  };
+  }
 
-  let closed: Promise<void> | undefined;
+  // Parents idle past the stale window leave the registry the chain is followed for.
+  if (defaultEndpoint) {
+    kit.closes(
+      'worker registry sweep',
+      startRegistrySweep({
+        cache,
+        endpointId: defaultEndpoint.id,
+        logger,
+        everyMs: sweepEveryMs(config.CACHE_STALE_MS),
+      }),
+      (stop) => stop(),
+    );
+  }
+
+  // Every cached parent follows the chain through one stream, owned by one worker at a time
+  // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh. Declared
+  // last, so it closes first: its lease goes back at once to another worker.
+  const follower =
+    config.RPC_WS_URL && defaultEndpoint
+      ? kit.closes(
+          'worker follower',
+          new Follower({
+            store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
+            rpc: laneRpc(defaultLane, defaultEndpoint, slots),
+            clock: systemClock,
+            slots,
+            metrics,
+            logger,
+            budget,
+            reread: (parent, minContextSlot) =>
+              void addRefreshJob(
+                queue,
+                {
+                  cacheKey: cache.key(defaultEndpoint.id, parent),
+                  parent,
+                  endpoint: { kind: 'default' },
+                  ...(minContextSlot === undefined ? {} : { minContextSlot }),
+                },
+                'change',
+              ).catch((err: unknown) =>
+                logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
+              ),
+            changed: (parent) =>
+              void publishRefreshEvent(command, config.QUEUE_PREFIX, {
+                endpointId: defaultEndpoint.id,
+                parent,
+                ok: true,
+              }).catch(() => undefined),
+            status: followStatusStore(command, config.QUEUE_PREFIX),
+            locker: redlockLocker(command),
+            leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,
+            leaseMs: config.WATCH_LEASE_MS,
+            freshMs,
+            checkCost: costOf(config.RPC_CREDITS, 'getMultipleAccounts'),
+            scanCost: costOf(config.RPC_CREDITS, 'getProgramAccounts'),
+            hotParents: () =>
+              config.HOT_KEYS_TOP_N > 0
+                ? topHotParents(
+                    command,
+                    config.QUEUE_PREFIX,
+                    freshMs,
+                    config.HOT_KEYS_TOP_N,
+                    config.HOT_KEYS_MIN_CLIENTS,
+                  )
+                : Promise.resolve([]),
+            connect: (hooks) =>
+              new WsConnection({
+                url: config.RPC_WS_URL as string,
+                metrics,
+                logger,
+                costs: config.RPC_CREDITS,
+                credits,
+                pingMs: config.RPC_WS_PING_MS,
+                ...hooks,
+              }),
+          }),
+          (f) =>
+            f
+              .close()
+              .catch((err: unknown) => logger.warn({ err: String(err) }, 'closing the follower')),
+        )
+      : undefined;
+  follower?.start();
+
+  metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
+  await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
+  const opsAddress = opsApp?.server.address();
   return {
     metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
     websocket: () => (!follower ? 'off' : follower.connected ? 'connected' : 'disconnected'),
-    close() {
-      closed ??= (async () => {
-        closing = true;
-        // Every step runs even when one before it fails (a failing server close must not leave
-        // the Redis connections open), in this order: leases and jobs first, connections last.
-        const ok = await closeSteps(
-          [
-            {
-              // First, so the lease goes back at once and another worker takes the stream over.
-              name: 'worker follower',
-              close: async () => {
-                await follower
-                  ?.close()
-                  .catch((err: unknown) =>
-                    logger.warn({ err: String(err) }, 'closing the follower'),
-                  );
-              },
-            },
-            { name: 'worker registry sweep', close: async () => stopSweep?.() },
-            { name: 'worker jobs', close: closeJobs },
-            { name: 'worker ops server', close: async () => opsApp?.close() },
-            {
-              name: 'worker queues',
-              close: async () => {
-                await queue.close().catch(() => undefined);
-                await hotParentScans?.close().catch(() => undefined);
-              },
-            },
-            {
-              name: 'worker redis connections',
-              close: async () => {
-                await Promise.all([workerConnection, command, queueConnection].map(closeRedis));
-              },
-            },
-            { name: 'worker rpc agents', close: async () => agents.destroy() },
-            {
-              name: 'worker decode threads',
-              close: async () => {
-                await Promise.all(threads.map((t) => t.close().catch(() => undefined)));
-              },
-            },
-          ],
-          logger,
-        );
-        if (!ok) throw new Error('the worker closed with failures (logged per step)');
-      })();
-      return closed;
-    },
+    close: () => kit.close(),
   };
 }

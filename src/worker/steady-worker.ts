@@ -6,19 +6,20 @@ export const FETCH_BACKOFF_MIN_MS = 100;
 export const FETCH_BACKOFF_MAX_MS = 5_000;
 
 /**
- * A BullMQ `Worker` whose fetch of the next job waits before it fails again. BullMQ's fetch loop
- * retries a failed fetch at once when the error is not a lost connection (a refusal: `NOPERM`,
- * `OOM`, a script error), and when the connection's set-up has failed (its `INFO` refused) every
- * fetch fails without any I/O: the loop then never yields to the event loop, and the process
- * spins at full CPU, deaf to requests, timers and signals. Here each failure in a row waits
- * twice as long as the one before, from {@link FETCH_BACKOFF_MIN_MS} to
- * {@link FETCH_BACKOFF_MAX_MS}, then fails as before (the 'error' event, the loop goes on); a
- * fetch that succeeds resets the wait, and closing the worker ends it at once.
+ * A BullMQ `Worker` whose failed fetch of the next job waits before it fails again, from
+ * {@link FETCH_BACKOFF_MIN_MS} doubling to {@link FETCH_BACKOFF_MAX_MS}; a success resets it and
+ * closing ends it. Without it a refused command makes BullMQ's fetch loop spin without yielding
+ * (docs/design.md, "Shutdown, liveness and readiness").
  */
 export class SteadyWorker<DataType, ResultType> extends Worker<DataType, ResultType> {
   /** Fetches failed in a row (set lazily: the base constructor may start the loop). */
   private fetchFailures?: number;
   private closingSignal?: AbortController;
+
+  /** True while the last fetch of a job failed (none has succeeded since): the worker takes none. */
+  get fetchFailing(): boolean {
+    return (this.fetchFailures ?? 0) > 0;
+  }
 
   protected override async moveToActive(
     token: string,

@@ -35,9 +35,13 @@ export type PrivateRedis = {
  * snapshots), so a restart after SIGKILL finds every write acknowledged before the kill.
  *
  * @param bin the server binary (`REDIS_SERVER_BIN`, else `redis-server` on the PATH).
+ * @param extraArgs more `redis-server` options, after the defaults (a later option wins:
+ *   `['--bind', '127.0.0.1 192.0.2.2', '--protected-mode', 'yes']`). The server must still answer
+ *   PING on 127.0.0.1, which is how the start is awaited.
  */
 export async function startPrivateRedis(
   bin = process.env.REDIS_SERVER_BIN ?? findBinary('redis-server') ?? 'redis-server',
+  extraArgs: readonly string[] = [],
 ): Promise<PrivateRedis> {
   const dir = await mkdtemp(join(tmpdir(), 'sns-gateway-redis-'));
   const port = await freePort();
@@ -66,6 +70,7 @@ export async function startPrivateRedis(
         'always',
         '--protected-mode',
         'no',
+        ...extraArgs,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );

@@ -128,7 +128,7 @@ lines.push(
   '',
   `Simulator-only methods (no real node has them): ${SIM_ONLY_METHODS.join(', ')}`,
   ...curl('{"jsonrpc":"2.0","id":1,"method":"simAddSubdomain","params":["demo","delta"]}'),
-  '    # → {"subdomain":"<name account>","reverse":"<reverse record>","signature":"<transaction>"}',
+  '    # → {"subdomain":"<name account>","reverse":"<reverse record>"}',
   ...curl('{"jsonrpc":"2.0","id":1,"method":"simDeleteSubdomain","params":["demo","delta"]}'),
   '    # → true if either account existed',
   ...curl(

@@ -84,15 +84,17 @@ const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => Resul
   simAddSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
     const keys = chainCall(() => chain.addSubdomain(parent, label));
+    // The README quotes this answer: no signature here (getSignaturesForAddress has it).
     return JSON.stringify({
       subdomain: keys.subKey.toBase58(),
       reverse: keys.reverseKey.toBase58(),
-      signature: keys.signature,
     });
   },
   simDeleteSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
-    return String(chainCall(() => chain.deleteSubdomain(parent, label)));
+    const { via } = optionalConfig(params[2]);
+    const opts = via === undefined ? {} : { via: new PublicKey(pubkeyParam(via)) };
+    return String(chainCall(() => chain.deleteSubdomain(parent, label, opts)));
   },
   simTransferSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
@@ -107,10 +109,11 @@ export const SUPPORTED_METHODS: readonly string[] = Object.keys(HANDLERS);
 
 /**
  * Simulator-only JSON-RPC methods, served over HTTP next to `SUPPORTED_METHODS`:
- * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse, signature}` (base58): writes the
+ * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse}` (base58 keys): writes the
  *   subdomain's name account and reverse record with `SimChain.addSubdomain` (one transaction).
- * - `simDeleteSubdomain` `[parent, label]` → boolean (whether anything existed): deletes both
- *   with `SimChain.deleteSubdomain` (name-program Deletes).
+ * - `simDeleteSubdomain` `[parent, label, {via?}]` → boolean (whether anything existed): deletes
+ *   both with `SimChain.deleteSubdomain` (name-program Deletes; with `via`, a base58 program id,
+ *   as inner instructions of that program).
  * - `simTransferSubdomain` `[parent, label, newOwner]` → `{subdomain, signature}`: the
  *   name-program Transfer of `SimChain.transferSubdomain`.
  * They write to the chain now, whatever the HTTP lag.

@@ -1,17 +1,10 @@
 /**
- * An admission filter for a cache: answers whether a key was (probably) seen before, in a fixed
- * bit array, so keys asked for once never enter the cache. This is TinyLFU's "doorkeeper"
- * (Einziger, Friedman, Manes: "TinyLFU: A Highly Efficient Cache Admission Policy", ACM TOS 2017):
- * a Bloom filter (two bit positions per key) that is cleared once it has taken `capacity` keys,
- * so what it remembers is recent and its false-positive rate stays bounded (about 3% at
- * `capacity` keys with 8 bits per key).
- *
- * Why: the derivation route sees two kinds of names, a few hot ones asked again and again and a
- * long tail asked once. Admitting the tail makes every such request evict an older answer that has
- * lived long enough to reach V8's old generation, where it is garbage until the next major GC: at
- * thousands of new names a second the API's RSS swings by 100 MiB and more (BENCHMARKS.md). With
- * the doorkeeper, an answer enters the LRU on its second request; answers of one-off names die
- * young, and the filter itself allocates nothing per request.
+ * An admission filter: whether a key was (probably) seen before, so keys asked for once never
+ * enter the cache. TinyLFU's doorkeeper (Einziger, Friedman, Manes, ACM TOS 2017): a Bloom filter
+ * of two bits per key, cleared after `capacity` keys (about 3% false positives at 8 bits per key).
+ * Why: one-off names admitted to the derivation LRU evict answers already in V8's old generation,
+ * swinging the API's RSS by 100 MiB and more (BENCHMARKS.md); with it, an answer enters on its
+ * second request.
  */
 export class Doorkeeper {
   private readonly bits: Int32Array;

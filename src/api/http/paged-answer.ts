@@ -7,7 +7,7 @@ import type { RenderedAnswer } from './rendered.js';
 import { MAX_PAGE_LIMIT } from '../../core/http/page-params.js';
 
 /**
- * The HTTP side of pages and prefixes (issue 14, item 1; README, "Routes"): the query parameters,
+ * The HTTP side of pages and prefixes (README, "Routes"; docs/design.md, "Pages and prefixes"): the query parameters,
  * their parsing, and the paged answer. The selection itself is src/api/subdomains/page-selection.ts.
  */
 
@@ -30,7 +30,7 @@ export const pageQueryProperties = {
         '`0x64` or `0100`). The answer gets a `next` field: the last label of the page, or null ' +
         'when no more follow. Without it the answer is the whole list (of the prefix), with no ' +
         '`next` field.',
-      examples: ['100'],
+      examples: ['2'],
     }),
   ),
   after: Type.Optional(
@@ -40,7 +40,7 @@ export const pageQueryProperties = {
         "With `limit`: the page starts after this label in the answer's sort order (the previous " +
         "page's `next`; it need not be a label of the list). Taken as it is, not normalized. " +
         'Refused without `limit`.',
-      examples: ['hollaaa'],
+      examples: ['bullish'],
     }),
   ),
   prefix: Type.Optional(
@@ -50,7 +50,7 @@ export const pageQueryProperties = {
         'they are listed: not trimmed, not lower-cased (`AB` keeps `ABC`, not `abc`), so every ' +
         'label listed is reached by each of its own prefixes. Empty: every label. Combines with ' +
         '`limit` and `after`; `X-Total-Count` counts its labels.',
-      examples: ['ho'],
+      examples: ['h'],
     }),
   ),
 };

@@ -16,7 +16,7 @@ import {
   pageRequestOf,
   TOTAL_COUNT_HEADER,
 } from './paged-answer.js';
-import { HEADER } from '../../core/http/schemas.js';
+import { component, HEADER, okEnvelope } from '../../core/http/schemas.js';
 
 /**
  * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
@@ -32,11 +32,52 @@ export const rpcQueryProperty = {
       description:
         'Another Solana JSON-RPC endpoint, for this request: an https URL whose host resolves ' +
         'only to public addresses, or one of RPC_OVERRIDE_ALLOWLIST; refused (400) when ' +
-        'RPC_OVERRIDE=off. Its answers are `no-store` and cached apart.',
-      examples: ['https://api.mainnet-beta.solana.com'],
+        'RPC_OVERRIDE=off. Its answers are `no-store` and cached apart. No example: one would ' +
+        'send a real DNS lookup from the docs page.',
     }),
   ),
 };
+
+/** `next` of a paged answer (`/subdomains/:parent`, its `/details`). */
+const nextProperty = {
+  next: Type.Optional(
+    Type.Union([Type.String(), Type.Null()], {
+      description:
+        'Only with `limit`: the last label of this page, to pass as `after` for the next one; ' +
+        'null when no more labels follow.',
+    }),
+  ),
+};
+
+/** The answer of `/subdomains/:parent` (a shared schema: `SubdomainList`). */
+export const subdomainList = okEnvelope(
+  'SubdomainList',
+  Type.Array(Type.String()),
+  'The subdomain labels of a parent, sorted; with `limit`, one page of them and `next`.',
+  nextProperty,
+);
+
+/** One row of `/subdomains/:parent/details` (a shared schema: `SubdomainDetail`). */
+export const subdomainDetail = component(
+  'SubdomainDetail',
+  Type.Object(
+    {
+      label: Type.String({ description: 'the label, as `/subdomains/:parent` lists it' }),
+      key: Type.String({ description: "the subdomain's name account (base58)" }),
+      owner: Type.String({ description: "the owner in the name account's header (base58)" }),
+    },
+    { $id: 'SubdomainDetail', description: 'A subdomain with its name account and owner.' },
+  ),
+);
+
+/** The answer of `/subdomains/:parent/details` (a shared schema: `SubdomainDetails`). */
+export const subdomainDetails = okEnvelope(
+  'SubdomainDetails',
+  Type.Array(Type.Unsafe<Static<typeof subdomainDetail>>({ $ref: `${subdomainDetail.$id}#` })),
+  'The subdomains of a parent with name account and owner, in the order of `SubdomainList`; ' +
+    'with `limit`, one page of them and `next`.',
+  nextProperty,
+);
 
 /** The querystring of a route answering a cache entry: `?rpc=` and the page parameters. */
 export const cachedAnswerQuery = Type.Object({ ...rpcQueryProperty, ...pageQueryProperties });

@@ -3,14 +3,9 @@ import type { DomainName } from './names.js';
 import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from '../../core/sns/pda.js';
 
 /**
- * Derives SNS V2 record keys, offline. The HTTP route keeps its answers in an LRU; this class is
- * the derivation alone, passed in so tests can replace it.
- *
- * The rule is the SDK's `getRecordV2Key(domain + ".sol", record)` (@bonfida/spl-name-service 3.x,
- * record_v2/getRecordV2Key): the record key is the name-program PDA of
- * `sha256("SPL Name Service" + "\x02" + record)` with class `CENTRAL_STATE_SNS_RECORDS` and parent
- * the domain's name account. It is computed by `recordKeyV2` of src/core/sns/pda.ts, bit-identical to the SDK
- * (test/pda.test.ts) and much faster (BENCHMARKS.md, "Costs the code's comments refer to").
+ * Derives SNS V2 record keys, offline (passed to the route so tests can replace it): the SDK's
+ * `getRecordV2Key(domain + ".sol", record)` (@bonfida/spl-name-service 3.x), computed by
+ * `recordKeyV2` of src/core/sns/pda.ts, bit-identical (test/pda.test.ts) and much faster.
  */
 export class RecordKeyDeriver {
   /**

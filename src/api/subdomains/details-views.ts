@@ -121,19 +121,10 @@ export type DetailsViewsOptions = {
 };
 
 /**
- * This process's `/details` views of the configured endpoint, one per parent (docs/design.md,
- * "`/details` views"), keyed by parent alone as the in-process copy is, the endpoint checked. A
- * request brings the entry its lookup found (the in-process copy's on a warm hit: no Redis round
- * trip); the view answers when it is of that entry's revision. Otherwise the entry and its
- * accounts are read together (MGET: one revision) and rendered once, and concurrent requests for
- * that revision share the read (single flight). Views are checked against the entry's revision on
- * every request, so refresh events need not reach them.
- *
- * A read may find a newer revision than the request's entry (a patch landed after the lookup; the
- * in-process copy lags, or missed a write that announced nothing). The request is answered from
- * what was read, with that revision's `Age`, and the view is marked as answering for the request's
- * revision too: a read begun after that revision was current returned this one, so it is no
- * older, and requests holding the older entry do not read again until their copy moves on.
+ * This process's `/details` views of the configured endpoint, one per parent, checked against the
+ * entry's revision on every request (docs/design.md, "`/details` views"). A read that finds a
+ * newer revision than the request's entry answers from it and marks the view as answering for the
+ * older revision too: it is no older, so holders of that entry do not read again.
  */
 export class DetailsViews {
   private readonly views: LRUCache<string, Kept> | undefined;

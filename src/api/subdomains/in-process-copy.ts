@@ -21,18 +21,10 @@ export type InProcessCopyOptions = {
 };
 
 /**
- * This process's copy of fresh entries of the default endpoint (docs/design.md, "The subdomain
- * cache"), so a warm hit costs no Redis round trip. It stays coherent across replicas through the
- * refresh events: an entry is dropped when any worker refreshes its key, everything is dropped
- * when the subscription drops (events could be missed), and nothing is served or kept while it is
- * down. A copy is never served past its freshness, so staleness is always decided on Redis's
- * entry.
- *
- * Keyed by parent alone: a warm hit then hashes the short label the route already holds instead
- * of building and hashing the cache key (BENCHMARKS.md, "Costs the code's comments refer to").
- * Freshness is checked here, on `fetchedAt` and the follow status, rather than with lru-cache's
- * TTL, which reads the clock and keeps timestamps of its own for the same answer (and could not
- * keep an entry past its window while the chain is followed).
+ * This process's copy of fresh entries of the default endpoint, so a warm hit costs no Redis round
+ * trip; kept coherent by the refresh events (docs/design.md, "The subdomain cache"), never served
+ * past its freshness. Keyed by parent alone, freshness checked on `fetchedAt` and the follow status: both cheaper on the
+ * warm path than the cache key and lru-cache's TTL (BENCHMARKS.md).
  */
 export class InProcessCopy {
   private readonly entries: LRUCache<string, CacheEntry>;

@@ -96,15 +96,10 @@ export type PendingStream = {
 };
 
 /**
- * Server-Sent Events of subdomain lists (docs/design.md, "Live updates"). A stream never reads
- * the RPC: it learns of a change from the refresh events the worker publishes for every entry
- * write (refreshes and the watcher's patches alike), reads the entry once for all streams of its
- * (endpoint, parent), and sends it to those whose labels differ from what they last sent. Heartbeat
- * comments keep proxies from closing an idle stream and count the parent as requested, so the
- * worker keeps following it on chain while anyone watches.
- *
- * Bounded: streams per client address and per process (refused 429 and 503), bytes a stream may
- * hold unsent (a client that does not read is dropped), and one timer for all streams.
+ * Server-Sent Events of subdomain lists (docs/design.md, "Live updates"): a stream never reads the
+ * RPC; it learns of changes from the refresh events, one entry read serves every stream of its
+ * (endpoint, parent), and heartbeats count the parent as requested so the worker keeps following
+ * it. Bounded per client, per process, in unsent bytes, and one timer for all streams.
  */
 export class LiveUpdates {
   private readonly topics = new Map<string, Topic>();

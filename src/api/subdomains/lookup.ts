@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import {
+  BudgetExhaustedError,
   GatewayError,
   InternalError,
   OverloadedError,
@@ -18,6 +19,7 @@ import {
   waitingRefreshes,
   type RefreshJobData,
 } from '../../core/queue/refresh-queue.js';
+import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 import type { FollowStatus, FollowStatusReader } from '../../core/cache/follow-status.js';
@@ -72,23 +74,19 @@ export type SubdomainLookupDeps = {
   follow?: FollowStatusReader;
   /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
   touches?: ParentTouches;
+  /**
+   * The configured endpoint's daily credit budget (docs/design.md, "Budget"): stretched, a stale
+   * entry's refresh waits for the stretched window; exhausted, stale entries are served with no
+   * refresh and cold misses refused (503). Overrides are never held to it.
+   */
+  budget?: CreditBudget;
 };
 
 /**
  * The API side of the subdomain cache (docs/design.md, "The subdomain cache"): fresh entries are
- * hits; stale ones are served at once while one background refresh is queued
- * (stale-while-revalidate); misses queue one refresh and wait for the worker's event. Concurrent
- * misses for one key in this process share one wait (single flight); across processes BullMQ's
- * deduplication makes one job. The API never calls the RPC itself.
- *
- * Every refresh a request starts is charged to its client ({@link Requester.charge}): a cold miss
- * over the limit is refused, a stale hit over it is served without a refresh. A request is counted
- * for the hot-parent ranking only once it is answered from an entry (a hit, a stale hit, a miss
- * whose refresh it waited for), never when refused or failed.
- *
- * Fresh entries of the default endpoint are also kept in process ({@link InProcessCopy}), so a
- * warm hit costs no Redis round trip. Answers through another endpoint (a `?rpc=` override,
- * `no-store`, rare) read Redis.
+ * hits, stale ones are served while one refresh is queued, misses queue one and wait for the
+ * worker's event (one wait per key in process, one job across processes). Every refresh a request
+ * starts is charged to its client ({@link Requester.charge}). The API never calls the RPC.
  */
 export class SubdomainLookup {
   private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();
@@ -146,6 +144,8 @@ export class SubdomainLookup {
    *   new refresh (a stale hit over its limit is still answered, with no refresh queued).
    * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
    * @throws OverloadedError when the queue is full and this miss would start a new refresh.
+   * @throws BudgetExhaustedError (503) for a miss of the configured endpoint once the day's
+   *   credit budget is spent, or whose refresh the worker refused for it.
    * @throws RateLimitedError (from `requester.charge`) when this client started too many.
    * @throws InternalError for Redis or worker faults.
    */
@@ -166,8 +166,9 @@ export class SubdomainLookup {
       metrics.countCacheLookup('stale');
       // A popular stale key would otherwise run BullMQ's scripts on every request; one try per
       // key per second and process is enough (the job is deduplicated anyway). A try its client's
-      // limit refused leaves the next request for the key free to try.
-      if (!this.recentlyQueued.has(key)) {
+      // limit refused leaves the next request for the key free to try. Past the budget's soft
+      // threshold the refresh waits for the stretched window, and none once it is spent.
+      if (!this.recentlyQueued.has(key) && this.mayRefreshStale(endpoint, entry)) {
         this.recentlyQueued.set(key, true);
         this.refreshStale(key, parent, endpoint, requester.charge).catch((err: unknown) =>
           this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
@@ -177,6 +178,9 @@ export class SubdomainLookup {
     }
     metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
+    if (endpoint.kind === 'default' && this.deps.budget?.state() === 'exhausted') {
+      throw this.budgetSpent(parent);
+    }
     let fetched: EntryRead<CacheEntry>;
     try {
       fetched = await this.flight(key, parent, endpoint, requester);
@@ -219,6 +223,24 @@ export class SubdomainLookup {
     );
     this.inflight.set(key, started);
     return started;
+  }
+
+  /** Whether the daily credit budget lets a stale entry of `endpoint` be refreshed now. */
+  private mayRefreshStale(endpoint: RpcEndpoint, entry: CacheEntry): boolean {
+    const { budget } = this.deps;
+    return endpoint.kind !== 'default' || !budget || budget.staleRefreshAllowed(entry.fetchedAt);
+  }
+
+  /** The 503 of a cold miss the day's credit budget cannot pay for. */
+  private budgetSpent(parent: string): BudgetExhaustedError {
+    return new BudgetExhaustedError(
+      `no refresh of ${parent}: the daily credit budget is spent`,
+      this.deps.budget?.retryAfterSeconds() ?? 60,
+      {
+        detail:
+          "the gateway's daily RPC credit budget is spent: cached answers are still served, new ones from the next UTC day (Retry-After)",
+      },
+    );
   }
 
   /**
@@ -294,6 +316,7 @@ export class SubdomainLookup {
     if (!outcome.ok) {
       if (outcome.reason === 'rpc')
         throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
+      if (outcome.reason === 'budget') throw this.budgetSpent(parent);
       if (outcome.reason === 'disconnected') {
         throw new InternalError(`lost the refresh events of ${parent}: Redis connection closed`);
       }

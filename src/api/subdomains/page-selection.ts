@@ -1,5 +1,5 @@
 /**
- * Pages and prefixes of a sorted label list (issue 14, item 1): which labels `?limit=`,
+ * Pages and prefixes of a sorted label list (README, "Routes"): which labels `?limit=`,
  * `?after=` and `?prefix=` select on `/subdomains/:parent`. Pure: no I/O, no HTTP.
  *
  * Every search is a binary search over the entry's labels, which are sorted by JS's default sort

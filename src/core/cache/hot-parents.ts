@@ -64,20 +64,12 @@ type Batch = { window: number; flat: string[] };
 type Tracked = { readonly parent: string; readonly clients: string[] };
 
 /**
- * Distinct clients per parent, for keeping hot entries fresh ahead of expiry and following them on
- * the chain (docs/design.md, "The refresh queue", hot parents). The score of a parent in a window
- * is how many distinct clients (the cold-miss limit's key: the address, an IPv6 /64, `TRUST_PROXY`
- * honoured) were answered for it, up to {@link HOT_PARENT_CLIENT_CAP}, so one address asking a
- * parent a thousand times weighs as one.
- *
- * Pairs are found in process (a pair already seen this window costs a map lookup and a scan of at
- * most the cap's clients, no I/O, no allocation) and written once a second; in Redis a pair counts
- * once per window across every API process, so a load balancer that sends one client to several
- * replicas does not multiply it. Bounds per window, in process and in Redis: `maxTracked` parents
- * of at most the cap's clients each. When the table is full a new parent replaces one with the
- * fewest clients (space-saving; the oldest of them in process), so any number of parents that one
- * or two clients each ask for never lock out a parent that more ask for. In process a replaced
- * parent is forgotten: its clients, if they ask again, are sent again and Redis counts them once.
+ * Distinct clients per parent and window (docs/design.md, "The refresh queue", hot parents): a
+ * parent's score is how many distinct clients (the cold-miss limit's key) were answered for it,
+ * capped at {@link HOT_PARENT_CLIENT_CAP}. Pairs are found in process without I/O and written once
+ * a second, so Redis counts a pair once per window across processes. Bounded to `maxTracked`
+ * parents; a full table replaces one with the fewest clients (space-saving), so a crowd of one-off
+ * parents never locks out a popular one.
  */
 export class HotParentCounter {
   /** Window number (time / window length) of {@link seen}. */

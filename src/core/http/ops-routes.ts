@@ -1,7 +1,16 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Registry } from 'prom-client';
 import { errorEnvelope } from '../errors.js';
-import { errorResponse, ok, okResponse, SHUTTING_DOWN } from './schemas.js';
+import {
+  component,
+  errorEnvelopeSchema,
+  errorResponse,
+  ok,
+  okEnvelope,
+  refResponse,
+  SHUTTING_DOWN,
+  useSchemas,
+} from './schemas.js';
 
 /** The parts `/readyz` reports, each on its own (its body's `parts`). */
 export type ReadinessParts = {
@@ -16,6 +25,11 @@ export type ReadinessParts = {
    * clock (`off`). Whether a socket is open now is the workers' `sns_ws_connected`.
    */
   websocket: 'configured' | 'off';
+  /**
+   * The worker's only: it takes jobs (its Redis connections up, every BullMQ worker running, the
+   * last fetch of each succeeded). Absent from the API's answer.
+   */
+  queue?: boolean;
 };
 
 /**
@@ -43,8 +57,36 @@ const partsSchema = Type.Object(
       description:
         'workers follow hot parents over the RPC websocket (configured) or by the clock (off)',
     }),
+    queue: Type.Optional(
+      Type.Boolean({
+        description:
+          'the worker only: it takes jobs (its Redis connections up, every BullMQ worker running, ' +
+          'its last fetch succeeded)',
+      }),
+    ),
   },
   { description: 'each part the API depends on' },
+);
+
+/** `/healthz`'s answer. */
+const liveness = okEnvelope('Liveness', Type.String(), 'The process answers.');
+
+/** `/readyz`'s answer when ready. */
+const readiness = okEnvelope('Readiness', Type.Literal('ready'), 'Ready, with each part.', {
+  parts: partsSchema,
+});
+
+/** `/readyz`'s answer when not ready: the error envelope and, unless shutting down, `parts`. */
+const notReady = component(
+  'NotReady',
+  Type.Object(
+    {
+      s: Type.Literal('error'),
+      result: Type.String(),
+      parts: Type.Optional(partsSchema),
+    },
+    { $id: 'NotReady', description: 'Not ready, with each part (none while shutting down).' },
+  ),
 );
 
 /**
@@ -52,14 +94,16 @@ const partsSchema = Type.Object(
  * balancer stops sending when it turns 503, e.g. during shutdown) and `/metrics` (Prometheus).
  */
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, deps) => {
+  useSchemas(app, [errorEnvelopeSchema, liveness, readiness, notReady]);
   app.get(
     '/healthz',
     {
       schema: {
         tags: ['ops'],
         summary: 'Liveness: the process answers (it needs neither Redis nor the RPC)',
+        operationId: 'getLiveness',
         response: {
-          200: okResponse(Type.String(), {
+          200: refResponse(liveness, {
             description: 'Alive.',
             examples: [{ s: 'ok', result: 'live' }],
           }),
@@ -75,46 +119,37 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     {
       schema: {
         tags: ['ops'],
-        summary: 'Readiness: Redis answers and no shutdown has begun',
+        summary: 'Readiness: Redis answers (the worker: and it takes jobs), no shutdown has begun',
+        operationId: 'getReadiness',
         description:
-          '200 when the process can serve, else 503 (a load balancer stops sending to it). ' +
+          '200 when the process can serve, else 503 (a load balancer stops sending to it; compose ' +
+          'health checks ask it). ' +
           '`parts` says which part is ready; `redisWrites: false` (Redis at its maxmemory) leaves ' +
           'it ready, since derivations and cached answers still work. Never cached ' +
           '(`Cache-Control: no-store`). A 503 during shutdown (`Shutting down`) has no `parts`.',
         response: {
-          200: okResponse(
-            Type.Literal('ready'),
-            {
-              description: 'Ready: send it traffic.',
-              examples: [
-                {
-                  s: 'ok',
-                  result: 'ready',
-                  parts: { redis: true, redisWrites: true, rpc: 'configured', websocket: 'off' },
-                },
-              ],
-            },
-            { parts: partsSchema },
-          ),
-          503: Type.Object(
-            {
-              s: Type.Literal('error'),
-              result: Type.String(),
-              parts: Type.Optional(partsSchema),
-            },
-            {
-              description:
-                '`Not ready` (Redis does not answer), or ' +
-                '`Shutting down`: stop sending it traffic.',
-              examples: [
-                {
-                  s: 'error',
-                  result: 'Not ready',
-                  parts: { redis: false, redisWrites: false, rpc: 'configured', websocket: 'off' },
-                },
-              ],
-            },
-          ),
+          200: refResponse(readiness, {
+            description: 'Ready: send it traffic.',
+            examples: [
+              {
+                s: 'ok',
+                result: 'ready',
+                parts: { redis: true, redisWrites: true, rpc: 'configured', websocket: 'off' },
+              },
+            ],
+          }),
+          503: refResponse(notReady, {
+            description:
+              '`Not ready` (Redis does not answer; on the worker, also when it takes no jobs), or ' +
+              '`Shutting down`: stop sending it traffic.',
+            examples: [
+              {
+                s: 'error',
+                result: 'Not ready',
+                parts: { redis: false, redisWrites: false, rpc: 'configured', websocket: 'off' },
+              },
+            ],
+          }),
         },
       },
     },
@@ -132,6 +167,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
       schema: {
         tags: ['ops'],
         summary: 'Prometheus metrics of this process, in the text exposition format',
+        operationId: 'getMetrics',
         produces: ['text/plain'],
         response: {
           200: Type.String({

@@ -1,11 +1,13 @@
 import {
   Type,
+  type Static,
   type TLiteral,
   type TObject,
-  type TObjectOptions,
   type TProperties,
   type TSchema,
+  type TUnsafe,
 } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
 
 /** `{ s: "ok", result }`, the envelope of every success answer. */
 export type OkEnvelope<T> = { s: 'ok'; result: T };
@@ -13,14 +15,93 @@ export type OkEnvelope<T> = { s: 'ok'; result: T };
 /** Builds the envelope of a success answer. */
 export const ok = <T>(result: T): OkEnvelope<T> => ({ s: 'ok', result });
 
+/**
+ * A schema shared by routes: `components.schemas.<$id>` of the OpenAPI document, so a generated
+ * client names its types (`SubdomainList`, `ErrorEnvelope`) rather than numbering inline ones.
+ */
+export type Component = TSchema & { readonly $id: string };
+
+/** `schema` (made with the option `$id: id`) typed as the {@link Component} it is. */
+export const component = <T extends TSchema, const Id extends string>(
+  id: Id,
+  schema: T,
+): T & { readonly $id: Id } => {
+  if ((schema as { $id?: unknown }).$id !== id) throw new Error(`schema is not named ${id}`);
+  return schema as T & { readonly $id: Id };
+};
+
 /** `{ s: "error", result: "<short text>" }`, the error envelope of every refusal and failure. */
-export const errorEnvelopeSchema = Type.Object({
-  s: Type.Literal('error'),
-  result: Type.String(),
-  detail: Type.Optional(
-    Type.String({ description: 'What was wrong and what is accepted (for people, not parsing)' }),
+export const errorEnvelopeSchema = component(
+  'ErrorEnvelope',
+  Type.Object(
+    {
+      s: Type.Literal('error'),
+      result: Type.String({
+        description: "The contract's short text: branch on it and the status",
+      }),
+      detail: Type.Optional(
+        Type.String({
+          description: 'What was wrong and what is accepted (for people, not parsing)',
+        }),
+      ),
+    },
+    { $id: 'ErrorEnvelope', description: 'The answer of every refusal and failure' },
   ),
-});
+);
+
+/**
+ * The success envelope `{ s: "ok", result, ...extra }` as a shared schema named `id` (a
+ * component of the OpenAPI document; {@link useSchemas} declares it, {@link refResponse} uses it).
+ *
+ * @param result the schema of `result`.
+ * @param extra properties after `result` (a page's `next`, /readyz's `parts`).
+ */
+export function okEnvelope<
+  const Id extends string,
+  R extends TSchema,
+  E extends TProperties = Record<never, never>,
+>(
+  id: Id,
+  result: R,
+  description: string,
+  extra?: E,
+): TObject<{ s: TLiteral<'ok'>; result: R } & E> & { $id: Id } {
+  return Type.Object(
+    { s: Type.Literal('ok'), result, ...(extra as E) },
+    { $id: id, description },
+  ) as TObject<{ s: TLiteral<'ok'>; result: R } & E> & { $id: Id };
+}
+
+/**
+ * Declares the shared schemas a route plugin refers to, those `app` does not know yet (a plugin
+ * sees its parents' schemas; siblings may each declare the same one). @fastify/swagger lists each
+ * under `components.schemas` by its `$id` (./../../api/http/plugins/docs.ts names them so).
+ */
+export function useSchemas(
+  app: Pick<FastifyInstance, 'addSchema' | 'getSchema'>,
+  schemas: readonly Component[],
+): void {
+  for (const schema of schemas) if (!app.getSchema(schema.$id)) app.addSchema(schema);
+}
+
+/** What the OpenAPI document says of one answer besides its schema. */
+export type AnswerDoc = {
+  /** What the status means on this route. */
+  description: string;
+  /** Examples of the body; the first is the one Swagger UI shows. */
+  examples?: readonly unknown[];
+  /** Response headers, as OpenAPI header objects ({@link HEADER}). */
+  headers?: Record<string, unknown>;
+};
+
+/**
+ * One answer of a route whose body is the shared schema `component`: `allOf: [$ref]` beside the
+ * answer's own description, examples and headers, which @fastify/swagger would drop next to a bare
+ * `$ref` (an example on the media object is what Swagger UI shows).
+ */
+export function refResponse<T extends Component>(component: T, doc: AnswerDoc): TUnsafe<Static<T>> {
+  return Type.Unsafe<Static<T>>({ allOf: [{ $ref: `${component.$id}#` }], ...doc });
+}
 
 /*
  * What the OpenAPI document (/docs, /openapi.json) says of each answer: a description, an example
@@ -76,30 +157,16 @@ export const HEADER = {
 } as const;
 
 /**
- * The success answer of a route, `{ s: "ok", result }`, for the OpenAPI document (`options`:
- * description, examples, headers) and the serializer.
- *
- * @param result the schema of `result`.
- * @param extra properties after `result` (/readyz's `parts`).
- */
-export function okResponse<R extends TSchema, E extends TProperties = Record<never, never>>(
-  result: R,
-  options: TObjectOptions,
-  extra?: E,
-): TObject<{ s: TLiteral<'ok'>; result: R } & E> {
-  return Type.Object({ s: Type.Literal('ok'), result, ...(extra as E) }, options);
-}
-
-/**
- * One error status of a route for the OpenAPI document: the envelope, what the status means
- * there, an example `result` and, for 429/503, `Retry-After`.
+ * One error status of a route for the OpenAPI document: the envelope ({@link errorEnvelopeSchema},
+ * shared), what the status means there, an example `result` and, for 429/503, `Retry-After`.
+ * The route's plugin declares the envelope with {@link useSchemas}.
  */
 export function errorResponse(
   description: string,
   result: string,
   headers?: Record<string, unknown>,
-): TSchema {
-  return Type.Object(errorEnvelopeSchema.properties, {
+): TUnsafe<Static<typeof errorEnvelopeSchema>> {
+  return refResponse(errorEnvelopeSchema, {
     description,
     examples: [{ s: 'error', result }],
     ...(headers ? { headers } : {}),

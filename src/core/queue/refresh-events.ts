@@ -9,11 +9,16 @@ export type RefreshEvent = { endpointId: string; parent: string } & (
   { ok: true } | { ok: false; reason: FailureReason }
 );
 
-type FailureReason = 'rpc' | 'internal' | 'disconnected';
+/**
+ * Why an attempt failed: the RPC, a fault of ours, the listener's connection, or the daily credit
+ * budget (`budget`: the refresh was not made, docs/design.md, "Budget").
+ */
+type FailureReason = 'rpc' | 'internal' | 'disconnected' | 'budget';
 const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'rpc',
   'internal',
   'disconnected',
+  'budget',
 ]);
 
 /**

@@ -12,12 +12,8 @@ export const OVERRIDE_REFRESH_QUEUE = 'subdomain-refresh-override';
 export const REFRESH_JOB = 'refresh';
 
 /**
- * BullMQ priorities of refresh jobs (1 runs first). A cold miss has a request waiting for it; a
- * re-read after a change on chain (a notification the watcher could not patch in) should show
- * within seconds; a stale entry is served meanwhile; a hot parent refreshed ahead of its expiry is
- * not even stale.
- * Without them, a burst of ahead-of-time refreshes (every parent asked for in the last windows)
- * took the rate limiter's starts and a cold miss waited seconds behind them.
+ * BullMQ priorities of refresh jobs (1 runs first), by how soon someone sees the result: without
+ * them a burst of ahead-of-time refreshes took the rate limiter's starts and cold misses waited.
  */
 export const REFRESH_PRIORITY = { coldMiss: 1, change: 2, stale: 5, ahead: 10 } as const;
 export type RefreshPriority = keyof typeof REFRESH_PRIORITY;

@@ -34,6 +34,13 @@ export function overrideEndpoint(url: string): RpcEndpoint {
 const FORBIDDEN_HOST_SUFFIXES = ['.localhost', '.local', '.internal'];
 
 /**
+ * The `detail` of the 500 a request without `?rpc=` gets when `RPC_URL` is unset: the answer is the
+ * contract's `Internal error`, but whoever runs the gateway sees from it what to set.
+ */
+export const NO_RPC_URL_DETAIL =
+  'this gateway has no RPC_URL: set RPC_URL to a Solana JSON-RPC endpoint (npm run rpc:sim serves a demo one at http://127.0.0.1:8899), or pass ?rpc=';
+
+/**
  * The `detail` of each `?rpc=` refusal: the rule broken, never the URL (it may hold an API key).
  */
 const RPC_DETAIL = {
@@ -126,14 +133,10 @@ const DEFAULT_LIMITS: HostCheckLimits = {
 export type BeforeLookup = () => Promise<void>;
 
 /**
- * Applies the `?rpc=` policy (docs/design.md, "Replies from an RPC") and selects the endpoint of
- * a request. The connect-time check (rebinding) happens again in the RPC transport.
- *
- * The host check's DNS resolutions are bounded: at most `maxInFlight` at once (past it, 503 with
- * `Retry-After`), each within `deadlineMs`, and one per host at a time (requests for a host being
- * resolved share it); a result is reused for `cacheMs` (a failure for a fifth of that). A request
- * that finds no resolution of its host, settled or under way, runs {@link BeforeLookup} (requests
- * for a new host arriving at the same moment may each run it, and then share one resolution).
+ * Applies the `?rpc=` policy (docs/design.md, "Replies from an RPC") and selects the endpoint of a
+ * request; the transport checks again at connect time (rebinding). Host resolutions are bounded
+ * in number (`maxInFlight`, past it 503), in time (`deadlineMs`), one per host at a time, and
+ * reused for `cacheMs`; a request needing a new resolution runs {@link BeforeLookup} first.
  */
 export class EndpointSelector {
   /** The configured `RPC_URL`, or undefined when unset. */
@@ -174,7 +177,9 @@ export class EndpointSelector {
    *   "Endpoints and the error contract").
    */
   selectDefault(): RpcEndpoint {
-    if (!this.defaultEndpoint) throw new NotConfiguredError('RPC_URL is not configured');
+    if (!this.defaultEndpoint) {
+      throw new NotConfiguredError('RPC_URL is not configured', { detail: NO_RPC_URL_DETAIL });
+    }
     return this.defaultEndpoint;
   }
 

@@ -1,12 +1,6 @@
 /**
- * Slots as the RPC reports them, and how far ahead of what it has shown one may be believed
- * (docs/design.md, "Freshness").
- */
-
-/**
- * Whether `value` is a slot: a non-negative safe integer. JSON lets a provider send `1e309`
- * (Infinity once parsed), `9223372036854775808` (rounded to a float no chain has reached), `-1` or
- * `1.5`; none of them is a slot, and none may be stored, compared or passed on as one.
+ * Whether `value` is a slot: a non-negative safe integer (JSON also carries `1e309`, `-1`, `1.5`
+ * and integers past 2^53).
  */
 export const isSlot = (value: unknown): value is number =>
   Number.isSafeInteger(value) && (value as number) >= 0;
@@ -19,11 +13,8 @@ export const isSlot = (value: unknown): value is number =>
 export const SLOT_RATE_BOUND = 4;
 
 /**
- * Seconds of slots (at {@link SLOT_RATE_BOUND}) a believable slot may be ahead of the newest one
- * observed at the moment it was observed. Websocket notifications come from nodes that may lead
- * the node an HTTP reply came from by a few seconds (providers balance the two apart); a minute
- * covers that many times over, and bounds what one bad slot can hold an entry back to about
- * 100 s of chain.
+ * Seconds of slots (at {@link SLOT_RATE_BOUND}) a believable slot may lead the newest observed:
+ * websocket nodes lead HTTP ones by seconds, and a minute also bounds what one bad slot holds back.
  */
 export const SLOT_MARGIN_S = 60;
 
@@ -42,24 +33,10 @@ export type SlotVerdict = 'trusted' | 'ahead' | 'unconfirmed' | 'invalid';
 const CANDIDATES = 4;
 
 /**
- * The newest slot the configured RPC has shown over HTTP (the `context.slot` of scans and
- * existence checks), and from it the highest slot believable now: the anchor's slot plus
- * ({@link SLOT_MARGIN_S} + seconds since it was observed) x {@link SLOT_RATE_BOUND}.
- *
- * No one reply moves it far. The first anchor of a process is two replies that agree (each
- * within the margin and the rate of the other), the lower of the two: a process starts with no
- * slot believed, and a first reply from a node of another cluster, or a buggy one, is outvoted
- * instead of taken. After that a reply past the ceiling is `ahead` and changes nothing; one within
- * it may raise the anchor by at most the margin. A reply more than the margin below the anchor's
- * slot (no honest node lags that far, and the chain never goes back) hints the anchor is wrong:
- * two such that agree become the anchor instead (lowering the ceiling costs re-reads, never
- * freezes an entry).
- *
- * Only HTTP replies of this process move it: never a notification (one accepted near the bound
- * would raise it for the next, and a provider could walk it to any slot in a few hundred frames),
- * and never a slot read back from the store (a bad one stored once would lift the ceiling of
- * every later process, and its time comes from another machine's clock). One per worker process,
- * shared by its refreshes and its watcher.
+ * The newest slot the configured RPC has shown over HTTP, and from it the highest slot believable
+ * now: the anchor's slot plus ({@link SLOT_MARGIN_S} + seconds since) x {@link SLOT_RATE_BOUND}.
+ * The rules (two agreeing replies anchor it, one reply moves it at most the margin, only this
+ * process's HTTP replies count) and why: docs/design.md, "Freshness". One per worker process.
  */
 export class SlotClock {
   /** The observation that gives the ceiling (the newest slot, adjusted for its age). */

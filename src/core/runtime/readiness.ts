@@ -5,20 +5,18 @@ import { probeRedis, type RedisClient, type RedisProbe } from '../redis.js';
 const READINESS_PROBE_MS = 1_000;
 
 /**
- * What `/readyz` reports, for the API and the worker alike: ready while Redis answers and no
- * shutdown has begun. Writes refused (Redis at its maxmemory) are said in `parts`, not by leaving
- * the load balancer: derivations and cached answers still work, and every replica shares Redis.
- * Redis is probed with one small write (`probeRedis`) a second at most, however many requests
- * arrive: the route is public, and each probe is a write.
+ * What `/readyz` reports, for the API and the worker alike (docs/design.md, "Shutdown, liveness and
+ * readiness"): ready while Redis answers and no shutdown has begun; refused writes show in `parts`
+ * only. Redis is probed with one small write a second at most, however many requests arrive.
  *
  * @param deps.key the probe's key (`redisKeys(prefix).readinessProbe`).
- * @param deps.parts the parts that do not change while the process runs.
+ * @param deps.parts the parts besides Redis's, asked at each probe.
  * @param deps.closing true once the process's shutdown has begun.
  */
 export function redisReadiness(deps: {
   redis: RedisClient;
   key: string;
-  parts: Pick<ReadinessParts, 'rpc' | 'websocket'>;
+  parts: () => Pick<ReadinessParts, 'rpc' | 'websocket'>;
   closing: () => boolean;
 }): () => Promise<Readiness> {
   let probing: Promise<RedisProbe> | undefined;
@@ -34,7 +32,7 @@ export function redisReadiness(deps: {
     const redis = await probe();
     return {
       ready: !deps.closing() && redis.reachable,
-      parts: { redis: redis.reachable, redisWrites: redis.writable, ...deps.parts },
+      parts: { redis: redis.reachable, redisWrites: redis.writable, ...deps.parts() },
     };
   };
 }

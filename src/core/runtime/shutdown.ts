@@ -10,34 +10,47 @@ export type Shutdown = {
 };
 
 /**
- * Runs every step in order, each even when one before it failed or threw, and logs each failure.
+ * Runs every step in order, each even when one before it failed, threw or ran past `stepMs`, and
+ * logs each failure. A step past its bound is left running, unawaited: the close goes on.
  *
- * @returns true when every step succeeded.
+ * @param stepMs the bound of one step, in milliseconds (none if absent).
+ * @returns true when every step succeeded in time.
  */
-export async function closeSteps(steps: readonly ShutdownStep[], logger: Logger): Promise<boolean> {
+export async function closeSteps(
+  steps: readonly ShutdownStep[],
+  logger: Logger,
+  stepMs?: number,
+): Promise<boolean> {
   let ok = true;
   for (const step of steps) {
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await step.close();
+      const closing = (async () => step.close())();
+      await (stepMs === undefined
+        ? closing
+        : Promise.race([
+            closing,
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(
+                () => reject(new Error(`did not close within ${stepMs} ms`)),
+                stepMs,
+              ).unref();
+            }),
+          ]));
     } catch (err) {
       ok = false;
       logger.error({ err, step: step.name }, 'shutdown step failed');
+    } finally {
+      clearTimeout(timer);
     }
   }
   return ok;
 }
 
 /**
- * Ends the process now, without waiting for anything. `process.exit()` is not enough: it first
- * stops every worker thread and waits for each, and a thread inside a long synchronous call (a
- * `JSON.parse` of a large RPC reply does not look at V8's termination request) holds it there
- * until that call returns, for minutes with a hostile reply; `process.reallyExit()` waits the
- * same. SIGKILL on itself is the one exit nothing in the process can hold up (the process ends
- * "killed by SIGKILL", status 137 in a shell, which is what a forced exit is).
- *
- * The line is written synchronously on stdout by a logger of its own: the process logger's
- * destination writes from libuv's thread pool, and a line still in flight there is lost to the
- * SIGKILL (pino's `fatal()` flushes only the lines queued behind it).
+ * Ends the process now: SIGKILL on itself, the one exit nothing in the process can hold up
+ * (`process.exit()` waits for worker threads, and one inside a long `JSON.parse` does not stop).
+ * The line is written synchronously by a logger of its own, so the kill cannot lose it.
  */
 export function exitNow(logger: Logger, fields: Record<string, unknown>, msg: string): never {
   pino({ level: logger.level }, pino.destination({ dest: 1, sync: true })).fatal(fields, msg);
@@ -55,13 +68,11 @@ export function exitNow(logger: Logger, fields: Record<string, unknown>, msg: st
 export const SAME_SIGNAL_MS = 500;
 
 /**
- * Installs the shutdown handlers (close-with-grace): call it before connecting anything, so a
- * signal during start-up (Redis unreachable, the API still waiting for it) ends the process
- * cleanly too. On SIGTERM, SIGINT, SIGHUP (and an uncaught exception) the steps close in order,
- * every one of them (see {@link closeSteps}); the process exits 0 when all closed, 1 when one
- * failed or after an uncaught exception. A second signal (not the first one repeated within
- * {@link SAME_SIGNAL_MS}), or `timeoutMs` milliseconds without the steps done, ends it at once
- * ({@link exitNow}). Unhandled rejections are left to the caller.
+ * Installs the shutdown handlers (close-with-grace; docs/design.md, "Shutdown, liveness and
+ * readiness"): call it before connecting anything. SIGTERM, SIGINT, SIGHUP and an uncaught
+ * exception run every step in order ({@link closeSteps}); exit 0 when all closed, 1 otherwise. A
+ * second signal (not the first repeated within {@link SAME_SIGNAL_MS}), or `timeoutMs` without the
+ * steps done, ends it at once ({@link exitNow}). Unhandled rejections are left to the caller.
  */
 export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
   const steps: ShutdownStep[] = [];

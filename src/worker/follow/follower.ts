@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Metrics } from '../../core/metrics.js';
+import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { SlotClock } from '../../core/rpc/slot.js';
 import { toBase58 } from '../../core/sns/pda.js';
 import { Backstop } from './backstop.js';
@@ -66,6 +67,11 @@ export type FollowerDeps = {
   rpc: FollowRpc;
   clock: Clock;
   slots: Pick<SlotClock, 'trusts' | 'ceiling' | 'newest'>;
+  /**
+   * The daily credit budget: past its soft threshold the existence checks (the backstop) stop;
+   * the stream itself goes on, its spend flat (docs/design.md, "Budget").
+   */
+  budget?: Pick<CreditBudget, 'state'>;
   metrics: Metrics;
   logger: Logger;
   reread: Reread;
@@ -223,7 +229,9 @@ export class Follower {
     every(JOIN_EVERY_MS, () => this.join());
     // Only while the stream covers additions: a check proves what is gone, not what is new.
     every(Math.max(1_000, Math.floor(this.deps.freshMs / 6)), () =>
-      this.healthy ? this.backstop.round() : undefined,
+      this.healthy && (this.deps.budget?.state() ?? 'normal') === 'normal'
+        ? this.backstop.round()
+        : undefined,
     );
     every(Math.max(500, Math.floor(this.deps.leaseMs / 3)), () =>
       this.owner && this.stream.mode === 'parents' ? this.updateHotParents() : undefined,

@@ -4,6 +4,8 @@ import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import type { Metrics } from '../../core/metrics.js';
 import type { CostTable } from '../rpc/client.js';
+import { CreditMeter } from '../rpc/credits.js';
+import { wsUpgradeRefusedMessage } from '../rpc/ws-url-hint.js';
 
 /**
  * Largest websocket message accepted. An account notification carries 130 bytes of data (about
@@ -25,6 +27,8 @@ export type WsConnectionOptions = {
   logger: Logger;
   /** `RPC_CREDITS`: `wsConnection` per connection opened, `wsMegabyte` per 10^6 bytes received. */
   costs: CostTable;
+  /** Where those credits are counted (the daily budget's counter too); the metric only when absent. */
+  credits?: CreditMeter;
   /** Keep-alive ping interval; a socket with nothing received for two of them is dropped. */
   pingMs: number;
   /** A socket is open: `send` writes a text frame on it. */
@@ -51,8 +55,11 @@ export class WsConnection {
   private running: Promise<void> | undefined;
   private lastHeard = 0;
   private flaps = 0;
+  private readonly credits: CreditMeter;
 
-  constructor(private readonly opts: WsConnectionOptions) {}
+  constructor(private readonly opts: WsConnectionOptions) {
+    this.credits = opts.credits ?? new CreditMeter({ metrics: opts.metrics });
+  }
 
   get connected(): boolean {
     return this.socket?.readyState === WebSocket.OPEN;
@@ -130,7 +137,7 @@ export class WsConnection {
       signal.addEventListener('abort', abort, { once: true });
       socket.once('error', fail);
       socket.once('unexpected-response', (_req, res) =>
-        fail(new Error(`websocket upgrade refused: HTTP ${res.statusCode}`)),
+        fail(new Error(wsUpgradeRefusedMessage(this.opts.url, res.statusCode))),
       );
       socket.once('open', () => {
         signal.removeEventListener('abort', abort);
@@ -145,10 +152,7 @@ export class WsConnection {
     const { metrics, costs } = this.opts;
     this.socket = socket;
     metrics.wsConnected.set(1);
-    metrics.rpcCredits.inc(
-      { method: 'wsConnection', endpoint: 'default' },
-      costs['wsConnection'] ?? 0,
-    );
+    this.credits.spend('wsConnection', 'default', costs['wsConnection'] ?? 0);
     this.lastHeard = Date.now();
     const ping = setInterval(() => {
       this.opts.onTick?.();
@@ -165,8 +169,9 @@ export class WsConnection {
         const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
         this.lastHeard = Date.now();
         metrics.wsReceivedBytes.inc(bytes.length);
-        metrics.rpcCredits.inc(
-          { method: 'wsMegabyte', endpoint: 'default' },
+        this.credits.spend(
+          'wsMegabyte',
+          'default',
           (bytes.length / 1e6) * (costs['wsMegabyte'] ?? 0),
         );
         if (!isBinary) this.opts.onMessage(bytes);

@@ -1,12 +1,8 @@
 /**
- * JSON parsing with bounds an upstream cannot talk its way past. `JSON.parse` cannot be
- * interrupted (a worker thread's `terminate()` waits for it to return) and its cost follows the
- * number of values it builds, not the bytes: a few megabytes of `[],[],...` build millions of
- * arrays, and near a heap limit the garbage collector then runs for minutes. So a body is first
- * scanned in a plain loop (interruptible, no allocation) that bounds its nesting depth and how
- * many containers and strings it would build; only a body within those bounds reaches
- * `JSON.parse`, whose time is then proportional to its bytes. See docs/design.md, "Replies from
- * an RPC".
+ * JSON parsing with bounds an upstream cannot talk its way past: `JSON.parse` cannot be
+ * interrupted and its cost follows the values it builds, not the bytes, so a body is first scanned
+ * in a plain loop that bounds nesting, containers and strings (docs/design.md, "Replies from an
+ * RPC").
  */
 
 /** The bounds of one parse. */

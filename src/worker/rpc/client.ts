@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Metrics, RpcOutcome } from '../../core/metrics.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import { CreditMeter } from './credits.js';
 import { RpcCallError } from './envelope.js';
 import { postJson, TransportError, type Agents, type HttpReply } from './transport.js';
 
@@ -41,6 +42,11 @@ export type RpcClientOptions = {
   isTrusted: (endpoint: RpcEndpoint) => boolean;
   /** `RPC_CREDITS`: what each round trip adds to `sns_rpc_credits_total`. */
   costs: CostTable;
+  /**
+   * Where each round trip's credits are counted (and reserved against `RPC_CREDITS_PER_DAY`); a
+   * meter counting the metric only when absent.
+   */
+  credits?: CreditMeter;
   /** First back-off delay in milliseconds; doubles per retry, randomised (p-retry). */
   minBackoffMs?: number;
 };
@@ -72,9 +78,11 @@ export type RpcCallOptions<T> = {
 export class RpcClient {
   private nextId = 1;
   private readonly costs: CostTable;
+  private readonly credits: CreditMeter;
 
   constructor(private readonly opts: RpcClientOptions) {
     this.costs = opts.costs;
+    this.credits = opts.credits ?? new CreditMeter({ metrics: opts.metrics });
   }
 
   /**
@@ -84,6 +92,8 @@ export class RpcClient {
    * @throws RpcCallError once retries are spent, for a failure that cannot succeed on retry, or
    *   for a `Retry-After` past {@link MAX_RETRY_AFTER_IN_PLACE_MS} (then `retryAfterMs` says how
    *   long the upstream asked for).
+   * @throws CreditBudgetRefusal (./credits.ts) when a round trip to the configured endpoint would
+   *   spend past `RPC_CREDITS_PER_DAY`: not made, not retried.
    */
   async call<T>(
     endpoint: RpcEndpoint,
@@ -122,6 +132,11 @@ export class RpcClient {
     const { metrics } = this.opts;
     const labels = { method, endpoint: endpoint.kind };
     const url = new URL(endpoint.url);
+    const cost = costOf(this.costs, method);
+    // Before the round trip, so a call the day's budget cannot take is never made.
+    const reserved =
+      endpoint.kind === 'default' ? await this.credits.reserve(method, cost) : undefined;
+    let spent = false;
     const id = this.nextId++;
     const body = JSON.stringify({ jsonrpc: '2.0', id, method, params });
     const stopTimer = metrics.rpcDuration.startTimer(labels);
@@ -147,13 +162,17 @@ export class RpcClient {
         );
       }
       metrics.rpcResponseBytes.inc(labels, reply.body.length);
-      if (reply.status !== 429) metrics.rpcCredits.inc(labels, costOf(this.costs, method));
+      if (reply.status !== 429) {
+        spent = true;
+        this.credits.spend(method, endpoint.kind, cost, reserved);
+      }
       checkStatus(method, reply);
       return await decode(reply.body, { method, id, signal });
     } catch (err) {
       outcome = err instanceof RpcCallError ? err.outcome : 'http_error';
       throw err;
     } finally {
+      if (!spent) this.credits.release(reserved);
       stopTimer();
       metrics.rpcRequests.inc({ ...labels, outcome });
     }

@@ -8,19 +8,12 @@ import {
 import { hashName, nameAccountKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
 
 /**
- * What one `programSubscribe` notification under a parent proves (docs/design.md, "Freshness").
- * Subscriptions ask for the same `dataSlice` as the scan (class, then the start of a reverse
- * record), so a notification says whether the account is a reverse record and, for a short text,
- * which label it names.
- *
- * - `reverse`: a reverse record whose key is the one derived from the subdomain of its text under
- *   the parent (`getReverseKeyFromDomainKey(getDomainKeySync(label.parent))`): it names `label`
- *   for the subdomain name account `subdomain`, once that account exists.
- * - `subdomain`: another account under the parent, a subdomain name account by the SDK's rule (it
- *   lists every account under the parent that has a reverse record), with the owner in its header
- *   (a change of owner is a transfer).
- * - `unproven`: a reverse record whose text was cut at the slice, or whose key is not derived from
- *   its text (made by hand): only a scan tells what it lists.
+ * What one `programSubscribe` notification under a parent proves (docs/design.md, "Freshness"),
+ * read from the scan's `dataSlice`:
+ * - `reverse`: a reverse record at the key derived from its text: it names `label` for the
+ *   subdomain account `subdomain`, once that account exists.
+ * - `subdomain`: another account under the parent, with the owner in its header (a transfer).
+ * - `unproven`: a text cut at the slice, or a key not derived from its text: only a scan tells.
  * - `empty`: a reverse record with an empty text, which the SDK does not list.
  */
 export type Change =

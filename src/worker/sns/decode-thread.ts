@@ -43,17 +43,11 @@ type TaskInput = ThreadRequest extends infer R
   : never;
 
 /**
- * A decode thread seen from the worker's main thread: one `node:worker_threads` Worker, started
- * on first use, `unref()`'d while idle (it never holds the process open), started again on the
- * next task if it dies, and terminated by {@link close}. Tasks run in order; a task's body is
- * transferred to the thread, not copied.
- *
- * The thread is bounded: its heap by `resourceLimits`, each task by `taskMs`. A task past either
- * budget fails (an RpcCallError that is not retried: the reply was the upstream's fault) and the
- * thread is abandoned, not waited for: `terminate()` cannot stop a `JSON.parse` under way, so the
- * next task starts a new thread, and the old one ends once its parse returns (bounded in time by
- * ../rpc/bounded-json.ts). Each endpoint class has its own thread (the worker runtime makes them),
- * so a hostile override never delays the default endpoint's decodes.
+ * A decode thread seen from the worker's main thread: one `node:worker_threads` Worker, started on
+ * first use, `unref()`'d while idle, restarted after a death, terminated by {@link close}; tasks
+ * run in order, bodies transferred. Heap (`resourceLimits`) and time (`taskMs`) are bounded: a task
+ * past either fails, not retried, and the thread is abandoned rather than awaited, since
+ * `terminate()` cannot stop a `JSON.parse` under way (docs/design.md, "Replies from an RPC").
  */
 export class DecodeThread {
   private worker: Worker | undefined;

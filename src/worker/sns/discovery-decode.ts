@@ -304,3 +304,18 @@ export function decodeExistence(
   const slot = reply?.context?.slot;
   return { slot: isSlot(slot) ? slot : undefined, exists };
 }
+
+/**
+ * Every decode the thread runs, by task kind (src/worker/sns/discovery-thread.ts dispatches on
+ * it, and `DecodeThread.run()` takes its types from it): a new RPC method's decoder is one entry
+ * here. Each gets the method, the body, the JSON-RPC id, and the task's own fields.
+ */
+export const DECODERS = {
+  envelope: (method, body, id) => decodeEnvelope<unknown>(method, body, id),
+  'program-accounts': (method, body, id, task: { parentKey: Uint8Array }) =>
+    classifyProgramAccounts(method, body, id, task.parentKey),
+  'reverse-texts': (method, body, id, task: { count: number; maxTextBytes: number }) =>
+    decodeReverseTexts(method, body, id, task.count, task.maxTextBytes),
+  existence: (method, body, id, task: { count: number }) =>
+    decodeExistence(method, body, id, task.count),
+} satisfies Record<string, (method: string, body: Uint8Array, id: number, task: never) => unknown>;

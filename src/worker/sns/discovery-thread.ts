@@ -1,12 +1,6 @@
 import { parentPort } from 'node:worker_threads';
-import { decodeEnvelope, toWireError, type WireError } from '../rpc/envelope.js';
-import {
-  classifyProgramAccounts,
-  decodeExistence,
-  decodeReverseTexts,
-  type Existence,
-  type ProgramAccountsSummary,
-} from './discovery-decode.js';
+import { toWireError, type WireError } from '../rpc/envelope.js';
+import { DECODERS } from './discovery-decode.js';
 
 /**
  * The decode thread: a `node:worker_threads` Worker started by ./decode-thread.ts, never
@@ -24,21 +18,17 @@ type Common = {
   body: ArrayBuffer;
 };
 
-export type ThreadRequest = Common &
-  (
-    | { kind: 'envelope' }
-    | { kind: 'program-accounts'; parentKey: Uint8Array }
-    | { kind: 'reverse-texts'; count: number; maxTextBytes: number }
-    | { kind: 'existence'; count: number }
-  );
+type Decoders = typeof DECODERS;
+/** A task's own fields: its decoder's fourth parameter, if it has one. */
+type Fields<K extends keyof Decoders> =
+  Parameters<Decoders[K]> extends [string, Uint8Array, number, infer T] ? T : unknown;
+
+export type ThreadRequest = {
+  [K in keyof Decoders]: Common & { kind: K } & Fields<K>;
+}[keyof Decoders];
 
 /** What each kind of request answers. */
-export type ThreadResults = {
-  envelope: unknown;
-  'program-accounts': ProgramAccountsSummary;
-  'reverse-texts': Array<string | null>;
-  existence: Existence;
-};
+export type ThreadResults = { [K in keyof Decoders]: ReturnType<Decoders[K]> };
 
 export type ThreadReply =
   | { seq: number; result: unknown }
@@ -47,17 +37,13 @@ export type ThreadReply =
   | { ready: true };
 
 function decode(req: ThreadRequest): unknown {
-  const body = new Uint8Array(req.body);
-  switch (req.kind) {
-    case 'envelope':
-      return decodeEnvelope(req.method, body, req.id);
-    case 'program-accounts':
-      return classifyProgramAccounts(req.method, body, req.id, req.parentKey);
-    case 'reverse-texts':
-      return decodeReverseTexts(req.method, body, req.id, req.count, req.maxTextBytes);
-    case 'existence':
-      return decodeExistence(req.method, body, req.id, req.count);
-  }
+  const decoder = DECODERS[req.kind] as (
+    method: string,
+    body: Uint8Array,
+    id: number,
+    task: ThreadRequest,
+  ) => unknown;
+  return decoder(req.method, new Uint8Array(req.body), req.id, req);
 }
 
 function handle(req: ThreadRequest): ThreadReply {

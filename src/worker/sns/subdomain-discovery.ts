@@ -44,27 +44,12 @@ export type DiscoveryLane = {
 };
 
 /**
- * Lists the subdomain labels of a top-level `.sol` parent, with the SDK's semantics
- * (`findSubdomains` of @bonfida/spl-name-service 3.x, utils/findSubdomains): every account whose
- * parent is the parent's name account counts when a reverse record exists at
- * `getReverseKeyFromDomainKey(account, parent)` with that parent and the reverse-lookup class; its
- * label is the reverse text. Empty texts are dropped, as the SDK drops them. Labels come back
- * sorted (stable answers, docs/design.md).
- *
- * The keys come from src/core/sns/pda.ts (`domainKey`, `reverseKeyFromDomainKey`): bit-identical to the
- * SDK's `getDomainKeySync` and `getReverseKeyFromDomainKey` (test/pda.test.ts), and far faster
- * (BENCHMARKS.md). A reverse key is derived from the base58 text the RPC returns (canonical, as
- * the SDK's `toBase58()` writes it), without decoding it.
- *
- * Where the SDK makes two `getProgramAccounts` calls (reverse records in full, then every child
- * with no data), this makes one: `memcmp` on the parent, and a `dataSlice` over the class and the
- * start of the reverse text, so one round trip tells reverse records from subdomains.
- *
- * No reply is parsed on this thread: each body moves to the lane's decode thread
- * (./decode-thread.ts), which parses it within bounds, checks every account's shape and the
- * length of its slice, sorts the accounts and derives every reverse key (./discovery-decode.ts),
- * and sends back the labels and the few reverse texts still to fetch. Those are read at the
- * scan's slot or later (`minContextSlot`), so a lagging node cannot answer from before the scan.
+ * Lists the subdomain labels of a top-level `.sol` parent with the SDK's semantics
+ * (`findSubdomains` of @bonfida/spl-name-service 3.x): an account under the parent counts when its
+ * reverse record exists, and its label is the reverse text (empty ones dropped). Labels come back
+ * sorted. One `getProgramAccounts` with a `dataSlice` does what the SDK does in two; every reply is
+ * parsed in the lane's decode thread (./discovery-decode.ts), and the reverse texts still to fetch
+ * are read at the scan's slot or later. docs/design.md, "Discovery".
  *
  * @param minContextSlot the slot the scan must reflect at least (a notification's, when one
  *   caused the refresh): a node behind it answers -32016, retried with back-off.

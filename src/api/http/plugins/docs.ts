@@ -37,6 +37,13 @@ export const docsPlugin = fp(async (app: FastifyInstance) => {
         { name: 'ops', description: 'Health, readiness and metrics' },
       ],
     },
+    // Shared schemas (src/core/http/schemas.ts `useSchemas`) are listed under
+    // components.schemas by their $id, so generated clients get their names (`SubdomainList`),
+    // not `def-0`.
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) =>
+        typeof json.$id === 'string' ? json.$id : `def-${i}`,
+    },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

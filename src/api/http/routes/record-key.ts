@@ -9,12 +9,15 @@ import type { RecordKeyDeriver } from '../../sns/record-key.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
+  errorEnvelopeSchema,
   errorResponse,
   HEADER,
   INTERNAL,
   notModifiedResponse,
-  okResponse,
+  okEnvelope,
+  refResponse,
   SHUTTING_DOWN,
+  useSchemas,
 } from '../../../core/http/schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
@@ -37,7 +40,7 @@ const BATCH_WRONG_SHAPE_DETAIL =
   'path must be /record-keys-v2/<domain>?records=<record>,<record>,...; a domain of "." or ".." (%2E) is removed from the URL by the client';
 
 /**
- * Most values in one `?records=` list (issue 14). Duplicates count but are derived once, so a
+ * Most values in one `?records=` list. Duplicates count but are derived once, so a
  * list costs at most one derivation per record type (28), the domain's key derived once.
  */
 export const MAX_BATCH_RECORDS = 100;
@@ -54,6 +57,20 @@ const keyOfAnswer = (answer: RenderedAnswer): string => answer.body.slice(KEY_ST
 /** The LRU's key: unambiguous, as a valid record never holds the separator. */
 const cacheKey = (rawDomain: string, record: Record): string => `${record}\u0000${rawDomain}`;
 
+/** The answer of `/record-key-v2`: one key. */
+const recordKey = okEnvelope(
+  'RecordKey',
+  Type.String({ description: 'base58 account key' }),
+  'The V2 record-account key of a domain and record type.',
+);
+
+/** The answer of `/record-keys-v2`: record value -> key. */
+const recordKeys = okEnvelope(
+  'RecordKeys',
+  Type.Record(Type.String(), Type.String({ description: 'base58 account key' })),
+  'The V2 record-account keys of a domain, by record value, in the order asked.',
+);
+
 /** A derivation never changes: caches may keep it for good. */
 const DERIVATION_HEADERS = Object.freeze({
   ...CORS_HEADERS,
@@ -61,22 +78,17 @@ const DERIVATION_HEADERS = Object.freeze({
 });
 
 /**
- * `GET /record-key-v2/:domain/:record` and its batch form `GET /record-keys-v2/:domain?records=`
- * (README, "Routes"). Pure CPU: no Redis, no RPC, so they keep answering while Redis is down
- * (docs/design.md, "Shape").
- *
- * Answers are kept in a bounded LRU keyed by the raw path parameters, rendered (body and ETag), so
- * a hot name costs one map lookup: no parsing, derivation, serialization or hashing. A derivation
- * is pure, so a kept answer never goes stale. An answer is admitted on its name's second request
- * ({@link AdmittedLru}): names asked for once, most of the cold traffic, never evict anything.
- * The batch route reads and offers the same entries, one per record, so both routes warm each
- * other; a batch's own answer is not kept (it is a few lookups and one serialization when warm).
+ * `GET /record-key-v2/:domain/:record` and `GET /record-keys-v2/:domain?records=` (README,
+ * "Routes"): pure CPU, so they answer while Redis is down. Rendered answers are kept in an LRU
+ * keyed by the raw path, admitted on a name's second request ({@link AdmittedLru}); the batch route
+ * shares its entries, one per record.
  */
 export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = async (
   app,
   { deriver, cacheSize },
 ) => {
   const answers = cacheSize > 0 ? new AdmittedLru<RenderedAnswer>(cacheSize) : undefined;
+  useSchemas(app, [errorEnvelopeSchema, recordKey, recordKeys]);
 
   /** @throws InvalidInputError for a bad name (from the parser); InternalError if the derivation fails. */
   const answer = (rawDomain: string, record: Record): RenderedAnswer => {
@@ -96,6 +108,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
       schema: {
         tags: ['sns'],
         summary: 'The V2 record-account key of a domain and record type, derived offline',
+        operationId: 'getRecordKey',
         description:
           "The SDK's `getRecordV2Key(domain, record)`: the address of the account that holds the " +
           'record, computed offline (no RPC, no Redis), so it answers while Redis is down. It ' +
@@ -116,7 +129,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
           }),
         }),
         response: {
-          200: okResponse(Type.String({ description: 'base58 account key' }), {
+          200: refResponse(recordKey, {
             description: 'The record key. `bonfida` / `SOL` gives this example.',
             examples: [{ s: 'ok', result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' }],
             headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
@@ -159,6 +172,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
         tags: ['sns'],
         summary:
           'The V2 record-account keys of one domain and up to 100 record types, derived offline',
+        operationId: 'getRecordKeys',
         description:
           'Each key is what GET /record-key-v2/:domain/:record answers for that record: one ' +
           'request instead of one per record. Offline (no RPC, no Redis) and pure: kept by caches ' +
@@ -182,24 +196,21 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
           }),
         }),
         response: {
-          200: okResponse(
-            Type.Record(Type.String(), Type.String({ description: 'base58 account key' })),
-            {
-              description:
-                'Record value -> key, in the order the records were given (first appearance). ' +
-                '`bonfida` / `SOL,email` gives this example.',
-              examples: [
-                {
-                  s: 'ok',
-                  result: {
-                    SOL: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6',
-                    email: 'DPSCfsPuTHDmFknDgs8T1uDaa8HsZqrmUpAwK2MMQVQW',
-                  },
+          200: refResponse(recordKeys, {
+            description:
+              'Record value -> key, in the order the records were given (first appearance). ' +
+              '`bonfida` / `SOL,email` gives this example.',
+            examples: [
+              {
+                s: 'ok',
+                result: {
+                  SOL: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6',
+                  email: 'DPSCfsPuTHDmFknDgs8T1uDaa8HsZqrmUpAwK2MMQVQW',
                 },
-              ],
-              headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
-            },
-          ),
+              },
+            ],
+            headers: { 'Cache-Control': HEADER.immutable, ETag: HEADER.etag },
+          }),
           304: notModifiedResponse,
           400: errorResponse(
             '`Invalid input`: a bad domain (as /record-key-v2), `records` missing, empty, given ' +

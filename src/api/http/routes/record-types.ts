@@ -1,27 +1,39 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { RECORD_ENUM } from '../../sns/records.js';
 import {
+  errorEnvelopeSchema,
   errorResponse,
   HEADER,
   notModifiedResponse,
   ok,
-  okResponse,
+  okEnvelope,
+  refResponse,
   SHUTTING_DOWN,
+  useSchemas,
 } from '../../../core/http/schemas.js';
+
+/** The answer of `/types/record`: enum name -> value. */
+const recordTypes = okEnvelope(
+  'RecordTypes',
+  Type.Record(Type.String(), Type.String()),
+  "The SDK's Record enum, name -> value.",
+);
 
 /**
  * `GET /types/record` (README, "Routes"): the SDK's `Record` enum, whose values are what
  * `/record-key-v2` takes. A constant: no Redis, no RPC.
  */
 export const recordTypesRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  useSchemas(app, [errorEnvelopeSchema, recordTypes]);
   app.get(
     '/types/record',
     {
       schema: {
         tags: ['sns'],
         summary: "The SDK's Record enum: name -> value; the values go in /record-key-v2's path",
+        operationId: 'getRecordTypes',
         response: {
-          200: okResponse(Type.Record(Type.String(), Type.String()), {
+          200: refResponse(recordTypes, {
             description:
               'Every record type of @bonfida/spl-name-service, enum name to value. The value ' +
               '(`SOL`, `email`, `IPFS`) is what /record-key-v2 takes, not the name (`Email`).',

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { OverloadedError } from '../../../core/errors.js';
 import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import {
@@ -17,26 +17,24 @@ import {
   cachedAnswerQuery,
   cachedAnswers,
   parentParams,
+  subdomainDetail,
+  subdomainDetails,
   type CachedAnswerDeps,
 } from '../subdomain-answers.js';
 import {
+  errorEnvelopeSchema,
   errorResponse,
   HEADER,
   INTERNAL,
   notModifiedResponse,
-  okResponse,
+  refResponse,
+  useSchemas,
 } from '../../../core/http/schemas.js';
 
 export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
   /** The rendered views of the configured endpoint. */
   views: DetailsViews;
 };
-
-const detail = Type.Object({
-  label: Type.String({ description: 'the label, as `/subdomains/:parent` lists it' }),
-  key: Type.String({ description: "the subdomain's name account (base58)" }),
-  owner: Type.String({ description: "the owner in the name account's header (base58)" }),
-});
 
 /**
  * `GET /subdomains/:parent/details[?rpc=URL]` (README, "Routes"): the labels of
@@ -48,6 +46,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   app,
   deps,
 ) => {
+  useSchemas(app, [errorEnvelopeSchema, subdomainDetail, subdomainDetails]);
   const cached = cachedAnswers(app, deps);
 
   /**
@@ -119,6 +118,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
       schema: {
         tags: ['sns'],
         summary: 'Subdomains of a top-level .sol name with their name account and owner',
+        operationId: 'getSubdomainDetails',
         description:
           'The labels of `/subdomains/:parent`, in the same order, each with its subdomain name ' +
           "account and the owner in that account's header, from the same cache entry and refresh " +
@@ -126,7 +126,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
         params: parentParams,
         querystring: cachedAnswerQuery,
         response: {
-          200: okResponse(Type.Array(detail), {
+          200: refResponse(subdomainDetails, {
             description: 'One row per label, in the order `/subdomains/:parent` lists them.',
             examples: [
               {
@@ -134,8 +134,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
                 result: [
                   {
                     label: 'bullish',
-                    key: '5nBP8MXM7ZzvBbCR6sodQ3EDwxzrEfDqdAp6ZZQ3KD9i',
-                    owner: 'HKKp49qGWXd639QsuH7JiLijfVW5UtCVY4s1n2HANwEA',
+                    key: '5SgEfzsXLVPdu8s5sQxZanJfx5gFnPwwtWLagyM4rMY7',
+                    owner: 'H8JaWKERCF67XGey9c8C8rdiBXaHY69snJjjn36uoo6',
                   },
                 ],
               },
@@ -154,7 +154,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
           500: errorResponse(INTERNAL, 'Internal error'),
           502: errorResponse('`RPC unavailable`: as for `/subdomains/:parent`.', 'RPC unavailable'),
           503: errorResponse(
-            '`Service overloaded`: as for `/subdomains/:parent`; also while the entry was written ' +
+            '`Service overloaded` or `Budget exhausted`: as for `/subdomains/:parent`; ' +
+              '`Service overloaded` also while the entry was written ' +
               'by an earlier release, without the accounts (until its next refresh).',
             'Service overloaded',
             { 'Retry-After': HEADER.retryAfter },
@@ -163,6 +164,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
       },
     },
     // A warm parent whose view is kept is answered synchronously: no promise, no Redis.
-    (req, reply) => cached.answer(req, reply, send),
+    // The answer is sent by `send`; the promise (when any) only carries its failure.
+    (req, reply) => cached.answer(req, reply, send) as Promise<void> | undefined,
   );
 };

@@ -5,7 +5,14 @@ import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/l
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
 import { parentParams, requesterOf, rpcQueryProperty } from '../subdomain-answers.js';
-import { errorResponse, HEADER, INTERNAL, SHUTTING_DOWN } from '../../../core/http/schemas.js';
+import {
+  errorEnvelopeSchema,
+  errorResponse,
+  HEADER,
+  INTERNAL,
+  SHUTTING_DOWN,
+  useSchemas,
+} from '../../../core/http/schemas.js';
 
 export type SubdomainEventsDeps = {
   endpoints: EndpointSelector;
@@ -47,6 +54,7 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
 ) => {
   // The same per-client limit of cold misses as the list route (one store, one key per client).
   const checkColdMiss = app.createRateLimit();
+  useSchemas(app, [errorEnvelopeSchema]);
   // Open streams would hold the server's close until its time-out: end them as closing begins.
   app.addHook('preClose', async () => deps.live.close());
 
@@ -58,6 +66,7 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
         tags: ['sns'],
         summary:
           'Live updates of the subdomain labels of a top-level .sol name (Server-Sent Events)',
+        operationId: 'getSubdomainEvents',
         description:
           'A `text/event-stream`. The first event, `subdomains`, holds in `data` the answer of ' +
           '`GET /subdomains/{parent}` (`{"s":"ok","result":[...]}`); another such event follows ' +
@@ -94,7 +103,8 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
             { 'Retry-After': HEADER.retryAfter },
           ),
           500: errorResponse(
-            `${INTERNAL} Also when no RPC_URL is configured or Redis is unreachable.`,
+            `${INTERNAL} Also when no RPC_URL is configured (\`detail\` names it) or Redis ` +
+              'is unreachable.',
             'Internal error',
           ),
           502: errorResponse(

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CacheEntry } from '../../../core/cache/subdomain-cache.js';
 import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import type { LookupResult } from '../../subdomains/lookup.js';
@@ -7,18 +7,21 @@ import { selectPage, type PageRequest } from '../../subdomains/page-selection.js
 import { renderPage } from '../paged-answer.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
+  errorEnvelopeSchema,
   errorResponse,
   HEADER,
   INTERNAL,
   notModifiedResponse,
-  okResponse,
+  refResponse,
   SHUTTING_DOWN,
+  useSchemas,
 } from '../../../core/http/schemas.js';
 import {
   CACHED_ANSWER_HEADERS,
   cachedAnswerQuery,
   cachedAnswers,
   parentParams,
+  subdomainList,
   type CachedAnswerDeps,
 } from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
@@ -52,6 +55,7 @@ const WRONG_SHAPE_DETAIL =
  * stale-while-revalidate; `no-store` through an override.
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
+  useSchemas(app, [errorEnvelopeSchema, subdomainList]);
   const cached = cachedAnswers(app, deps);
 
   /**
@@ -86,6 +90,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         tags: ['sns'],
         summary:
           'Subdomain labels of a top-level .sol name (only those with a reverse record), sorted',
+        operationId: 'getSubdomains',
         description:
           "The labels the SDK's `findSubdomains` gives, from the Redis cache: a subdomain counts " +
           'only when its reverse record exists. A miss queues one refresh (getProgramAccounts, ' +
@@ -96,27 +101,15 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         params: parentParams,
         querystring: cachedAnswerQuery,
         response: {
-          200: okResponse(
-            Type.Array(Type.String()),
-            {
-              description:
-                'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). With ' +
-                '`limit`, one page of them and `next`: `?limit=2` gives ' +
-                '`{"s":"ok","result":["bullish","hollaaa"],"next":"hollaaa"}`. ' +
-                "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
-              examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
-              headers: CACHED_ANSWER_HEADERS,
-            },
-            {
-              next: Type.Optional(
-                Type.Union([Type.String(), Type.Null()], {
-                  description:
-                    'Only with `limit`: the last label of this page, to pass as `after` for the ' +
-                    'next one; null when no more labels follow.',
-                }),
-              ),
-            },
-          ),
+          200: refResponse(subdomainList, {
+            description:
+              'The labels, sorted, without the parent (`bullish`, not `bullish.67679`). With ' +
+              '`limit`, one page of them and `next`: `?limit=2` gives ' +
+              '`{"s":"ok","result":["bullish","hollaaa"],"next":"hollaaa"}`. ' +
+              "The example is the loopback RPC simulator's demo chain (`npm run rpc:sim`).",
+            examples: [{ s: 'ok', result: ['bullish', 'hollaaa', 'testing'] }],
+            headers: CACHED_ANSWER_HEADERS,
+          }),
           304: notModifiedResponse,
           400: errorResponse(
             '`Invalid input`: a parent that is not exactly one non-empty label, a refused ' +
@@ -134,7 +127,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
             { 'Retry-After': HEADER.retryAfter },
           ),
           500: errorResponse(
-            `${INTERNAL} Also when no RPC_URL is configured or Redis is unreachable.`,
+            `${INTERNAL} Also when no RPC_URL is configured (\`detail\` names it) or Redis ` +
+              'is unreachable.',
             'Internal error',
           ),
           502: errorResponse(
@@ -145,7 +139,10 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
           ),
           503: errorResponse(
             '`Service overloaded`: more than QUEUE_MAX_WAITING refreshes wait, so a cold miss is ' +
-              `shed (with Retry-After). Or ${SHUTTING_DOWN}`,
+              'shed (with Retry-After). `Budget exhausted`: the daily RPC credit budget ' +
+              '(RPC_CREDITS_PER_DAY) is spent, so a cold miss of the configured RPC is not ' +
+              'refreshed (Retry-After: the next UTC day; cached answers are still served). ' +
+              `Or ${SHUTTING_DOWN}`,
             'Service overloaded',
             { 'Retry-After': HEADER.retryAfter },
           ),
@@ -153,7 +150,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
       },
     },
     // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
-    (req, reply) => cached.answer(req, reply, send),
+    // The answer is sent by `send`; the promise (when any) only carries its failure.
+    (req, reply) => cached.answer(req, reply, send) as Promise<void> | undefined,
   );
 
   refuseOtherPaths(app, '/subdomains', WRONG_SHAPE_DETAIL);

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidInputError } from '../../../core/errors.js';
 import { errorEnvelopeSchema } from '../../../core/http/schemas.js';
 
-const schema = { hide: true, response: { '4xx': errorEnvelopeSchema } };
+// The shared envelope, declared by the plugin that calls refuseOtherPaths (useSchemas).
+const schema = { hide: true, response: { '4xx': { $ref: `${errorEnvelopeSchema.$id}#` } } };
 
 /**
  * Answers every other path under `prefix` (`/record-key-v2`, `/subdomains`) 400 with `detail`:

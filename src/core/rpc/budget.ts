@@ -1,0 +1,166 @@
+import type { Metrics } from '../metrics.js';
+import type { RedisClient } from '../redis.js';
+import { redisKeys } from '../redis-keys.js';
+
+/**
+ * The daily credit budget of the configured endpoint (`RPC_CREDITS_PER_DAY`; docs/design.md,
+ * "Budget"): the rule that turns today's spend into a state, and the view of that spend API and
+ * worker processes read from Redis. The spend itself is written by the worker's credit meter
+ * (src/worker/rpc/credits.ts), the one place credits are counted.
+ */
+
+/** `normal`: nothing changes; `stretched`: freshness stretched, nothing refreshed ahead; `exhausted`: no new refresh. */
+export type BudgetState = 'normal' | 'stretched' | 'exhausted';
+
+/** `sns_rpc_budget_state`'s value of each state. */
+export const BUDGET_STATE_VALUE: Readonly<Record<BudgetState, number>> = Object.freeze({
+  normal: 0,
+  stretched: 1,
+  exhausted: 2,
+});
+
+/**
+ * The share of the day's budget that may be spent ahead of an even pace before freshness is
+ * stretched: lets a day begin with a burst of cold misses (a deploy, a cold cache) at full
+ * freshness.
+ */
+export const BUDGET_BURST_SHARE = 0.2;
+
+/**
+ * The share of the day's budget past which freshness is stretched whatever the time: the rest is
+ * kept for cold misses, which have no cached answer to fall back on.
+ */
+export const BUDGET_STRETCH_CAP = 0.8;
+
+/** How many fresh windows a stale entry waits for its refresh while stretched. */
+export const BUDGET_STRETCH_FACTOR = 4;
+
+/** How long a day's counter lives after its last write: the day, and the next (late reads). */
+export const BUDGET_COUNTER_TTL_MS = 2 * 86_400_000;
+
+const DAY_MS = 86_400_000;
+
+/** The UTC day of `now` (Unix milliseconds), as the counter's key names it: `YYYY-MM-DD`. */
+export const utcDay = (now: number): string => new Date(now).toISOString().slice(0, 10);
+
+/** Milliseconds from `now` to the start of the next UTC day (at least 1). */
+export const msToNextUtcDay = (now: number): number => Math.max(1, DAY_MS - (now % DAY_MS));
+
+/**
+ * The spend past which freshness is stretched at `now`: the even pace (the budget times the share
+ * of the UTC day gone) plus {@link BUDGET_BURST_SHARE} of the budget, at most
+ * {@link BUDGET_STRETCH_CAP} of it. So 20% at midnight, 70% at noon, 80% from 14:24 on.
+ */
+export function softThreshold(budget: number, now: number): number {
+  const dayGone = (now % DAY_MS) / DAY_MS;
+  return budget * Math.min(BUDGET_STRETCH_CAP, dayGone + BUDGET_BURST_SHARE);
+}
+
+/**
+ * The state of a day's `spent` credits against `budget` at `now`: `exhausted` from the budget on,
+ * `stretched` from {@link softThreshold} on, else `normal` (always without a budget).
+ */
+export function budgetState(spent: number, budget: number | undefined, now: number): BudgetState {
+  if (budget === undefined) return 'normal';
+  if (spent >= budget) return 'exhausted';
+  if (spent >= softThreshold(budget, now)) return 'stretched';
+  return 'normal';
+}
+
+export type CreditBudgetOptions = {
+  redis: RedisClient;
+  prefix: string;
+  /** `RPC_CREDITS_PER_DAY`; undefined: no budget (the spend is still read, for the gauge). */
+  creditsPerDay: number | undefined;
+  /** `CACHE_FRESH_MS`: what a stretched window multiplies. */
+  freshMs: number;
+  metrics: Metrics;
+  /** The clock, in Unix milliseconds. */
+  now?: () => number;
+  /** Least time between two reads of the counter (one in flight at a time). */
+  readEveryMs?: number;
+};
+
+/**
+ * A process's view of today's spend across replicas: the counter is read at most every
+ * `readEveryMs` (1 s), one read in flight, when the state is asked for; the answer is the last
+ * read's (a spend is at most that late). Writers hand in the totals their writes return
+ * ({@link observe}), so the worker's view follows its own spend at once. Sets the budget gauges.
+ */
+export class CreditBudget {
+  readonly creditsPerDay: number | undefined;
+  private readonly now: () => number;
+  private readonly readEveryMs: number;
+  private readonly keys: ReturnType<typeof redisKeys>;
+  private day = '';
+  private spentToday = 0;
+  private readAt = Number.NEGATIVE_INFINITY;
+  private reading: Promise<void> | undefined;
+
+  constructor(private readonly opts: CreditBudgetOptions) {
+    this.creditsPerDay = opts.creditsPerDay;
+    this.now = opts.now ?? Date.now;
+    this.readEveryMs = opts.readEveryMs ?? 1_000;
+    this.keys = redisKeys(opts.prefix);
+    opts.metrics.rpcBudget.set(opts.creditsPerDay ?? 0);
+    opts.metrics.setBudgetSource(async () => {
+      await this.read();
+      const now = this.now();
+      return { spent: this.spent(now), state: BUDGET_STATE_VALUE[this.state(now)] };
+    });
+  }
+
+  /** Today's spend as last read or observed (0 on a new day until read), in credits. */
+  spent(now = this.now()): number {
+    return this.day === utcDay(now) ? this.spentToday : 0;
+  }
+
+  /**
+   * The state now ({@link budgetState}) from the last spend known; starts a read of the counter
+   * when the last one is older than `readEveryMs`. Without a budget: `normal`, and no read.
+   */
+  state(now = this.now()): BudgetState {
+    if (this.creditsPerDay === undefined) return 'normal';
+    if (now - this.readAt >= this.readEveryMs) void this.read().catch(() => undefined);
+    return budgetState(this.spent(now), this.creditsPerDay, now);
+  }
+
+  /**
+   * Whether a stale entry fetched at `fetchedAt` may be refreshed now: always while `normal`;
+   * while `stretched` only once it is {@link BUDGET_STRETCH_FACTOR} fresh windows old; never
+   * once `exhausted` (it is served stale).
+   */
+  staleRefreshAllowed(fetchedAt: number, now = this.now()): boolean {
+    const state = this.state(now);
+    if (state === 'normal') return true;
+    if (state === 'exhausted') return false;
+    return now - fetchedAt >= BUDGET_STRETCH_FACTOR * this.opts.freshMs;
+  }
+
+  /** Whole seconds to the next UTC day, when the budget starts again (`Retry-After`). */
+  retryAfterSeconds(now = this.now()): number {
+    return Math.ceil(msToNextUtcDay(now) / 1000);
+  }
+
+  /** Takes a total of `day`'s counter learned from a write of it (INCRBYFLOAT's answer). */
+  observe(day: string, total: number): void {
+    if (!Number.isFinite(total)) return;
+    if (day === this.day && total < this.spentToday) return;
+    if (day < this.day) return;
+    this.day = day;
+    this.spentToday = total;
+    this.opts.metrics.rpcBudgetSpent.set(total);
+  }
+
+  /** Reads today's counter now, unless a read is under way (then waits for that one). */
+  read(): Promise<void> {
+    this.reading ??= (async () => {
+      const now = this.now();
+      this.readAt = now;
+      const day = utcDay(now);
+      const raw = await this.opts.redis.get(this.keys.rpcCredits(day));
+      this.observe(day, raw === null ? 0 : Number(raw));
+    })().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+}
