@@ -17,133 +17,10 @@ import {
   startRpcSimulator,
 } from '../tools/rpc-sim/index.js';
 import type { AccountWrite, RpcSimulator } from '../tools/rpc-sim/index.js';
+import { SYSTEM_PROGRAM, WsClient, post, until } from './support/sim-ws.js';
+import type { KeyedValue, Notification, WireAccount } from './support/sim-ws.js';
 
 // ---- helpers ---------------------------------------------------------------------------
-
-interface WireAccount {
-  data: [string, string] | string;
-  executable: boolean;
-  lamports: number;
-  owner: string;
-  rentEpoch: number;
-  space: number;
-}
-
-interface Notification {
-  jsonrpc: string;
-  method: string;
-  params: {
-    result: { context: { slot: number }; value: unknown };
-    subscription: number;
-  };
-}
-
-interface Reply {
-  jsonrpc: string;
-  id: unknown;
-  result?: unknown;
-  error?: { code: number; message: string; data?: unknown };
-}
-
-interface KeyedValue {
-  pubkey: string;
-  account: WireAccount;
-}
-
-const SYSTEM_PROGRAM = '11111111111111111111111111111111';
-
-/** Polls `check` until it returns a value other than undefined, or fails after `ms`. */
-async function until<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  ms = 3000,
-): Promise<T> {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
-/** A websocket JSON-RPC client that keeps every frame it receives. */
-class WsClient {
-  readonly frames: unknown[] = [];
-  bytesReceived = 0;
-  #nextId = 1;
-
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data: Buffer) => {
-      const text = data.toString('utf8');
-      this.bytesReceived += Buffer.byteLength(text);
-      this.frames.push(JSON.parse(text));
-    });
-  }
-
-  static async open(url: string): Promise<WsClient> {
-    const ws = new WebSocket(url);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
-    return new WsClient(ws);
-  }
-
-  /** Sends raw text and returns the next answer frame (one with an `id` key). */
-  async raw(text: string): Promise<Reply> {
-    const seen = this.frames.length;
-    this.ws.send(text);
-    return until(
-      () => this.frames.slice(seen).find((f): f is Reply => isReply(f)),
-      `an answer to ${text}`,
-    );
-  }
-
-  async call(method: string, params?: unknown[]): Promise<Reply> {
-    const id = this.#nextId++;
-    this.ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
-    return until(
-      () => this.frames.find((f): f is Reply => isReply(f) && f.id === id),
-      `the answer to ${method}`,
-    );
-  }
-
-  /** Subscribes and returns the subscription id (fails on an error answer). */
-  async subscribe(method: string, params: unknown[]): Promise<number> {
-    const reply = await this.call(method, params);
-    expect(reply.error).toBeUndefined();
-    expect(typeof reply.result).toBe('number');
-    return reply.result as number;
-  }
-
-  notifications(subscription?: number): Notification[] {
-    return this.frames.filter(
-      (f): f is Notification =>
-        isNotification(f) && (subscription === undefined || f.params.subscription === subscription),
-    );
-  }
-
-  /** Waits until `count` notifications of `subscription` have arrived; returns them all. */
-  async waitFor(subscription: number, count: number): Promise<Notification[]> {
-    return until(() => {
-      const list = this.notifications(subscription);
-      return list.length >= count ? list : undefined;
-    }, `${count} notifications of subscription ${subscription}`);
-  }
-
-  close(): void {
-    this.ws.terminate();
-  }
-}
-
-function isReply(frame: unknown): frame is Reply {
-  return typeof frame === 'object' && frame !== null && 'id' in frame;
-}
-
-function isNotification(frame: unknown): frame is Notification {
-  return typeof frame === 'object' && frame !== null && 'method' in frame && !('id' in frame);
-}
 
 const keyed = (n: Notification | undefined): KeyedValue => n?.params.result.value as KeyedValue;
 
@@ -158,16 +35,6 @@ function slotOfWrite(writes: AccountWrite[], key: PublicKey): number {
   const write = writes.findLast((w) => w.key === key.toBase58());
   if (!write) throw new Error(`no write of ${key.toBase58()}`);
   return write.slot;
-}
-
-async function post(url: string, method: string, params?: unknown[]): Promise<Reply> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
-  expect(res.status).toBe(200);
-  return (await res.json()) as Reply;
 }
 
 const demoKey = getDomainKeySync('demo').pubkey;
@@ -234,9 +101,11 @@ describe('websocket subscriptions', () => {
       space: nameAccount.data.length,
     });
 
+    // One transaction writes both (as createSubdomain does): one slot, the transaction's.
     expect(reverse?.params.result.context.slot).toBe(slotOfWrite(writes, delta.reverseKey));
-    expect(reverse?.params.result.context.slot).toBeGreaterThan(
-      name?.params.result.context.slot ?? Infinity,
+    expect(reverse?.params.result.context.slot).toBe(name?.params.result.context.slot);
+    expect(sim.chain.getTransaction(delta.signature ?? '')?.slot).toBe(
+      name?.params.result.context.slot,
     );
     const reverseValue = keyed(reverse);
     expect(reverseValue.pubkey).toBe(delta.reverseKey.toBase58());
@@ -560,6 +429,7 @@ describe('simAddSubdomain and simDeleteSubdomain over HTTP', () => {
       expect(added.result).toEqual({
         subdomain: subKey.toBase58(),
         reverse: getReverseKeyFromDomainKey(subKey, demoKey).toBase58(),
+        signature: sim.chain.lastTransaction?.signature,
       });
       await client.waitFor(sub, 2);
       expect((await post(sim.url, 'getAccountInfo', [subKey.toBase58()])).result).toMatchObject({
@@ -642,7 +512,7 @@ describe('HTTP lag', () => {
 
       const fresh = await until(async () => {
         const now = await demoChildren();
-        // The reverse record is the later of the two writes (its own slot).
+        // Both writes of the transaction are visible together.
         return now.keys.includes(lambda.reverseKey.toBase58()) ? now : undefined;
       }, 'the lagging node to catch up');
       expect(performance.now() - writtenAt).toBeGreaterThanOrEqual(300);
@@ -712,7 +582,7 @@ describe('SimChain history and write listeners', () => {
     expect(chain.asOf(100)).toBe(chain);
   });
 
-  it('onWrite reports writes in order, with the slot after each; unsubscribes', () => {
+  it('onWrite reports writes in order, with the slot of their transaction; unsubscribes', () => {
     const chain = new SimChain({ slot: 1 });
     const seen: Array<[string, boolean, number]> = [];
     const off = chain.onWrite((w) => seen.push([w.key, w.account !== undefined, w.slot]));
@@ -721,13 +591,14 @@ describe('SimChain history and write listeners', () => {
     off();
     chain.addSubdomain('demo', 'y');
     const parentReverse = getReverseKeyFromDomainKey(demoKey).toBase58();
+    // Three transactions (the parent, the subdomain, its deletion), one slot each.
     expect(seen).toEqual([
       [demoKey.toBase58(), true, 2],
-      [parentReverse, true, 3],
-      [keys.subKey.toBase58(), true, 4],
-      [keys.reverseKey.toBase58(), true, 5],
-      [keys.subKey.toBase58(), false, 6],
-      [keys.reverseKey.toBase58(), false, 7],
+      [parentReverse, true, 2],
+      [keys.subKey.toBase58(), true, 3],
+      [keys.reverseKey.toBase58(), true, 3],
+      [keys.subKey.toBase58(), false, 4],
+      [keys.reverseKey.toBase58(), false, 4],
     ]);
   });
 });

@@ -1,10 +1,13 @@
 /**
  * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP, faults,
  * lag, and the API of both sides), pubsub.ts (websocket subscriptions), chain.ts (account
- * store, history and SNS layouts), methods.ts (method semantics), demo.ts (demo names).
+ * store, history, SNS layouts and name-program transactions), transactions.ts (instructions,
+ * logs, transaction JSON), methods.ts (method semantics), background.ts (unrelated writes),
+ * demo.ts (demo names).
  */
 export {
   DEFAULT_DOMAIN_SPACE,
+  DEFAULT_MAX_TRANSACTIONS,
   DEFAULT_SIM_OWNER,
   DEFAULT_SUBDOMAIN_SPACE,
   NAME_HEADER_LEN,
@@ -19,13 +22,25 @@ export type {
   AddDomainOptions,
   AddSubdomainOptions,
   ChainView,
+  DeleteOptions,
   NameHeader,
   SimAccount,
   SimAccountInput,
   SimChainOptions,
   SubdomainKeys,
+  TransactionListener,
   WriteListener,
 } from './chain.js';
+export { startBackgroundWrites } from './background.js';
+export type { BackgroundWriteOptions, BackgroundWriter } from './background.js';
+export {
+  FINALIZED_DEPTH,
+  LAMPORTS_PER_SIGNATURE,
+  NAME_INSTRUCTION_LOG,
+  NAME_INSTRUCTION_TAG,
+  transactionJson,
+} from './transactions.js';
+export type { SimInstruction, SimTransaction, TransactionEncoding } from './transactions.js';
 export { DEMO_DOMAINS, demoLabels, seedDemoChain } from './demo.js';
 export type { DemoDomain, SeededDomain } from './demo.js';
 export { GARBAGE_BODY } from './faults.js';
@@ -34,12 +49,13 @@ export {
   MAX_BASE58_BYTES,
   MAX_FILTERS,
   MAX_MULTIPLE_ACCOUNTS,
+  MAX_SIGNATURES_LIMIT,
   RpcErrorCode,
   SIM_ONLY_METHODS,
   SIM_SOLANA_VERSION,
   SUPPORTED_METHODS,
 } from './methods.js';
 export { FLOOD_BUFFER_BYTES, programNotificationText } from './pubsub.js';
-export type { WsCallRecord, WsStats } from './pubsub.js';
+export type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
 export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
 export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';

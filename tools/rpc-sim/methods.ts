@@ -3,8 +3,11 @@
  * produced as JSON text (not objects) so account lists are built without intermediate objects
  * and `rentEpoch` can be written as the exact u64 the real RPC sends.
  */
+import { PublicKey } from '@solana/web3.js';
 import { base58Decode, base58Encode, isBase58Pubkey } from './base58.js';
 import type { ChainView, SimChain, StoredAccount } from './chain.js';
+import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transactions.js';
+import type { SimTransaction } from './transactions.js';
 
 /** Version the simulator claims (`getVersion`, `context.apiVersion`). */
 export const SIM_SOLANA_VERSION = '2.2.0';
@@ -14,6 +17,8 @@ export const MAX_FILTERS = 4;
 export const MAX_MULTIPLE_ACCOUNTS = 100;
 /** Largest memcmp filter, and largest data the base58 encoding may return, in bytes. */
 export const MAX_BASE58_BYTES = 128;
+/** Most rows getSignaturesForAddress gives (agave's MAX_GET_CONFIRMED_SIGNATURES_FOR_ADDRESS2_LIMIT). */
+export const MAX_SIGNATURES_LIMIT = 1000;
 /** u64::MAX, what the real RPC reports as `rentEpoch` of rent-exempt accounts. */
 const RENT_EPOCH_JSON = '18446744073709551615';
 
@@ -42,10 +47,24 @@ export class RpcError extends Error {
 /** The result of one call, as JSON text. */
 export type ResultJson = string;
 
-type Handler = (chain: ChainView, params: unknown[], slot: number) => ResultJson;
+/** What the transaction methods need beyond the accounts: which transactions a node has. */
+export interface TransactionView {
+  readonly chain: SimChain;
+  /** Transactions run after this chain time (ms) are not known to the node yet. */
+  readonly cutoff: number;
+}
+
+type Handler = (
+  chain: ChainView,
+  params: unknown[],
+  slot: number,
+  txs: TransactionView,
+) => ResultJson;
 
 const HANDLERS: Record<string, Handler> = {
   getProgramAccounts,
+  getTransaction,
+  getSignaturesForAddress,
   getMultipleAccounts,
   getAccountInfo,
   getTokenLargestAccounts,
@@ -68,11 +87,18 @@ const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => Resul
     return JSON.stringify({
       subdomain: keys.subKey.toBase58(),
       reverse: keys.reverseKey.toBase58(),
+      signature: keys.signature,
     });
   },
   simDeleteSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
     return String(chainCall(() => chain.deleteSubdomain(parent, label)));
+  },
+  simTransferSubdomain: (chain, params) => {
+    const [parent, label] = nameParams(params);
+    const newOwner = pubkeyParam(params[2]);
+    const keys = chainCall(() => chain.transferSubdomain(parent, label, new PublicKey(newOwner)));
+    return JSON.stringify({ subdomain: keys.subKey.toBase58(), signature: keys.signature });
   },
 };
 
@@ -81,17 +107,20 @@ export const SUPPORTED_METHODS: readonly string[] = Object.keys(HANDLERS);
 
 /**
  * Simulator-only JSON-RPC methods, served over HTTP next to `SUPPORTED_METHODS`:
- * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse}` (base58 keys): writes the
- *   subdomain's name account and reverse record with `SimChain.addSubdomain`.
+ * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse, signature}` (base58): writes the
+ *   subdomain's name account and reverse record with `SimChain.addSubdomain` (one transaction).
  * - `simDeleteSubdomain` `[parent, label]` → boolean (whether anything existed): deletes both
- *   with `SimChain.deleteSubdomain`.
+ *   with `SimChain.deleteSubdomain` (name-program Deletes).
+ * - `simTransferSubdomain` `[parent, label, newOwner]` → `{subdomain, signature}`: the
+ *   name-program Transfer of `SimChain.transferSubdomain`.
  * They write to the chain now, whatever the HTTP lag.
  */
 export const SIM_ONLY_METHODS: readonly string[] = Object.keys(SIM_HANDLERS);
 
 /**
  * Runs one JSON-RPC method: read methods against `view` as of `slot`, simulator-only methods
- * (`SIM_ONLY_METHODS`) against `chain`.
+ * (`SIM_ONLY_METHODS`) against `chain`. Transaction methods see only transactions at least
+ * `txLagMs` old (by the chain's clock) and no later than `slot`.
  * @param params the request's `params` (absent, or an array).
  * @param view what read methods see; default the chain now (a lagging node passes
  *   `chain.asOf(lag)` and its slot).
@@ -105,13 +134,14 @@ export function callMethod(
   params: unknown,
   slot: number,
   view: ChainView = chain,
+  txLagMs = 0,
 ): ResultJson {
   const handler = Object.hasOwn(HANDLERS, method) ? HANDLERS[method] : undefined;
   const simHandler = Object.hasOwn(SIM_HANDLERS, method) ? SIM_HANDLERS[method] : undefined;
   if (!handler && !simHandler) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
   const list = paramList(params);
   return handler
-    ? handler(view, list, slot)
+    ? handler(view, list, slot, { chain, cutoff: chain.nowMs() - txLagMs })
     : (simHandler as NonNullable<typeof simHandler>)(chain, list);
 }
 
@@ -185,6 +215,122 @@ function getAccountInfo(chain: ChainView, params: unknown[], slot: number): Resu
   const context = readContext(config, slot);
   const account = chain.lookup(key);
   return `{"context":${context},"value":${account ? accountJson(account, encoding, dataSlice) : 'null'}}`;
+}
+
+/**
+ * getTransaction `[signature, {encoding?, commitment?, maxSupportedTransactionVersion?}]` (or
+ * `[signature, encoding]`): the EncodedConfirmedTransactionWithStatusMeta of a kept transaction
+ * (see `transactionJson`), or null when the node does not know it (yet): forgotten, younger than
+ * the lag, or, at the default `finalized` commitment, not yet 32 slots deep.
+ * @throws RpcError -32602 on a bad signature, a `processed` commitment (agave's "Method does not
+ *   support commitment below `confirmed`"), a version above 0, or an encoding other than json,
+ *   jsonParsed.
+ */
+function getTransaction(
+  _view: ChainView,
+  params: unknown[],
+  slot: number,
+  txs: TransactionView,
+): ResultJson {
+  const signature = signatureParam(params[0]);
+  const config: Config =
+    typeof params[1] === 'string' ? { encoding: params[1] } : optionalConfig(params[1]);
+  const finalized = readHistoryCommitment(config);
+  const { encoding, maxSupportedTransactionVersion: version } = config;
+  if (encoding !== undefined && encoding !== 'json' && encoding !== 'jsonParsed') {
+    throw invalidParams(
+      `Invalid params: unsupported encoding ${JSON.stringify(encoding)} (simulator serves json, jsonParsed)`,
+    );
+  }
+  if (version !== undefined && version !== null && version !== 0) {
+    throw invalidParams('Invalid params: maxSupportedTransactionVersion must be 0');
+  }
+  const tx = txs.chain.getTransaction(signature);
+  if (!tx || !visible(tx, slot, txs, finalized)) return 'null';
+  const withVersion = version === 0;
+  return JSON.stringify(transactionJson(tx, encoding ?? 'json', withVersion));
+}
+
+/**
+ * getSignaturesForAddress `[address, {limit?, before?, until?, commitment?, minContextSlot?}]`:
+ * transactions whose account keys hold `address`, newest first, strictly older than `before`
+ * and strictly newer than `until`, at most `limit` (default and most 1000), as
+ * `{signature, slot, err, memo, blockTime, confirmationStatus}`. As agave: a `before` the node
+ * does not know gives [], an `until` it does not know reaches back to the oldest kept.
+ * @throws RpcError -32602 on bad params or a `processed` commitment; -32016 when
+ *   `minContextSlot` is ahead of the node.
+ */
+function getSignaturesForAddress(
+  _view: ChainView,
+  params: unknown[],
+  slot: number,
+  txs: TransactionView,
+): ResultJson {
+  const address = pubkeyParam(params[0]);
+  const config = optionalConfig(params[1]);
+  const finalized = readHistoryCommitment(config);
+  readContext({ minContextSlot: config.minContextSlot }, slot);
+  const limit = config.limit ?? MAX_SIGNATURES_LIMIT;
+  if (
+    typeof limit !== 'number' ||
+    !Number.isSafeInteger(limit) ||
+    limit < 1 ||
+    limit > MAX_SIGNATURES_LIMIT
+  ) {
+    throw invalidParams(`Invalid limit; max ${MAX_SIGNATURES_LIMIT}`);
+  }
+  const before = config.before == null ? undefined : signatureParam(config.before);
+  const until = config.until == null ? undefined : signatureParam(config.until);
+  const beforeTx = before === undefined ? undefined : txs.chain.getTransaction(before);
+  if (before !== undefined && (!beforeTx || !visible(beforeTx, slot, txs, finalized))) {
+    return '[]';
+  }
+  const rows: string[] = [];
+  const addressKey = new PublicKey(address);
+  for (const tx of txs.chain.transactionsNewestFirst()) {
+    if (beforeTx && tx.index >= beforeTx.index) continue;
+    if (tx.signature === until) break;
+    if (!visible(tx, slot, txs, finalized) || !tx.mentions(addressKey)) continue;
+    rows.push(JSON.stringify(signatureInfoJson(tx, slot)));
+    if (rows.length >= limit) break;
+  }
+  return `[${rows.join(',')}]`;
+}
+
+function visible(
+  tx: SimTransaction,
+  slot: number,
+  txs: TransactionView,
+  finalized: boolean,
+): boolean {
+  if (tx.time > txs.cutoff || tx.slot > slot) return false;
+  return !finalized || slot - tx.slot >= FINALIZED_DEPTH;
+}
+
+/**
+ * The commitment of a history method (getTransaction, getSignaturesForAddress): at least
+ * confirmed, default finalized, as agave's `check_is_at_least_confirmed`.
+ * @returns whether it is finalized.
+ */
+function readHistoryCommitment(config: Config): boolean {
+  const { commitment } = config;
+  readContext({ commitment }, 0);
+  if (commitment === 'processed' || commitment === 'recent' || commitment === 'single') {
+    throw invalidParams('Method does not support commitment below `confirmed`');
+  }
+  return commitment === undefined || ['finalized', 'max', 'root'].includes(commitment as string);
+}
+
+/**
+ * A base58 transaction signature (64 bytes).
+ * @throws RpcError -32602 "Invalid param: ..." as agave's `verify_signature`.
+ */
+function signatureParam(value: unknown): string {
+  if (typeof value !== 'string') throw invalidParams('Invalid params: expected a signature string');
+  const bytes = base58Decode(value);
+  if (!bytes) throw invalidParams('Invalid param: Invalid');
+  if (bytes.length !== 64) throw invalidParams('Invalid param: WrongSize');
+  return value;
 }
 
 /**
@@ -330,8 +476,38 @@ export function readProgramSubscribe(params: unknown): SubscriptionParams {
   };
 }
 
+/** What logsSubscribe asked for: transactions mentioning `mentions`, or all (undefined). */
+export interface LogsParams {
+  mentions: PublicKey | undefined;
+}
+
 /**
- * Validates the `[subscriptionId]` of accountUnsubscribe/programUnsubscribe.
+ * Validates logsSubscribe params `[filter, {commitment?}]`, filter `"all"`, `"allWithVotes"`
+ * (the simulator has no votes: the same as all) or `{mentions: [pubkey]}`, as agave's
+ * RpcTransactionLogsFilter.
+ * @throws RpcError -32602 on a bad filter or commitment; "Invalid Request: Only 1 address
+ *   supported" when `mentions` does not hold exactly one key, as agave.
+ */
+export function readLogsSubscribe(params: unknown): LogsParams {
+  const list = paramList(params);
+  const [filter, rawConfig] = list;
+  readContext({ commitment: optionalConfig(rawConfig).commitment }, 0);
+  if (filter === 'all' || filter === 'allWithVotes') return { mentions: undefined };
+  if (typeof filter !== 'object' || filter === null || Array.isArray(filter)) {
+    throw invalidParams(
+      'Invalid params: unknown variant, expected one of `all`, `allWithVotes`, `mentions`.',
+    );
+  }
+  const { mentions } = filter as Config;
+  if (!Array.isArray(mentions)) throw invalidParams('Invalid params: mentions must be an array');
+  if (mentions.length !== 1) {
+    throw invalidParams('Invalid Request: Only 1 address supported');
+  }
+  return { mentions: new PublicKey(pubkeyParam(mentions[0])) };
+}
+
+/**
+ * Validates the `[subscriptionId]` of accountUnsubscribe/programUnsubscribe/logsUnsubscribe.
  * @throws RpcError -32602 unless it is a non-negative integer.
  */
 export function readSubscriptionId(params: unknown): number {

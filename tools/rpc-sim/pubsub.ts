@@ -18,6 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { WebSocketServer } from 'ws';
 import type { RawData, WebSocket } from 'ws';
 import type { AccountWrite, SimChain } from './chain.js';
+import type { SimTransaction } from './transactions.js';
 import { errorJson, parseBody, validId } from './envelope.js';
 import type { Envelope } from './envelope.js';
 import {
@@ -26,10 +27,11 @@ import {
   accountJson,
   closedAccountJson,
   readAccountSubscribe,
+  readLogsSubscribe,
   readProgramSubscribe,
   readSubscriptionId,
 } from './methods.js';
-import type { SubscriptionParams } from './methods.js';
+import type { LogsParams, SubscriptionParams } from './methods.js';
 
 /** One JSON-RPC call received on a websocket. */
 export interface WsCallRecord {
@@ -51,7 +53,7 @@ export interface WsStats {
   accepted: number;
   /** Subscriptions active now, over all websockets. */
   subscriptions: number;
-  /** accountNotification/programNotification messages sent. */
+  /** accountNotification/programNotification/logsNotification messages sent. */
   notificationsSent: number;
   /** UTF-8 bytes of all text frames sent (answers and notifications), for credit accounting. */
   bytesSent: number;
@@ -63,14 +65,31 @@ interface Client {
   readonly subs: Map<number, Subscription>;
 }
 
-interface Subscription {
-  readonly id: number;
-  readonly kind: 'account' | 'program';
-  readonly params: SubscriptionParams;
-  readonly client: Client;
-}
+type Subscription =
+  | {
+      readonly id: number;
+      readonly kind: 'account' | 'program';
+      readonly params: SubscriptionParams;
+      readonly client: Client;
+    }
+  | {
+      readonly id: number;
+      readonly kind: 'logs';
+      readonly params: LogsParams;
+      readonly client: Client;
+    };
 
-const UNSUBSCRIBE_METHODS = new Set(['accountUnsubscribe', 'programUnsubscribe']);
+/** An accountSubscribe or programSubscribe subscription. */
+type DataSubscription = Exclude<Subscription, { kind: 'logs' }>;
+
+/** Kinds of subscription the simulator serves. */
+export type SubscriptionKind = Subscription['kind'];
+
+const UNSUBSCRIBE_METHODS = new Set([
+  'accountUnsubscribe',
+  'programUnsubscribe',
+  'logsUnsubscribe',
+]);
 
 /** A running pubsub endpoint. */
 export class PubSubServer {
@@ -83,9 +102,11 @@ export class PubSubServer {
   readonly #wss: WebSocketServer;
   readonly #rawSockets = new Set<Socket>();
   readonly #clients = new Set<Client>();
-  readonly #accountSubs = new Map<string, Set<Subscription>>();
-  readonly #programSubs = new Map<string, Set<Subscription>>();
+  readonly #accountSubs = new Map<string, Set<DataSubscription>>();
+  readonly #programSubs = new Map<string, Set<DataSubscription>>();
+  readonly #logsSubs = new Set<Subscription & { kind: 'logs' }>();
   readonly #stopListening: () => void;
+  readonly #stopLogs: () => void;
   #nextId = 0;
   #available = true;
   #accepted = 0;
@@ -114,6 +135,7 @@ export class PubSubServer {
       wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws));
     });
     this.#stopListening = chain.onWrite((write) => this.#notify(write));
+    this.#stopLogs = chain.onTransaction((tx) => this.#notifyLogs(tx));
   }
 
   /**
@@ -188,7 +210,7 @@ export class PubSubServer {
   }
 
   /** Subscription ids open now, of `kind` only if given, oldest first. */
-  subscriptionIds(kind?: 'account' | 'program'): number[] {
+  subscriptionIds(kind?: SubscriptionKind): number[] {
     const ids: number[] = [];
     for (const client of this.#clients) {
       for (const sub of client.subs.values()) if (!kind || sub.kind === kind) ids.push(sub.id);
@@ -240,6 +262,7 @@ export class PubSubServer {
   close(): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
       this.#stopListening();
+      this.#stopLogs();
       for (const client of this.#clients) client.ws.terminate();
       this.#wss.close();
       this.#server.close(() => resolve());
@@ -298,7 +321,11 @@ export class PubSubServer {
     }
     try {
       let result: string;
-      if (e.method === 'accountSubscribe' || e.method === 'programSubscribe') {
+      if (
+        e.method === 'accountSubscribe' ||
+        e.method === 'programSubscribe' ||
+        e.method === 'logsSubscribe'
+      ) {
         const sub = this.#subscribe(client, e.method, e.params);
         row.subscription = sub.id;
         result = String(sub.id);
@@ -321,12 +348,23 @@ export class PubSubServer {
 
   #subscribe(
     client: Client,
-    method: 'accountSubscribe' | 'programSubscribe',
+    method: 'accountSubscribe' | 'programSubscribe' | 'logsSubscribe',
     params: unknown,
   ): Subscription {
+    if (method === 'logsSubscribe') {
+      const sub = {
+        id: this.#nextId++,
+        kind: 'logs' as const,
+        params: readLogsSubscribe(params),
+        client,
+      };
+      client.subs.set(sub.id, sub);
+      this.#logsSubs.add(sub);
+      return sub;
+    }
     const kind = method === 'accountSubscribe' ? 'account' : 'program';
     const parsed = kind === 'account' ? readAccountSubscribe(params) : readProgramSubscribe(params);
-    const sub: Subscription = { id: this.#nextId++, kind, params: parsed, client };
+    const sub: DataSubscription = { id: this.#nextId++, kind, params: parsed, client };
     client.subs.set(sub.id, sub);
     const index = kind === 'account' ? this.#accountSubs : this.#programSubs;
     let set = index.get(parsed.key);
@@ -347,6 +385,10 @@ export class PubSubServer {
   }
 
   #unindex(sub: Subscription): void {
+    if (sub.kind === 'logs') {
+      this.#logsSubs.delete(sub);
+      return;
+    }
     const index = sub.kind === 'account' ? this.#accountSubs : this.#programSubs;
     const set = index.get(sub.params.key);
     set?.delete(sub);
@@ -378,6 +420,22 @@ export class PubSubServer {
       if (!filters.every((filter) => filter(account.data))) continue;
       const value = `{"pubkey":"${account.key}","account":${accountJson(account, encoding, dataSlice, 'placeholder')}}`;
       this.#notification(sub, 'programNotification', write.slot, value);
+    }
+  }
+
+  /**
+   * Transaction listener: a logsNotification `{signature, err, logs}` for each logs subscription
+   * whose filter the transaction passes (all, or `mentions` among its account keys, as agave's
+   * log collector indexes every account key of a transaction).
+   */
+  #notifyLogs(tx: SimTransaction): void {
+    if (this.#logsSubs.size === 0) return;
+    let value: string | undefined;
+    for (const sub of this.#logsSubs) {
+      const { mentions } = sub.params;
+      if (mentions !== undefined && !tx.mentions(mentions)) continue;
+      value ??= JSON.stringify({ signature: tx.signature, err: tx.err, logs: tx.logs });
+      this.#notification(sub, 'logsNotification', tx.slot, value);
     }
   }
 

@@ -15,7 +15,9 @@ import { FaultQueue, GARBAGE_BODY } from './faults.js';
 import type { Fault } from './faults.js';
 import { RpcError, RpcErrorCode, callMethod } from './methods.js';
 import { PubSubServer } from './pubsub.js';
-import type { WsCallRecord, WsStats } from './pubsub.js';
+import type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
+import { startBackgroundWrites } from './background.js';
+import type { BackgroundWriter } from './background.js';
 
 /** Default request body limit: 10 MiB. Larger bodies get HTTP 413. */
 export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
@@ -59,6 +61,18 @@ export interface RpcSimulatorOptions {
    * websocket side sees each write at once. See `setHttpLagMs`.
    */
   httpLagMs?: number;
+  /**
+   * Milliseconds a transaction stays unknown to the HTTP side's `getTransaction` and
+   * `getSignaturesForAddress` (default 0), on top of `httpLagMs` (the larger applies): a node
+   * whose accounts are current but whose transaction store lags, as when a logs notification
+   * arrives before the node asked has the transaction. See `setTransactionLagMs`.
+   */
+  txLagMs?: number;
+  /**
+   * Unrelated name-program writes per second under random parents nobody asked about
+   * (default 0: none); see `startBackgroundWrites` and `setBackgroundWrites`.
+   */
+  backgroundWritesPerSecond?: number;
   /** Request body limit in bytes; default `DEFAULT_MAX_BODY_BYTES`. */
   maxBodyBytes?: number;
   /** Called with each call record as it is added to `calls` (e.g. for logging). */
@@ -122,7 +136,7 @@ export interface RpcSimulator {
    */
   freezeSockets(): number;
   /** Websocket subscription ids open now, of `kind` only if given, oldest first. */
-  wsSubscriptions(kind?: 'account' | 'program'): number[];
+  wsSubscriptions(kind?: SubscriptionKind): number[];
   /**
    * Sends `text` unchanged as one text frame on the websocket holding subscription `id`: any frame
    * a provider might send. `programNotificationText` writes a notification with its slot as given
@@ -152,6 +166,22 @@ export interface RpcSimulator {
   setHttpLagMs(ms: number): void;
   /** The current HTTP lag in milliseconds. */
   readonly httpLagMs: number;
+  /**
+   * Sets the transaction lag (see `RpcSimulatorOptions.txLagMs`): `getTransaction` answers null,
+   * and `getSignaturesForAddress` leaves out, transactions younger than max(this, HTTP lag).
+   * @throws TypeError unless ms is a finite number >= 0.
+   */
+  setTransactionLagMs(ms: number): void;
+  /** The current transaction lag in milliseconds. */
+  readonly txLagMs: number;
+  /**
+   * Sets the rate of unrelated name-program writes (per second; 0 stops them); see
+   * `startBackgroundWrites`.
+   * @throws TypeError unless the rate is a finite number >= 0.
+   */
+  setBackgroundWrites(perSecond: number): void;
+  /** Background writes made so far (see `setBackgroundWrites`). */
+  readonly backgroundWrites: number;
 }
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
@@ -160,7 +190,8 @@ const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
  * Starts the simulator.
  * @returns once both the HTTP and the websocket servers listen; `url` and `wsUrl` hold the
  *   real ports when `port`/`wsPort` were 0.
- * @throws the listen error (e.g. EADDRINUSE); TypeError on a bad `httpLagMs`.
+ * @throws the listen error (e.g. EADDRINUSE); TypeError on a bad `httpLagMs`, `txLagMs` or
+ *   `backgroundWritesPerSecond`.
  */
 export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise<RpcSimulator> {
   const chain = opts.chain ?? new SimChain();
@@ -170,6 +201,27 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     httpLagMs = ms;
   };
   setHttpLagMs(opts.httpLagMs ?? 0);
+  const rate = opts.backgroundWritesPerSecond ?? 0;
+  if (!Number.isFinite(rate) || rate < 0) {
+    throw new TypeError(`background write rate must be a finite number >= 0, got ${rate}`);
+  }
+  let txLagMs = 0;
+  const setTransactionLagMs = (ms: number): void => {
+    if (!Number.isFinite(ms) || ms < 0) {
+      throw new TypeError(`transaction lag must be a finite number >= 0, got ${ms}`);
+    }
+    txLagMs = ms;
+  };
+  setTransactionLagMs(opts.txLagMs ?? 0);
+  let background: BackgroundWriter | undefined;
+  let backgroundDone = 0;
+  const setBackgroundWrites = (perSecond: number): void => {
+    if (!Number.isFinite(perSecond) || perSecond < 0) {
+      throw new TypeError(`background write rate must be a finite number >= 0, got ${perSecond}`);
+    }
+    if (background) backgroundDone += background.stop();
+    background = perSecond > 0 ? startBackgroundWrites(chain, { perSecond }) : undefined;
+  };
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const faults = new FaultQueue();
   const calls: RpcCallRecord[] = [];
@@ -292,7 +344,8 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
       return errorJson(validId(e.id), RpcErrorCode.invalidRequest, e.invalid);
     }
     try {
-      const result = callMethod(chain, e.method, e.params, view.slot, view);
+      const lag = Math.max(httpLagMs, txLagMs);
+      const result = callMethod(chain, e.method, e.params, view.slot, view, lag);
       return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
     } catch (err) {
       if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);
@@ -317,6 +370,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     throw err;
   }
 
+  setBackgroundWrites(opts.backgroundWritesPerSecond ?? 0);
   return {
     url: `http://${host}:${address.port}`,
     wsUrl: pubsub.url,
@@ -332,6 +386,14 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     get httpLagMs() {
       return httpLagMs;
     },
+    setTransactionLagMs,
+    get txLagMs() {
+      return txLagMs;
+    },
+    setBackgroundWrites,
+    get backgroundWrites() {
+      return backgroundDone + (background?.count ?? 0);
+    },
     chain,
     calls,
     callCount: (method) =>
@@ -341,6 +403,8 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     },
     setFaults: (list) => faults.set(list),
     close: () => {
+      if (background) backgroundDone += background.stop();
+      background = undefined;
       closing ??= Promise.all([
         new Promise<void>((resolve) => {
           for (const timer of timers) clearTimeout(timer);
