@@ -11,7 +11,8 @@
  *    /metrics, by method);
  * b. the share of long-tail answers served fresh (`X-Cache: HIT`);
  * c. a subdomain created under five long-tail parents: time until all five answers show it;
- * d. a subdomain deleted under five long-tail parents: time until gone from all five;
+ * d. a subdomain deleted under five long-tail parents (two through another program, the Deletes
+ *    inner instructions): time until gone from all five;
  * e. a subdomain transferred under five long-tail parents: time until `/details` shows the new
  *    owner in all five;
  * f. the provider drops every websocket, then creations, deletions and transfers under five
@@ -26,12 +27,16 @@
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { getDomainKeySync } from '@bonfida/spl-name-service';
 import { PublicKey } from '@solana/web3.js';
 import { Redis } from 'ioredis';
-import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
+import {
+  SimChain,
+  startBackgroundWrites,
+  startRpcSimulator,
+  type RpcSimulator,
+} from '../tools/rpc-sim/index.js';
 import { parseBenchArgs } from './cli.js';
 import {
   BENCH_REDIS_URL,
@@ -136,87 +141,40 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const hot = Array.from({ length: HOT }, (_, i) => `lthot${i}`);
 const tail = Array.from({ length: PARENTS - HOT }, (_, i) => `ltail${i}`);
 const subdomainCount = (i: number) => 3 + (i % 3);
-/** The five long-tail parents of measurement `n` (0, 1, …): a group of their own each. */
-const group = (n: number) => tail.slice(n * FIVE, (n + 1) * FIVE);
+/**
+ * The five long-tail parents of measurement `n` (0 to 3): a group of their own each, spread over
+ * the long tail's schedule, so their entries were fetched at different points of the window.
+ */
+const group = (n: number) =>
+  Array.from({ length: FIVE }, (_, k) => tail[n + k * Math.floor(tail.length / FIVE)] as string);
 
 /** The one address a long-tail parent is asked from (its asks and its polls). */
 const tailClient = new Map(tail.map((p, i) => [p, `10.2.${i >> 8}.${i & 255}`]));
 const hotClient = (n: number) => `10.1.0.${(n % HOT_CLIENTS) + 1}`;
 
 // ---------------------------------------------------------------------------------------------
-// Chain operations. tools/rpc-sim is being taught transactions (with the program's logs),
-// transfers and background writes; until then these do the same account writes with SimChain's
-// plain methods. Each is one place to swap.
+// Chain operations: each one transaction of tools/rpc-sim, with the name program's logs.
 
-/** A running background writer: see {@link startBackground}. */
-type Background = { readonly count: number; stop: () => number };
-
-/**
- * Writes `perSecond` name-program transactions a second, spread evenly, under
- * {@link BACKGROUND_PARENTS} parents of their own: a subdomain created, or one it created before
- * given a new owner. Nobody asks for these parents: a follower of the whole program sees every
- * write and should spend nothing on them.
- */
-function startBackground(chain: SimChain, perSecond: number): Background {
-  if (perSecond <= 0) return { count: 0, stop: () => 0 };
-  const parents = Array.from({ length: BACKGROUND_PARENTS }, () => {
-    const name = `bg-${randomBytes(6).toString('hex')}`;
-    chain.addDomain(name);
-    return name;
-  });
-  const names: Array<{ parent: string; label: string }> = [];
-  const pick = <T>(list: readonly T[]): T => list[Math.floor(Math.random() * list.length)] as T;
-  let count = 0;
-  const writeOne = () => {
-    if (names.length === 0 || (names.length < 2000 && Math.random() < 0.5)) {
-      const name = { parent: pick(parents), label: `w${count}` };
-      chain.addSubdomain(name.parent, name.label);
-      names.push(name);
-    } else {
-      const name = pick(names);
-      transfer(chain, name.parent, name.label, new PublicKey(randomBytes(32)));
-    }
-    count++;
-  };
-  const started = performance.now();
-  const most = Math.ceil(perSecond);
-  let skipped = 0;
-  const timer = setInterval(() => {
-    const due = Math.floor(((performance.now() - started) * perSecond) / 1000) - count - skipped;
-    for (let i = 0; i < Math.min(due, most); i++) writeOne();
-    // Far behind (a stalled event loop): the backlog is dropped rather than written in a burst.
-    if (due > most) skipped += due - most;
-  }, 20);
-  timer.unref();
-  return {
-    get count() {
-      return count;
-    },
-    stop: () => {
-      clearInterval(timer);
-      return count;
-    },
-  };
-}
-
-/** Gives `label.parent` a new owner (bytes 32..64 of its name account), as a transfer does. */
-function transfer(chain: SimChain, parent: string, label: string, owner: PublicKey): void {
-  const key = getDomainKeySync(`${label}.${parent}`).pubkey;
-  const account = chain.getAccount(key);
-  if (!account) throw new Error(`${label}.${parent} is not on the chain`);
-  const data = Buffer.from(account.data);
-  owner.toBuffer().copy(data, 32);
-  chain.setAccount(key, { data, lamports: account.lamports, owner: account.owner });
-}
+/** The program some deletions go through (its Deletes are inner instructions), as a closer's. */
+const CLOSER_PROGRAM = new PublicKey(createHash('sha256').update('bench closer').digest());
 
 /** Creates `label.parent` (name account and reverse record). */
 const create = (chain: SimChain, parent: string, label: string) =>
   void chain.addSubdomain(parent, label);
 
-/** Deletes `label.parent` (name account and reverse record). */
-function remove(chain: SimChain, parent: string, label: string): void {
-  if (!chain.deleteSubdomain(parent, label)) throw new Error(`${label}.${parent} was not there`);
+/**
+ * Deletes `label.parent` (name account and reverse record); `viaProgram`: through
+ * {@link CLOSER_PROGRAM}, so the Deletes are inner instructions.
+ */
+function remove(chain: SimChain, parent: string, label: string, viaProgram = false): void {
+  if (!chain.deleteSubdomain(parent, label, viaProgram ? { via: CLOSER_PROGRAM } : {})) {
+    throw new Error(`${label}.${parent} was not there`);
+  }
 }
+
+/** Gives `label.parent` a new owner (the name program's Transfer). */
+const transfer = (chain: SimChain, parent: string, label: string, owner: PublicKey) =>
+  void chain.transferSubdomain(parent, label, owner);
 
 // ---------------------------------------------------------------------------------------------
 // Answers, and the changes they must keep once shown.
@@ -235,6 +193,8 @@ type Change = { measure: string; holds: (seen: Seen) => boolean | undefined };
 const shown = new Map<string, Change[]>();
 /** Answers that went back to an older list, by measurement. */
 const regressions = new Map<string, number>();
+/** Answers that were not a 200, by status (0: no answer within 30 s, or a connection error). */
+const failures = new Map<number, number>();
 
 function checkRegressions(parent: string, seen: Seen): void {
   for (const change of shown.get(parent) ?? []) {
@@ -256,6 +216,7 @@ async function ask(base: string, parent: string, client: string, details = false
     });
     const body = (await res.json()) as { result?: unknown };
     const answer: Answer = { status: res.status, cache: res.headers.get('x-cache') };
+    if (res.status !== 200) failures.set(res.status, (failures.get(res.status) ?? 0) + 1);
     if (res.status === 200 && Array.isArray(body.result)) {
       if (details) {
         const rows = body.result as Array<{ label: string; owner: string }>;
@@ -268,6 +229,7 @@ async function ask(base: string, parent: string, client: string, details = false
     }
     return answer;
   } catch {
+    failures.set(0, (failures.get(0) ?? 0) + 1);
     return { status: 0, cache: null };
   }
 }
@@ -444,6 +406,8 @@ type Result = {
   credits: Map<string, number>;
   /** Calls the simulator's HTTP side got during the quiet windows, by method. */
   simCalls: Map<string, number>;
+  /** The simulator's websocket side during the quiet windows (open ones: at their end). */
+  ws: { notifications: number; bytes: number; subscriptions: number; connections: number };
   hotTally: Tally;
   tailTally: Tally;
   create: Observed;
@@ -489,9 +453,19 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
     if (missing.length > 0) await sleep(500);
   }
   const warmMs = performance.now() - warmStarted;
+  // The cold misses' retries above are not the steady state's failures.
+  failures.clear();
   log(`every parent cached after ${warmMs.toFixed(0)} ms`);
 
-  const background = startBackground(sim.chain, BACKGROUND_PER_SECOND);
+  // Name-program transactions under parents of their own, which nobody asks for: a follower of
+  // the whole program sees every one and should spend nothing on them.
+  const background =
+    BACKGROUND_PER_SECOND > 0
+      ? startBackgroundWrites(sim.chain, {
+          perSecond: BACKGROUND_PER_SECOND,
+          parents: BACKGROUND_PARENTS,
+        })
+      : { count: 0, stop: () => 0 };
   const traffic = startTraffic(base);
   try {
     // A window of warm-up: the hot parents ranked and followed, the first long-tail asks made.
@@ -499,11 +473,19 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
 
     // a, b. The quiet chain (apart from the background).
     const before = await credits(worker);
+    const wsBefore = sim.wsStats();
     sim.resetCalls();
     traffic.measuring = true;
     await sleep(WINDOWS * FRESH_MS);
     traffic.measuring = false;
     const after = await credits(worker);
+    const wsAfter = sim.wsStats();
+    const ws = {
+      notifications: wsAfter.notificationsSent - wsBefore.notificationsSent,
+      bytes: wsAfter.bytesSent - wsBefore.bytesSent,
+      subscriptions: wsAfter.subscriptions,
+      connections: wsAfter.connections,
+    };
     const simCalls = new Map<string, number>();
     for (const call of sim.calls) simCalls.set(call.method, (simCalls.get(call.method) ?? 0) + 1);
     const perParent = new Map<string, number>();
@@ -531,7 +513,8 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
 
     // d. Deleted under five long-tail parents.
     t0 = performance.now();
-    for (const p of group(1)) remove(sim.chain, p, 'sub0');
+    // Two of the five through a program: their Deletes are inner instructions.
+    group(1).forEach((p, i) => remove(sim.chain, p, 'sub0', i % 2 === 1));
     const removed = await observe(
       base,
       'delete',
@@ -564,7 +547,7 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
         create(sim.chain, p, 'afterdrop');
         afterDropChanges.set(p, hasLabel('afterdrop'));
       } else if (i % 3 === 1) {
-        remove(sim.chain, p, 'sub1');
+        remove(sim.chain, p, 'sub1', i === 4);
         afterDropChanges.set(p, lacksLabel('sub1'));
       } else {
         transfer(sim.chain, p, 'sub1', newOwner);
@@ -579,6 +562,7 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
     return {
       credits: perParent,
       simCalls,
+      ws,
       hotTally: traffic.hotTally,
       tailTally: traffic.tailTally,
       create: created,
@@ -661,9 +645,12 @@ async function main(): Promise<void> {
       `${m.cores} cores, Node ${m.node}, Redis ${redis} (db ${database}), load ${m.load}, commit ${code}`,
   );
   const chain = new SimChain();
-  [...hot, ...tail].forEach((p, i) => {
-    for (let k = 0; k < subdomainCount(i); k++) chain.addSubdomain(p, `sub${k}`);
-  });
+  // Accounts the chain starts with, not transactions: nothing to heal or replay from before.
+  chain.genesis(() =>
+    [...hot, ...tail].forEach((p, i) => {
+      for (let k = 0; k < subdomainCount(i); k++) chain.addSubdomain(p, `sub${k}`);
+    }),
+  );
   const sim = await startRpcSimulator({ chain, httpLagMs: LAG_MS });
   let result: Result;
   try {
@@ -768,7 +755,8 @@ function report(m: Machine, started: Date, took: number, r: Result): string {
     `${PARENTS} cached parents of 3 to 5 subdomains: ${HOT} hot ones asked ${HOT_PER_SECOND} times ` +
       `a second each (from ${HOT_CLIENTS} addresses), ${PARENTS - HOT} long-tail ones asked once ` +
       `every ${LONG_TAIL_WINDOWS} windows each (one address each); ${BACKGROUND_PER_SECOND} ` +
-      `name-program writes a second under ${BACKGROUND_PARENTS} parents nobody asks about ` +
+      `name-program transactions a second (creations, transfers, data updates) under ` +
+      `${BACKGROUND_PARENTS} parents nobody asks about ` +
       `(${r.background} in the run); \`CACHE_FRESH_SECONDS=${FRESH_S}\`, the simulator's HTTP ` +
       `reads ${LAG_MS} ms behind its websocket node, \`TRUST_PROXY=1\`, ` +
       `\`RPC_MAX_PER_SECOND=100\`, other settings default. Measured after a window of warm-up; ` +
@@ -779,12 +767,21 @@ function report(m: Machine, started: Date, took: number, r: Result): string {
     '',
     breakdown,
     '',
-    `HTTP calls the simulator got during the quiet windows: ${calls || 'none'}. ` +
+    `HTTP calls the simulator got during the quiet windows: ${calls || 'none'}; on its ` +
+      `websockets it sent ${r.ws.notifications} notifications, ${(r.ws.bytes / 1e6).toFixed(2)} MB ` +
+      `in all (${r.ws.connections} websocket(s) with ${r.ws.subscriptions} subscriptions open at ` +
+      `the end). ` +
       `Hot answers in the quiet windows: ${describeTally(r.hotTally)}; long-tail: ` +
       `${describeTally(r.tailTally)}. Every parent cached in ${fmtMs(r.warmMs)} at the start. ` +
       `${r.afterDrop.sockets} websocket(s) dropped in (f). Polls not answered 200: ` +
       `${polls.reduce((n, o) => n + o.failed, 0)} of ${polls.reduce((n, o) => n + o.polls, 0)}; ` +
-      `steady-traffic requests not answered 200: ${r.traffic.failed} of ${r.traffic.requests}.`,
+      `steady-traffic requests not answered 200: ${r.traffic.failed} of ${r.traffic.requests}` +
+      (failures.size === 0
+        ? '.'
+        : ` (by status: ${[...failures]
+            .sort()
+            .map(([k, v]) => `${k === 0 ? 'none' : k} ${v}`)
+            .join(', ')}).`),
   ].join('\n');
 }
 
