@@ -3,7 +3,9 @@
  * logsSubscribe, getTransaction (json, jsonParsed, lagging node), getSignaturesForAddress, a
  * whole-program programSubscribe, and background writes.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { PublicKey } from '@solana/web3.js';
@@ -15,6 +17,7 @@ import {
   SimChain,
   seedDemoChain,
   startRpcSimulator,
+  transactionJson,
 } from '../tools/rpc-sim/index.js';
 import type { RpcSimulator } from '../tools/rpc-sim/index.js';
 import { WsClient, post, until } from './support/sim-ws.js';
@@ -183,6 +186,32 @@ describe('name-program transactions and logsSubscribe', () => {
     expect(logsOf(deletion).signature).toBe(sim.chain.lastTransaction?.signature);
     expect(sim.chain.getAccount(created.subKey)).toBeUndefined();
     expect(sim.chain.getAccount(created.reverseKey)).toBeUndefined();
+  });
+
+  it('a failed Delete: logs with err and the runtime failure, nothing deleted', async () => {
+    const client = await open();
+    const sub = await client.subscribe('logsSubscribe', [{ mentions: [PROGRAM] }]);
+    const keys = sim.chain.addSubdomain('demo', 'kept');
+    const thief = new PublicKey(randomBytes(32));
+    const signature = sim.chain.failedDelete(keys.subKey, thief);
+    const [, failed] = await client.waitFor(sub, 2);
+    const error = { InstructionError: [0, 'InvalidArgument'] };
+    expect(logsOf(failed).signature).toBe(signature);
+    expect(logsOf(failed).err).toEqual(error);
+    expect(logsOf(failed).logs).toEqual([
+      invoke(1),
+      ...programLines('Instruction: Delete Name'),
+      'Program log: The given name owner is incorrect or not a signer.',
+      expect.stringMatching(
+        new RegExp(`^Program ${PROGRAM} consumed \\d+ of 200000 compute units$`),
+      ),
+      `Program ${PROGRAM} failed: invalid program argument`,
+    ]);
+    expect(sim.chain.getAccount(keys.subKey)).toBeDefined();
+    const tx = (await post(sim.url, 'getTransaction', [signature, CONFIRMED])).result as JsonTx;
+    expect(tx.meta.err).toEqual(error);
+    expect(tx.meta.status).toEqual({ Err: error });
+    expect(tx.meta.preBalances[0]).toBe((tx.meta.postBalances[0] ?? 0) + tx.meta.fee);
   });
 
   it("'all' hears every transaction, mentions only its own; unsubscribe stops; one address only", async () => {
@@ -576,3 +605,117 @@ describe('background writes', () => {
     }
   });
 });
+
+describe('SimChain transactions', () => {
+  it('bare writes of name accounts are Create, Transfer, Update and Delete transactions', () => {
+    const chain = new SimChain({ slot: 10 });
+    const key = new PublicKey(randomBytes(32));
+    const owner = new PublicKey(randomBytes(32));
+    const header = Buffer.concat([Buffer.alloc(32), owner.toBuffer(), Buffer.alloc(32)]);
+    const line = (): string | undefined =>
+      chain.lastTransaction?.logs.find((l) => l.startsWith('Program log: Instruction: '));
+
+    chain.setAccount(key, { data: Buffer.concat([header, Buffer.alloc(8)]) });
+    expect(line()).toBe('Program log: Instruction: Create');
+    expect(chain.lastTransaction?.slot).toBe(11);
+    expect(chain.slot).toBe(11);
+
+    const next = new PublicKey(randomBytes(32));
+    const moved = Buffer.from(chain.getAccount(key)?.data ?? []);
+    next.toBuffer().copy(moved, 32);
+    chain.setAccount(key, { data: moved });
+    expect(line()).toBe('Program log: Instruction: Transfer Ownership');
+    expect(chain.lastTransaction?.accountKeys[0]).toBe(next.toBase58());
+
+    const updated = Buffer.from(moved);
+    updated[NAME_HEADER_LEN + 3] = 7;
+    chain.setAccount(key, { data: updated });
+    expect(line()).toBe('Program log: Instruction: Update Data');
+    const data = Buffer.from(
+      bs58.decode(
+        (transactionJsonOf(chain) as JsonTx).transaction.message.instructions[0]?.data ?? '',
+      ),
+    );
+    expect([data[0], data.readUInt32LE(1)]).toEqual([1, 3]); // Update at offset 3
+
+    expect(chain.deleteAccount(key)).toBe(true);
+    expect(line()).toBe('Program log: Instruction: Delete Name');
+    expect(chain.slot).toBe(14);
+    expect(chain.transactionCount).toBe(4);
+
+    // Accounts of other programs are plain writes: no transaction.
+    chain.setAccount(new PublicKey(randomBytes(32)), { data: Buffer.alloc(1), owner });
+    expect(chain.transactionCount).toBe(4);
+    expect(chain.slot).toBe(15);
+  });
+
+  it('genesis writes make no transactions; kept transactions are bounded', () => {
+    const chain = new SimChain({ maxTransactions: 3 });
+    chain.genesis(() => seedDemoChain(chain));
+    expect(chain.transactionCount).toBe(0);
+    expect(chain.size).toBeGreaterThan(10);
+    const signatures = ['a', 'b', 'c', 'd'].map((l) => chain.addSubdomain('demo', l).signature);
+    expect(chain.transactionCount).toBe(4);
+    expect(chain.getTransaction(signatures[0] ?? '')).toBeUndefined();
+    expect([...chain.transactionsNewestFirst()].map((tx) => tx.signature)).toEqual(
+      signatures.slice(1).reverse(),
+    );
+    expect(() => new SimChain({ maxTransactions: 0 })).toThrow(TypeError);
+  });
+});
+
+describe('npm run rpc:sim options', () => {
+  const cli = (args: string[], env: Record<string, string> = {}) =>
+    spawn(process.execPath, ['--import', 'tsx', 'tools/rpc-sim/cli.ts', ...args], {
+      env: { ...process.env, RPC_SIM_PORT: '0', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+
+  it('--background-writes (or RPC_SIM_BACKGROUND_WRITES) turns background writes on', async () => {
+    for (const [args, env] of [
+      [['--background-writes', '40', '--tx-lag-ms', '250'], {}],
+      [[], { RPC_SIM_BACKGROUND_WRITES: '40', RPC_SIM_TX_LAG_MS: '250' }],
+    ] as const) {
+      const child = cli([...args], env);
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      try {
+        await until(() => (out.includes('Ctrl-C') ? true : undefined), 'the banner', 30_000);
+        expect(out).toContain('Background: 40 unrelated name-program writes a second');
+        expect(out).toContain('Transactions unknown to HTTP reads for 250 ms');
+        const url = /listening on (http:\/\/\S+)/.exec(out)?.[1] ?? '';
+        // Background transactions show up in the name program's history.
+        await until(
+          async () => {
+            const reply = await post(url, 'getSignaturesForAddress', [
+              PROGRAM,
+              { commitment: 'confirmed', limit: 50 },
+            ]);
+            return (reply.result as unknown[]).length >= 40 ? true : undefined;
+          },
+          'background transactions',
+          10_000,
+        );
+      } finally {
+        child.kill('SIGTERM');
+        await once(child, 'exit');
+      }
+    }
+  }, 60_000);
+
+  it('refuses a rate that is not a number', async () => {
+    const child = cli(['--background-writes', 'fast']);
+    let err = '';
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number];
+    expect(code).not.toBe(0);
+    expect(err).toContain('--background-writes / RPC_SIM_BACKGROUND_WRITES must be a number >= 0');
+  }, 30_000);
+});
+
+/** getTransaction's json of the chain's newest transaction. */
+function transactionJsonOf(chain: SimChain): unknown {
+  const tx = chain.lastTransaction;
+  if (!tx) throw new Error('no transaction');
+  return transactionJson(tx, 'json', true);
+}

@@ -29,6 +29,7 @@ import {
   LAMPORTS_PER_SIGNATURE,
   PROGRAM_LAMPORTS,
   RecordedTransaction,
+  errorOf,
   keyId,
   nameCreate,
   nameDelete,
@@ -224,6 +225,8 @@ export interface SimChainOptions {
 
 /** Default of `SimChainOptions.maxTransactions`. */
 export const DEFAULT_MAX_TRANSACTIONS = 20_000;
+/** Fee payers whose balance the chain remembers; the oldest is forgotten past this. */
+const MAX_WALLETS = 10_000;
 /** Starting balance of a wallet the simulator has not seen: 10 SOL. */
 const DEFAULT_WALLET_LAMPORTS = 10_000_000_000;
 
@@ -684,6 +687,30 @@ export class SimChain implements ChainView {
   }
 
   /**
+   * A Delete of the name account at `key` signed by `signer`, who is not its owner: the
+   * transaction fails as the name program makes it fail (it logs "The given name owner is
+   * incorrect or not a signer." and the runtime "failed: invalid program argument"; err
+   * `{"InstructionError":[0,"InvalidArgument"]}`). Nothing is written, but the fee is paid and
+   * the logs mention the name program, with "Instruction: Delete Name" in them: what a follower
+   * must not take for a deletion.
+   * @returns the transaction's signature.
+   * @throws Error when there is no name-program account at `key`.
+   */
+  failedDelete(key: PublicKey, signer: PublicKey): string {
+    this.#nameAccount(key);
+    return this.#transact(signer, () => [
+      {
+        ...nameDelete(key, signer, signer),
+        fails: {
+          message: 'The given name owner is incorrect or not a signer.',
+          error: 'InvalidArgument',
+          text: 'invalid program argument',
+        },
+      },
+    ]).signature;
+  }
+
+  /**
    * Registers a listener called synchronously after each transaction, once all its writes are
    * visible (after their `onWrite` calls). A listener that throws does not stop the others; its
    * error is rethrown from a microtask.
@@ -915,6 +942,11 @@ export class SimChain implements ChainView {
         payerId,
         post < DEFAULT_WALLET_LAMPORTS / 100 ? DEFAULT_WALLET_LAMPORTS : post,
       );
+      // Owners come and go (background transfers make a new one each time): keep the newest.
+      if (this.#wallets.size > MAX_WALLETS) {
+        const oldest = this.#wallets.keys().next().value;
+        if (oldest !== undefined) this.#wallets.delete(oldest);
+      }
     }
     const programs = new Set<string>();
     const tx = new RecordedTransaction({
@@ -925,6 +957,7 @@ export class SimChain implements ChainView {
       index: this.#txCount++,
       feePayer,
       instructions,
+      err: errorOf(instructions),
       written,
       payer,
       balanceOf: (key) => {

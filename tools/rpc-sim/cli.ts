@@ -5,12 +5,18 @@
  *   RPC_SIM_PORT=9000 RPC_SIM_HOST=0.0.0.0 npm run rpc:sim   # websocket on 9001
  *   RPC_SIM_PORT=0 npm run rpc:sim        # both ports ephemeral
  *   RPC_SIM_VERBOSE=1 npm run rpc:sim     # also log every call
+ *   npm run rpc:sim -- --background-writes 20   # 20 unrelated name-program writes a second
+ *   RPC_SIM_BACKGROUND_WRITES=20 npm run rpc:sim # the same
+ *   npm run rpc:sim -- --tx-lag-ms 500    # getTransaction answers null for 500 ms
  *
  * The websocket port is the HTTP port + 1, as on solana-test-validator and as web3.js derives
  * it from an HTTP URL. Prints both URLs, the demo names it holds and curl examples, including
  * the simulator-only methods that change the chain; stops on SIGINT/SIGTERM (a second signal
  * exits at once).
  */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { PublicKey } from '@solana/web3.js';
 import { NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { SimChain } from './chain.js';
 import { seedDemoChain } from './demo.js';
@@ -34,6 +40,33 @@ function wsPortFor(port: number): number {
   return port + 1;
 }
 
+/**
+ * A non-negative number from a flag, else from the environment, else 0.
+ * @throws Error naming the flag and variable when the value is not a finite number >= 0.
+ */
+function rateOption(flag: string | undefined, env: string, name: string): number {
+  const value = flag ?? process.env[env];
+  if (value === undefined || value === '') return 0;
+  const number = Number(value);
+  if (!Number.isFinite(number) || number < 0) {
+    throw new Error(`--${name} / ${env} must be a number >= 0, got ${JSON.stringify(value)}`);
+  }
+  return number;
+}
+
+const { values: args } = parseArgs({
+  options: {
+    'background-writes': { type: 'string' },
+    'tx-lag-ms': { type: 'string' },
+  },
+});
+const backgroundWrites = rateOption(
+  args['background-writes'],
+  'RPC_SIM_BACKGROUND_WRITES',
+  'background-writes',
+);
+const txLagMs = rateOption(args['tx-lag-ms'], 'RPC_SIM_TX_LAG_MS', 'tx-lag-ms');
+
 const chain = new SimChain();
 const seeded = seedDemoChain(chain);
 const verbose = Boolean(process.env.RPC_SIM_VERBOSE);
@@ -43,6 +76,8 @@ const sim = await startRpcSimulator({
   host: process.env.RPC_SIM_HOST || '127.0.0.1',
   port,
   wsPort: wsPortFor(port),
+  txLagMs,
+  backgroundWritesPerSecond: backgroundWrites,
   onCall: verbose
     ? (call) =>
         console.log(
@@ -54,7 +89,11 @@ const sim = await startRpcSimulator({
 
 const lines = [
   `Solana JSON-RPC simulator listening on ${sim.url} (${chain.size} accounts)`,
-  `Websocket (accountSubscribe, programSubscribe) on ${sim.wsUrl}`,
+  `Websocket (accountSubscribe, programSubscribe, logsSubscribe) on ${sim.wsUrl}`,
+  backgroundWrites > 0
+    ? `Background: ${backgroundWrites} unrelated name-program writes a second (--background-writes)`
+    : 'Background writes: off (--background-writes <per second> or RPC_SIM_BACKGROUND_WRITES)',
+  ...(txLagMs > 0 ? [`Transactions unknown to HTTP reads for ${txLagMs} ms (--tx-lag-ms)`] : []),
   '',
   'Demo names (findSubdomains lists only subdomains with a name account and a reverse record):',
 ];
@@ -68,6 +107,8 @@ for (const d of seeded) {
     lines.push(`    orphan reverse records: ${d.orphanReverses.join(', ')}`);
   }
 }
+// Any wallet will do as the new owner in the transfer example.
+const newOwner = new PublicKey(randomBytes(32)).toBase58();
 const demoKey = seeded.find((d) => d.name === 'demo')?.key.toBase58() ?? '';
 const curl = (body: string): string[] => [
   `  curl -s ${sim.url} -H 'Content-Type: application/json' \\`,
@@ -87,9 +128,19 @@ lines.push(
   '',
   `Simulator-only methods (no real node has them): ${SIM_ONLY_METHODS.join(', ')}`,
   ...curl('{"jsonrpc":"2.0","id":1,"method":"simAddSubdomain","params":["demo","delta"]}'),
-  '    # → {"subdomain":"<name account>","reverse":"<reverse record>"}',
+  '    # → {"subdomain":"<name account>","reverse":"<reverse record>","signature":"<transaction>"}',
   ...curl('{"jsonrpc":"2.0","id":1,"method":"simDeleteSubdomain","params":["demo","delta"]}'),
   '    # → true if either account existed',
+  ...curl(
+    `{"jsonrpc":"2.0","id":1,"method":"simTransferSubdomain","params":["demo","alpha","${newOwner}"]}`,
+  ),
+  '    # → {"subdomain":"<name account>","signature":"<transaction>"}',
+  '',
+  "Follow the name program (each write is a transaction with the program's logs):",
+  `  {"jsonrpc":"2.0","id":1,"method":"logsSubscribe","params":[{"mentions":["${NAME_PROGRAM_ID.toBase58()}"]},{"commitment":"confirmed"}]}`,
+  ...curl(
+    '{"jsonrpc":"2.0","id":1,"method":"getTransaction","params":["<signature>",{"encoding":"json","commitment":"confirmed","maxSupportedTransactionVersion":0}]}',
+  ),
   '',
   'Ctrl-C to stop.',
 );

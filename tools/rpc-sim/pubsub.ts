@@ -1,8 +1,9 @@
 /**
  * Websocket side of the simulator: Solana's pubsub JSON-RPC (accountSubscribe,
- * programSubscribe and their unsubscribes) on its own port, fed synchronously by the chain's
- * write listener, with the failures providers show: dropped sockets, no websocket support
- * (HTTP 503 on upgrade) and half-open sockets that stop answering, pongs included.
+ * programSubscribe, logsSubscribe and their unsubscribes) on its own port, fed synchronously by
+ * the chain's write and transaction listeners, with the failures providers show: dropped sockets,
+ * no websocket support (HTTP 503 on upgrade) and half-open sockets that stop answering, pongs
+ * included.
  *
  * Wire format as agave's rpc_pubsub: subscription ids are numbers from 0, an unknown id on
  * unsubscribe is -32602 "Invalid subscription id.", and ids belong to the connection that

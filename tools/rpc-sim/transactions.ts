@@ -39,6 +39,12 @@ export interface SimInstruction {
    */
   readonly units?: number;
   /**
+   * The instruction fails after its own log lines: `message` is logged by the program, `error`
+   * names the InstructionError (e.g. "InvalidArgument") and `text` is how the runtime logs it
+   * ("invalid program argument"). Later instructions do not run.
+   */
+  readonly fails?: { message: string; error: string; text: string };
+  /**
    * jsonParsed form (`{type, info}`) for programs agave parses (the system program here); `info`
    * is built when asked for (base58 is slow, and most transactions are never read).
    */
@@ -65,8 +71,11 @@ export interface SimTransaction {
   readonly time: number;
   /** Order among all transactions of the chain, from 0. */
   readonly index: number;
-  /** null: succeeded (the simulator runs no failing transactions). */
-  readonly err: null;
+  /**
+   * null when it succeeded; else the TransactionError as the RPC writes it, e.g.
+   * `{"InstructionError":[0,"InvalidArgument"]}` (then none of its writes happened).
+   */
+  readonly err: TransactionErrorJson | null;
   readonly header: MessageHeader;
   /** Base58 account keys: signers first (fee payer at 0), then writable, then read-only. */
   readonly accountKeys: readonly string[];
@@ -89,6 +98,9 @@ export interface SimTransaction {
   mentions(pubkey: PublicKey): boolean;
 }
 
+/** A TransactionError as JSON (`{"InstructionError":[index, error]}` for a failed instruction). */
+export type TransactionErrorJson = { InstructionError: [number, string] };
+
 /** What the chain records when a transaction runs; the rest is derived when first asked for. */
 export interface TransactionRecord {
   readonly signature: Buffer;
@@ -98,6 +110,8 @@ export interface TransactionRecord {
   readonly index: number;
   readonly feePayer: PublicKey;
   readonly instructions: readonly SimInstruction[];
+  /** Set when an instruction failed (see `SimInstruction.fails`). */
+  readonly err: TransactionErrorJson | null;
   /** Lamports before and after of each account the transaction wrote, by base58 key. */
   readonly written: ReadonlyMap<string, readonly [number, number]>;
   /** The fee payer's lamports before and after, when it is a wallet the chain does not store. */
@@ -108,7 +122,6 @@ export interface TransactionRecord {
 
 /** A kept transaction: the record, with JSON-facing fields computed once, when first read. */
 export class RecordedTransaction implements SimTransaction {
-  readonly err = null;
   #signature: string | undefined;
   #signatures: string[] | undefined;
   #keys: ReturnType<typeof compileKeys> | undefined;
@@ -131,6 +144,9 @@ export class RecordedTransaction implements SimTransaction {
   }
   get slot(): number {
     return this.record.slot;
+  }
+  get err(): TransactionErrorJson | null {
+    return this.record.err;
   }
   get blockTime(): number {
     return this.record.blockTime;
@@ -538,24 +554,55 @@ export function renderLogs(instructions: readonly SimInstruction[]): {
   const logs: string[] = [];
   let available = Math.min(MAX_UNITS, UNITS_PER_INSTRUCTION * instructions.length);
   let total = 0;
+  let failed = false;
   const run = (ix: SimInstruction, depth: number, budget: number): number => {
     const id = ix.programId.toBase58();
     logs.push(`Program ${id} invoke [${depth}]`);
     for (const line of ix.logs) logs.push(`Program log: ${line}`);
     let used = ix.units ?? 0;
-    for (const call of ix.inner) used += run(call, depth + 1, budget - used);
+    if (ix.fails) {
+      logs.push(`Program log: ${ix.fails.message}`);
+      failed = true;
+    }
+    for (const call of ix.inner) {
+      if (failed) break;
+      used += run(call, depth + 1, budget - used);
+    }
     if (ix.units !== undefined) {
       logs.push(`Program ${id} consumed ${used} of ${budget} compute units`);
     }
-    logs.push(`Program ${id} success`);
+    const cause = failed ? failureOf(ix) : undefined;
+    logs.push(cause ? `Program ${id} failed: ${cause}` : `Program ${id} success`);
     return used;
   };
   for (const ix of instructions) {
     const used = run(ix, 1, available);
     available -= used;
     total += used;
+    if (failed) break;
   }
   return { logs, units: total };
+}
+
+/** The runtime's text of the failure inside `ix` (its own or a CPI's), if any. */
+function failureOf(ix: SimInstruction): string | undefined {
+  if (ix.fails) return ix.fails.text;
+  for (const call of ix.inner) {
+    const text = failureOf(call);
+    if (text) return text;
+  }
+  return undefined;
+}
+
+/** The TransactionError of a run of instructions, null when none fails. */
+export function errorOf(instructions: readonly SimInstruction[]): TransactionErrorJson | null {
+  const find = (ix: SimInstruction): string | undefined =>
+    ix.fails?.error ?? ix.inner.map(find).find((e) => e !== undefined);
+  for (const [i, ix] of instructions.entries()) {
+    const error = find(ix);
+    if (error) return { InstructionError: [i, error] };
+  }
+  return null;
 }
 
 /** Random bytes handed out 64 at a time: one system call per thousand signatures. */
@@ -657,7 +704,7 @@ export function transactionJson(
     transaction: { signatures: tx.signatures, message },
     meta: {
       err: tx.err,
-      status: { Ok: null },
+      status: tx.err ? { Err: tx.err } : { Ok: null },
       fee: tx.fee,
       preBalances: tx.preBalances,
       postBalances: tx.postBalances,
