@@ -158,9 +158,14 @@ const hotClient = (n: number) => `10.1.0.${(n % HOT_CLIENTS) + 1}`;
 /** The program some deletions go through (its Deletes are inner instructions), as a closer's. */
 const CLOSER_PROGRAM = new PublicKey(createHash('sha256').update('bench closer').digest());
 
+/** The last change the bench made under each parent, for the report ("sub0 deleted"). */
+const made = new Map<string, string>();
+
 /** Creates `label.parent` (name account and reverse record). */
-const create = (chain: SimChain, parent: string, label: string) =>
-  void chain.addSubdomain(parent, label);
+function create(chain: SimChain, parent: string, label: string): void {
+  chain.addSubdomain(parent, label);
+  made.set(parent, `${label} created`);
+}
 
 /**
  * Deletes `label.parent` (name account and reverse record); `viaProgram`: through
@@ -170,11 +175,14 @@ function remove(chain: SimChain, parent: string, label: string, viaProgram = fal
   if (!chain.deleteSubdomain(parent, label, viaProgram ? { via: CLOSER_PROGRAM } : {})) {
     throw new Error(`${label}.${parent} was not there`);
   }
+  made.set(parent, `${label} deleted${viaProgram ? ' through a program' : ''}`);
 }
 
 /** Gives `label.parent` a new owner (the name program's Transfer). */
-const transfer = (chain: SimChain, parent: string, label: string, owner: PublicKey) =>
-  void chain.transferSubdomain(parent, label, owner);
+function transfer(chain: SimChain, parent: string, label: string, owner: PublicKey): void {
+  chain.transferSubdomain(parent, label, owner);
+  made.set(parent, `${label} transferred`);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Answers, and the changes they must keep once shown.
@@ -345,6 +353,8 @@ type Observed = {
   allMs: number | undefined;
   /** Parents whose answers never showed their change within {@link WAIT_MS}. */
   lost: number;
+  /** Those parents, each with the change it never showed. */
+  never: string[];
   /** Answers that were not a 200. */
   failed: number;
   polls: number;
@@ -388,6 +398,9 @@ async function observe(
   return {
     allMs: firstShown.size === changes.size ? Math.max(...firstShown.values()) : undefined,
     lost: changes.size - firstShown.size,
+    never: [...changes.keys()]
+      .filter((p) => !firstShown.has(p))
+      .map((p) => `${p} (${made.get(p) ?? '?'})`),
     failed,
     polls,
   };
@@ -587,7 +600,8 @@ const fmtMs = (ms: number | undefined) =>
       : `${(ms / 1000).toFixed(2)} s`;
 
 function describe(o: Observed): string {
-  return `all five after ${fmtMs(o.allMs)}, ${o.lost} never, ${o.failed} failed of ${o.polls} polls`;
+  const never = o.lost > 0 ? `: ${o.never.join(', ')}` : '';
+  return `all five after ${fmtMs(o.allMs)}, ${o.failed} failed of ${o.polls} polls, ${o.lost} never shown${never}`;
 }
 
 const tallyTotal = (t: Tally) => [...t.values()].reduce((a, b) => a + b, 0);
@@ -747,6 +761,16 @@ function report(m: Machine, started: Date, took: number, r: Result): string {
     .map(([k, v]) => `\`${k}\` ${v}`)
     .join(', ');
   const polls = [r.create, r.remove, r.transfer, r.afterDrop];
+  const lost = (
+    [
+      ['(c)', r.create],
+      ['(d)', r.remove],
+      ['(e)', r.transfer],
+      ['(f)', r.afterDrop],
+    ] as const
+  )
+    .filter(([, o]) => o.lost > 0)
+    .map(([m, o]) => `${m} ${o.never.join(', ')}`);
   return [
     `Run ${started.toISOString()} at commit ${m.code} on ${m.cores} cores (${m.cpu}), Node ${m.node}, ` +
       `Redis ${m.redis} (database ${m.database}); load ${m.load} at the start, ${m.loadEnd} at the ` +
@@ -767,7 +791,10 @@ function report(m: Machine, started: Date, took: number, r: Result): string {
     '',
     breakdown,
     '',
-    `HTTP calls the simulator got during the quiet windows: ${calls || 'none'}; on its ` +
+    (lost.length > 0
+      ? `Changes never shown within ${WAIT_MS / 1000} s: ${lost.join('; ')}.\n\n`
+      : '') +
+      `HTTP calls the simulator got during the quiet windows: ${calls || 'none'}; on its ` +
       `websockets it sent ${r.ws.notifications} notifications, ${(r.ws.bytes / 1e6).toFixed(2)} MB ` +
       `in all (${r.ws.connections} websocket(s) with ${r.ws.subscriptions} subscriptions open at ` +
       `the end). ` +
