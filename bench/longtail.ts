@@ -60,10 +60,10 @@ const flags = parseBenchArgs({
     'every websocket) takes to show, and answers that went back to an older list. Prints the ' +
     'tables.',
   duration:
-    'about 3.5 minutes with the defaults: start-up, a window of warm-up, --windows quiet ' +
+    'about 3 minutes with the defaults: start-up, a window of warm-up, --windows quiet ' +
     'windows, then four measurements of changes; at most about 5 minutes when changes do not ' +
     'show (each wait ends after two windows of --fresh and 10 s). --windows 1 --fresh 5 ' +
-    '--write no is a smoke run of about a minute and a half.',
+    '--write no is a smoke run of about a minute.',
   writes:
     'the "long-tail" section of BENCHMARKS.md (figures, machine: cores, load, Node, Redis ' +
     'version, commit), unless --write no.',
