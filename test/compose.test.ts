@@ -87,6 +87,18 @@ describe('docker-compose.yml', () => {
     expect(ok).toBe(true);
   });
 
+  it('runs on Compose v1 too: no top-level name (docker-compose 1.29 refuses it; -p names it)', () => {
+    expect(Object.keys(compose as object)).not.toContain('name');
+  });
+
+  it.runIf(hasBinary('docker-compose'))('is accepted by `docker-compose config`', () => {
+    const run = spawnSync(binary('docker-compose'), ['-p', 'sns-gateway', 'config', '-q'], {
+      cwd: root,
+      encoding: 'utf8',
+    });
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+  });
+
   it('the schema check has teeth: it refuses what Compose refuses', () => {
     const broken = structuredClone(compose);
     (broken.services.api as Service).depends_on = { redis: { condition: 'service_ready' } };
@@ -148,7 +160,8 @@ describe('docker-compose.yml', () => {
       expect(s.depends_on?.redis).toEqual({ condition: 'service_healthy' });
       expect(JSON.stringify(s.healthcheck?.test)).toMatch(/node.*\/healthz/);
     }
-    expect(service('api').ports).toContain('3000:3000');
+    // Published on 3000 unless API_PUBLISH says otherwise (test/stack.test.ts: a port of its own).
+    expect(service('api').ports).toContain('${API_PUBLISH:-3000}:3000');
     expect(service('worker').environment?.WORKER_METRICS_PORT).toBe('9101');
   });
 
@@ -175,7 +188,7 @@ describe('docker-compose.yml', () => {
       './prometheus.yml',
       '/etc/prometheus/prometheus.yml',
     ]);
-    expect(prometheus.ports).toContain('9090:9090');
+    expect(prometheus.ports).toContain('${PROMETHEUS_PUBLISH:-9090}:9090');
 
     const grafana = service('grafana');
     expect(grafana.image).toMatch(/^grafana\/grafana(:|$)/);

@@ -18,7 +18,6 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
-import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -88,7 +87,8 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
   let apiUrl: string;
   let promUrl: string;
   let redisPort: number;
-  let imagesBefore = new Set<string>();
+  /** Image ids there before the build; undefined until taken (then nothing is removed). */
+  let imagesBefore: Set<string> | undefined;
   let failed = false;
 
   const sh = async (file: string, args: string[], timeout = 120_000): Promise<string> => {
@@ -117,14 +117,15 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
         'inspect',
         'bridge',
         '-f',
-        '{{range .IPAM.Config}}{{.Gateway}}{{end}} {{index .Options "com.docker.network.bridge.name"}}',
+        '{{range .IPAM.Config}}{{.Gateway}}{{end}}|{{index .Options "com.docker.network.bridge.name"}}',
       ])
     )
       .trim()
-      .split(' ');
-    const address =
-      gateway ||
-      (networkInterfaces()[name] ?? []).find((i) => i.family === 'IPv4' && !i.internal)?.address;
+      .split('|');
+    // os.networkInterfaces() leaves out an interface with no carrier, as docker0 is while no
+    // container is attached: ask ip(8).
+    const shown = gateway ? '' : await sh('ip', ['-4', '-o', 'addr', 'show', 'dev', name]);
+    const address = gateway || /\binet (\d+\.\d+\.\d+\.\d+)\//.exec(shown)?.[1];
     if (!address || !isIPv4(address)) throw new Error(`no IPv4 address on the bridge ${name}`);
     return address;
   };
@@ -161,6 +162,7 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
 
   beforeAll(async () => {
     env = { ...(process.env as Record<string, string>) };
+    imagesBefore = new Set((await sh('docker', ['images', '-aq', '--no-trunc'])).split('\n'));
     // The simulator listens on the default bridge's address: the containers reach the host there,
     // and nothing outside the machine does.
     const bridge = await bridgeAddress();
@@ -206,7 +208,6 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
       ADMIN_TOKEN: '',
       WORKER_CONCURRENCY: '4',
     };
-    imagesBefore = new Set((await sh('docker', ['images', '-aq', '--no-trunc'])).split('\n'));
     await dc(['build', 'api'], 15 * 60_000);
     // Compose waits for each depends_on condition (Redis healthy, then api and worker healthy).
     await dc(['up', '-d', '--no-build', ...SERVICES], 5 * 60_000);
@@ -225,11 +226,17 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
   afterAll(async () => {
     if (failed) console.log(await dc(['logs', '--no-color', '--tail=60']).catch(String));
     await dc(['down', '-v', '--remove-orphans'], 180_000).catch((e: unknown) => console.error(e));
-    // The gateway image and the layers of its build; the stand-ins stay (they are the cache).
-    const after = (await sh('docker', ['images', '-aq', '--no-trunc'])).split('\n');
+    // The gateway image and the layers of its build; the stand-ins stay (they are the cache), and
+    // so does every image that was there before.
     await sh('docker', ['rmi', GATEWAY_IMAGE]).catch(() => undefined);
-    for (const id of after.filter((i) => i && !imagesBefore.has(i))) {
-      await sh('docker', ['rmi', id]).catch(() => undefined);
+    if (imagesBefore) {
+      const keep = imagesBefore;
+      const after = (await sh('docker', ['images', '-aq', '--no-trunc'])).split('\n');
+      const standIns = Object.values(tags).map((tag) => inspect(tag, '{{.Id}}').catch(() => ''));
+      const kept = new Set([...keep, ...(await Promise.all(standIns))]);
+      for (const id of after.filter((i) => i && !kept.has(i))) {
+        await sh('docker', ['rmi', id]).catch(() => undefined);
+      }
     }
     await sim?.close();
   }, 300_000);
