@@ -8,8 +8,8 @@ export type JsonBounds = {
   /** Deepest nesting of objects and arrays (a Solana reply needs at most 8). */
   readonly maxDepth: number;
   /**
-   * Most values per body byte, beyond a small allowance; every value counts, keys included. Real
-   * account replies hold far fewer than bodies built to be expensive.
+   * Most values per body byte, beyond a small allowance; every value counts, keys included. An
+   * account reply holds about one per 8 bytes, a body built to be expensive one per 2 to 5.
    */
   readonly maxValuesPerByte: number;
 };
