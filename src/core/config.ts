@@ -333,6 +333,7 @@ export const configSchema = z
         : c.QUEUE_PREFIX,
   }));
 
+/** The validated, frozen configuration. */
 export type Config = Readonly<z.infer<typeof configSchema>>;
 
 /** Thrown by {@link loadConfig}; the message names every bad variable. */

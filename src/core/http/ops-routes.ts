@@ -29,6 +29,7 @@ export type ReadinessParts = {
 /** `ready`: Redis answers and no shutdown began; refused writes leave it ready (derivations work). */
 export type Readiness = { ready: boolean; parts: ReadinessParts };
 
+/** What the ops routes need. */
 export type OpsRouteDeps = {
   registry: Registry;
   /** Called on every `/readyz`: a Redis round trip at most. */

@@ -13,6 +13,7 @@ export const REFRESH_JOB = 'refresh';
  * ahead-of-time refreshes took the limiter's starts and cold misses waited.
  */
 export const REFRESH_PRIORITY = { coldMiss: 1, change: 2, stale: 5, ahead: 10 } as const;
+/** A name in {@link REFRESH_PRIORITY}. */
 export type RefreshPriority = keyof typeof REFRESH_PRIORITY;
 
 /** Job counts for `sns_queue_jobs`; prioritized jobs count as waiting. */

@@ -19,6 +19,7 @@ type Decoders = typeof DECODERS;
 type Fields<K extends keyof Decoders> =
   Parameters<Decoders[K]> extends [string, Uint8Array, number, infer T] ? T : unknown;
 
+/** A task sent to the decode thread. */
 export type ThreadRequest = {
   [K in keyof Decoders]: Common & { kind: K } & Fields<K>;
 }[keyof Decoders];
@@ -26,6 +27,7 @@ export type ThreadRequest = {
 /** Each kind's answer. */
 export type ThreadResults = { [K in keyof Decoders]: ReturnType<Decoders[K]> };
 
+/** The thread's answer to task `seq`, or its ready signal. */
 export type ThreadReply =
   | { seq: number; result: unknown }
   | { seq: number; failed: WireError }

@@ -11,6 +11,7 @@ export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 /** The RPC's limit of keys per `getMultipleAccounts`. */
 export const MULTIPLE_ACCOUNTS_BATCH = 100;
 
+/** What discovery found under a parent. */
 export type Discovery = {
   /** Sorted, as the contract lists them. */
   labels: string[];

@@ -21,6 +21,7 @@ import {
 } from '../../../core/http/schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
+/** What the derivation routes need. */
 export type RecordKeyRouteDeps = {
   deriver: RecordKeyDeriver;
   /** Answers kept (`DERIVATION_CACHE_SIZE`); 0: none. */

@@ -31,6 +31,7 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 
+/** What the `/details` route needs. */
 export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
   /** The configured endpoint's rendered views. */
   views: DetailsViews;

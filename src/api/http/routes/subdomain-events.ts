@@ -14,6 +14,7 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 
+/** What the event-stream route needs. */
 export type SubdomainEventsDeps = {
   endpoints: EndpointSelector;
   lookup: SubdomainLookup;

@@ -26,6 +26,7 @@ import {
 } from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
+/** What the list route needs. */
 export type SubdomainRouteDeps = CachedAnswerDeps;
 
 /** Body and ETag per cache entry: a warm hit returns the same entry object, so no re-render. */
