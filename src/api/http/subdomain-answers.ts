@@ -289,7 +289,8 @@ export type CacheHeaders = ReturnType<typeof cacheHeaders>;
  * HTTP caching of an answer from the cache (RFC 9111; docs/design.md, "HTTP caching"): `max-age`
  * is the entry's freshness lifetime and `Age` how long ago it was fetched, so a CDN or browser
  * keeps it exactly for the freshness left; after that it may serve it stale while revalidating,
- * or on error, for the rest of the stale window. Answers through an override are `no-store`:
+ * or on error, for the rest of the stale window. A hit past the window (fresh because the chain
+ * is followed) is current now: `Age: 0`. Answers through an override are `no-store`:
  * they must not be shared under the gateway's URL. Paged answers also expose `X-Total-Count`.
  */
 export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
@@ -302,6 +303,8 @@ export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
   return Object.freeze({
     shared,
     override,
+    /** The freshness window in ms, which `Age` is measured against. */
+    freshMs: freshSeconds * 1000,
     pagedShared: Object.freeze({ ...shared, ...PAGED_CORS_HEADERS }),
     pagedOverride: Object.freeze({ ...override, ...PAGED_CORS_HEADERS }),
   });
@@ -320,7 +323,12 @@ export function setCacheHeaders(
   const override = endpoint.kind === 'override';
   if (paged) reply.headers(override ? headers.pagedOverride : headers.pagedShared);
   else reply.headers(override ? headers.override : headers.shared);
-  if (!override)
-    reply.header('age', String(Math.max(0, Math.floor((now - entry.fetchedAt) / 1000))));
+  if (!override) {
+    const age = now - entry.fetchedAt;
+    // A hit past the window is fresh because the chain is followed (docs/design.md, "Freshness"):
+    // it is current now, so a CDN may keep it for the whole window as it would a new scan.
+    const shown = state === 'HIT' && age >= headers.freshMs ? 0 : age;
+    reply.header('age', String(Math.max(0, Math.floor(shown / 1000))));
+  }
   return reply.header('x-cache', state);
 }
