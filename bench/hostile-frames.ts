@@ -100,7 +100,7 @@ async function run(ctx: HostileContext): Promise<void> {
     );
 
     const entry = async (parent: string) => {
-      const raw = await redis.get(keys.subdomainEntry(endpoint, parent));
+      const raw = await redis.get(keys.entryMeta(endpoint, parent));
       if (raw === null) return undefined;
       // The slot as stored, digits and all (a number past 2^53 would be rounded by JSON.parse);
       // an entry that is not JSON any more (`Infinity`) says so.
@@ -181,8 +181,8 @@ async function run(ctx: HostileContext): Promise<void> {
       const sent = sim.wsSendRaw(sub, programNotificationText(sub, slot, key, cut));
       await sleep(3_000);
       const stored = await entry(parent);
-      const accounts = await redis.get(keys.subdomainAccounts(endpoint, parent));
-      const ownerStored = accounts !== null && accounts.includes(FORGED_OWNER);
+      const accounts = await redis.hvals(keys.entryMembers(endpoint, parent));
+      const ownerStored = accounts.some((member) => member.includes(FORGED_OWNER));
       const api = await get(`${base}/subdomains/${parent}`, USERS[0], 5_000);
       chain.deleteSubdomain(parent, 'two');
       const gone = await until(

@@ -73,7 +73,7 @@ async function run(ctx: HostileContext): Promise<void> {
   const sim = await startRpcSimulator({ chain });
   const redis = new Redis(ctx.redisUrl, { maxRetriesPerRequest: 1 });
   const keys = redisKeys(prefix);
-  const entryKey = keys.subdomainEntry(endpointId(sim.url), REAL_PARENT);
+  const labelsKey = keys.entryLabels(endpointId(sim.url), REAL_PARENT);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   let gateway: Awaited<ReturnType<typeof spawnMain>> | undefined;
@@ -107,9 +107,9 @@ async function run(ctx: HostileContext): Promise<void> {
 
     /** Whether `label` is in the real parent's entry (read from Redis: no request is counted). */
     const shows = async (label: string) => {
-      const raw = await redis.get(entryKey);
-      const labels = raw === null ? undefined : (JSON.parse(raw) as { labels?: unknown }).labels;
-      return Array.isArray(labels) && labels.includes(label);
+      // The labels' sorted set holds `label \0 account` members.
+      const members = await redis.zrangebylex(labelsKey, `[${label}\0`, `[${label}\0\xff`);
+      return members.length > 0;
     };
     /** The real parent's place in the hot-parent ranking (its two windows' sorted sets). */
     const rank = async (): Promise<string> => {

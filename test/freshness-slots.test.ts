@@ -63,7 +63,7 @@ function notify(sim: RpcSimulator, slot: string, label: string, owner?: string):
 }
 
 const entryKey = (g: Gateway) =>
-  redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(g.sim.url), PARENT);
+  redisKeys(g.config.QUEUE_PREFIX).entryMeta(endpointId(g.sim.url), PARENT);
 
 /** The owner the entry's accounts hold for `label`. */
 async function ownerOf(g: Gateway, label: string): Promise<string | undefined> {
@@ -226,7 +226,7 @@ describe('slots from the HTTP side', () => {
         },
       });
       const g = gw;
-      const key = redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(url), 'demo');
+      const key = redisKeys(g.config.QUEUE_PREFIX).entryMeta(endpointId(url), 'demo');
       const storedSlot = async () =>
         (JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number | null }).slot ?? 0;
       const refused = () => g.logs.filter((line) => line.includes('scan reply slot past')).length;

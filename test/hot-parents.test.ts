@@ -11,6 +11,7 @@ import {
   topHotParents,
 } from '../src/core/cache/hot-parents.js';
 import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
+import { writeFollowStatus } from '../src/core/cache/follow-status.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 
 describe('hot parents refreshed ahead of expiry', () => {
@@ -183,6 +184,38 @@ describe('HotParentCounter', () => {
       expect(await runHotParentScan(deps, t0 + 2)).toEqual({ scanned: 2, queued: 0 });
       // The next window has its own allowance.
       expect(await runHotParentScan(deps, t0 + windowMs)).toEqual({ scanned: 2, queued: 2 });
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
+  });
+
+  it('refreshes ahead no parent the chain keeps fresh (the whole program followed, healthy, since before its fetch)', async () => {
+    const connection = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
+    const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, { connection, prefix });
+    try {
+      const cache = new SubdomainCache(redis, prefix, windowMs, 10 * windowMs);
+      const deps = {
+        redis,
+        cache,
+        queue,
+        prefix,
+        freshMs: windowMs,
+        topN: 2,
+        minClients: 1,
+        defaultEndpointId: 'default',
+      };
+      const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+      counter.hit('followed', '10.0.0.1', t0);
+      await counter.flush();
+      // Fetched two windows ago: the clock alone would refresh it.
+      const fetchedAt = t0 - 2 * windowMs;
+      await cache.put('default', 'followed', { labels: [], fetchedAt, slot: 1 }, {});
+      const healthy = { epoch: fetchedAt - 1, healthyUntil: t0 + 3_000, mode: 'program' } as const;
+      await writeFollowStatus(redis, prefix, healthy);
+      expect(await runHotParentScan(deps, t0)).toEqual({ scanned: 1, queued: 0 });
+      // Past healthyUntil the clock decides again.
+      expect(await runHotParentScan(deps, t0 + 3_000)).toEqual({ scanned: 1, queued: 1 });
     } finally {
       await queue.close();
       connection.disconnect();

@@ -118,7 +118,7 @@ describe('worker shutdown', () => {
       await waitFor(() => gw.sim.callCount('getProgramAccounts') === 1);
       await gw.worker?.close();
       // Computed, not listed: a listing of a shared Redis is slow, and a SCAN page can miss it.
-      const key = redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMeta(
         endpointId(gw.config.RPC_URL ?? ''),
         '67679',
       );

@@ -273,7 +273,7 @@ describe('LiveUpdates', () => {
     let refreshed: (endpointId: string, parent: string) => void = () => undefined;
     const labels = ['a', 'b'];
     const cache = {
-      key: (e: string, p: string) => `${e}:${p}`,
+      keyOf: (e: RpcEndpoint, p: string) => `${e.id}:${p}`,
       get: async () => ({ labels: [...labels], fetchedAt: Date.now(), slot: 1 }),
     } as unknown as SubdomainCache;
     const listener = {

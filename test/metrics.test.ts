@@ -146,7 +146,7 @@ const cost = (method: string) => credits[method] ?? credits['*'] ?? 1;
  * computed, not found with SCAN: one SCAN page can miss it on a Redis shared with other runs.
  */
 async function ageEntry(gw: Gateway, parent: string): Promise<void> {
-  const key = redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(
+  const key = redisKeys(gw.config.QUEUE_PREFIX).entryMeta(
     endpointId(gw.config.RPC_URL ?? ''),
     parent,
   );

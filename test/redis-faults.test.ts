@@ -304,7 +304,7 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
       expect(gw.sim.callCount('getProgramAccounts')).toBe(0);
 
       worker = await startWorker(gw.config, gw.metrics, logger, { serveMetrics: false });
-      const cacheKeys = async () => inspect.keys(`${prefix}:subdomains:*`);
+      const cacheKeys = async () => inspect.keys(`${prefix}:entry:*`);
       await waitFor(async () => (await cacheKeys()).length === 1);
       const reply = await gw.get('/subdomains/demo');
       expect(reply).toMatchObject({ status: 200, body: { result: ['alpha', 'beta', 'gamma'] } });

@@ -119,7 +119,7 @@ describe('one deployment on a database other than 0', () => {
         return leased || (await zero.exists(keys.watchLease(PARENT))) === 1;
       }, 15_000);
       await waitFor(async () => {
-        const raw = await gw.redis.get(keys.subdomainEntry(id, PARENT));
+        const raw = await gw.redis.get(keys.entryMeta(id, PARENT));
         return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;
       });
       // A change on chain: patched by the watcher, announced on the channel of database DB.
@@ -131,9 +131,12 @@ describe('one deployment on a database other than 0', () => {
       expect(own).toEqual(
         expect.arrayContaining([
           keys.watchLease(PARENT),
-          keys.subdomainEntry(id, PARENT),
-          keys.subdomainAccounts(id, PARENT),
-          keys.subdomainEntry(id, 'bonfida'),
+          keys.entryMeta(id, PARENT),
+          keys.entryLabels(id, PARENT),
+          keys.entryMembers(id, PARENT),
+          keys.entryMeta(id, 'bonfida'),
+          keys.memberParents(id),
+          keys.followedParents(id),
           keys.readinessProbe,
         ]),
       );

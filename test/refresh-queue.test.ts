@@ -39,7 +39,7 @@ describe('refresh priorities', () => {
         await addRefreshJob(
           queue,
           {
-            cacheKey: redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(id, parent),
+            cacheKey: redisKeys(gw.config.QUEUE_PREFIX).entryMeta(id, parent),
             parent,
             endpoint: { kind: 'default' },
           },

@@ -2,7 +2,11 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SubdomainCache, type CacheEntry } from '../src/core/cache/subdomain-cache.js';
+import {
+  SubdomainCache,
+  SWEEP_GRACE_MS,
+  type CacheEntry,
+} from '../src/core/cache/subdomain-cache.js';
 import { redisUrlDatabase } from '../src/core/config.js';
 import { createMetrics } from '../src/core/metrics.js';
 import {
@@ -16,6 +20,7 @@ import { databaseOf } from '../src/core/redis.js';
 import { SubdomainLookup } from '../src/api/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();
@@ -48,8 +53,8 @@ describe('SubdomainCache.put', () => {
     await cache.put('e', 'order', entry(3_000));
     expect(await stored('order')).toEqual(entry(3_000));
     const ttl = await redis.pttl(cache.key('e', 'order'));
-    expect(ttl).toBeGreaterThan(3_500_000);
-    expect(ttl).toBeLessThanOrEqual(3_600_000);
+    expect(ttl).toBeGreaterThan(3_500_000 + SWEEP_GRACE_MS);
+    expect(ttl).toBeLessThanOrEqual(3_600_000 + SWEEP_GRACE_MS);
   });
 
   it('never goes back to an older slot, even from a later refresh (a lagging node)', async () => {
@@ -70,13 +75,22 @@ describe('SubdomainCache.put', () => {
     expect((await cache.get(cache.key('e', 'race')))?.fetchedAt).toBe(Math.max(...times));
   });
 
-  it('reads the head of an entry stored in another field order', async () => {
-    const key = cache.key('e', 'legacy');
+  it("reads the head of an override's entry stored in another field order", async () => {
+    const key = cache.overrideKey('o', 'legacy');
     await redis.set(key, JSON.stringify({ labels: ['kept'], fetchedAt: 5_000, slot: 7 }));
-    await cache.put('e', 'legacy', entry(4_000));
+    await cache.putOverride('o', 'legacy', entry(4_000));
     expect((await cache.get(key))?.labels).toEqual(['kept']);
-    await cache.put('e', 'legacy', entry(6_000));
+    await cache.putOverride('o', 'legacy', entry(6_000));
     expect((await cache.get(key))?.labels).toEqual(['at6000']);
+  });
+
+  it("never reads the configured endpoint's entry in the layout of the releases before (a miss)", async () => {
+    const old = redisKeys(prefix).subdomainEntry('e', 'olden');
+    await redis.set(old, JSON.stringify({ slot: 7, rev: 1, fetchedAt: 5_000, labels: ['old'] }));
+    expect(await cache.get(cache.key('e', 'olden'))).toBeNull();
+    expect(await cache.getWithAccounts('e', 'olden')).toBeNull();
+    await cache.put('e', 'olden', entry(1_000));
+    expect(await stored('olden')).toEqual(entry(1_000));
   });
 
   it('replaces an unreadable value', async () => {
@@ -94,23 +108,6 @@ describe('SubdomainCache.put', () => {
     expect((await cache.getWithAccounts('e', 'accounts'))?.accounts).toBeNull();
   });
 
-  it('patches only the revision it read: a write in between is a conflict, a missing entry is missing', async () => {
-    await cache.put('e', 'patch', entry(1, 'a', 10), { A: ['a', 'o'] });
-    const read = await cache.getWithAccounts('e', 'patch');
-    const rev = read?.entry.rev ?? -1;
-    expect(rev).toBeGreaterThan(0);
-    const next = { labels: ['a', 'b'], fetchedAt: 1, slot: 12 };
-    const accounts = { A: ['a', 'o'], B: ['b', 'o'] } as const;
-    expect(await cache.patch('e', 'patch', rev, next, accounts)).toBe('written');
-    // A second patch computed from the same read lost the race.
-    const other = { C: ['c', 'o'] } as const;
-    expect(await cache.patch('e', 'patch', rev, entry(1, 'c', 13), other)).toBe('conflict');
-    expect((await cache.getWithAccounts('e', 'patch'))?.accounts).toEqual(accounts);
-    expect(await stored('patch')).toEqual(next);
-    expect(await cache.patch('e', 'absent', 1, next, {})).toBe('missing');
-    expect(await redis.exists(cache.key('e', 'absent'))).toBe(0);
-  });
-
   const NOT_SLOTS = [Infinity, NaN, -1, 1.5, 2 ** 63, Number.MAX_SAFE_INTEGER + 1];
 
   it('never stores a slot that is not a non-negative safe integer, whoever writes it', async () => {
@@ -120,17 +117,26 @@ describe('SubdomainCache.put', () => {
       await expect(cache.put('e', 'unsafe', scan)).rejects.toThrow(TypeError);
       await expect(cache.putOverride('e', 'unsafe', entry(1, 'x', slot))).rejects.toThrow();
     }
-    await cache.put('e', 'unsafe', entry(1, 'x', 5), {});
-    const rev = (await cache.get(cache.key('e', 'unsafe')))?.rev ?? 0;
+    await cache.put('e', 'unsafe', entry(1, 'x', 5));
+    const change = { account: 'A', reverse: 'RA', member: ['y', 'o'] } as const;
     for (const slot of NOT_SLOTS) {
-      await expect(cache.patch('e', 'unsafe', rev, entry(2, 'y', slot), {})).rejects.toThrow();
+      await expect(cache.applyChanges('e', 'unsafe', [change], slot)).rejects.toThrow(TypeError);
+      const check = { fetchedAt: 2, slot, gone: [] };
+      await expect(cache.markChecked('e', 'unsafe', check)).rejects.toThrow(TypeError);
     }
     // The scripts refuse them too, as the text a caller that skipped the check would send.
-    const script = redis as unknown as { snsPutEntry(...args: string[]): Promise<number> };
-    const keys = [cache.key('e', 'unsafe'), cache.accountsKey('e', 'unsafe')];
+    const script = redis as unknown as { snsPutSplitEntry(args: string[]): Promise<number> };
+    const k = redisKeys(prefix);
+    const keys = [
+      k.entryMeta('e', 'unsafe'),
+      k.entryLabels('e', 'unsafe'),
+      k.entryMembers('e', 'unsafe'),
+      k.memberParents('e'),
+      k.followedParents('e'),
+    ];
     for (const slot of ['Infinity', 'inf', 'nan', '-1', '1.5', '9223372036854775808', '1e3']) {
       await expect(
-        script.snsPutEntry(...keys, slot, '9', '"labels":[]}', '60000', ''),
+        script.snsPutSplitEntry([...keys, slot, '9', '', '', '60000', '', '9', 'unsafe', 'l']),
       ).rejects.toThrow(/not a safe integer/);
     }
     expect(await stored('unsafe')).toEqual(entry(1, 'x', 5));
@@ -238,7 +244,7 @@ describe('SubdomainCache.putOverride', () => {
       maxBytes: 2_500,
     });
     const big = (i: number): CacheEntry => ({ labels: ['x'.repeat(900)], fetchedAt: 1_000 + i });
-    const keys = Array.from({ length: 6 }, (_, i) => cache.key('override', `p${i}`));
+    const keys = Array.from({ length: 6 }, (_, i) => cache.overrideKey('override', `p${i}`));
     for (let i = 0; i < keys.length; i++) {
       await cache.putOverride('override', `p${i}`, big(i), Date.now() + i);
     }
@@ -384,14 +390,292 @@ describe('SubdomainCache accounts of another shape', () => {
         { labels: ['bullish'], fetchedAt: 1, slot: 1 },
         { A: ['bullish', 'o'] },
       );
-      // The shape of an earlier build: account -> label.
-      await redis.set(cache.accountsKey('e', 'p'), JSON.stringify({ A: 'bullish' }));
-      expect((await cache.getWithAccounts('e', 'p'))?.accounts).toBeNull();
-      await redis.set(cache.accountsKey('e', 'p'), JSON.stringify({ A: ['bullish', 7] }));
-      expect((await cache.getWithAccounts('e', 'p'))?.accounts).toBeNull();
+      expect((await cache.getWithAccounts('e', 'p'))?.accounts).toEqual({ A: ['bullish', 'o'] });
+      const members = redisKeys(prefix).entryMembers('e', 'p');
+      for (const value of ['"bullish"', '["bullish",7,1]', '["bullish","o"]', 'not json']) {
+        await redis.hset(members, 'A', value);
+        expect((await cache.getWithAccounts('e', 'p'))?.accounts).toBeNull();
+        expect(await cache.member('e', 'p', 'A')).toBeNull();
+      }
     } finally {
       await deletePrefix(redis, prefix);
       redis.disconnect();
     }
   });
+});
+
+describe('SubdomainCache split layout (configured endpoint)', () => {
+  const prefix = uniquePrefix();
+  let redis: Redis;
+  let cache: SubdomainCache;
+  const keys = redisKeys(prefix);
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
+  });
+  afterAll(async () => {
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+  const scan = (slot: number, fetchedAt = 1_000): CacheEntry => ({
+    labels: [],
+    fetchedAt,
+    slot,
+    scanSlot: slot,
+    scannedAt: fetchedAt - 10,
+  });
+  const index = () => redis.hgetall(keys.memberParents('e'));
+  const reverseOf = (parent: string, account: string) =>
+    toBase58(reverseKeyFromDomainKey(account, domainKey(parent)));
+
+  it('puts a scan as head, labels and members, indexes every account, and registers the parent', async () => {
+    const accounts = { B1: ['beta', 'o1'], A1: ['alpha', 'o2'], Z1: ['alpha', 'o3'] } as const;
+    expect(await cache.put('e', 'split', scan(10), accounts, undefined, 123)).toBe('written');
+    const entry = await cache.get(cache.key('e', 'split'));
+    expect(entry).toEqual({ ...scan(10), rev: 1, labels: ['alpha', 'alpha', 'beta'] });
+    const read = await cache.getWithAccounts('e', 'split');
+    expect(read?.accounts).toEqual(accounts);
+    expect(read?.entry.labels).toEqual(['alpha', 'alpha', 'beta']);
+    expect(await cache.member('e', 'split', 'A1')).toEqual({
+      label: 'alpha',
+      owner: 'o2',
+      slot: 10,
+    });
+    expect(await cache.member('e', 'split', 'nope')).toBeNull();
+    expect(await cache.head('e', 'split')).toEqual({
+      fetchedAt: 1_000,
+      slot: 10,
+      scanSlot: 10,
+      scannedAt: 990,
+      rev: 1,
+    });
+    expect(await cache.head('e', 'nothing')).toBeNull();
+    expect(await cache.parentOfMember('e', 'B1')).toEqual({ parent: 'split', subdomain: 'B1' });
+    expect(await cache.parentOfMember('e', reverseOf('split', 'B1'))).toEqual({
+      parent: 'split',
+      subdomain: 'B1',
+    });
+    expect(await cache.followedParents('e')).toContainEqual({ parent: 'split', usedAt: 123 });
+    // A rescan that no longer lists B1 drops its index fields, and only its own.
+    await cache.put('e', 'other', scan(10), { O1: ['x', 'o'] });
+    await cache.put('e', 'split', scan(11), { A1: ['alpha', 'o2'], C1: ['gamma', 'o'] });
+    expect(await cache.parentOfMember('e', 'B1')).toBeNull();
+    expect(await cache.parentOfMember('e', reverseOf('split', 'B1'))).toBeNull();
+    expect(await cache.parentOfMember('e', 'Z1')).toBeNull();
+    expect(await cache.parentOfMember('e', 'C1')).toEqual({ parent: 'split', subdomain: 'C1' });
+    expect(await cache.parentOfMember('e', 'O1')).toEqual({ parent: 'other', subdomain: 'O1' });
+    expect((await cache.get(cache.key('e', 'split')))?.labels).toEqual(['alpha', 'gamma']);
+    expect(Object.keys(await index()).sort()).toEqual(
+      [
+        'A1',
+        'C1',
+        'O1',
+        reverseOf('split', 'A1'),
+        reverseOf('split', 'C1'),
+        reverseOf('other', 'O1'),
+      ].sort(),
+    );
+  });
+
+  it('lists labels in the order answers use (JS string order), whatever Redis sorts by', async () => {
+    const labels = ['b', 'a', 'ab', '\u{1f600}', '\uff21', 'a-b', 'A'];
+    await cache.put('e', 'order', { labels, fetchedAt: 1 });
+    expect((await cache.get(cache.key('e', 'order')))?.labels).toEqual([...labels].sort());
+    const accounts = Object.fromEntries(labels.map((l, i) => [`K${i}`, [l, 'o'] as const]));
+    await cache.put('e', 'order', { labels: [], fetchedAt: 2 }, accounts);
+    expect((await cache.get(cache.key('e', 'order')))?.labels).toEqual([...labels].sort());
+  });
+
+  it('applies changes to the accounts they name only, raising the slot and the revision when something changed', async () => {
+    await cache.put('e', 'apply', scan(100), { A: ['a', 'o1'], B: ['b', 'o1'] });
+    const change = (account: string, member: readonly [string, string] | null) => ({
+      account,
+      reverse: `R${account}`,
+      member,
+    });
+    // An addition and a transfer in one step.
+    expect(
+      await cache.applyChanges(
+        'e',
+        'apply',
+        [change('C', ['c', 'o2']), change('A', ['a', 'o3'])],
+        105,
+      ),
+    ).toEqual({ outcome: 'written', rev: 2 });
+    let read = await cache.getWithAccounts('e', 'apply');
+    expect(read?.accounts).toEqual({ A: ['a', 'o3'], B: ['b', 'o1'], C: ['c', 'o2'] });
+    expect(read?.entry).toMatchObject({ slot: 105, rev: 2, scanSlot: 100, fetchedAt: 1_000 });
+    expect(await cache.parentOfMember('e', 'RC')).toEqual({ parent: 'apply', subdomain: 'C' });
+    // The same again: nothing changed, the revision and slot stay.
+    expect(await cache.applyChanges('e', 'apply', [change('C', ['c', 'o2'])], 106)).toEqual({
+      outcome: 'unchanged',
+      rev: 2,
+    });
+    // Older than the member: ignored (a late notification), though newer than other members.
+    expect(await cache.applyChanges('e', 'apply', [change('C', ['c', 'o9'])], 104)).toEqual({
+      outcome: 'unchanged',
+      rev: 2,
+    });
+    // ... and the no-op at 106 raised C's slot, so a change at 105 is older too.
+    expect((await cache.applyChanges('e', 'apply', [change('C', null)], 105)).outcome).toBe(
+      'unchanged',
+    );
+    // A rename moves the label; a removal drops the member, its label and its index fields.
+    expect(await cache.applyChanges('e', 'apply', [change('B', ['z', 'o1'])], 107)).toEqual({
+      outcome: 'written',
+      rev: 3,
+    });
+    expect(
+      await cache.applyChanges('e', 'apply', [change('C', null), change('X', null)], 108),
+    ).toEqual({
+      outcome: 'written',
+      rev: 4,
+    });
+    read = await cache.getWithAccounts('e', 'apply');
+    expect(read?.accounts).toEqual({ A: ['a', 'o3'], B: ['z', 'o1'] });
+    expect((await cache.get(cache.key('e', 'apply')))?.labels).toEqual(['a', 'z']);
+    expect(await cache.parentOfMember('e', 'C')).toBeNull();
+    expect(await cache.parentOfMember('e', 'RC')).toBeNull();
+    expect(JSON.parse((await redis.get(cache.key('e', 'apply'))) ?? '{}')).toMatchObject({
+      count: 2,
+      slot: 108,
+    });
+    // A scan older than the changes is refused; one at their slot or later replaces them.
+    expect(await cache.put('e', 'apply', scan(104, 9_000), { A: ['a', 'o1'] })).toBe('kept');
+    expect(await cache.put('e', 'apply', scan(108, 9_000), { A: ['a', 'o1'] })).toBe('written');
+    expect(await cache.parentOfMember('e', 'B')).toBeNull();
+  });
+
+  it("says 'missing' without an entry, and touches nothing", async () => {
+    const change = { account: 'NA', reverse: 'RNA', member: ['a', 'o'] } as const;
+    expect(await cache.applyChanges('e', 'none', [change], 5)).toEqual({
+      outcome: 'missing',
+      rev: 0,
+    });
+    expect(await redis.exists(keys.entryMembers('e', 'none'), keys.entryLabels('e', 'none'))).toBe(
+      0,
+    );
+    expect(await cache.parentOfMember('e', 'RNA')).toBeNull();
+    // An entry written without its members cannot be patched: only a scan writes them.
+    await cache.put('e', 'bare', { labels: ['a'], fetchedAt: 1, slot: 1 });
+    expect(await cache.applyChanges('e', 'bare', [change], 5)).toEqual({
+      outcome: 'missing',
+      rev: 1,
+    });
+    expect(await cache.markChecked('e', 'none', { fetchedAt: 5, slot: 5, gone: ['NA'] })).toEqual({
+      outcome: 'missing',
+      rev: 0,
+      dropped: 0,
+    });
+  });
+
+  it('gives keys a change creates the life of the entry', async () => {
+    await cache.put('e', 'empty', scan(1), {});
+    expect(await redis.exists(keys.entryMembers('e', 'empty'))).toBe(0);
+    await cache.applyChanges(
+      'e',
+      'empty',
+      [{ account: 'NA', reverse: 'RNA', member: ['a', 'o'] }],
+      2,
+    );
+    for (const key of [keys.entryMembers('e', 'empty'), keys.entryLabels('e', 'empty')]) {
+      expect(await redis.pttl(key)).toBeGreaterThan(3_500_000);
+    }
+  });
+
+  it('marks an existence check: drops the accounts gone unless written since, raises fetchedAt and slot', async () => {
+    await cache.put('e', 'check', scan(50), { NA: ['a', 'o'], NB: ['b', 'o'], NC: ['c', 'o'] });
+    await cache.applyChanges(
+      'e',
+      'check',
+      [{ account: 'NC', reverse: 'RNC', member: ['c', 'p'] }],
+      60,
+    );
+    const checked = await cache.markChecked('e', 'check', {
+      fetchedAt: 5_000,
+      slot: 55,
+      gone: ['NA', 'NC', 'nobody'],
+    });
+    expect(checked).toEqual({ outcome: 'written', rev: 3, dropped: 1 });
+    const read = await cache.getWithAccounts('e', 'check');
+    expect(read?.accounts).toEqual({ NB: ['b', 'o'], NC: ['c', 'p'] });
+    expect(read?.entry).toMatchObject({ fetchedAt: 5_000, slot: 60 });
+    expect(await cache.parentOfMember('e', 'NA')).toBeNull();
+    // An older check never moves fetchedAt back.
+    await cache.markChecked('e', 'check', { fetchedAt: 4_000, gone: [] });
+    expect((await cache.get(cache.key('e', 'check')))?.fetchedAt).toBe(5_000);
+  });
+
+  it('touch slides the expiry and the registry score; the sweep removes idle parents with their index fields', async () => {
+    const local = new SubdomainCache(redis, `${prefix}:sweep`, 60_000, 10_000);
+    const k = redisKeys(`${prefix}:sweep`);
+    await local.put('e', 'idle', scan(1), { I1: ['i', 'o'] }, undefined, 1_000);
+    await local.put('e', 'used', scan(1), { U1: ['u', 'o'] }, undefined, 1_000);
+    expect(await local.touch('e', 'used', 8_000)).toBe(true);
+    expect(await local.touch('e', 'absent', 8_000)).toBe(false);
+    expect(await local.followedParents('e')).toEqual([
+      { parent: 'idle', usedAt: 1_000 },
+      { parent: 'used', usedAt: 8_000 },
+    ]);
+    expect(await local.sweep('e', 11_000)).toEqual({ removed: 0, more: false });
+    expect(await local.sweep('e', 12_000)).toEqual({ removed: 1, more: false });
+    expect(await local.followedParents('e')).toEqual([{ parent: 'used', usedAt: 8_000 }]);
+    expect(await local.get(local.key('e', 'idle'))).toBeNull();
+    expect(await redis.exists(k.entryLabels('e', 'idle'), k.entryMembers('e', 'idle'))).toBe(0);
+    expect(await local.parentOfMember('e', 'I1')).toBeNull();
+    expect(await local.parentOfMember('e', reverseOf('idle', 'I1'))).toBeNull();
+    expect(await local.parentOfMember('e', 'U1')).toEqual({ parent: 'used', subdomain: 'U1' });
+    expect(await redis.hlen(k.memberParents('e'))).toBe(2);
+  });
+
+  it('sweeps in bounded batches', async () => {
+    const local = new SubdomainCache(redis, `${prefix}:batches`, 60_000, 10_000);
+    for (let i = 0; i < 450; i++) await local.put('e', `p${i}`, scan(1), {}, undefined, 1);
+    const first = await local.sweep('e', 1_000_000);
+    expect(first).toEqual({ removed: 200, more: true });
+    let removed = first.removed;
+    for (let more = true; more;) {
+      const next = await local.sweep('e', 1_000_000);
+      removed += next.removed;
+      more = next.more;
+    }
+    expect(removed).toBe(450);
+    expect(await local.followedParents('e')).toEqual([]);
+  });
+
+  it('costs a change in proportion to the accounts it touches: one change under 100,000 members', async () => {
+    const local = new SubdomainCache(redis, `${prefix}:big`, 60_000, 3_600_000);
+    const accounts: Record<string, readonly [string, string]> = {};
+    for (let i = 0; i < 100_000; i++) accounts[`Acc${i}`] = [`label${i}`, 'owner'];
+    let started = performance.now();
+    await local.put('e', 'big', scan(10), accounts);
+    const putMs = performance.now() - started;
+    const change = {
+      account: 'Acc77',
+      reverse: reverseOf('big', 'Acc77'),
+      member: ['label77', 'new'],
+    } as const;
+    const times: number[] = [];
+    for (let slot = 11; slot < 31; slot++) {
+      started = performance.now();
+      const done = await local.applyChanges(
+        'e',
+        'big',
+        [{ ...change, member: ['label77', `o${slot}`] }],
+        slot,
+      );
+      times.push(performance.now() - started);
+      expect(done.outcome).toBe('written');
+    }
+    const applyMs = times.sort((a, b) => a - b)[times.length >> 1] as number;
+    console.log(
+      `100,000 members: put ${putMs.toFixed(0)} ms, applyChanges (median of 20) ${applyMs.toFixed(2)} ms`,
+    );
+    expect(applyMs * 50).toBeLessThan(putMs);
+    expect(await local.member('e', 'big', 'Acc77')).toEqual({
+      label: 'label77',
+      owner: 'o30',
+      slot: 30,
+    });
+  }, 60_000);
 });

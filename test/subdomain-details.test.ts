@@ -9,6 +9,8 @@ import { renderPage, renderPageText } from '../src/api/http/paged-answer.js';
 import { renderOk } from '../src/api/http/rendered.js';
 import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
 import { buildDetailsView, detailsOf, rowsText } from '../src/api/subdomains/details-views.js';
 import { selectPage } from '../src/api/subdomains/page-selection.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
@@ -29,7 +31,16 @@ type Row = { label: string; key: string; owner: string };
  * MONITOR reply on a busy server.)
  */
 async function watchReads(url: string, prefix: string) {
-  const READS = new Set(['get', 'mget', 'getex', 'getdel', 'getrange', 'substr', 'dump']);
+  const READS = new Set([
+    'get',
+    'mget',
+    'getex',
+    'getdel',
+    'getrange',
+    'substr',
+    'dump',
+    'hgetall',
+  ]);
   const { hostname, port, username, password } = new URL(url);
   const socket = connect({ host: hostname, port: Number(port || 6379) });
   await once(socket, 'connect');
@@ -204,9 +215,10 @@ describe('GET /subdomains/:parent/details', () => {
       const read = await cache.getWithAccounts(id, parent);
       if (!read?.accounts) throw new Error(`no accounts for ${parent}`);
       const first = detailsOf(read.accounts)[0] as Row;
-      const accounts: EntryAccounts = { ...read.accounts, [first.key]: [first.label, to] };
-      const entry = { ...read.entry, labels: labelsOf(accounts), slot: (read.entry.slot ?? 0) + 1 };
-      expect(await cache.patch(id, parent, read.entry.rev ?? 0, entry, accounts)).toBe('written');
+      const reverse = toBase58(reverseKeyFromDomainKey(first.key, domainKey(parent)));
+      const change = { account: first.key, reverse, member: [first.label, to] as const };
+      const slot = (read.entry.slot ?? 0) + 1;
+      expect((await cache.applyChanges(id, parent, [change], slot)).outcome).toBe('written');
       if (announce) {
         await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
           endpointId: id,
@@ -228,7 +240,7 @@ describe('GET /subdomains/:parent/details', () => {
 
     it('reads the accounts once for any number of requests, concurrent or not', async () => {
       expect((await gw.get('/subdomains/big')).status).toBe(200);
-      const key = cache.accountsKey(id, 'big');
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'big');
       const before = await reads.of(key);
       const replies = [
         ...(await many('/subdomains/big/details?limit=1', 40, 40)),
@@ -268,7 +280,7 @@ describe('GET /subdomains/:parent/details', () => {
     });
 
     it('renders a patched revision again, once, and answers with the change', async () => {
-      const key = cache.accountsKey(id, 'big');
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'big');
       const old = await gw.get('/subdomains/big/details?limit=1');
       const changed = await patchFirstOwner('big', owner(77), true);
       const before = await reads.of(key);
@@ -290,7 +302,7 @@ describe('GET /subdomains/:parent/details', () => {
       // that dropped nothing does not) makes revision 2, and this process has no view yet.
       expect((await gw.get('/subdomains/quiet')).headers.get('x-cache')).toBe('MISS');
       expect((await gw.get('/subdomains/quiet')).headers.get('x-cache')).toBe('HIT');
-      const key = cache.accountsKey(id, 'quiet');
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'quiet');
       const changed = await patchFirstOwner('quiet', owner(78), false);
       const before = await reads.of(key);
       const replies = await many('/subdomains/quiet/details', 30, 6);
@@ -303,13 +315,17 @@ describe('GET /subdomains/:parent/details', () => {
     });
 
     it('tells a rewritten entry from the one it replaced, though both are revision 1', async () => {
-      const key = cache.accountsKey(id, 'reborn');
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'reborn');
       const first = await gw.get('/subdomains/reborn/details');
       const read = await cache.getWithAccounts(id, 'reborn');
       if (!read?.accounts) throw new Error('no accounts for reborn');
       expect(read.entry.rev).toBe(1);
       // The entry expires and a later scan writes it anew: revision 1 again, a later fetchedAt.
-      await gw.redis.del(cache.key(id, 'reborn'), key);
+      await gw.redis.del(
+        cache.key(id, 'reborn'),
+        key,
+        redisKeys(gw.config.QUEUE_PREFIX).entryLabels(id, 'reborn'),
+      );
       const [subKey, [label]] = Object.entries(read.accounts)[0] as [string, [string, string]];
       const accounts: EntryAccounts = { [subKey]: [label, owner(79)] };
       const entry = { ...read.entry, labels: labelsOf(accounts), fetchedAt: Date.now() + 1 };

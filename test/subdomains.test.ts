@@ -115,7 +115,7 @@ describe('GET /subdomains/:parent', () => {
 
   it('keeps fresh entries in process: warm hits skip Redis, and a refresh anywhere replaces them', async () => {
     const expected = (await gw.get('/subdomains/67679')).body.result;
-    const key = redisKeys(gw.config.QUEUE_PREFIX).subdomainEntry(endpointId(gw.sim.url), '67679');
+    const key = redisKeys(gw.config.QUEUE_PREFIX).entryMeta(endpointId(gw.sim.url), '67679');
     // Gone from Redis behind the API's back (no refresh event): a Redis read would now miss.
     await gw.redis.del(key);
     for (let i = 0; i < 20; i++) {
@@ -353,7 +353,7 @@ describe('?rpc= override', () => {
     // Computed, not listed: a listing of a shared Redis is slow, and a SCAN page can miss them.
     const keys = redisKeys(gw.config.QUEUE_PREFIX);
     const entries = [
-      keys.subdomainEntry(endpointId(gw.config.RPC_URL ?? ''), '67679'),
+      keys.entryMeta(endpointId(gw.config.RPC_URL ?? ''), '67679'),
       keys.subdomainEntry(overrideEndpoint(new URL(url).href).id, '67679'),
     ];
     expect(await gw.redis.exists(...entries)).toBe(2);

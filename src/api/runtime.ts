@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { FollowStatusReader } from '../core/cache/follow-status.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
 import { buildApp } from './http/app.js';
@@ -18,6 +19,7 @@ import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
 import { CreditBudget } from '../core/rpc/budget.js';
+import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
 
@@ -133,6 +135,13 @@ async function openApi(
       : undefined;
   hotParents?.start();
 
+  const follow = new FollowStatusReader(command, config.QUEUE_PREFIX, {
+    onError: (err) => kit.reportError(asError(err), 'api follow status'),
+  });
+  const touches = new ParentTouches({
+    cache,
+    onError: (err) => kit.reportError(asError(err), 'api entry touch'),
+  });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
   const lookup = new SubdomainLookup({
     cache,
@@ -153,8 +162,14 @@ async function openApi(
       freshMs: config.CACHE_FRESH_MS,
       metrics,
     }),
+    follow,
+    touches,
   });
-  const details = new DetailsViews({ cache, maxBytes: config.DETAILS_CACHE_BYTES });
+  const details = new DetailsViews({
+    cache,
+    maxBytes: config.DETAILS_CACHE_BYTES,
+    status: () => follow.current(),
+  });
   const live = new LiveUpdates({
     cache,
     listener,
@@ -191,3 +206,5 @@ async function openApi(
   await app.listen({ port: config.PORT, host: config.HOST });
   return { app, close: () => kit.close() };
 }
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

@@ -5,8 +5,18 @@
  * lives in one slot, as the Lua scripts and BullMQ's multi-key commands need.
  *
  * Key layout (docs/design.md, "The subdomain cache"):
- * - `<prefix>:subdomains:<endpoint id>:<parent>`: one cached answer (a JSON string).
- * - `<prefix>:subdomain-accounts:<endpoint id>:<parent>`: the name accounts behind its labels.
+ * - `<prefix>:entry:<endpoint id>:<parent>`: one cached answer of the configured endpoint, its
+ *   head (a JSON string: slot, rev, fetchedAt, scanSlot, scannedAt, count, members).
+ * - `<prefix>:entry-labels:<endpoint id>:<parent>`: its labels (a sorted set, `label\0account`).
+ * - `<prefix>:entry-members:<endpoint id>:<parent>`: its name accounts (a hash, account ->
+ *   `[label, owner, slot]`).
+ * - `<prefix>:member-parents:<endpoint id>`: subdomain and reverse-record accounts -> the parent
+ *   that lists them (a hash).
+ * - `<prefix>:followed-parents:<endpoint id>`: the cached parents by last use (a sorted set, ms).
+ * - `<prefix>:follow-status`: how the chain is followed (a JSON string, written by the worker).
+ * - `<prefix>:subdomains:<endpoint id>:<parent>`: one cached answer of a `?rpc=` override (a JSON
+ *   string, labels and accounts inline). The configured endpoint's entries were stored so, with
+ *   `<prefix>:subdomain-accounts:...` beside them, by the releases before: no longer written.
  * - `<prefix>:watch-lease:<parent>`: which worker subscribes to a parent's changes.
  * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
  *   byte budget.
@@ -34,14 +44,44 @@ export function redisKeys(prefix: string) {
   return Object.freeze({
     prefix,
     /**
-     * One cached answer: the endpoint id is a hash (never the URL), the parent a normalized label.
-     * Everything before the parent is {@link subdomainEntryPrefix}.
+     * One cached answer in one JSON string, labels and accounts inline: the layout of `?rpc=`
+     * override entries (and of the configured endpoint's in the releases before, no longer read).
+     * The endpoint id is a hash (never the URL), the parent a normalized label. Everything before
+     * the parent is {@link subdomainEntryPrefix}.
      */
     subdomainEntry: (endpointId: string, parent: string) =>
       `${prefix}:subdomains:${endpointId}:${parent}`,
-    /** The name accounts behind the labels of that entry (a JSON object, account -> label). */
+    /** The accounts beside an entry of the configured endpoint, releases before: no longer written. */
     subdomainAccounts: (endpointId: string, parent: string) =>
       `${prefix}:subdomain-accounts:${endpointId}:${parent}`,
+    /**
+     * The head of a configured endpoint's entry (JSON: slot, rev, fetchedAt, scanSlot, scannedAt,
+     * count, members); the entry's labels and members live in the two keys below. Everything
+     * before the parent is {@link entryPrefix}.
+     */
+    entryMeta: (endpointId: string, parent: string) => `${prefix}:entry:${endpointId}:${parent}`,
+    /** Its labels: a sorted set, score 0, members `label + "\0" + account` (lex = answer order). */
+    entryLabels: (endpointId: string, parent: string) =>
+      `${prefix}:entry-labels:${endpointId}:${parent}`,
+    /** Its name accounts: a hash, subdomain name account -> JSON `[label, owner, slot]`. */
+    entryMembers: (endpointId: string, parent: string) =>
+      `${prefix}:entry-members:${endpointId}:${parent}`,
+    /** What the keys of {@link entryMeta}, {@link entryLabels}, {@link entryMembers} start with. */
+    entryPrefix: (endpointId: string) =>
+      Object.freeze({
+        meta: `${prefix}:entry:${endpointId}:`,
+        labels: `${prefix}:entry-labels:${endpointId}:`,
+        members: `${prefix}:entry-members:${endpointId}:`,
+      }),
+    /**
+     * Which parent lists an account: a hash, subdomain name account -> `<parent> <account>
+     * <reverse record>`, its reverse record -> `<parent> <account>`.
+     */
+    memberParents: (endpointId: string) => `${prefix}:member-parents:${endpointId}`,
+    /** The cached parents of an endpoint: a sorted set, parent -> last asked or scanned (ms). */
+    followedParents: (endpointId: string) => `${prefix}:followed-parents:${endpointId}`,
+    /** How the worker follows the chain: JSON `{epoch, healthyUntil, mode}`. */
+    followStatus: `${prefix}:follow-status`,
     /** The lease of the worker that watches `parent` on the chain (a redlock resource). */
     watchLease: (parent: string) => `${prefix}:watch-lease:${parent}`,
     /** What every entry of one endpoint starts with; the rest of the key is the parent. */

@@ -20,8 +20,8 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
   {
     by: 'the gateway: cache, hot-parent counts, credit counter, readiness probe, refresh events',
     commands: [
-      ...['get', 'mget', 'set', 'del', 'incrby', 'decrby', 'incrbyfloat', 'pexpire', 'hget'],
-      ...['hset', 'hdel'],
+      ...['get', 'mget', 'set', 'del', 'exists', 'incrby', 'decrby', 'incrbyfloat', 'pexpire'],
+      ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
       ...['subscribe', 'unsubscribe'],

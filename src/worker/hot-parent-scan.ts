@@ -5,6 +5,7 @@ import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
 import type { CreditBudget } from '../core/rpc/budget.js';
+import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**
@@ -86,9 +87,10 @@ export type HotParentScanDeps = {
 /**
  * One scan (docs/design.md, "The refresh queue"): queues a refresh for each of the `topN` most
  * requested parents ({@link topHotParents}) whose entry would go stale before two more scans, or
- * is missing, unless a worker watches it on the chain; at most `topN` distinct parents per window,
- * as these refreshes are charged to no client. None while the daily credit budget is past its
- * soft threshold (docs/design.md, "Budget").
+ * is missing, unless a worker watches it on the chain or the whole program is followed and the
+ * entry is fresh by it (`followedFresh`); at most `topN` distinct parents per window, as these
+ * refreshes are charged to no client. None while the daily credit budget is past its soft
+ * threshold (docs/design.md, "Budget").
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
@@ -110,12 +112,16 @@ export async function runHotParentScan(
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
   const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
+  const status = await readFollowStatus(deps.redis, deps.prefix);
   const due: string[] = [];
   for (const [i, parent] of parents.entries()) {
     // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
     if (leased[i] !== null) continue;
-    const entry = await deps.cache.get(deps.cache.key(deps.defaultEndpointId, parent));
-    if (entry && now - entry.fetchedAt < refreshAfterMs) continue;
+    const entry = await deps.cache.head(deps.defaultEndpointId, parent);
+    // Fresh for a while yet, or kept fresh by following the chain (docs/design.md, "Freshness").
+    if (entry && (now - entry.fetchedAt < refreshAfterMs || followedFresh(entry, status, now))) {
+      continue;
+    }
     due.push(parent);
   }
   if (due.length === 0) return { scanned: parents.length, queued: 0 };

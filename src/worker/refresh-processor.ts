@@ -140,7 +140,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         // older. When it is patches or a deletion check on top of an older scan than this one,
         // dropping this scan would leave out for good what it was for (a change no notification
         // proved): scan again at the stored slot, which then supersedes both.
-        const stored = await deps.cache.get(deps.cache.key(endpoint.id, parent));
+        const stored = await deps.cache.head(endpoint.id, parent);
         const newerScan = (stored?.scanSlot ?? -1) >= (slot ?? -1);
         if (stored?.slot === undefined || newerScan || scan >= MAX_SCANS_PER_REFRESH) break;
         minContextSlot = stored.slot;

@@ -32,6 +32,7 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+import { startRegistrySweep } from './registry-sweep.js';
 
 /** How long the start waits for the hot-parent scans' scheduling (Redis), in milliseconds. */
 const SCHEDULE_START_WAIT_MS = 5_000;
@@ -362,6 +363,14 @@ async function openWorker(
         )
       : undefined;
   watcher?.start();
+  // Parents idle past the stale window leave the registry the chain is followed for.
+  if (defaultEndpoint) {
+    kit.closes(
+      'worker registry sweep',
+      startRegistrySweep({ cache, endpointId: defaultEndpoint.id, logger }),
+      (stop) => stop(),
+    );
+  }
 
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });

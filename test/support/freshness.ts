@@ -42,7 +42,7 @@ export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): P
     await g.get(`/subdomains/${parent}`);
     return sim.wsStats().subscriptions >= 1;
   }, 15_000);
-  const key = redisKeys(g.config.QUEUE_PREFIX).subdomainEntry(endpointId(sim.url), parent);
+  const key = redisKeys(g.config.QUEUE_PREFIX).entryMeta(endpointId(sim.url), parent);
   await waitFor(async () => {
     const raw = await g.redis.get(key);
     return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;

@@ -276,6 +276,8 @@ export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
   return Object.freeze({
     shared,
     override,
+    /** The freshness window in ms, which `Age` is measured against. */
+    freshMs: freshSeconds * 1000,
     pagedShared: Object.freeze({ ...shared, ...PAGED_CORS_HEADERS }),
     pagedOverride: Object.freeze({ ...override, ...PAGED_CORS_HEADERS }),
   });
@@ -294,7 +296,12 @@ export function setCacheHeaders(
   const override = endpoint.kind === 'override';
   if (paged) reply.headers(override ? headers.pagedOverride : headers.pagedShared);
   else reply.headers(override ? headers.override : headers.shared);
-  if (!override)
-    reply.header('age', String(Math.max(0, Math.floor((now - entry.fetchedAt) / 1000))));
+  if (!override) {
+    const age = now - entry.fetchedAt;
+    // A hit past the window is fresh because the chain is followed (docs/design.md, "Freshness"):
+    // it is current now, so a CDN may keep it for the whole window as it would a new scan.
+    const shown = state === 'HIT' && age >= headers.freshMs ? 0 : age;
+    reply.header('age', String(Math.max(0, Math.floor(shown / 1000))));
+  }
   return reply.header('x-cache', state);
 }

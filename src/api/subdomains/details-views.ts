@@ -4,6 +4,7 @@ import type {
   EntryAccounts,
   SubdomainCache,
 } from '../../core/cache/subdomain-cache.js';
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { InternalError } from '../../core/errors.js';
 import { etagOf, type RenderedAnswer } from '../http/rendered.js';
 import type { CacheState, LookupResult } from './lookup.js';
@@ -115,6 +116,8 @@ export type DetailsViewsOptions = {
   cache: SubdomainCache;
   /** Bytes of views kept (`DETAILS_CACHE_BYTES`, {@link DetailsView.bytes}); 0 keeps none. */
   maxBytes: number;
+  /** The follow status as last read (`FollowStatusReader.current`); window only when absent. */
+  status?: () => FollowStatus | null;
 };
 
 /**
@@ -219,7 +222,8 @@ export class DetailsViews {
     if (sameRevision(view.entry, found.entry) || found.state === 'MISS') {
       return { view, entry: view.entry, state: found.state };
     }
-    const state = this.opts.cache.freshness(view.entry) === 'fresh' ? 'HIT' : 'STALE';
+    const fresh = this.opts.cache.freshness(view.entry, Date.now(), this.opts.status?.());
+    const state = fresh === 'fresh' ? 'HIT' : 'STALE';
     return { view, entry: view.entry, state };
   }
 }

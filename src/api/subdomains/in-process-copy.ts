@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import type { FollowStatus } from '../../core/cache/follow-status.js';
 import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
@@ -12,12 +13,17 @@ export type InProcessCopyOptions = {
   endpointId: string;
   /** Bytes of labels kept (`LOCAL_CACHE_BYTES`), counted as label length + 8 per label + 64. */
   maxBytes: number;
+  /**
+   * The follow status as last read (synchronous; `FollowStatusReader.current`): entries followed
+   * on the chain stay fresh past the window. Window only when absent.
+   */
+  status?: () => FollowStatus | null;
 };
 
 /**
  * This process's copy of fresh entries of the default endpoint, so a warm hit costs no Redis round
  * trip; kept coherent by the refresh events (docs/design.md, "The subdomain cache"), never served
- * past its freshness. Keyed by parent alone, freshness checked on `fetchedAt`: both cheaper on the
+ * past its freshness (the window, or the follow status while the chain is followed). Keyed by parent alone, freshness checked on `fetchedAt`: both cheaper on the
  * warm path than the cache key and lru-cache's TTL (BENCHMARKS.md).
  */
 export class InProcessCopy {
@@ -59,7 +65,7 @@ export class InProcessCopy {
     if (!this.serves(endpoint)) return undefined;
     const entry = this.entries.get(parent);
     if (!entry) return undefined;
-    if (this.opts.cache.freshness(entry, now) !== 'fresh') {
+    if (this.opts.cache.freshness(entry, now, this.opts.status?.()) !== 'fresh') {
       this.entries.delete(parent);
       return undefined;
     }
@@ -74,7 +80,9 @@ export class InProcessCopy {
    */
   remember(parent: string, endpoint: RpcEndpoint, entry: CacheEntry, generation: number): void {
     if (!this.serves(endpoint) || generation !== this.events) return;
-    if (this.opts.cache.freshMsLeft(entry) > 0) this.entries.set(parent, entry);
+    if (this.opts.cache.freshMsLeft(entry, Date.now(), this.opts.status?.()) > 0) {
+      this.entries.set(parent, entry);
+    }
   }
 
   private serves(endpoint: RpcEndpoint): boolean {

@@ -211,7 +211,7 @@ export class LiveUpdates {
     topic.missed = false;
     const { cache } = this.opts;
     cache
-      .get(cache.key(topic.endpoint.id, topic.parent))
+      .get(cache.keyOf(topic.endpoint, topic.parent))
       .then(
         (entry) => this.deliver(topic, entry),
         // Redis fault: the streams keep what they have; the next event or a lost-event

@@ -22,7 +22,9 @@ import {
 import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
+import type { FollowStatus, FollowStatusReader } from '../../core/cache/follow-status.js';
 import { InProcessCopy } from './in-process-copy.js';
+import type { ParentTouches } from './parent-touches.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
@@ -71,6 +73,13 @@ export type SubdomainLookupDeps = {
    * refresh and cold misses refused (503). Overrides are never held to it.
    */
   budget?: CreditBudget;
+  /**
+   * How the worker follows the chain: the configured endpoint's entries are fresh past the window
+   * while it is followed (docs/design.md, "Freshness"). Window only when absent.
+   */
+  follow?: FollowStatusReader;
+  /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
+  touches?: ParentTouches;
 };
 
 /**
@@ -94,11 +103,13 @@ export class SubdomainLookup {
   constructor(private readonly deps: SubdomainLookupDeps) {
     const maxBytes = deps.localCacheBytes ?? 0;
     if (maxBytes > 0 && deps.localEndpointId !== undefined) {
+      const follow = deps.follow;
       this.local = new InProcessCopy({
         cache: deps.cache,
         listener: deps.listener,
         endpointId: deps.localEndpointId,
         maxBytes,
+        status: follow ? () => follow.current() : undefined,
       });
     }
   }
@@ -122,6 +133,7 @@ export class SubdomainLookup {
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent, client, now);
+    this.deps.touches?.used(endpoint.id, parent, now);
     this.deps.metrics.countCacheLookup('hit');
     return { entry, state: 'HIT' };
   }
@@ -141,12 +153,12 @@ export class SubdomainLookup {
     const kept = this.peek(parent, endpoint, requester.client);
     if (kept) return kept;
     const { cache, metrics } = this.deps;
-    const key = cache.key(endpoint.id, parent);
-    const read = await this.read(key);
+    const key = cache.keyOf(endpoint, parent);
+    const [read, status] = await Promise.all([this.read(key), this.followStatus(endpoint)]);
     const { entry } = read;
     if (entry) {
       this.counted(parent, endpoint, requester);
-      if (cache.freshness(entry) === 'fresh') {
+      if (cache.freshness(entry, Date.now(), status) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
@@ -231,9 +243,24 @@ export class SubdomainLookup {
     );
   }
 
-  /** Counts an answered request for the hot-parent ranking (default endpoint only). */
+  /**
+   * Counts an answered request for the hot-parent ranking, and notes the entry's use (default
+   * endpoint only).
+   */
   private counted(parent: string, endpoint: RpcEndpoint, requester: Requester): void {
-    if (endpoint.kind === 'default') this.deps.hotParents?.hit(parent, requester.client);
+    if (endpoint.kind !== 'default') return;
+    this.deps.hotParents?.hit(parent, requester.client);
+    this.deps.touches?.used(endpoint.id, parent);
+  }
+
+  /**
+   * The follow status that decides the freshness of `endpoint`'s entries: the configured
+   * endpoint's only (an override's entries are never patched). Never throws: a failed read
+   * leaves the window alone to decide.
+   */
+  private async followStatus(endpoint: RpcEndpoint): Promise<FollowStatus | null> {
+    if (endpoint.kind !== 'default' || !this.deps.follow) return null;
+    return this.deps.follow.read();
   }
 
   /**

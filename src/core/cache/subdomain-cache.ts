@@ -1,6 +1,18 @@
 import type { RedisClient } from '../redis.js';
-import { redisKeys } from '../redis-keys.js';
+import { redisKeys, type RedisKeys } from '../redis-keys.js';
+import type { RpcEndpoint } from '../rpc/endpoint.js';
 import { isSlot } from '../rpc/slot.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../sns/pda.js';
+import { followedFresh, type FollowStatus } from './follow-status.js';
+import {
+  APPLY_CHANGES,
+  GET_SPLIT,
+  GET_WITH_MEMBERS,
+  MARK_CHECKED,
+  PUT_SPLIT,
+  SWEEP,
+  TOUCH,
+} from './split-entry-lua.js';
 
 /** One cached answer of `/subdomains` (docs/design.md, "The subdomain cache"). */
 export type CacheEntry = {
@@ -10,7 +22,10 @@ export type CacheEntry = {
   readonly fetchedAt: number;
   /** The slot the answer reflects (`withContext`), when the RPC said. */
   readonly slot?: number;
-  /** How many times the stored entry was written; what {@link SubdomainCache.patch} compares. */
+  /**
+   * How many times the stored entry changed (a scan, a change applied, a check): with `fetchedAt`
+   * and `slot` it names a revision (`rev` starts again at 1 when an expired entry is written anew).
+   */
   readonly rev?: number;
   /**
    * The slot of the last full scan (`getProgramAccounts`) behind the labels: `slot` also moves
@@ -21,8 +36,8 @@ export type CacheEntry = {
   readonly scannedAt?: number;
   /**
    * The name accounts behind the labels, inside the entry: for `?rpc=` overrides, whose entries
-   * live apart (short-lived, within a byte budget); the configured endpoint keeps them beside
-   * the entry (see {@link SubdomainCache.getWithAccounts}).
+   * are one JSON string (short-lived, within a byte budget); the configured endpoint keeps them in
+   * the entry's members hash (see {@link SubdomainCache.getWithAccounts}).
    */
   readonly accounts?: EntryAccounts;
 };
@@ -32,8 +47,9 @@ export type Member = readonly [label: string, owner: string];
 
 /**
  * The name accounts behind an entry's labels: subdomain name account (base58) -> its label and
- * owner (base58). Kept beside the configured endpoint's entries, so deletions are checked account
- * by account (docs/design.md, "Freshness") and answers can carry keys and owners.
+ * owner (base58). Kept with the configured endpoint's entries (a hash, each member with the slot it
+ * was written at), so changes and deletions are applied account by account (docs/design.md,
+ * "Freshness") and answers can carry keys and owners.
  */
 export type EntryAccounts = Readonly<Record<string, Member>>;
 
@@ -45,11 +61,9 @@ export const labelsOf = (accounts: EntryAccounts): string[] =>
 
 export type Freshness = 'fresh' | 'stale';
 
-/** What a conditional write did. */
-export type WriteOutcome = 'written' | 'kept' | 'conflict' | 'missing';
-
 /**
- * Lua shared by the scripts. An entry is stored as `{"slot":S,"rev":R,"fetchedAt":T,"labels":[..]}`
+ * Lua of the override entries' script (the configured endpoint's are in ./split-entry-lua.ts). An
+ * override's entry is stored as `{"slot":S,"rev":R,"fetchedAt":T,"labels":[..]}`
  * in that order, so `head(raw)` reads what the scripts compare from the head of the value without
  * decoding thousands of labels; an entry in another layout (an older release, a null slot) is
  * decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
@@ -111,44 +125,8 @@ end
 `;
 
 /**
- * KEYS[1] the entry, KEYS[2] its accounts. ARGV: the new entry's slot ('null' when unknown), its
- * fetchedAt, the rest of its JSON after the head, the expiry in milliseconds, the accounts' JSON
- * ('' to leave none), the ceiling ('' when unknown). Keeps the stored entry when the new one is
- * older (`older`); writes otherwise, both keys in one step. Returns the new revision, or 0 when it
- * kept the stored entry.
- */
-const PUT_IF_NEWER = `${LUA_ENTRY}
-local refused = bad_args(ARGV[1], ARGV[2])
-if refused then return refused end
-local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6]))
-if not rev then return 0 end
-redis.call('SET', KEYS[1], entry(ARGV[1], rev, ARGV[2], ARGV[3]), 'PX', ARGV[4])
-if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[4])
-else redis.call('DEL', KEYS[2]) end
-return rev
-`;
-
-/**
- * KEYS[1] the entry, KEYS[2] its accounts. ARGV: the revision the change was computed from, then
- * as {@link PUT_IF_NEWER}. Writes only while the stored entry is still that revision (an
- * optimistic compare-and-set: the caller read, changed, and writes back). Returns the new
- * revision, 0 when the entry changed meanwhile, -1 when there is none (expired: nothing to patch).
- */
-const PATCH = `${LUA_ENTRY}
-local refused = bad_args(ARGV[2], ARGV[3])
-if refused then return refused end
-local current = redis.call('GET', KEYS[1])
-if not current then return -1 end
-local _, rev = head(current)
-if rev ~= tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], entry(ARGV[2], rev + 1, ARGV[3], ARGV[4]), 'PX', ARGV[5])
-redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5])
-return rev + 1
-`;
-
-/**
- * {@link PUT_IF_NEWER} for an override's entry, which also keeps every override entry within one
- * budget of bytes. KEYS[1] the entry's key, KEYS[2] the index (a sorted set of override entry keys
+ * Writes an override's entry unless the stored one is newer (`next_rev`), and keeps every override
+ * entry within one budget of bytes. KEYS[1] the entry's key, KEYS[2] the index (a sorted set of override entry keys
  * by expiry time), KEYS[3] their sizes (a hash), KEYS[4] the sum of those sizes. ARGV: the new
  * entry's slot, its fetchedAt, the rest of its JSON, the expiry in milliseconds, the time now in
  * Unix milliseconds, the budget in bytes. Entries past their expiry leave the index first; then,
@@ -187,17 +165,28 @@ return rev
 
 /** The scripts as commands of the connection (`defineCommand`: EVALSHA, the text sent once). */
 type EntryCommands = {
-  snsPutEntry(...args: string[]): Promise<number>;
-  snsPatchEntry(...args: string[]): Promise<number>;
   snsPutOverrideEntry(...args: string[]): Promise<number>;
+  /** One array (ioredis flattens it): a scan's arguments outnumber what a call's spread takes. */
+  snsPutSplitEntry(args: string[]): Promise<number>;
+  snsApplyChanges(...args: string[]): Promise<[string, number]>;
+  snsMarkChecked(...args: string[]): Promise<[string, number, number]>;
+  snsTouchEntry(...args: string[]): Promise<number>;
+  snsGetSplitEntry(...args: string[]): Promise<string[] | null>;
+  snsGetSplitMembers(...args: string[]): Promise<string[] | null>;
+  snsSweepParents(...args: string[]): Promise<[number, number]>;
 };
 
 function entryCommands(redis: RedisClient): EntryCommands {
   const commands = redis as unknown as Partial<EntryCommands>;
-  if (!commands.snsPutEntry) {
-    redis.defineCommand('snsPutEntry', { numberOfKeys: 2, lua: PUT_IF_NEWER });
-    redis.defineCommand('snsPatchEntry', { numberOfKeys: 2, lua: PATCH });
+  if (!commands.snsPutSplitEntry) {
     redis.defineCommand('snsPutOverrideEntry', { numberOfKeys: 4, lua: PUT_OVERRIDE });
+    redis.defineCommand('snsPutSplitEntry', { numberOfKeys: 5, lua: PUT_SPLIT });
+    redis.defineCommand('snsApplyChanges', { numberOfKeys: 4, lua: APPLY_CHANGES });
+    redis.defineCommand('snsMarkChecked', { numberOfKeys: 4, lua: MARK_CHECKED });
+    redis.defineCommand('snsTouchEntry', { numberOfKeys: 5, lua: TOUCH });
+    redis.defineCommand('snsGetSplitEntry', { numberOfKeys: 2, lua: GET_SPLIT });
+    redis.defineCommand('snsGetSplitMembers', { numberOfKeys: 3, lua: GET_WITH_MEMBERS });
+    redis.defineCommand('snsSweepParents', { numberOfKeys: 2, lua: SWEEP });
   }
   return redis as unknown as EntryCommands;
 }
@@ -229,6 +218,51 @@ function entryArgs(entry: CacheEntry): [slot: string, fetchedAt: string, rest: s
   ];
 }
 
+/** One change to one member of a parent's entry, as {@link SubdomainCache.applyChanges} takes it. */
+export type MemberChange = {
+  /** The subdomain name account (base58). */
+  readonly account: string;
+  /** Its reverse record (base58): kept in the member-parents index beside the account. */
+  readonly reverse: string;
+  /** The member as it is now, or null when it is gone (deleted). */
+  readonly member: Member | null;
+};
+
+/** What {@link SubdomainCache.applyChanges} did, and the entry's revision after it. */
+export type ApplyOutcome = {
+  /**
+   * 'written': something changed (revision bumped); 'unchanged': every change was already there
+   * or older than its member; 'missing': no entry (or one written without its members).
+   */
+  readonly outcome: 'written' | 'unchanged' | 'missing';
+  readonly rev: number;
+};
+
+/** What {@link SubdomainCache.markChecked} did. */
+export type CheckOutcome = {
+  readonly outcome: 'written' | 'missing';
+  readonly rev: number;
+  /** Members dropped (accounts found gone). */
+  readonly dropped: number;
+};
+
+/** A member as stored: its label, owner, and the slot it was last written at. */
+export type StoredMember = {
+  readonly label: string;
+  readonly owner: string;
+  readonly slot: number;
+};
+
+/** Which parent lists an account (a subdomain name account, or its reverse record). */
+export type MemberParent = {
+  readonly parent: string;
+  /** The subdomain name account: `account` itself, or the one whose reverse record it is. */
+  readonly subdomain: string;
+};
+
+/** A followed parent and when it was last asked for or scanned (Unix ms). */
+export type FollowedParent = { readonly parent: string; readonly usedAt: number };
+
 /** How override entries are kept: a short life and a budget of bytes of their own. */
 export type OverrideBudget = {
   /** Expiry of an override's entry, in milliseconds (`RPC_OVERRIDE_CACHE_SECONDS`). */
@@ -237,17 +271,37 @@ export type OverrideBudget = {
   readonly maxBytes: number;
 };
 
-const outcome = (rev: number): WriteOutcome =>
-  rev > 0 ? 'written' : rev === 0 ? 'conflict' : 'missing';
+/**
+ * How much longer than `CACHE_STALE` the keys of a configured endpoint's entry live, at most (a
+ * tenth of `CACHE_STALE` when that is less): the sweep (every minute) removes a parent idle past
+ * `CACHE_STALE` with its member-parents fields, which it can find only while the members' hash is
+ * still there.
+ */
+export const SWEEP_GRACE_MS = 5 * 60_000;
+/** Parents and members one sweep call removes at most (one Lua script holds Redis meanwhile). */
+const SWEEP_PARENTS = 200;
+const SWEEP_MEMBERS = 20_000;
+
+/** From this many members a put looks their reverse records up in the index before deriving them. */
+const REVERSE_LOOKUP_FROM = 64;
+/** Fields per HMGET of that lookup. */
+const REVERSE_LOOKUP_BATCH = 5_000;
+
+/** The separator between a label and its account in the labels' sorted set (below any text). */
+const SEP = '\0';
 
 /**
- * The Redis store of subdomain lists, one string key per (endpoint, parent), and beside the
- * configured endpoint's entries the name accounts behind their labels. Entries live
- * `CACHE_STALE_SECONDS` in Redis; within `CACHE_FRESH_SECONDS` of `fetchedAt` they are fresh. No
- * write takes an entry back to an older slot.
+ * The Redis store of subdomain lists (docs/design.md, "The subdomain cache"). The configured
+ * endpoint's entries are split (a head, a sorted set of labels, a hash of members), so a change
+ * touches only the accounts it is about; a `?rpc=` override's entry is one JSON string (short-lived,
+ * never patched). Entries live `CACHE_STALE_SECONDS` from their last use in Redis; freshness is
+ * decided by {@link freshness}. No write takes an entry back to an older slot.
  */
 export class SubdomainCache {
   private readonly commands: EntryCommands;
+  private readonly keys: RedisKeys;
+  /** What every split entry's head key starts with (any endpoint). */
+  private readonly metaStart: string;
 
   constructor(
     private readonly redis: RedisClient,
@@ -257,55 +311,155 @@ export class SubdomainCache {
     private readonly overrides: OverrideBudget = { ttlMs: staleMs, maxBytes: 32 * 1024 * 1024 },
   ) {
     this.commands = entryCommands(redis);
+    this.keys = redisKeys(prefix);
+    this.metaStart = `${prefix}:entry:`;
+  }
+
+  /** Expiry of a configured endpoint's keys after a write or a use, in milliseconds. */
+  get entryTtlMs(): number {
+    return this.staleMs + Math.min(SWEEP_GRACE_MS, Math.floor(this.staleMs / 10));
   }
 
   /**
-   * The key of an (endpoint, parent) pair: `<prefix>:subdomains:<endpoint id>:<parent>`. The
-   * endpoint id is a hash (never the URL); the parent is a normalized label.
+   * The key of the configured endpoint's entry of `parent` (its head):
+   * `<prefix>:entry:<endpoint id>:<parent>`. What {@link get} reads and refresh jobs deduplicate on.
    */
   key(endpointId: string, parent: string): string {
-    return redisKeys(this.prefix).subdomainEntry(endpointId, parent);
+    return this.keys.entryMeta(endpointId, parent);
   }
 
-  /** The key of the accounts behind the entry of (endpoint, parent). */
-  accountsKey(endpointId: string, parent: string): string {
-    return redisKeys(this.prefix).subdomainAccounts(endpointId, parent);
+  /** The key of a `?rpc=` override's entry: `<prefix>:subdomains:<endpoint id>:<parent>`. */
+  overrideKey(endpointId: string, parent: string): string {
+    return this.keys.subdomainEntry(endpointId, parent);
   }
 
-  /** @returns the entry, or null when absent or unreadable (treated as a miss). */
-  async get(key: string): Promise<CacheEntry | null> {
-    return parseEntry(await this.redis.get(key));
+  /** {@link key} or {@link overrideKey}, by the endpoint's kind. */
+  keyOf(endpoint: RpcEndpoint, parent: string): string {
+    return endpoint.kind === 'override'
+      ? this.overrideKey(endpoint.id, parent)
+      : this.key(endpoint.id, parent);
+  }
+
+  /** KEYS of the split scripts: head, labels, members, member-parents, followed-parents. */
+  private splitKeys(endpointId: string, parent: string): [string, string, string, string, string] {
+    const k = this.keys;
+    return [
+      k.entryMeta(endpointId, parent),
+      k.entryLabels(endpointId, parent),
+      k.entryMembers(endpointId, parent),
+      k.memberParents(endpointId),
+      k.followedParents(endpointId),
+    ];
   }
 
   /**
-   * The entry of (endpoint, parent) with the accounts behind its labels, read in one step.
-   * @returns null without an entry; `accounts` null when none are kept (an older release wrote
-   *   the entry, or they were unreadable).
+   * The entry at `key` ({@link key} or {@link overrideKey}), labels in answer order.
+   * @returns null when absent or unreadable (treated as a miss).
+   */
+  async get(key: string): Promise<CacheEntry | null> {
+    if (!key.startsWith(this.metaStart)) return parseEntry(await this.redis.get(key));
+    const labelsKey = `${this.prefix}:entry-labels:${key.slice(this.metaStart.length)}`;
+    const read = await this.commands.snsGetSplitEntry(key, labelsKey);
+    if (!read) return null;
+    const head = parseHead(read[0] ?? '');
+    if (!head) return null;
+    const labels = new Array<string>(read.length - 1);
+    let wide = false;
+    for (let i = 1; i < read.length; i++) {
+      const member = read[i] as string;
+      const label = member.slice(0, member.lastIndexOf(SEP));
+      if (!wide && /[\ud800-\uffff]/.test(label)) wide = true;
+      labels[i - 1] = label;
+    }
+    // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
+    if (wide) labels.sort();
+    return { ...head, labels };
+  }
+
+  /**
+   * The head of the configured endpoint's entry of (endpoint, parent): everything but its labels,
+   * in one GET whatever the parent's size (for decisions on `fetchedAt`, `slot`, `scanSlot`).
+   * @returns null when absent or unreadable.
+   */
+  async head(endpointId: string, parent: string): Promise<Omit<CacheEntry, 'labels'> | null> {
+    const raw = await this.redis.get(this.keys.entryMeta(endpointId, parent));
+    return raw === null ? null : parseHead(raw);
+  }
+
+  /**
+   * The configured endpoint's entry of (endpoint, parent) with the accounts behind its labels,
+   * read in one step (one script: one revision).
+   * @returns null without an entry; `accounts` null when it was written without them, or one of
+   *   them is unreadable (another shape: a scan writes them anew).
    */
   async getWithAccounts(
     endpointId: string,
     parent: string,
   ): Promise<{ entry: CacheEntry; accounts: EntryAccounts | null } | null> {
-    const [rawEntry, rawAccounts] = await this.redis.mget(
-      this.key(endpointId, parent),
-      this.accountsKey(endpointId, parent),
-    );
-    const entry = parseEntry(rawEntry ?? null);
-    if (!entry) return null;
-    return { entry, accounts: parseAccounts(rawAccounts ?? null) };
+    const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
+    const read = await this.commands.snsGetSplitMembers(meta, labelsKey, membersKey);
+    if (!read) return null;
+    const head = parseHead(read[0] ?? '');
+    if (!head) return null;
+    if (read[1] !== 'm') {
+      const labels = read.slice(2).map((m) => m.slice(0, m.lastIndexOf(SEP)));
+      return { entry: { ...head, labels: labels.sort() }, accounts: null };
+    }
+    const accounts: Record<string, Member> = {};
+    let sound = true;
+    for (let i = 2; i + 1 < read.length; i += 2) {
+      const stored = parseMember(read[i + 1] as string);
+      if (!stored) sound = false;
+      else accounts[read[i] as string] = [stored.label, stored.owner];
+    }
+    return { entry: { ...head, labels: labelsOf(accounts) }, accounts: sound ? accounts : null };
+  }
+
+  /** One member of a parent's entry, or null (not listed, no entry, or unreadable). */
+  async member(endpointId: string, parent: string, account: string): Promise<StoredMember | null> {
+    const raw = await this.redis.hget(this.keys.entryMembers(endpointId, parent), account);
+    return raw === null ? null : parseMember(raw);
   }
 
   /**
-   * Writes the entry of (endpoint, parent) unless the stored one is newer: read at a later slot,
+   * Which cached parent lists `account`, a subdomain name account or its reverse record (one
+   * HGET): how a deleted account named by a transaction finds its entry.
+   * @returns null when no cached entry lists it.
+   */
+  async parentOfMember(endpointId: string, account: string): Promise<MemberParent | null> {
+    const raw = await this.redis.hget(this.keys.memberParents(endpointId), account);
+    if (raw === null) return null;
+    const [parent, subdomain] = raw.split(' ');
+    return parent && subdomain ? { parent, subdomain } : null;
+  }
+
+  /** The cached parents of an endpoint (the registry the worker follows), oldest use first. */
+  async followedParents(endpointId: string): Promise<FollowedParent[]> {
+    const flat = await this.redis.zrange(
+      this.keys.followedParents(endpointId),
+      0,
+      -1,
+      'WITHSCORES',
+    );
+    const parents: FollowedParent[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      parents.push({ parent: flat[i] as string, usedAt: Number(flat[i + 1]) });
+    }
+    return parents;
+  }
+
+  /**
+   * Writes a scan of (endpoint, parent) unless the stored entry is newer: read at a later slot,
    * or (when a slot is unknown) fetched later. Two refreshes may race and a lagging node may
-   * answer from an older slot; neither takes the answer back. One atomic step (a Lua script), the
-   * accounts with it. Expires with the stale window.
+   * answer from an older slot; neither takes the answer back. Replaces the members and labels in
+   * one atomic step (a Lua script), keeps the member-parents index in step, registers the parent
+   * as used at `now`, and expires with the stale window ({@link entryTtlMs}). Work: O(members).
    *
-   * @param accounts the name accounts behind the labels; without them the stored ones are
-   *   deleted, so the two never disagree.
+   * @param accounts the name accounts behind the labels; without them the entry keeps labels only
+   *   (and cannot be patched).
    * @param ceiling the highest slot the chain can have reached now (`SlotClock.ceiling`), when
-   *   known: a stored entry whose slot is past it (stored from a bad notification, or by an
-   *   earlier release) is replaced whatever this entry's slot, so it cannot hold scans back.
+   *   known: a stored entry whose slot is past it is replaced whatever this entry's slot, so it
+   *   cannot hold scans back.
    * @returns 'written', or 'kept' when the stored entry was newer.
    * @throws TypeError for an entry whose slots are not slots (see `entryArgs`).
    */
@@ -315,59 +469,202 @@ export class SubdomainCache {
     entry: CacheEntry,
     accounts?: EntryAccounts,
     ceiling?: number,
-  ): Promise<WriteOutcome> {
-    const rev = await this.commands.snsPutEntry(
-      this.key(endpointId, parent),
-      this.accountsKey(endpointId, parent),
-      ...entryArgs(entry),
-      String(this.staleMs),
-      accounts ? JSON.stringify(accounts) : '',
+    now = Date.now(),
+  ): Promise<'written' | 'kept'> {
+    const [slot, fetchedAt] = entryArgs(entry);
+    const args: string[] = [
+      slot,
+      fetchedAt,
+      entry.scanSlot === undefined ? '' : String(entry.scanSlot),
+      isSlot(entry.scannedAt) ? String(entry.scannedAt) : '',
+      String(this.entryTtlMs),
       isSlot(ceiling) ? String(ceiling) : '',
-    );
+      String(now),
+      parent,
+    ];
+    if (accounts) {
+      args.push('m');
+      const memberSlot = entry.slot ?? 0;
+      const listed = Object.entries(accounts);
+      const reverses = await this.reverseKeys(
+        endpointId,
+        parent,
+        listed.map(([account]) => account),
+      );
+      listed.forEach(([account, [label, owner]], i) => {
+        // JSON.stringify escapes every newline, so the first one ends the value.
+        const value = JSON.stringify([label, owner, memberSlot]);
+        args.push(`${account} ${reverses[i] as string} ${value}\n${label}`);
+      });
+    } else {
+      args.push('l');
+      entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
+    }
+    const rev = await this.commands.snsPutSplitEntry([
+      ...this.splitKeys(endpointId, parent),
+      ...args,
+    ]);
     return rev > 0 ? 'written' : 'kept';
   }
 
   /**
-   * Writes a changed entry and its accounts only if the stored entry is still revision `rev` (the
-   * one the change was computed from): an optimistic compare-and-set, for changes computed from
-   * what is stored (a notification's patch, a deletion check).
-   *
-   * @returns 'written'; 'conflict' when the entry changed meanwhile (read again and retry);
-   *   'missing' when it is gone (expired: nothing to patch).
+   * The reverse records of `accounts` under `parent`: from the member-parents index where a scan
+   * before indexed them (a rescan of a large parent then derives almost none: about 12 µs each),
+   * else derived (`reverseKeyFromDomainKey`). The index is read in batches, between which other
+   * clients are served.
    */
-  async patch(
+  private async reverseKeys(
     endpointId: string,
     parent: string,
-    rev: number,
-    entry: CacheEntry,
-    accounts: EntryAccounts,
-  ): Promise<WriteOutcome> {
-    const next = await this.commands.snsPatchEntry(
-      this.key(endpointId, parent),
-      this.accountsKey(endpointId, parent),
-      String(rev),
-      ...entryArgs(entry),
-      String(this.staleMs),
-      JSON.stringify(accounts),
-    );
-    return outcome(next);
+    accounts: readonly string[],
+  ): Promise<string[]> {
+    const known = new Map<string, string>();
+    if (accounts.length >= REVERSE_LOOKUP_FROM) {
+      const index = this.keys.memberParents(endpointId);
+      for (let i = 0; i < accounts.length; i += REVERSE_LOOKUP_BATCH) {
+        const batch = accounts.slice(i, i + REVERSE_LOOKUP_BATCH);
+        const values = await this.redis.hmget(index, ...batch);
+        values.forEach((value, j) => {
+          const [p, account, reverse] = value?.split(' ') ?? [];
+          if (p === parent && account && account === batch[j] && reverse) {
+            known.set(account, reverse);
+          }
+        });
+      }
+    }
+    let parentKey: Buffer | undefined;
+    return accounts.map((account) => {
+      const found = known.get(account);
+      if (found !== undefined) return found;
+      parentKey ??= domainKey(parent);
+      return toBase58(reverseKeyFromDomainKey(account, parentKey));
+    });
   }
 
   /**
-   * {@link put} for the entry of a `?rpc=` override: it expires after the override budget's
-   * `ttlMs`, and the oldest override entries are deleted while all of them together take more
-   * than its `maxBytes`, so answers from servers anyone can name never crowd out the configured
-   * endpoint's entries (a Redis at its `maxmemory` refuses every write).
+   * Applies changes of some members of (endpoint, parent) in one atomic step, touching only
+   * their accounts: O(changes · log n) whatever the parent's size. An upsert lists the member
+   * (or changes its label or owner), a removal drops it, each with its member-parents fields. A
+   * change older than its member's stored slot is ignored (a late notification). When something
+   * changed the revision is bumped and the entry's slot raised to `slot`; otherwise nothing but
+   * member slots is written (an answer that did not change keeps its revision).
+   *
+   * @param slot the slot the changes were seen at (a slot the caller's clock trusts).
+   * @throws TypeError when `slot` is not a slot.
+   */
+  async applyChanges(
+    endpointId: string,
+    parent: string,
+    changes: readonly MemberChange[],
+    slot: number,
+  ): Promise<ApplyOutcome> {
+    if (!isSlot(slot)) throw new TypeError(`slot ${String(slot)} is not a slot`);
+    const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
+    const args: string[] = [String(slot), parent, String(this.entryTtlMs)];
+    for (const c of changes) {
+      if (c.member) args.push(c.account, c.reverse, 'u', c.member[0], c.member[1]);
+      else args.push(c.account, c.reverse, 'r', '', '');
+    }
+    const [outcome, rev] = await this.commands.snsApplyChanges(
+      meta,
+      labels,
+      members,
+      index,
+      ...args,
+    );
+    return { outcome: outcome as ApplyOutcome['outcome'], rev: Number(rev) };
+  }
+
+  /**
+   * Records an existence check of (endpoint, parent): the accounts in `gone` were found missing
+   * (each dropped unless its member was written at a slot past the check's), and the entry is
+   * known whole as of `fetchedAt` (raised, never lowered) and `slot` (raised). Bumps the revision.
+   *
+   * @param check.slot the lowest slot the check read at; undefined when unknown (then every gone
+   *   account is dropped and the slot stays).
+   * @throws TypeError when `fetchedAt` or `slot` is not a safe non-negative integer.
+   */
+  async markChecked(
+    endpointId: string,
+    parent: string,
+    check: { fetchedAt: number; slot?: number; gone: readonly string[] },
+  ): Promise<CheckOutcome> {
+    const [slot, fetchedAt] = entryArgs({
+      labels: [],
+      fetchedAt: check.fetchedAt,
+      slot: check.slot,
+    });
+    const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
+    const [outcome, rev, dropped] = await this.commands.snsMarkChecked(
+      meta,
+      labels,
+      members,
+      index,
+      fetchedAt,
+      slot,
+      parent,
+      ...check.gone,
+    );
+    return {
+      outcome: outcome as CheckOutcome['outcome'],
+      rev: Number(rev),
+      dropped: Number(dropped),
+    };
+  }
+
+  /**
+   * A use of the entry of (endpoint, parent): its keys live {@link entryTtlMs} from `now` again
+   * and its registry score is `now`, so a parent asked now and then is neither swept nor expired.
+   * The API calls it through a throttle ({@link TouchThrottle}).
+   * @returns whether there was an entry to touch.
+   */
+  async touch(endpointId: string, parent: string, now = Date.now()): Promise<boolean> {
+    const done = await this.commands.snsTouchEntry(
+      ...this.splitKeys(endpointId, parent),
+      String(this.entryTtlMs),
+      String(now),
+      parent,
+    );
+    return done === 1;
+  }
+
+  /**
+   * One bounded batch of the sweep: removes the parents of `endpointId` not used (asked for or
+   * scanned) for `CACHE_STALE` before `now`, with their keys and member-parents fields. At most
+   * a few hundred parents or some tens of thousands of members per call.
+   * @returns how many parents it removed, and whether more are due (call again).
+   */
+  async sweep(endpointId: string, now = Date.now()): Promise<{ removed: number; more: boolean }> {
+    const start = this.keys.entryPrefix(endpointId);
+    const [removed, more] = await this.commands.snsSweepParents(
+      this.keys.followedParents(endpointId),
+      this.keys.memberParents(endpointId),
+      String(now - this.staleMs),
+      String(SWEEP_PARENTS),
+      String(SWEEP_MEMBERS),
+      start.meta,
+      start.labels,
+      start.members,
+    );
+    return { removed: Number(removed), more: Number(more) === 1 };
+  }
+
+  /**
+   * Writes the entry of a `?rpc=` override unless the stored one is newer, as {@link put} decides:
+   * it expires after the override budget's `ttlMs`, and the oldest override entries are deleted
+   * while all of them together take more than its `maxBytes`, so answers from servers anyone can
+   * name never crowd out the configured endpoint's entries (a Redis at its `maxmemory` refuses
+   * every write).
    */
   async putOverride(
     endpointId: string,
     parent: string,
     entry: CacheEntry,
     now = Date.now(),
-  ): Promise<WriteOutcome> {
-    const index = redisKeys(this.prefix).overrideEntries;
+  ): Promise<'written' | 'kept'> {
+    const index = this.keys.overrideEntries;
     const rev = await this.commands.snsPutOverrideEntry(
-      this.key(endpointId, parent),
+      this.overrideKey(endpointId, parent),
       index.byExpiry,
       index.sizes,
       index.bytes,
@@ -379,15 +676,61 @@ export class SubdomainCache {
     return rev > 0 ? 'written' : 'kept';
   }
 
-  /** Fresh until `CACHE_FRESH_SECONDS` after `fetchedAt`, then stale until it expires. */
-  freshness(entry: CacheEntry, now = Date.now()): Freshness {
-    return now - entry.fetchedAt < this.freshMs ? 'fresh' : 'stale';
+  /**
+   * Fresh or stale (docs/design.md, "Freshness"): fresh within `CACHE_FRESH_SECONDS` of
+   * `fetchedAt`, or while the chain is followed and nothing was missed since the entry was fetched
+   * ({@link followedFresh}; pass `status` for the configured endpoint's entries only).
+   */
+  freshness(entry: CacheEntry, now = Date.now(), status?: FollowStatus | null): Freshness {
+    return this.freshMsLeft(entry, now, status) > 0 ? 'fresh' : 'stale';
   }
 
-  /** Milliseconds of freshness left (0 once stale). */
-  freshMsLeft(entry: CacheEntry, now = Date.now()): number {
-    return Math.max(0, entry.fetchedAt + this.freshMs - now);
+  /**
+   * Milliseconds of freshness left (0 once stale): the window's, or while the entry is fresh by
+   * following the chain, until the status's `healthyUntil` if that is later.
+   */
+  freshMsLeft(entry: CacheEntry, now = Date.now(), status?: FollowStatus | null): number {
+    const windowLeft = Math.max(0, entry.fetchedAt + this.freshMs - now);
+    if (!status || !followedFresh(entry, status, now)) return windowLeft;
+    return Math.max(windowLeft, status.healthyUntil - now);
   }
+}
+
+/** The head of a split entry as a CacheEntry without labels, or null when unreadable. */
+function parseHead(raw: string): Omit<CacheEntry, 'labels'> | null {
+  try {
+    const head = JSON.parse(raw) as Record<string, unknown>;
+    if (typeof head.fetchedAt !== 'number') return null;
+    const entry: { -readonly [K in keyof CacheEntry]?: CacheEntry[K] } = {
+      fetchedAt: head.fetchedAt,
+    };
+    if (isSlot(head.slot)) entry.slot = head.slot;
+    if (typeof head.rev === 'number') entry.rev = head.rev;
+    if (isSlot(head.scanSlot)) entry.scanSlot = head.scanSlot;
+    if (typeof head.scannedAt === 'number') entry.scannedAt = head.scannedAt;
+    return entry as Omit<CacheEntry, 'labels'>;
+  } catch {
+    return null;
+  }
+}
+
+/** A member's stored `[label, owner, slot]`, or null when of another shape. */
+function parseMember(raw: string): StoredMember | null {
+  try {
+    const value = JSON.parse(raw) as unknown;
+    if (
+      Array.isArray(value) &&
+      value.length === 3 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string' &&
+      isSlot(value[2])
+    ) {
+      return { label: value[0], owner: value[1], slot: value[2] };
+    }
+  } catch {
+    // Not JSON: of another shape.
+  }
+  return null;
 }
 
 function parseEntry(raw: string | null): CacheEntry | null {
@@ -406,22 +749,7 @@ function parseEntry(raw: string | null): CacheEntry | null {
   }
 }
 
-/**
- * The accounts beside an entry, or null when absent or not of the shape written here (every value
- * a `[label, owner]` pair of strings): a value of another shape, from another release or by hand,
- * would otherwise be read as labels and owners, and patched back into the entry. Null makes the
- * watcher read the parent again, which writes them anew.
- */
-function parseAccounts(raw: string | null): EntryAccounts | null {
-  if (raw === null) return null;
-  try {
-    return checkedAccounts(JSON.parse(raw) as unknown);
-  } catch {
-    return null;
-  }
-}
-
-/** `value` when it has the shape of {@link EntryAccounts}, else null (see {@link parseAccounts}). */
+/** `value` when it has the shape of {@link EntryAccounts}, else null. */
 function checkedAccounts(value: unknown): EntryAccounts | null {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
   for (const member of Object.values(value)) if (!isMember(member)) return null;

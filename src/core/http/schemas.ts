@@ -129,7 +129,8 @@ export const HEADER = {
   age: {
     type: 'string',
     description:
-      'Seconds since the worker fetched this list from the RPC (default endpoint only; absent ' +
+      'Seconds since the worker fetched this list from the RPC, or 0 for a `HIT` past the ' +
+      'freshness window (kept current by following the chain) (default endpoint only; absent ' +
       'with `?rpc=`).',
   },
   xCache: {

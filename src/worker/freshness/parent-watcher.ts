@@ -3,10 +3,8 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { occasionalWarning } from '../../core/logger.js';
 import {
-  labelsOf,
   type CacheEntry,
   type EntryAccounts,
-  type Member,
   type SubdomainCache,
 } from '../../core/cache/subdomain-cache.js';
 import {
@@ -41,8 +39,6 @@ import { ProgramSubscriber, type AccountNotification } from './program-subscribe
  * written in one transaction, so both come within a slot or two), before the parent is re-read.
  */
 const PAIRING_MS = 1_500;
-/** Tries of an optimistic patch that lost the race to another write, before a re-read. */
-const PATCH_TRIES = 5;
 /**
  * Watched parents are scanned in full once per this many windows whatever happens: providers drop
  * notifications under load, and a missed one would otherwise stay missed while the parent is
@@ -482,9 +478,8 @@ export class ParentWatcher {
             await this.update(parent, subdomain, { label, owner }, Math.max(slot, pending.slot)),
           );
         }
-        const read = await cache.getWithAccounts(endpoint.id, parent);
         // A listed subdomain's own header changed: a transfer (a new owner), or nothing listed.
-        if (read?.accounts?.[subdomain] !== undefined) {
+        if ((await cache.member(endpoint.id, parent, subdomain)) !== null) {
           return count(await this.update(parent, subdomain, { owner }, slot));
         }
         // A new name account: listed once its reverse record comes (usually in the same
@@ -520,8 +515,7 @@ export class ParentWatcher {
         }
         // A reverse record of a subdomain already listed (its name account is not new), or one
         // whose name account is still to come.
-        const read = await cache.getWithAccounts(endpoint.id, parent);
-        if (read?.accounts?.[change.subdomain] !== undefined) {
+        if ((await cache.member(endpoint.id, parent, change.subdomain)) !== null) {
           return count(await this.update(parent, change.subdomain, { label: change.label }, slot));
         }
         clearTimeout(state.pendingReverses.get(change.subdomain)?.timer);
@@ -543,9 +537,10 @@ export class ParentWatcher {
 
   /**
    * Patches what a notification proved of the subdomain name account `subdomain` (its label, its
-   * owner, or both) into the parent's entry and accounts, raising the entry's slot to `slot`:
-   * read, change, compare-and-set on the revision read, again when another write came in between.
-   * An entry that is not cached stays so (the next request reads the chain).
+   * owner, or both) into the parent's entry, raising the entry's slot to `slot`: the stored member
+   * fills in what the notification did not say, then `applyChanges` writes that one account (a
+   * member written at a later slot meanwhile wins). An entry that is not cached stays so (the next
+   * request reads the chain); one cached without its members is re-read.
    */
   private async update(
     parent: string,
@@ -554,32 +549,27 @@ export class ParentWatcher {
     slot: number,
   ): Promise<(typeof WS_NOTIFICATION_OUTCOME)['patched' | 'reread' | 'ignored']> {
     const { cache, endpoint } = this.deps;
-    for (let i = 0; i < PATCH_TRIES; i++) {
-      const read = await cache.getWithAccounts(endpoint.id, parent);
-      // Not cached: nothing to patch (the next request reads the chain).
-      if (!read) return WS_NOTIFICATION_OUTCOME.ignored;
-      if (!read.accounts) break;
-      const current = read.accounts[subdomain];
-      const label = change.label ?? current?.[0];
-      const owner = change.owner ?? current?.[1];
-      if (label === undefined || owner === undefined) break;
-      const stored = this.honoured(read.entry.slot) ?? 0;
-      if (current?.[0] === label && current[1] === owner && stored >= slot) {
-        return WS_NOTIFICATION_OUTCOME.ignored;
-      }
-      const accounts: EntryAccounts = { ...read.accounts, [subdomain]: [label, owner] };
-      const outcome = await cache.patch(
+    const state = this.watched.get(parent);
+    const current = await cache.member(endpoint.id, parent, subdomain);
+    const label = change.label ?? current?.label;
+    const owner = change.owner ?? current?.owner;
+    if (label !== undefined && owner !== undefined && state) {
+      const reverse = toBase58(reverseKeyFromDomainKey(subdomain, state.parentKey));
+      // One script touching this account only; a notification older than the member is ignored.
+      const applied = await cache.applyChanges(
         endpoint.id,
         parent,
-        read.entry.rev ?? 0,
-        { ...read.entry, labels: labelsOf(accounts), slot: Math.max(stored, slot) },
-        accounts,
+        [{ account: subdomain, reverse, member: [label, owner] }],
+        slot,
       );
-      if (outcome === 'missing') return WS_NOTIFICATION_OUTCOME.ignored;
-      if (outcome === 'written') {
+      if (applied.outcome === 'written') {
         await this.announce(parent);
         return WS_NOTIFICATION_OUTCOME.patched;
       }
+      if (applied.outcome === 'unchanged') return WS_NOTIFICATION_OUTCOME.ignored;
+      // Not cached: nothing to patch (the next request reads the chain). Cached without its
+      // members: only a scan can tell.
+      if (applied.rev === 0) return WS_NOTIFICATION_OUTCOME.ignored;
     }
     await this.reread(parent, slot);
     return WS_NOTIFICATION_OUTCOME.reread;
@@ -604,7 +594,6 @@ export class ParentWatcher {
     const scanCost = costOf(deps.costs, 'getProgramAccounts');
     type Due = {
       parent: string;
-      rev: number;
       entry: CacheEntry;
       accounts: EntryAccounts;
       keys: Array<[subdomain: string, reverse: string]>;
@@ -644,7 +633,6 @@ export class ParentWatcher {
       }
       due.push({
         parent,
-        rev: read.entry.rev ?? 0,
         entry: read.entry,
         accounts: read.accounts,
         keys: subdomains.map((s) => [s, toBase58(reverseKeyFromDomainKey(s, state.parentKey))]),
@@ -655,30 +643,18 @@ export class ParentWatcher {
     const atLeast = Math.max(...due.map((d) => this.honoured(d.entry.slot) ?? 0));
     const { exists, slot } = await this.existence(keys, atLeast > 0 ? atLeast : undefined);
     for (const d of due) {
-      const accounts: Record<string, Member> = {};
-      for (const [subdomain, reverse] of d.keys) {
-        const member = d.accounts[subdomain];
-        if (member && exists.get(subdomain) && exists.get(reverse)) accounts[subdomain] = member;
-      }
-      const dropped = Object.keys(accounts).length < d.keys.length;
-      const outcome = await cache.patch(
-        endpoint.id,
-        d.parent,
-        d.rev,
-        {
-          ...d.entry,
-          labels: labelsOf(accounts),
-          fetchedAt: startedAt,
-          // A check without a believed slot leaves the entry's as it was (unless past the ceiling).
-          slot:
-            slot === undefined
-              ? this.kept(d.entry.slot)
-              : Math.max(this.honoured(d.entry.slot) ?? 0, slot),
-        },
-        accounts,
-      );
-      // A conflict (a patch or a refresh came in between) is checked at the next round.
-      if (outcome !== 'written') continue;
+      const gone = d.keys
+        .filter(([subdomain, reverse]) => !exists.get(subdomain) || !exists.get(reverse))
+        .map(([subdomain]) => subdomain);
+      // Drops only the gone accounts, unless written past the check's slot (added since); a check
+      // without a believed slot leaves the entry's slot as it was.
+      const checked = await cache.markChecked(endpoint.id, d.parent, {
+        fetchedAt: startedAt,
+        slot,
+        gone,
+      });
+      if (checked.outcome !== 'written') continue;
+      const dropped = checked.dropped > 0;
       metrics.deletionChecks.inc({
         outcome: dropped ? DELETION_CHECK_OUTCOME.dropped : DELETION_CHECK_OUTCOME.unchanged,
       });
@@ -738,12 +714,6 @@ export class ParentWatcher {
    */
   private honoured(slot: number | undefined): number | undefined {
     return slot !== undefined && this.deps.slots.trusts(slot) ? slot : undefined;
-  }
-
-  /** An entry's slot unless the clock's ceiling is below it (a slot no chain has reached). */
-  private kept(slot: number | undefined): number | undefined {
-    const ceiling = this.deps.slots.ceiling();
-    return slot !== undefined && (ceiling === undefined || slot <= ceiling) ? slot : undefined;
   }
 
   /**

@@ -1,0 +1,202 @@
+import type { RedisClient } from '../redis.js';
+import { redisKeys } from '../redis-keys.js';
+
+/**
+ * How the worker that owns the chain stream follows it (docs/design.md, "Freshness"):
+ * - `program`: one subscription over the whole name program; every cached parent's entry is
+ *   patched as the chain changes.
+ * - `parents`: per-parent subscriptions of the hottest parents only (a provider refused the
+ *   program-wide one); the others are kept fresh by the clock.
+ * - `off`: no stream; every entry is kept fresh by the clock.
+ */
+export type FollowMode = 'program' | 'parents' | 'off';
+
+/** What `<prefix>:follow-status` holds. */
+export type FollowStatus = {
+  /**
+   * Unix ms since which no change was missed: entries fetched before it may lack a change the
+   * stream could not heal. Moves forward only.
+   */
+  readonly epoch: number;
+  /** Unix ms until which the stream is known healthy (the owner writes now + a few seconds). */
+  readonly healthyUntil: number;
+  readonly mode: FollowMode;
+};
+
+const MODES: ReadonlySet<string> = new Set<FollowMode>(['program', 'parents', 'off']);
+
+/**
+ * Whether `entry` is fresh by following the chain: the stream covers every parent (`program`),
+ * is healthy now, and has missed nothing since the entry was fetched (`fetchedAt >= epoch`). The
+ * other half of the rule, the window, is {@link SubdomainCache.freshness}'s.
+ *
+ * @param now Unix ms.
+ */
+export function followedFresh(
+  entry: { readonly fetchedAt: number },
+  status: FollowStatus | null | undefined,
+  now: number,
+): boolean {
+  return (
+    status !== null &&
+    status !== undefined &&
+    status.mode === 'program' &&
+    now < status.healthyUntil &&
+    entry.fetchedAt >= status.epoch
+  );
+}
+
+/**
+ * Sets the status, in one step that never moves `epoch` back (a worker taking the stream over
+ * with an older idea of it cannot make entries fresh again). KEYS[1] the status. ARGV: epoch,
+ * healthyUntil, mode, expiry (ms).
+ */
+const WRITE_STATUS = `
+local epoch = tonumber(ARGV[1])
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local ok, d = pcall(cjson.decode, raw)
+  if ok and type(d) == 'table' and type(d.epoch) == 'number' and d.epoch > epoch then
+    epoch = d.epoch
+  end
+end
+local value = '{"epoch":' .. string.format('%.0f', epoch) .. ',"healthyUntil":' .. ARGV[2] ..
+  ',"mode":"' .. ARGV[3] .. '"}'
+redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
+return value
+`;
+
+type StatusCommands = { snsWriteFollowStatus(...args: string[]): Promise<string> };
+
+function statusCommands(redis: RedisClient): StatusCommands {
+  const commands = redis as unknown as Partial<StatusCommands>;
+  if (!commands.snsWriteFollowStatus) {
+    redis.defineCommand('snsWriteFollowStatus', { numberOfKeys: 1, lua: WRITE_STATUS });
+  }
+  return redis as unknown as StatusCommands;
+}
+
+/** How long a written status lives when its writer stops (it is rewritten every second). */
+const STATUS_TTL_MS = 24 * 3_600_000;
+
+/**
+ * Writes `<prefix>:follow-status` (the worker that owns the stream, about every second, with
+ * `healthyUntil` a few seconds ahead). `epoch` never goes back: a lower one is raised to the
+ * stored one.
+ *
+ * @returns the status as stored.
+ * @throws TypeError when `epoch` or `healthyUntil` is not a safe non-negative integer, or `mode`
+ *   not a mode.
+ */
+export async function writeFollowStatus(
+  redis: RedisClient,
+  prefix: string,
+  status: FollowStatus,
+): Promise<FollowStatus> {
+  for (const field of ['epoch', 'healthyUntil'] as const) {
+    const value = status[field];
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new TypeError(`${field} ${String(value)} is not a time`);
+    }
+  }
+  if (!MODES.has(status.mode)) throw new TypeError(`mode ${String(status.mode)} is not a mode`);
+  const stored = await statusCommands(redis).snsWriteFollowStatus(
+    redisKeys(prefix).followStatus,
+    String(status.epoch),
+    String(status.healthyUntil),
+    status.mode,
+    String(STATUS_TTL_MS),
+  );
+  return parseFollowStatus(stored) ?? status;
+}
+
+/** The status as stored, or null when absent or of another shape (then: not followed). */
+export async function readFollowStatus(
+  redis: RedisClient,
+  prefix: string,
+): Promise<FollowStatus | null> {
+  return parseFollowStatus(await redis.get(redisKeys(prefix).followStatus));
+}
+
+function parseFollowStatus(raw: string | null): FollowStatus | null {
+  if (raw === null) return null;
+  try {
+    const v = JSON.parse(raw) as Record<string, unknown>;
+    if (
+      typeof v.epoch === 'number' &&
+      typeof v.healthyUntil === 'number' &&
+      typeof v.mode === 'string' &&
+      MODES.has(v.mode)
+    ) {
+      return { epoch: v.epoch, healthyUntil: v.healthyUntil, mode: v.mode as FollowMode };
+    }
+  } catch {
+    // Not JSON: not followed.
+  }
+  return null;
+}
+
+export type FollowStatusReaderOptions = {
+  /** Reads at most this often, in ms (500). */
+  intervalMs?: number;
+  /** The clock (Unix ms). */
+  now?: () => number;
+  /** Where a failed read is reported (the last status read is kept meanwhile). */
+  onError?: (err: unknown) => void;
+};
+
+/**
+ * The API's view of the follow status: read from Redis at most every `intervalMs` (500 ms), one
+ * read in flight shared by every caller, so deciding freshness per request costs nothing more. A
+ * status read at most that long ago may be behind the worker's: an epoch that moved is seen within
+ * half a second, and `healthyUntil` is compared with the clock at each decision, so a stream that
+ * stops is not trusted past it whatever the last read said.
+ */
+export class FollowStatusReader {
+  private status: FollowStatus | null = null;
+  private readAt = -Infinity;
+  private inflight: Promise<FollowStatus | null> | undefined;
+  private readonly intervalMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly prefix: string,
+    private readonly options: FollowStatusReaderOptions = {},
+  ) {
+    this.intervalMs = options.intervalMs ?? 500;
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * The last status read, synchronously (null before the first read, or without a status), and a
+   * read begun in the background when it is older than the interval. For paths that cannot wait
+   * (the in-process copy's warm hits).
+   */
+  current(): FollowStatus | null {
+    if (this.now() - this.readAt >= this.intervalMs) void this.read();
+    return this.status;
+  }
+
+  /**
+   * The status, read again when the last read is older than the interval (sharing a read in
+   * flight). A failed read answers the last status (null when none) and is reported to `onError`.
+   */
+  async read(): Promise<FollowStatus | null> {
+    if (this.now() - this.readAt < this.intervalMs) return this.status;
+    this.inflight ??= readFollowStatus(this.redis, this.prefix)
+      .then(
+        (status) => {
+          this.status = status;
+          this.readAt = this.now();
+          return status;
+        },
+        (err: unknown) => {
+          this.options.onError?.(err);
+          return this.status;
+        },
+      )
+      .finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+}

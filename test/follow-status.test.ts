@@ -1,0 +1,144 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  followedFresh,
+  FollowStatusReader,
+  readFollowStatus,
+  writeFollowStatus,
+  type FollowStatus,
+} from '../src/core/cache/follow-status.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { ParentTouches } from '../src/api/subdomains/parent-touches.js';
+import { deletePrefix, uniquePrefix } from './support/gateway.js';
+
+describe('follow status', () => {
+  const prefix = uniquePrefix();
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+
+  it('is written and read back, and its epoch never moves back', async () => {
+    expect(await readFollowStatus(redis, prefix)).toBeNull();
+    const status: FollowStatus = { epoch: 5_000, healthyUntil: 9_000, mode: 'program' };
+    expect(await writeFollowStatus(redis, prefix, status)).toEqual(status);
+    expect(await readFollowStatus(redis, prefix)).toEqual(status);
+    const behind = { epoch: 4_000, healthyUntil: 10_000, mode: 'parents' } as const;
+    expect(await writeFollowStatus(redis, prefix, behind)).toEqual({ ...behind, epoch: 5_000 });
+    expect(await readFollowStatus(redis, prefix)).toEqual({ ...behind, epoch: 5_000 });
+    await expect(
+      writeFollowStatus(redis, prefix, { ...status, epoch: Number.NaN }),
+    ).rejects.toThrow(TypeError);
+    await expect(
+      writeFollowStatus(redis, prefix, { ...status, mode: 'all' as 'off' }),
+    ).rejects.toThrow(TypeError);
+    await redis.set(redisKeys(prefix).followStatus, '{"epoch":"x"}');
+    expect(await readFollowStatus(redis, prefix)).toBeNull();
+  });
+
+  it('is read at most every interval, one read shared by concurrent callers', async () => {
+    const own = `${prefix}:reader`;
+    let now = 1_000_000;
+    let reads = 0;
+    const counting = new Proxy(redis, {
+      get(target, name, receiver) {
+        if (name === 'get') {
+          return (key: string) => {
+            reads++;
+            return target.get(key);
+          };
+        }
+        return Reflect.get(target, name, receiver) as unknown;
+      },
+    });
+    const reader = new FollowStatusReader(counting, own, { now: () => now });
+    // Nothing read yet: null at once, and a read begins in the background, which read() joins.
+    expect(reader.current()).toBeNull();
+    expect(await reader.read()).toBeNull();
+    expect(reads).toBe(1);
+    const status: FollowStatus = { epoch: 1, healthyUntil: 2, mode: 'program' };
+    await writeFollowStatus(redis, own, status);
+    expect(await reader.read()).toBeNull();
+    now += 500;
+    const all = await Promise.all([reader.read(), reader.read(), reader.read()]);
+    expect(all).toEqual([status, status, status]);
+    expect(reads).toBe(2);
+    now += 499;
+    await writeFollowStatus(redis, own, { ...status, healthyUntil: 3 });
+    expect(await reader.read()).toEqual(status);
+    expect(reader.current()).toEqual(status);
+    expect(reads).toBe(2);
+    now += 1;
+    expect(await reader.read()).toEqual({ ...status, healthyUntil: 3 });
+    expect(reads).toBe(3);
+  });
+
+  it('makes an entry fresh past its window only while the whole program is followed, healthy, since before its fetch', () => {
+    const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
+    const now = 10_000_000;
+    const entry = { labels: [], fetchedAt: now - 120_000 };
+    const healthy: FollowStatus = {
+      epoch: now - 200_000,
+      healthyUntil: now + 3_000,
+      mode: 'program',
+    };
+    expect(cache.freshness(entry, now)).toBe('stale');
+    expect(cache.freshness(entry, now, healthy)).toBe('fresh');
+    expect(cache.freshMsLeft(entry, now, healthy)).toBe(3_000);
+    expect(followedFresh(entry, healthy, now)).toBe(true);
+    for (const status of [
+      { ...healthy, healthyUntil: now },
+      { ...healthy, epoch: entry.fetchedAt + 1 },
+      { ...healthy, mode: 'parents' as const },
+      { ...healthy, mode: 'off' as const },
+      null,
+    ]) {
+      expect(cache.freshness(entry, now, status)).toBe('stale');
+      expect(cache.freshMsLeft(entry, now, status)).toBe(0);
+    }
+    // The window still counts on its own, and the later of the two ends wins.
+    const young = { labels: [], fetchedAt: now - 1_000 };
+    expect(cache.freshMsLeft(young, now, healthy)).toBe(59_000);
+    expect(cache.freshMsLeft(young, now, { ...healthy, mode: 'off' })).toBe(59_000);
+  });
+});
+
+describe('ParentTouches', () => {
+  it('touches a parent at most once a minute per process, and again once forgotten or failed', async () => {
+    const calls: Array<[string, string, number]> = [];
+    let fail = false;
+    const cache = {
+      touch: async (endpointId: string, parent: string, now: number) => {
+        calls.push([endpointId, parent, now]);
+        if (fail) throw new Error('redis down');
+        return true;
+      },
+    } as unknown as SubdomainCache;
+    const errors: string[] = [];
+    const touches = new ParentTouches({
+      cache,
+      onError: (_err, parent) => errors.push(parent),
+      max: 2,
+    });
+    for (let i = 0; i < 5; i++) touches.used('e', 'a', 1_000 + i);
+    expect(calls).toEqual([['e', 'a', 1_000]]);
+    touches.used('e', 'b', 2_000);
+    touches.used('other', 'a', 2_000);
+    expect(calls).toHaveLength(3);
+    // Bounded memory: 'a' of 'e' was the oldest of three, forgotten, so touched again (early).
+    touches.used('e', 'a', 3_000);
+    expect(calls).toHaveLength(4);
+    fail = true;
+    touches.used('e', 'c', 4_000);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(errors).toEqual(['c']);
+    fail = false;
+    touches.used('e', 'c', 4_001);
+    expect(calls.at(-1)).toEqual(['e', 'c', 4_001]);
+  });
+});
