@@ -62,7 +62,7 @@ const originList = z.preprocess(
           ctx.addIssue({ code: 'custom', message: `"${shown(item)}" is not an http(s) origin` });
           continue;
         }
-        // A credential in an origin entry would never be matched and would sit in config for nothing.
+        // A credential in an origin would never match and would sit in config for nothing.
         const url = new URL(item);
         if (url.username !== '' || url.password !== '') {
           ctx.addIssue({
@@ -111,7 +111,7 @@ const clusterNodes = z.preprocess(
  */
 export const MAX_REDIS_DB = 15;
 
-/** The database `url` names as ioredis reads it (path `/N`, else `?db=`, else 0), or why unusable. */
+/** `url`'s database as ioredis reads it (path `/N`, else `?db=`, else 0), or why unusable. */
 export function redisUrlDatabase(url: string): number | string {
   const parsed = new URL(url);
   const path = parsed.pathname === '/' ? '' : parsed.pathname;
@@ -269,8 +269,8 @@ export const configSchema = z
     HOT_KEYS_TOP_N: int(0, 100_000, 100),
     HOT_KEYS_MAX_TRACKED: int(1, 10_000_000, 10_000),
     /**
-     * Distinct clients a parent needs before unbilled work (refresh ahead, follow) is done for it; at
-     * most HOT_PARENT_CLIENT_CAP.
+     * Distinct clients a parent needs before unbilled work (refresh ahead, follow) is done for
+     * it; at most HOT_PARENT_CLIENT_CAP.
      */
     HOT_KEYS_MIN_CLIENTS: int(1, 16, 2),
     COLD_MISS_LIMIT: int(1, 1_000_000, 30),

@@ -1,6 +1,6 @@
-/** Typed errors and the error envelope; contract texts: docs/design.md, "Endpoints and the error contract". */
+/** Typed errors and the envelope (docs/design.md, "Endpoints and the error contract"). */
 
-/** `result` is the contract's text (clients branch on it and the status); `detail` is for people. */
+/** `result` is the contract's text (clients branch on it); `detail` is for people. */
 export type ErrorEnvelope = { s: 'error'; result: string; detail?: string };
 
 export const ERROR_TEXT = {
@@ -11,7 +11,7 @@ export const ERROR_TEXT = {
 
 /** Options of a {@link GatewayError}. */
 export type GatewayErrorOptions = ErrorOptions & {
-  /** The envelope's `detail`; client input in it goes through {@link echoInput}, never upstream text. */
+  /** The envelope's `detail`: client input via {@link echoInput}, never upstream text. */
   detail?: string;
 };
 

@@ -14,7 +14,7 @@ import { redisKeys } from './redis-keys.js';
 
 /**
  * Redis commands the gateway needs, by sender (README, "Redis permissions"); calls inside Lua
- * scripts count. BullMQ's list is what its scripts call (test/redis-permissions.test.ts reads them).
+ * scripts count. BullMQ's list is what its scripts call (test/redis-permissions.test.ts).
  */
 export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[] = [
   {

@@ -674,7 +674,7 @@ export class SimChain implements ChainView {
     }).signature;
   }
 
-  /** Writes a reverse record; returns the registrar's createReverse with inner Create and Update. */
+  /** Writes a reverse record; returns the registrar's createReverse (inner Create, Update). */
   #writeReverse(
     payer: PublicKey,
     nameKey: PublicKey,

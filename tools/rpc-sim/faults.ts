@@ -18,7 +18,7 @@ export type FaultKind =
 export interface FaultScope {
   /** The next `times` matching requests (default all). */
   times?: number;
-  /** Only requests calling this method (a batch if any element does; `rpc-error` hits those elements). */
+  /** Only requests calling this method (a batch if any element does; `rpc-error` hits those). */
   method?: string;
 }
 

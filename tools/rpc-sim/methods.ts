@@ -75,7 +75,7 @@ const HANDLERS: Record<string, Handler> = {
   getVersion: () => JSON.stringify({ 'solana-core': SIM_SOLANA_VERSION, 'feature-set': 1 }),
 };
 
-/** Chain-changing methods for driving a simulator with curl; no real node has them (`sim` prefix). */
+/** Chain-changing methods for driving a simulator with curl; no real node has them. */
 const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => ResultJson> = {
   simAddSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
@@ -290,7 +290,10 @@ function visible(
   return !finalized || slot - tx.slot >= FINALIZED_DEPTH;
 }
 
-/** History commitment: at least confirmed, default finalized (agave's `check_is_at_least_confirmed`); true if finalized. */
+/**
+ * History commitment: at least confirmed, default finalized (agave's
+ * `check_is_at_least_confirmed`); true if finalized.
+ */
 function readHistoryCommitment(config: Config): boolean {
   const { commitment } = config;
   readContext({ commitment }, 0);

@@ -200,7 +200,7 @@ export class PubSubServer {
     return ids.sort((a, b) => a - b);
   }
 
-  /** Sends `text` as-is on subscription `id`'s socket; false when no open, unfrozen one holds it. */
+  /** Sends `text` as-is on subscription `id`'s socket; false if no open, unfrozen one has it. */
   sendRaw(id: number, text: string): boolean {
     const client = this.#holder(id);
     return client !== undefined && this.#send(client, text);
@@ -397,7 +397,7 @@ export class PubSubServer {
     }
   }
 
-  /** Transaction listener: logsNotification to subscriptions it passes (`mentions`: any account key, as agave). */
+  /** Transaction listener: a logsNotification per passing subscription (`mentions`: any key). */
   #notifyLogs(tx: SimTransaction): void {
     if (this.#logsSubs.size === 0) return;
     let value: string | undefined;

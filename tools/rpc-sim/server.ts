@@ -44,7 +44,7 @@ export interface RpcSimulatorOptions {
   port?: number;
   /** Default 0 (ephemeral); real nodes (and the CLI) use the HTTP port + 1, as web3.js derives. */
   wsPort?: number;
-  /** Ms the HTTP reads lag behind the chain (the websocket sees writes at once); see `setHttpLagMs`. */
+  /** Ms HTTP reads lag behind the chain (the websocket sees writes at once); see `setHttpLagMs`. */
   httpLagMs?: number;
   /**
    * Ms a transaction stays unknown to `getTransaction`/`getSignaturesForAddress` (at least the
@@ -84,7 +84,7 @@ export interface RpcSimulator {
   readonly wsCalls: WsCallRecord[];
   /** Websocket counters; `bytesSent` counts every text frame, for credit accounting. */
   wsStats(): WsStats;
-  /** Destroys every websocket without a close frame (clients see 1006), as providers do; returns the count. */
+  /** Destroys every websocket without a close frame (1006), as providers do; returns the count. */
   dropSockets(): number;
   /** false: refuse new upgrades with 503, like a provider without websockets (open ones stay). */
   setWebsocketAvailable(available: boolean): void;

@@ -33,7 +33,7 @@ export interface SimInstruction {
    * ("InvalidArgument"), `text` the runtime's line. Later instructions do not run.
    */
   readonly fails?: { message: string; error: string; text: string };
-  /** jsonParsed `{type, info}` where agave parses (system program); `info` lazy (base58 is slow). */
+  /** jsonParsed `{type, info}` where agave parses (system program); `info` lazy: base58 is slow. */
   readonly parsed?: { program: string; type: string; info: () => Record<string, unknown> };
 }
 
@@ -508,7 +508,7 @@ export function compileKeys(
   };
 }
 
-/** Runtime log lines and compute units of `instructions` (invoke, own logs, CPIs, consumed, success). */
+/** The runtime's log lines and compute units of `instructions`. */
 export function renderLogs(instructions: readonly SimInstruction[]): {
   logs: string[];
   units: number;
@@ -591,7 +591,7 @@ export function blockhashOf(slot: number): string {
 /** Encodings `getTransaction` serves. */
 export type TransactionEncoding = 'json' | 'jsonParsed';
 
-/** Finalized at {@link FINALIZED_DEPTH} slots deep (a mainnet root), else confirmed (no forks here). */
+/** Finalized at {@link FINALIZED_DEPTH} slots deep (a mainnet root), else confirmed (no forks). */
 export function confirmationOf(slot: number, nodeSlot: number): 'confirmed' | 'finalized' {
   return nodeSlot - slot >= FINALIZED_DEPTH ? 'finalized' : 'confirmed';
 }

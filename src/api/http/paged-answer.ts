@@ -6,7 +6,7 @@ import { CORS_HEADERS } from '../../core/http/cors.js';
 import type { RenderedAnswer } from './rendered.js';
 import { MAX_PAGE_LIMIT } from '../../core/http/page-params.js';
 
-/** Pages and prefixes over HTTP (docs/design.md, "Pages and prefixes"); selection: ../subdomains. */
+/** Pages and prefixes over HTTP (docs/design.md, "Pages and prefixes"). */
 
 /**
  * `?limit=` checked as a string: ajv's coercion would read `1e3`, `0x10`, ` 2`, `Infinity`. No

@@ -25,7 +25,7 @@ const NOT_A_PREFLIGHT = JSON.stringify(
   ),
 );
 
-/** @fastify/cors answers a non-preflight `OPTIONS` with a text/plain 400; this sends the envelope. */
+/** @fastify/cors answers a non-preflight `OPTIONS` a text/plain 400; this sends the envelope. */
 export const preflightErrorAsEnvelope: onSendHookHandler = (_req, reply, payload, done) => {
   if (reply.statusCode !== 400) return done(null, payload);
   reply.type('application/json; charset=utf-8');

@@ -26,7 +26,7 @@ export type ReadinessParts = {
   queue?: boolean;
 };
 
-/** `ready`: Redis answers and no shutdown began; refused writes leave it ready (derivations work). */
+/** `ready`: Redis answers, no shutdown began; refused writes leave it ready (derivations work). */
 export type Readiness = { ready: boolean; parts: ReadinessParts };
 
 /** What the ops routes need. */

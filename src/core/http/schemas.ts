@@ -146,7 +146,7 @@ export const HEADER = {
   },
 } as const;
 
-/** An error status of a route for OpenAPI (the plugin declares the envelope via {@link useSchemas}). */
+/** A route's error status for OpenAPI (the plugin declares the envelope: {@link useSchemas}). */
 export function errorResponse(
   description: string,
   result: string,

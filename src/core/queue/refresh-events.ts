@@ -1,7 +1,7 @@
 import { databaseOf, type RedisClient } from '../redis.js';
 import { redisKeys } from '../redis-keys.js';
 
-/** Told to waiting requests after each attempt: "look now" or "failed, and why"; the entry is the truth. */
+/** Sent to waiting requests after each attempt: "look now" or "failed, and why". */
 export type RefreshEvent = { endpointId: string; parent: string } & (
   { ok: true } | { ok: false; reason: FailureReason }
 );
@@ -114,7 +114,7 @@ export class RefreshListener {
     this.subscribed = true;
   }
 
-  /** Every event reaches this process (no drop since subscribing): only then is a local copy coherent. */
+  /** No drop since subscribing: only then is a process-local copy of entries coherent. */
   get live(): boolean {
     return this.subscribed;
   }

@@ -62,7 +62,7 @@ export type RefreshJobData = {
   minContextSlot?: number;
 };
 
-/** Dedup id of a cache key: BullMQ forbids `:` in ids; the hash keeps Unicode labels out of keys. */
+/** Dedup id of a cache key: BullMQ forbids `:` in ids; a hash keeps labels out of its keys. */
 export function refreshDedupId(cacheKey: string): string {
   return createHash('sha256').update(cacheKey).digest('hex').slice(0, 40);
 }

@@ -113,7 +113,7 @@ const DEFAULT_LIMITS: HostCheckLimits = {
   cacheSize: 1_000,
 };
 
-/** Run before a request starts a DNS resolution: the route charges the per-client limit (throws to refuse). */
+/** Run before a request starts a DNS lookup: charges the per-client limit (throws to refuse). */
 export type BeforeLookup = () => Promise<void>;
 
 /**

@@ -36,7 +36,7 @@ export class SlotClock {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** Records an HTTP reply's `slot` seen at `at` (ms, this clock) and says whether to believe it. */
+  /** Records an HTTP reply's `slot` seen at `at` (ms) and says whether to believe it. */
   observe(slot: unknown, at: number = this.now()): SlotVerdict {
     if (!isSlot(slot) || !Number.isFinite(at)) return 'invalid';
     const seen = { slot, at };

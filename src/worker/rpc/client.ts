@@ -53,7 +53,7 @@ export type ReplyDecoder<T> = (body: Buffer, context: ReplyContext) => T | Promi
 /** Options of one {@link RpcClient.call}. */
 export type RpcCallOptions<T> = {
   signal?: AbortSignal;
-  /** Always a decode thread's (../sns/decode-thread.ts): no reply is parsed on the caller's thread. */
+  /** A decode thread's (../sns/decode-thread.ts): no reply is parsed on the main thread. */
   decode: ReplyDecoder<T>;
 };
 

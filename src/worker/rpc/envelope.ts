@@ -1,7 +1,7 @@
 import type { RpcOutcome } from '../../core/metrics.js';
 import { JsonBoundsError, parseBoundedJson, RPC_JSON_BOUNDS } from './bounded-json.js';
 
-/** The JSON-RPC envelope, apart from ./client.ts so decode threads need not load p-retry or sockets. */
+/** The JSON-RPC envelope, apart from ./client.ts so decode threads load no p-retry or sockets. */
 
 /** A failed JSON-RPC call, classified for metrics and retry; the message is for logs only. */
 export class RpcCallError extends Error {

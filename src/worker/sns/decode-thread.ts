@@ -242,7 +242,7 @@ export class DecodeThread {
     this.headTimer.unref();
   }
 
-  /** `worker` is gone or abandoned: its tasks fail (head with `error(true)`); the next starts a thread. */
+  /** `worker` is gone: its tasks fail (head with `error(true)`); the next starts a thread. */
   private lost(worker: Worker, error: (head: boolean) => Error): void {
     if (this.worker !== worker) return;
     this.worker = undefined;

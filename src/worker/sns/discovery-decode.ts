@@ -31,7 +31,7 @@ export const SCAN_SLICE = Object.freeze({
 /** Offsets in a {@link SCAN_SLICE}. */
 export const SLICE_AT = Object.freeze({ owner: 1, class: 33, data: 65 });
 const CLASS_B64_AT = (SLICE_AT.class / 3) * 4;
-/** The reverse class's first 30 bytes in base64, found at {@link CLASS_B64_AT} in reverse slices. */
+/** The reverse class's first 30 bytes in base64, at {@link CLASS_B64_AT} in reverse slices. */
 const REVERSE_CLASS_B64_PREFIX = REVERSE_LOOKUP_CLASS.subarray(0, 30).toString('base64');
 
 /** Base58 of a 32-byte key. */
@@ -181,7 +181,7 @@ export function classifyProgramAccounts(
     children: members.map((m) => m[1]),
     owners: members.map((m) => m[2]),
     waiting: [...waiting].map(([reverse, found]) => ({ reverse, ...found })),
-    // Only cut texts some subdomain points at: fetching others would let a reply cause calls for nothing.
+    // Only texts a subdomain points at: others would let a reply cause calls for nothing.
     truncated: [...waiting.keys()],
     slot,
     accounts: accounts.length,
@@ -212,7 +212,7 @@ export const reverseTextSlice = (maxTextBytes: number) => ({
 /**
  * Each reverse text of a {@link reverseTextSlice} reply, or null for a record gone since.
  *
- * @throws RpcCallError (final) for a wrong count, a non-reverse slice, or a text over `maxTextBytes`.
+ * @throws RpcCallError (final) for a wrong count, a non-reverse slice, a text past `maxTextBytes`.
  */
 export function decodeReverseTexts(
   method: string,

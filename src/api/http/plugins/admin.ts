@@ -14,7 +14,7 @@ const UNAUTHORIZED = errorEnvelope(
   'send ADMIN_TOKEN as a Bearer token, or as the password of HTTP Basic',
 );
 
-/** Basic credentials carry `token` as password (any user); SHA-256 digests compared in constant time. */
+/** Basic credentials carry `token` as password (any user), compared in constant time. */
 function basicPasswordIs(token: string): (credentials: string) => boolean {
   const expected = createHash('sha256').update(token).digest();
   return (credentials) => {
@@ -30,7 +30,7 @@ function basicPasswordIs(token: string): (credentials: string) => boolean {
  * Basic challenge.
  */
 export async function adminPlugin(app: FastifyInstance, opts: { queue: Queue; token: string }) {
-  // rfc6749 mode: the scheme is case-insensitive (RFC 9110 §11.1). Refusals are client mistakes: debug.
+  // rfc6749 mode: the scheme is case-insensitive (RFC 9110 §11.1). Refusals are client mistakes.
   const common = { specCompliance: 'rfc6749', verifyErrorLogLevel: 'debug' } as const;
   // No hook of its own: ours picks Bearer or Basic and answers with the envelope.
   await app.register(bearerAuth, { ...common, keys: [opts.token], addHook: false });

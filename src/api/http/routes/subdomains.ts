@@ -51,7 +51,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   useSchemas(app, [errorEnvelopeSchema, subdomainList]);
   const cached = cachedAnswers(app, deps);
 
-  /** Sends the whole list, or the page asked for (same entry, same caching headers) with `X-Total-Count`. */
+  /** Sends the whole list, or the page asked for (same caching headers) with `X-Total-Count`. */
   const send = (
     reply: FastifyReply,
     endpoint: RpcEndpoint,
