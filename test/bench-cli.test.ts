@@ -47,13 +47,14 @@ async function inTwos<T>(tasks: Array<() => Promise<T>>): Promise<T[]> {
 }
 
 describe('bench scripts', () => {
-  it('are the seven the README lists', () => {
+  it('are the eight the README lists', () => {
     expect(benches.map((b) => b.name).sort()).toEqual(
       [
         'bench',
         'bench:ab',
         'bench:freshness',
         'bench:hostile',
+        'bench:longtail',
         'bench:memory',
         'bench:profile',
         'soak',

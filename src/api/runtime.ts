@@ -18,8 +18,8 @@ import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
-import { ParentTouches } from './subdomains/parent-touches.js';
 import { CreditBudget } from '../core/rpc/budget.js';
+import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
 
@@ -154,8 +154,6 @@ async function openApi(
     hotParents,
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
-    follow,
-    touches,
     // The configured endpoint's daily credit budget, read from Redis at most every second.
     budget: new CreditBudget({
       redis: command,
@@ -164,6 +162,8 @@ async function openApi(
       freshMs: config.CACHE_FRESH_MS,
       metrics,
     }),
+    follow,
+    touches,
   });
   const details = new DetailsViews({
     cache,

@@ -2,20 +2,14 @@ import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { redactErrorFields, redactLine, redactUrl } from './redact.js';
 
-/**
- * Errors as pino serializes them, less the arguments of any failed Redis command in them (an
- * `AUTH`'s password, a job's data; see {@link redactErrorFields}); an `err` field that is not an
- * Error is walked the same way.
- */
+/** pino's error serializer, less the arguments of any failed Redis command. */
 export function serializeError(err: unknown): unknown {
   return redactErrorFields(err, (e) => pino.stdSerializers.err(e));
 }
 
 /**
- * The process logger (pino, JSON lines). No secret reaches a line: request URLs are logged with
- * `?rpc=` redacted, nothing that could hold a credential (headers, override URLs) is serialized,
- * errors lose the arguments of the Redis command they carry, and every line, whatever wrote it,
- * is cleared of URL credentials and `?rpc=` values last (src/core/redact.ts).
+ * The process logger (pino, JSON lines). Secrets are kept out by serializers (URLs redacted, no
+ * headers) and, last, by {@link redactLine} on every line.
  */
 export function createLogger(
   level: Config['LOG_LEVEL'],
@@ -40,11 +34,8 @@ export function createLogger(
 }
 
 /**
- * A warning that may come many times a second (a provider's bad frames, a flood): the first is
- * logged at once, then at most one per `everyMs` milliseconds, carrying `repeats`, how many were
- * left out since the last line.
- *
- * @returns the function to call instead of `logger.warn(fields, message)`.
+ * A warning that may fire many times a second: the first at once, then one per `everyMs` at
+ * most, with `repeats` left out.
  */
 export function occasionalWarning(
   logger: Logger,

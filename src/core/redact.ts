@@ -1,10 +1,7 @@
-/** The parameter whose value may hold an API key (an override RPC URL). */
+/** This parameter's value may hold an API key (an override RPC URL). */
 const SECRET_PARAM = 'rpc';
 
-/**
- * A query parameter's name as the router's query parser reads it (fast-querystring, Fastify's
- * default): `+` is a space, percent-escapes are decoded, a malformed escape leaves it as sent.
- */
+/** A query parameter's name as fast-querystring (Fastify's default) decodes it. */
 function decodedName(pair: string): string {
   const eq = pair.indexOf('=');
   const raw = (eq === -1 ? pair : pair.slice(0, eq)).replace(/\+/g, ' ');
@@ -17,21 +14,14 @@ function decodedName(pair: string): string {
 }
 
 /**
- * Replaces the value of `?rpc=` in a request URL, for logs: an override URL may carry an API key
- * (README, "`?rpc=` overrides": never logged in clear). A parameter is redacted when its name, as
- * the route reads it, is `rpc` (in any case), so `?r%70c=` is caught as well as `?rpc=`; and so
- * is a name that is `rpc` once its other characters are dropped (`rpc[]`, `rpc.`, `;rpc`): the
- * route does not read those, but a client that mistyped the name sent its secret all the same.
- * The rest of the URL is kept for debugging.
+ * `?rpc=` values replaced by `[redacted]` in a request target, for logs. Matches any name that is
+ * `rpc` once decoded, lowercased and stripped of non-letters (`r%70c`, `rpc[]`): a mistyped name
+ * still carries the secret.
  *
- * @param url a request target (`/path?query`), as received.
- * @param opts.keepEmpty keep a parameter whose value has no letter or digit (prose such as
- *   "without ?rpc=." holds no secret).
- * @returns the same target with each such parameter written `rpc=[redacted]`.
+ * @param opts.keepEmpty keep a value with no letter or digit (prose such as "without ?rpc=.").
  */
 export function redactUrl(url: string, opts: { keepEmpty?: boolean } = {}): string {
-  // The router starts the query at the first `?` or `#` (find-my-way): so must this, or
-  // `/subdomains/x#rpc=...` reaches the route with `rpc` set and is logged in clear.
+  // find-my-way starts the query at the first `?` or `#`; so must this, or `x#rpc=` leaks.
   const q = url.search(/[?#]/);
   if (q === -1) return url;
   const params = url
@@ -52,22 +42,17 @@ export function redactUrl(url: string, opts: { keepEmpty?: boolean } = {}): stri
 }
 
 /**
- * A URL's credentials (`scheme://user:password@`) anywhere in a text, up to the last `@` before
- * the host: a password may hold an `@`. JSON escapes (`\"`) are part of it; a bare `"` (the end
- * of a JSON string), a space or a `/` end it.
+ * URL credentials, up to the last `@` (a password may hold one); JSON escapes are part of them,
+ * a bare `"`, space or `/` ends them.
  */
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)(?:[^\s"\\/]|\\.)+@/gi;
 
-/** A run of text holding a `?` or `#`: a URL or request target, as logs carry them. */
+/** Text holding a `?` or `#`: a URL or request target. */
 const URL_LIKE = /[^\s"]*[?#][^\s"]*/g;
 
 /**
- * Removes secrets from one log line, whatever logged it (the logger's last step, so a library's
- * message or a field nobody thought of is covered too): the credentials of any URL
- * (`redis://user:password@host` -> `redis://[redacted]@host`) and the value of any `?rpc=`
- * parameter (see {@link redactUrl}).
- *
- * @param line a serialized log line (JSON), or any text.
+ * Removes URL credentials and `?rpc=` values from one log line, whatever wrote it (the logger's
+ * last step).
  */
 export function redactLine(line: string): string {
   return line
@@ -75,17 +60,11 @@ export function redactLine(line: string): string {
     .replace(URL_LIKE, (url) => redactUrl(url, { keepEmpty: true }));
 }
 
-/** How deep {@link redactErrorFields} looks into an error's fields. */
 const MAX_DEPTH = 8;
 
 /**
- * A copy of an error's serialized fields without the arguments of any Redis command it carries:
- * ioredis puts the failed command on its errors (`command: {name, args}`), and those arguments
- * are an `AUTH`'s user and password, or a job's data with an override's URL. The command's name
- * stays. Errors nested in it (arrays of them included, which would serialize as their bare
- * fields) go through `serializeError` first.
- *
- * @param serializeError pino's error serializer (its `type`, `message`, `stack` and fields).
+ * A copy of an error's serialized fields with the `args` of any ioredis `command` redacted (an
+ * `AUTH`'s password, a job's data). Nested errors go through `serializeError` first.
  */
 export function redactErrorFields(
   value: unknown,

@@ -13,11 +13,8 @@ import {
 import { redisKeys } from './redis-keys.js';
 
 /**
- * The Redis commands the gateway needs, by who sends them (README, "Redis permissions"). Commands
- * inside Lua scripts count: Redis checks a script's calls against the user's permissions too.
- * Every key is under `QUEUE_PREFIX` (`~<prefix>:*`) and the one channel too (`&<prefix>:*`).
- * BullMQ's list is every command its Lua scripts call (test/redis-permissions.test.ts reads
- * them), and the few it sends itself.
+ * Redis commands the gateway needs, by sender (README, "Redis permissions"); calls inside Lua
+ * scripts count. BullMQ's list is what its scripts call (test/redis-permissions.test.ts).
  */
 export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[] = [
   {
@@ -60,9 +57,8 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
 ];
 
 /**
- * Commands used when allowed, not needed: `INFO` (BullMQ reads the Redis version and warns about
- * the eviction policy; ioredis waits while Redis loads its data), `CLIENT SETNAME` (connection
- * names in `CLIENT LIST`), `COMMAND INFO` (categories in the start-up check's message).
+ * Used when allowed: `INFO` (BullMQ's version check; ioredis's loading wait), `CLIENT SETNAME`,
+ * `COMMAND INFO` (categories in the start-up message).
  */
 export const REDIS_OPTIONAL: readonly { command: string; for: string }[] = [
   { command: 'info', for: "BullMQ's version check and ioredis's ready check" },
@@ -71,9 +67,8 @@ export const REDIS_OPTIONAL: readonly { command: string; for: string }[] = [
 ];
 
 /**
- * How each command is checked: its arguments, `{k}` standing for a key under the prefix and
- * `{c}` for the refresh-event channel (Redis checks key and channel patterns with the command).
- * Commands absent here are checked with one key.
+ * Arguments each command is checked with, `{k}` a key under the prefix, `{c}` the event channel
+ * (Redis checks key and channel patterns too); absent: one key.
  */
 const CHECK_ARGS: Readonly<Record<string, string>> = {
   mget: '{k} {k}',
@@ -140,11 +135,9 @@ const CHECK_ARGS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Checks commands against the caller's permissions without running any
- * (`redis.acl_check_cmd`, Redis 7.0 and later). ARGV holds the argument vectors one after the
- * other (the command's name, then its arguments), each ended by an empty string. A refused one is
- * checked again without its arguments: allowed then, its key or channel was refused. Returns
- * `name, reason` pairs, flat (reason `command` or `key-or-channel`).
+ * Checks argument vectors (each ended by an empty string) with `redis.acl_check_cmd` (Redis 7+)
+ * without running them; a refused one is rechecked bare to tell a refused key/channel apart.
+ * Returns flat `name, reason` pairs.
  */
 const ACL_CHECK = `
 local out, argv = {}, {}
@@ -172,14 +165,14 @@ export type RefusedCommand = { command: string; reason: 'command' | 'key-or-chan
 export type PermissionReport =
   | {
       checked: true;
-      /** Needed commands refused, each once. */
+      /** Needed commands refused, once each. */
       refused: RefusedCommand[];
-      /** Optional commands refused (`info`, `client|setname`, `command|info`). */
+      /** Optional commands refused. */
       optionalRefused: string[];
     }
   | { checked: false; reason: string; optionalRefused: string[] };
 
-/** The argument vector a command is checked with (see CHECK_ARGS), its key and channel filled in. */
+/** A command's checked argument vector, key and channel filled in. */
 function checkArgv(command: string, key: string, channel: string, db: number): string[] {
   const fill: Record<string, string> = { '{k}': key, '{c}': channel, '{db}': String(db) };
   // A quoted script text is one argument; the rest splits on spaces.
@@ -196,16 +189,12 @@ export function neededCommands(db: number): string[] {
 }
 
 /**
- * Asks Redis which of the commands the gateway needs ({@link REDIS_NEEDS}) and may use
- * ({@link REDIS_OPTIONAL}) the connection's user may not run, with keys under `prefix` and the
- * refresh-event channel, in one `EVAL` that runs none of them (`redis.acl_check_cmd`). Before
- * Redis 7.0 (no `acl_check_cmd`; a Redis before 6 has no ACL at all) the check cannot run:
- * `checked: false`. `INFO` is also tried for real (one `INFO server`), so a Redis that renamed or
- * disabled it counts as refusing it.
+ * Which needed and optional commands the user may not run on `prefix`'s keys and channel, in one
+ * `EVAL` running none of them. `checked: false` before Redis 7.0. `INFO` is also tried for real,
+ * so a renamed one counts as refused.
  *
- * @param redis a ready connection.
- * @param db the connection's database (`databaseOf`; `select` is needed for any other than 0).
- * @throws only what the connection throws for reasons other than a refusal (closed, time-out).
+ * @param db the connection's database (`select` is needed for any but 0).
+ * @throws what the connection throws for reasons other than a refusal.
  */
 export async function checkRedisPermissions(
   redis: RedisClient,
@@ -229,9 +218,8 @@ export async function checkRedisPermissions(
   } catch (err) {
     if (!(err instanceof Error) || err.name !== 'ReplyError') throw err;
     if (err.message.startsWith('NOPERM')) {
-      // EVAL itself is refused, or the key it names: the scripts of the gateway, BullMQ and
-      // redlock need both. The check cannot look at the rest; EVALSHA, needed as much, is tried
-      // (an unknown script: NOSCRIPT when allowed).
+      // EVAL or its key is refused; every script needs both. EVALSHA is tried instead (NOSCRIPT
+      // when allowed).
       const reason = /key/i.test(err.message) ? 'key-or-channel' : 'command';
       const refused: RefusedCommand[] = [{ command: 'eval', reason }];
       const evalsha = await redis.evalsha('0'.repeat(40), 1, key).then(
@@ -281,10 +269,7 @@ export class RedisPermissionError extends Error {
   override readonly name = 'RedisPermissionError';
 }
 
-/**
- * The start-up message naming what is refused, what to grant (the commands and their ACL
- * categories, the key and channel patterns) and where the full list is.
- */
+/** The start-up message: what is refused, what to grant (commands, categories, patterns). */
 export async function permissionErrorMessage(
   redis: RedisClient,
   user: string,
@@ -323,13 +308,11 @@ export async function permissionErrorMessage(
 }
 
 /**
- * The start-up check of the Redis user (main.ts): connects, waits for Redis at most `waitMs`,
- * checks the permissions ({@link checkRedisPermissions}) and closes. A Redis not reachable in
- * time, or one where the check cannot run, is logged and the gateway starts anyway (it waits for
- * Redis as before); `INFO` is then taken as refused, the safe side.
+ * The start-up check of the Redis user: waits at most `waitMs`, checks, closes. Unreachable or
+ * uncheckable: logged, start anyway, `INFO` taken as refused.
  *
- * @returns what BullMQ and ioredis may use (`info`), for every connection of the process.
- * @throws RedisPermissionError naming the commands, keys or channel refused.
+ * @returns what every connection of the process may use.
+ * @throws RedisPermissionError naming what is refused.
  */
 export async function checkRedisAtStart(
   config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'QUEUE_PREFIX'>,

@@ -3,19 +3,13 @@ import { once } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 
-/** A connection to a single Redis or to a Redis Cluster; both speak the commands the gateway uses. */
+/** A single Redis or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
 
 /**
- * What a connection is for. Each role gets its own connection (docs/design.md, "Shape"; BullMQ's
- * advice):
- * - `command`: cache reads and writes on request paths; fails fast while Redis is down
- *   (`enableOfflineQueue: false`, one retry per command) so a request gets an answer, not a hang.
- * - `queue`: BullMQ's producer; BullMQ requires `maxRetriesPerRequest: null`; fails fast as well,
- *   and a command in flight when Redis stalls or dies is bounded by `commandTimeout` (else ioredis
- *   holds it until Redis is back, and the request waiting on it hangs as long).
- * - `worker`: BullMQ's blocking worker connection; waits out Redis restarts.
- * - `subscriber`: pub/sub for refresh events; re-subscribes after a reconnect by itself.
+ * What a connection is for; one connection each (docs/design.md, "Shape"). `command` and `queue`
+ * fail fast while Redis is down (a request gets an answer, not a hang); `worker` and `subscriber`
+ * wait out restarts.
  */
 export type RedisRole = 'command' | 'queue' | 'worker' | 'subscriber';
 
@@ -27,26 +21,22 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 };
 
 /**
- * What the Redis user may run beyond the commands the gateway needs (src/core/redis-permissions.ts).
- * `info: false` (refused, or not known) makes BullMQ skip its `INFO` version check, which would
- * otherwise fail every command of that queue or worker (docs/design.md, "Shutdown, liveness and
- * readiness").
+ * What the Redis user may run beyond the needed commands. `info: false` makes BullMQ skip its
+ * `INFO` version check, which would otherwise fail every command of that queue or worker.
  */
 export type RedisAccess = { info: boolean };
 
-/** Every command allowed: what tests and tools get unless they say otherwise. */
+/** Every command allowed (tests and tools). */
 export const FULL_REDIS_ACCESS: RedisAccess = Object.freeze({ info: true });
 
-/** Reconnect back-off in milliseconds, capped at 2 s, for as long as the process lives. */
+/** Reconnect back-off, ms, capped at 2 s, forever. */
 const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
 
 /**
- * Opens a connection for one role: to `REDIS_URL`, or, when `REDIS_CLUSTER_NODES` is set, to that
- * cluster through its seeds (credentials and TLS of `REDIS_URL` apply to every node). ioredis
- * reconnects by itself.
+ * Opens a connection for one role, to `REDIS_URL` or through `REDIS_CLUSTER_NODES` (the URL's
+ * credentials and TLS apply to every node).
  *
- * @param name shows in `CLIENT LIST`, to tell the gateway's connections apart.
- * @param access what the user may run besides the needed commands (the start-up check's finding).
+ * @param name shows in `CLIENT LIST`.
  */
 export function createRedis(
   config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>,
@@ -76,21 +66,16 @@ export function createRedis(
   });
 }
 
-/**
- * The database a connection works in: the one `REDIS_URL` names (0 on a Redis Cluster). What names
- * the database explicitly (lease scripts, the events' channel) takes it from here.
- */
+/** The database `REDIS_URL` names (0 on a Cluster), for scripts and channels that name it. */
 export function databaseOf(redis: RedisClient): number {
   return redis instanceof Cluster ? 0 : (redis.options.db ?? 0);
 }
 
 /**
- * Resolves once the connection is ready (ioredis's `ready`). Connection errors on the way do not
- * end the wait: ioredis reconnects by itself, and a Redis starting next to the gateway (compose)
- * refuses the first attempts.
+ * Resolves once the connection is `ready`; connection errors do not end the wait (a Redis starting
+ * beside the gateway refuses the first attempts).
  *
- * @param signal ends the wait (`AbortSignal.timeout(ms)` for a bound).
- * @throws the signal's reason (a `TimeoutError` for `AbortSignal.timeout`) when it aborts first.
+ * @throws the signal's reason when it aborts first.
  */
 export async function waitReady(redis: RedisClient, signal: AbortSignal): Promise<void> {
   while (redis.status !== 'ready') {
@@ -103,7 +88,7 @@ export async function waitReady(redis: RedisClient, signal: AbortSignal): Promis
   }
 }
 
-/** Closes a connection politely, or drops it when Redis does not answer. */
+/** QUIT, or drop the connection when Redis does not answer within 1 s. */
 export async function closeRedis(redis: RedisClient): Promise<void> {
   if (redis.status === 'end') return;
   // QUIT would wait in the offline queue for a Redis that is not there.
@@ -118,28 +103,24 @@ export async function closeRedis(redis: RedisClient): Promise<void> {
   }
 }
 
-/** How often, at most, a Redis fault that goes on is logged again. */
+/** Least interval between logs of an ongoing Redis fault. */
 export const REDIS_ERROR_REMINDER_MS = 30_000;
 
 /**
- * Logs the 'error' events of Redis connections and of what runs on them (BullMQ `Worker` and
- * `Queue`), rate-limited: ioredis emits one per connection and per reconnect attempt (several a
- * second while Redis is down), and the first one is the only line worth reading.
+ * Rate-limited log of Redis 'error' events: ioredis emits one per connection per reconnect
+ * attempt, and only the first says anything.
  */
 export type RedisErrorLog = {
-  /** Reports a connection's 'error' events; its 'ready' after a fault logs the recovery. */
+  /** Logs a connection's errors, and its 'ready' after a fault. */
   watch(connection: RedisClient, source: string): void;
-  /** Reports one error from `source` (`refresh worker`, `refresh queue`, ...). */
+  /** Logs one error from `source`. */
   report(err: Error, source: string): void;
 };
 
 /**
- * One {@link RedisErrorLog} for the whole process, so a lost Redis is one line, not one per
- * connection: the first error of a fault is a warning (message only: a socket error's stack says
- * nothing), later ones are counted and logged every `reminderMs` at most. A fault ends when a
- * watched connection is ready again (logged) or after `reminderMs` without errors.
- *
- * @param now clock in milliseconds (tests pass their own).
+ * One {@link RedisErrorLog} per process, so a lost Redis is one warning (message only: a socket
+ * stack says nothing), then a reminder every `reminderMs`. A fault ends on 'ready' or after
+ * `reminderMs` without errors.
  */
 export function createRedisErrorLog(
   logger: Logger,
@@ -189,17 +170,15 @@ export function createRedisErrorLog(
 
 /** What {@link probeRedis} found. */
 export type RedisProbe = {
-  /** Redis answered (a refusal is an answer). */
+  /** A refusal is an answer. */
   reachable: boolean;
-  /** Redis accepted a write; false when it refuses them too (`OOM` at `maxmemory`, a replica). */
+  /** False also under `OOM` at `maxmemory` or on a replica. */
   writable: boolean;
 };
 
 /**
- * One small write (`SET key 1 PX 10000`, the key expires by itself) telling whether Redis answers
- * and whether it accepts writes: a reply error (`OOM command not allowed when used memory >
- * 'maxmemory'`, `READONLY`) means it answers but refuses; any other failure (closed connection,
- * command time-out) that it does not answer. Never throws.
+ * One expiring `SET` telling whether Redis answers and accepts writes: a ReplyError (`OOM`,
+ * `READONLY`) answers but refuses. Never throws.
  */
 export async function probeRedis(redis: RedisClient, key: string): Promise<RedisProbe> {
   if (redis.status !== 'ready') return { reachable: false, writable: false };

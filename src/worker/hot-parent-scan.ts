@@ -4,8 +4,8 @@ import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
 import { redisKeys } from '../core/redis-keys.js';
 import { topHotParents } from '../core/cache/hot-parents.js';
-import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
 import type { CreditBudget } from '../core/rpc/budget.js';
+import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**

@@ -1,7 +1,6 @@
 /**
- * Background traffic for the simulator: name-program writes under parents nobody asked about, as
- * mainnet's name program sees all day. A follower of the whole program gets a programNotification
- * and a logsNotification for each and should spend nothing on them.
+ * Name-program writes under parents nobody asked about, as mainnet sees all day: a follower of
+ * the whole program is notified of each and should spend nothing on them.
  */
 import { randomBytes } from 'node:crypto';
 import { PublicKey } from '@solana/web3.js';
@@ -9,37 +8,33 @@ import type { SimChain } from './chain.js';
 
 /** Options of `startBackgroundWrites`. */
 export interface BackgroundWriteOptions {
-  /** Writes per second (> 0). Each is one transaction. */
+  /** > 0; one transaction each. */
   perSecond: number;
-  /** Parents the writes go under, made at start (default 32), named `bg-<random hex>`. */
+  /** Made at start (default 32), `bg-<hex>`. */
   parents?: number;
-  /** Most subdomains created; past it writes are transfers and updates only (default 2000). */
+  /** Subdomains created at most (default 2000); then transfers and updates only. */
   maxNames?: number;
-  /** Random numbers in [0, 1) (default `Math.random`); tests can pass a seeded one. */
+  /** In [0, 1), default `Math.random`; tests pass a seeded one. */
   random?: () => number;
 }
 
 /** A running background writer. */
 export interface BackgroundWriter {
-  /** Writes made so far (parent creations not counted). */
+  /** Parent creations not counted. */
   readonly count: number;
-  /** Parent domains the writes go under (without ".sol"). */
+  /** Without ".sol". */
   readonly parents: readonly string[];
-  /** Stops writing. Idempotent. @returns `count`. */
+  /** Idempotent; returns `count`. */
   stop(): number;
 }
 
-/** How often the writer wakes up to catch up with its rate. */
 const TICK_MS = 20;
-/** Most writes made in one wake-up, so a stalled event loop does not turn into a burst. */
+/** Cap per wake-up, so a stalled event loop does not become a burst. */
 const MAX_PER_TICK = 500;
 
 /**
- * Writes to `chain` at `perSecond` writes per second, spread evenly: each write is one
- * transaction, a subdomain creation (name account + reverse record), an owner transfer or a data
- * update of a subdomain it created, under one of its own random parents. Every write gives a
- * programNotification (no deletes: those notify nothing) and a logsNotification. The parents
- * are created at once (one transaction each). The timer does not keep the process alive.
+ * Writes at `perSecond`, evenly: creations, transfers or updates of its own subdomains under its
+ * own parents, each notified (no deletes: those notify nothing). The timer is unref'd.
  * @throws TypeError unless perSecond is a finite number > 0.
  */
 export function startBackgroundWrites(
@@ -76,7 +71,7 @@ export function startBackgroundWrites(
   const timer = setInterval(() => {
     const due = Math.floor(((performance.now() - started) * perSecond) / 1000) - count - skipped;
     for (let i = 0; i < Math.min(due, MAX_PER_TICK); i++) writeOne();
-    // Far behind (a stalled event loop): drop the backlog rather than burst.
+    // Far behind: drop the backlog rather than burst.
     if (due > MAX_PER_TICK) skipped += due - MAX_PER_TICK;
   }, TICK_MS);
   timer.unref();

@@ -1,17 +1,8 @@
 /**
- * In-memory account store for the RPC simulator, with helpers that lay accounts out the way
- * the SPL Name Service program and the SNS registrar store them on mainnet.
- *
- * Name account layout (what `NameRegistryState` in `@bonfida/spl-name-service` reads):
- *   bytes  0..32  parent name key (zero key when there is no parent)
- *   bytes 32..64  owner
- *   bytes 64..96  class (zero key when there is none)
- *   bytes 96..    the account's data (`space` bytes)
- *
- * Reverse records are name accounts whose class (and owner) is the registrar's central state
- * (`REVERSE_LOOKUP_CLASS` === `CENTRAL_STATE`) and whose data is a borsh string: u32
- * little-endian byte length, then UTF-8. Subdomain reverse records hold "\0" + label and have
- * the parent domain's key as header parent; top-level ones hold the bare name and no parent.
+ * In-memory account store of the RPC simulator, laying accounts out as the SPL Name Service and
+ * the SNS registrar do on mainnet: a 96-byte header `parent | owner | class` (`NameRegistryState`),
+ * then data. Reverse records have the central state as class and owner and a borsh string as
+ * data ("\0" + label under the parent for subdomains; the bare name, no parent, at top level).
  */
 import { createHash } from 'node:crypto';
 import {
@@ -44,23 +35,20 @@ import {
 import type { SimInstruction, SimTransaction } from './transactions.js';
 import { base58Decode, base58Encode } from './base58.js';
 
-/** Length of the name account header (parent, owner, class: 32 bytes each). */
+/** Name account header length. */
 export const NAME_HEADER_LEN = 96;
-/** Data bytes after the header given to top-level domains by `addDomain` by default. */
+/** `addDomain`'s default data bytes. */
 export const DEFAULT_DOMAIN_SPACE = 1000;
-/** Data bytes after the header given to subdomains; what the SDK's `createSubdomain` uses. */
+/** Subdomain data bytes, as the SDK's `createSubdomain`. */
 export const DEFAULT_SUBDOMAIN_SPACE = 2000;
-/** The all-zero key (`11111111111111111111111111111111`), used for "no parent"/"no class". */
+/** The all-zero key: "no parent", "no class". */
 export const ZERO_KEY = PublicKey.default;
-/** Wallet that owns names added without an explicit owner. A fixed key, not a mainnet wallet. */
+/** Owner of names added without one (not a mainnet wallet). */
 export const DEFAULT_SIM_OWNER = new PublicKey(
   createHash('sha256').update('sns-gateway rpc-sim default owner').digest(),
 );
 
-/**
- * Rent-exempt balance in lamports for an account with `dataLength` bytes of data, using
- * mainnet's rent parameters ((128 + len) bytes * 3480 lamports/byte-year * 2 years).
- */
+/** Rent-exempt lamports at mainnet's rates ((128 + len) B × 3480 lamports/B-year × 2 years). */
 export function rentExemptLamports(dataLength: number): number {
   return (128 + dataLength) * 3480 * 2;
 }
@@ -72,10 +60,7 @@ export interface NameHeader {
   nameClass: PublicKey;
 }
 
-/**
- * Builds name account data: the 96-byte header followed by `body`.
- * @returns a new Buffer of length 96 + body.length.
- */
+/** Name account data: the header, then `body`. */
 export function encodeNameAccount(header: NameHeader, body: Uint8Array): Buffer {
   return Buffer.concat([
     header.parent.toBuffer(),
@@ -85,10 +70,7 @@ export function encodeNameAccount(header: NameHeader, body: Uint8Array): Buffer 
   ]);
 }
 
-/**
- * Encodes a reverse record body as the registrar writes it: u32 LE byte length + UTF-8 text.
- * Pass "\0" + label for subdomains, the bare name for top-level domains.
- */
+/** Reverse record data as the registrar writes it ("\0" + label for subdomains). */
 export function encodeReverseData(name: string): Buffer {
   const text = Buffer.from(name, 'utf8');
   const len = Buffer.alloc(4);
@@ -96,29 +78,25 @@ export function encodeReverseData(name: string): Buffer {
   return Buffer.concat([len, text]);
 }
 
-/** What `setAccount` takes. `owner` is the owning program (default `NAME_PROGRAM_ID`). */
+/** What `setAccount` takes. */
 export interface SimAccountInput {
   data: Uint8Array;
-  /** Owning program; default `NAME_PROGRAM_ID`. */
+  /** Default `NAME_PROGRAM_ID`. */
   owner?: PublicKey;
-  /** Balance in lamports; default `rentExemptLamports(data.length)`. */
+  /** Default rent-exempt. */
   lamports?: number;
 }
 
-/** A copy of one stored account, as returned by `getAccount` and `accounts()`. */
+/** A copy of a stored account. */
 export interface SimAccount {
   pubkey: PublicKey;
-  /** A copy; changing it does not change the chain (use `setAccount`). */
+  /** A copy: change the chain with `setAccount`. */
   data: Buffer;
-  /** Owning program. */
   owner: PublicKey;
   lamports: number;
 }
 
-/**
- * How the chain keeps an account. Internal to the simulator (the server reads it directly to
- * avoid copies); treat as read-only.
- */
+/** How the chain keeps an account (the server reads it without copying); read-only. */
 export interface StoredAccount {
   readonly key: string;
   readonly pubkey: PublicKey;
@@ -126,143 +104,116 @@ export interface StoredAccount {
   readonly ownerKey: string;
   readonly owner: PublicKey;
   readonly lamports: number;
-  /** Lazily filled cache of `data.toString('base64')`. */
+  /** Lazy `data.toString('base64')`. */
   base64?: string;
 }
 
 /** Options of `addDomain`. */
 export interface AddDomainOptions {
-  /** Data bytes after the header; default `DEFAULT_DOMAIN_SPACE` (1000). */
   space?: number;
-  /** Also write the registrar's reverse record (default true). */
+  /** Also write the reverse record (default true). */
   reverse?: boolean;
 }
 
 /** Options of `addSubdomain`. */
 export interface AddSubdomainOptions {
-  /** Also write the reverse record (default true), as `createSubdomain` does. */
+  /** Also write the reverse record (default true). */
   reverse?: boolean;
-  /** Data bytes after the header; default `DEFAULT_SUBDOMAIN_SPACE` (2000). */
   space?: number;
-  /** Owner wallet of the subdomain; default the parent domain's owner. */
+  /** Default the parent's owner. */
   owner?: PublicKey;
 }
 
 /** Keys written by `addSubdomain`. */
 export interface SubdomainKeys {
-  /** Base58 signature of the transaction that wrote them (absent when nothing was written). */
+  /** The writing transaction's signature, if any. */
   signature?: string;
-  /** The subdomain's name account, `getDomainKeySync(`${label}.${parent}`).pubkey`. */
   subKey: PublicKey;
-  /** Where its reverse record lives (written only if `reverse` was not false). */
+  /** Written unless `reverse` was false. */
   reverseKey: PublicKey;
-  /** The parent domain's name account. */
   parentKey: PublicKey;
 }
 
-/**
- * What RPC methods read: a slot and the accounts as of that slot. `SimChain` is one (the
- * chain now); `SimChain.asOf` gives one for the chain as it was a while ago.
- */
+/** A slot and the accounts as of it: the chain now, or `SimChain.asOf` a while ago. */
 export interface ChainView {
-  /** Slot of this state. */
   readonly slot: number;
-  /** The stored account at a base58 address, without copying. */
+  /** The stored account at a base58 address, uncopied. */
   lookup(key: string): StoredAccount | undefined;
-  /** Stored accounts owned by the program with this base58 key, without copying. */
+  /** Stored accounts owned by a base58 program key, uncopied. */
   ownedBy(programKey: string): Iterable<StoredAccount>;
 }
 
 /** One account write, as `onWrite` listeners get it. */
 export interface AccountWrite {
-  /** Base58 address of the account. */
   readonly key: string;
   readonly pubkey: PublicKey;
-  /** The account after the write; undefined when the write deleted it. */
+  /** Undefined when deleted. */
   readonly account: StoredAccount | undefined;
-  /** The account before the write; undefined when the write created it. */
+  /** Undefined when created. */
   readonly previous: StoredAccount | undefined;
-  /**
-   * The chain's slot right after the write: the slot of its transaction (all writes of one
-   * transaction share it), or, for a write outside any transaction, a slot of its own.
-   */
+  /** The transaction's slot, or a slot of its own outside any. */
   readonly slot: number;
-  /** Base58 signature of the transaction making the write; undefined outside any. */
+  /** Undefined outside a transaction. */
   readonly signature: string | undefined;
 }
 
-/** Called synchronously after each write; must not throw (see `onWrite`). */
+/** Called synchronously after each write; must not throw. */
 export type WriteListener = (write: AccountWrite) => void;
 
-/** Called synchronously once a transaction's writes are all visible; must not throw. */
+/** Called once a transaction's writes are visible; must not throw. */
 export type TransactionListener = (tx: SimTransaction) => void;
 
 /** Options of `deleteSubdomain` and `deleteName`. */
 export interface DeleteOptions {
   /**
-   * Delete through this program: one top-level instruction of `via` whose cross-program
-   * invocations are the name-program Deletes (inner instructions at stack height 2), as a
-   * program closing names for its users does. Default: the Deletes are top-level instructions.
+   * Delete as inner instructions (stack height 2) of one call of this program, as a program closing
+   * names for users does; default top-level Deletes.
    */
   via?: PublicKey;
 }
-/** Options of the `SimChain` constructor. */
+/** Options of `new SimChain()`. */
 export interface SimChainOptions {
-  /** First slot number (default 1). */
+  /** Default 1. */
   slot?: number;
-  /**
-   * Monotonic clock in milliseconds used to time-stamp history and transactions (default
-   * `performance.now`); tests can pass a fake one to move time by hand.
-   */
+  /** Monotonic ms clock (default `performance.now`); tests pass a fake one. */
   now?: () => number;
-  /**
-   * Transactions kept for `getTransaction`/`getSignaturesForAddress` (default
-   * `DEFAULT_MAX_TRANSACTIONS`); older ones are forgotten, as a node without long-term storage
-   * forgets them.
-   */
+  /** Transactions kept, as a node without long-term storage forgets older ones. */
   maxTransactions?: number;
 }
 
-/** Default of `SimChainOptions.maxTransactions`. */
 export const DEFAULT_MAX_TRANSACTIONS = 20_000;
-/** Fee payers whose balance the chain remembers; the oldest is forgotten past this. */
+/** Fee payers remembered; oldest forgotten past this. */
 const MAX_WALLETS = 10_000;
-/** Starting balance of a wallet the simulator has not seen: 10 SOL. */
+/** 10 SOL. */
 const DEFAULT_WALLET_LAMPORTS = 10_000_000_000;
 
-/** The transaction being run: its signature and each written account's version before it. */
+/** The running transaction and each written account's prior version. */
 interface OpenTransaction {
   readonly signature: Buffer;
-  /** Base58 of `signature`, once a write listener needed it. */
+  /** Base58 of `signature`, once a listener needed it. */
   signature58?: string;
   readonly time: number;
   readonly previous: Map<string, StoredAccount | undefined>;
 }
 
-/** A slot advance, kept while history is retained. */
 interface SlotEntry {
   readonly time: number;
   readonly slotBefore: number;
 }
 
-/** An account write, kept while history is retained. */
 interface WriteEntry {
   readonly time: number;
   readonly key: string;
   readonly previous: StoredAccount | undefined;
 }
 
-/** Log entries dropped from the head before the array is compacted. */
+/** Dropped head entries before the log is compacted. */
 const COMPACT_AFTER = 1024;
 
 /**
- * In-memory accounts, indexed by address and by owning program. Every mutation advances
- * `slot` by one; the server also advances it once per HTTP request it answers.
- *
- * History: with `retainHistory(ms)` > 0 the chain also logs, for `ms` milliseconds, every slot
- * advance and the previous version of every written account, so `asOf(age)` can rebuild the
- * state of `age` ms ago by undoing the writes made since. Only writes are logged (not the
- * whole state), so with retention 0 (the default) nothing is logged and reads cost as before.
+ * Accounts by address and owning program; every mutation (and every HTTP request the server
+ * answers) advances the slot. With `retainHistory(ms)` the chain logs prior versions of written
+ * accounts, so `asOf(age)` can undo recent writes; with 0 (default) nothing is logged.
  */
 export class SimChain implements ChainView {
   #slot: number;
@@ -278,20 +229,16 @@ export class SimChain implements ChainView {
   readonly #txListeners = new Set<TransactionListener>();
   #txs: RecordedTransaction[] = [];
   #txHead = 0;
-  /** Kept transactions by `keyId`-style (latin1) signature bytes. */
+  /** Kept transactions by latin1 signature bytes. */
   readonly #bySignature = new Map<string, RecordedTransaction>();
   #txCount = 0;
   readonly #maxTransactions: number;
   #open: OpenTransaction | undefined;
-  /** Balances of fee payers the chain does not store, by `keyId`. */
+  /** Balances of fee payers not stored, by `keyId`. */
   readonly #wallets = new Map<string, number>();
   #recording = true;
 
-  /**
-   * @param opts.slot first slot number (default 1); `opts.now`: the clock;
-   *   `opts.maxTransactions`: transactions kept.
-   * @throws TypeError unless maxTransactions is a positive integer.
-   */
+  /** @throws TypeError unless maxTransactions is a positive integer. */
   constructor(opts: SimChainOptions = {}) {
     this.#slot = opts.slot ?? 1;
     this.#now = opts.now ?? (() => performance.now());
@@ -303,32 +250,28 @@ export class SimChain implements ChainView {
     }
   }
 
-  /** The chain's clock (ms), the one transactions and history are stamped with. */
+  /** The clock (ms) transactions and history are stamped with. */
   nowMs(): number {
     return this.#now();
   }
 
-  /** Current slot. */
   get slot(): number {
     return this.#slot;
   }
 
-  /** Advances the slot by one and returns the new value. */
+  /** Advances the slot by one; returns it. */
   advanceSlot(): number {
     this.#bumpSlot(this.#retentionMs > 0 ? this.#now() : 0);
     return this.#slot;
   }
 
-  /** Number of stored accounts. */
   get size(): number {
     return this.#byKey.size;
   }
 
   /**
-   * Stores (or replaces) an account. The data is copied. Notifies `onWrite` listeners.
-   * A write of a name-program account outside the chain's own helpers is made a transaction of
-   * its own, as the name program would make it: a Create for a new account, a Transfer when
-   * only the owner field (bytes 32..64) changed, else an Update from the first changed byte.
+   * Stores (a copy of) an account and notifies `onWrite`. A bare write of a name account becomes
+   * the name program's transaction: Create, Transfer (only owner bytes changed), else Update.
    * @throws TypeError if lamports is not a non-negative safe integer.
    */
   setAccount(pubkey: PublicKey, account: SimAccountInput): void {
@@ -373,16 +316,13 @@ export class SimChain implements ChainView {
     this.#written(pubkey, stored.key, stored, previous);
   }
 
-  /**
-   * Removes an account. Notifies `onWrite` listeners if it existed.
-   * @returns whether it existed.
-   */
+  /** Removes an account (notifying `onWrite`); returns whether it existed. */
   deleteAccount(pubkey: PublicKey): boolean {
     const key = pubkey.toBase58();
     const previous = this.#byKey.get(key);
     if (!previous) return false;
     if (!this.#open && previous.ownerKey === NAME_PROGRAM_ID.toBase58()) {
-      // Deleting a name account is the name program's Delete, signed by its owner.
+      // The name program's Delete, signed by the owner.
       const owner = headerOf(previous.data).owner;
       this.#transact(owner, () => {
         this.#drop(pubkey, key, previous);
@@ -400,11 +340,8 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Registers a listener called synchronously after every write (`setAccount`,
-   * `deleteAccount` and the helpers built on them), in write order, once the write is visible
-   * and the slot advanced. A listener that throws does not stop the write or the other
-   * listeners: its error is rethrown from a microtask (an uncaught exception).
-   * @returns a function that removes the listener.
+   * Calls `listener` synchronously after every visible write, in order; a throwing listener stops
+   * nothing, its error rethrown from a microtask. Returns the remover.
    */
   onWrite(listener: WriteListener): () => void {
     this.#listeners.add(listener);
@@ -414,9 +351,7 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Keeps the history needed by `asOf(age)` for every `age <= ms` from now on; 0 (the default)
-   * stops logging and drops the log. History starts when this is called: a view older than
-   * that shows the chain as it was at that moment, not before.
+   * Logs what `asOf(age)` needs for `age <= ms` from now on; 0 stops and drops the log.
    * @throws TypeError unless ms is a finite number >= 0.
    */
   retainHistory(ms: number): void {
@@ -432,17 +367,14 @@ export class SimChain implements ChainView {
     }
   }
 
-  /** Milliseconds of history kept (see `retainHistory`). */
+  /** See `retainHistory`. */
   get historyRetentionMs(): number {
     return this.#retentionMs;
   }
 
   /**
-   * The chain as it was `ageMs` milliseconds ago: the slot of then and the accounts of then
-   * (writes made since are undone; accounts created since are absent). `asOf(0)`, or any age
-   * while no history is retained, is the chain itself. Ages beyond the retention see the
-   * oldest state still known. Cost: O(writes made in the last `ageMs`) to build, then lookups
-   * as fast as the chain's own.
+   * The chain `ageMs` ago (later writes undone), or itself when no history is kept; ages past the
+   * retention see the oldest known state. O(recent writes) to build.
    */
   asOf(ageMs: number): ChainView {
     if (ageMs <= 0 || this.#retentionMs === 0) return this;
@@ -463,37 +395,32 @@ export class SimChain implements ChainView {
       : new PastView(this, slot, undone);
   }
 
-  /** @returns a copy of the account, or undefined if there is none. */
+  /** A copy of the account, if any. */
   getAccount(pubkey: PublicKey): SimAccount | undefined {
     const stored = this.#byKey.get(pubkey.toBase58());
     return stored && copyOf(stored);
   }
 
-  /** Iterates over copies of all accounts, in insertion order. */
+  /** Copies of all accounts, in insertion order. */
   *accounts(): IterableIterator<SimAccount> {
     for (const stored of this.#byKey.values()) yield copyOf(stored);
   }
 
-  /** Internal: the stored account at a base58 address, without copying. */
+  /** Internal, uncopied. */
   lookup(key: string): StoredAccount | undefined {
     return this.#byKey.get(key);
   }
 
-  /** Internal: stored accounts owned by the program with this base58 key, without copying. */
+  /** Internal, uncopied. */
   ownedBy(programKey: string): Iterable<StoredAccount> {
     return this.#byOwner.get(programKey)?.values() ?? [];
   }
 
   /**
-   * Adds a top-level `.sol` name (a trailing ".sol" is ignored): header parent
-   * `ROOT_DOMAIN_ACCOUNT`, the given owner, zero class, then `space` zero bytes. Unless
-   * `reverse: false`, also the registrar's reverse record at `getReverseKeySync(name)`:
-   * header parent zero, owner and class `REVERSE_LOOKUP_CLASS`, data = borsh string `name`.
-   * Replaces existing accounts at those keys. One transaction: the name program's Create of
-   * the domain, then the registrar's createReverse (a Create and an Update of the reverse record
-   * as inner instructions).
-   * @param owner wallet owning the name (default `DEFAULT_SIM_OWNER`).
-   * @returns the domain's name account key.
+   * Adds a top-level `.sol` name (suffix ignored) under `ROOT_DOMAIN_ACCOUNT` and, unless
+   * `reverse: false`, its reverse record, replacing what is there, in one transaction (Create,
+   * then the registrar's createReverse).
+   * @returns the domain key.
    * @throws Error if the name is empty or has a dot.
    */
   addDomain(
@@ -536,16 +463,8 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Adds `label.parent` as `createSubdomain` would: the name account
-   * `getDomainKeySync(`${label}.${parent}`).pubkey` (header parent = parent domain key, owner,
-   * zero class, `space` zero bytes) and, unless `reverse: false`, its reverse record at
-   * `getReverseKeyFromDomainKey(subKey, parentKey)` (header parent = parent domain key, owner
-   * and class `REVERSE_LOOKUP_CLASS`, data = borsh string "\0" + label). Creates the parent
-   * with `addDomain` if it does not exist (a transaction before). Replaces existing accounts at
-   * those keys. One transaction, paid by the parent's owner: the name program's Create of the
-   * subdomain (signed by the parent's owner), then the registrar's createReverse with the
-   * reverse record's Create and Update as inner instructions; both writes share its slot.
-   * @returns the keys and the transaction's signature.
+   * Adds `label.parent` as `createSubdomain` would (creating the parent first if absent), with its
+   * reverse record unless `reverse: false`, in one transaction paid by the parent's owner.
    * @throws Error if parent or label is empty or has a dot.
    */
   addSubdomain(parent: string, label: string, opts: AddSubdomainOptions = {}): SubdomainKeys {
@@ -592,10 +511,8 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Adds the reverse record of `label.parent` without its name account (deleting the name
-   * account if there was one, a Delete transaction), like a subdomain that was deleted while its
-   * reverse record stayed. Creates the parent with `addDomain` if it does not exist.
-   * @returns the keys (signature: the reverse record's transaction); `subKey` holds no account.
+   * Adds `label.parent`'s reverse record without its name account (deleted if present), like a
+   * subdomain deleted while its reverse record stayed. `subKey` holds no account.
    */
   addOrphanReverse(parent: string, label: string): SubdomainKeys {
     const { parentKey, parentOwner } = this.#ensureParent(parent);
@@ -608,12 +525,9 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Deletes `label.parent`'s name account and its reverse record (keys derived as in
-   * `addSubdomain`) in one transaction: a name-program Delete (tag 3) of each that exists,
-   * signed by its header owner, lamports refunded to the subdomain's owner (who pays); with
-   * `opts.via`, both Deletes are inner instructions of one call of that program. Both share
-   * the transaction's slot; each notifies `onWrite` listeners. Does not touch the parent.
-   * @returns whether either account existed (false: no transaction).
+   * Deletes `label.parent`'s name account and reverse record in one transaction (name-program
+   * Delete, tag 3, refunds to the owner; inner with `opts.via`). Parent untouched.
+   * @returns whether either existed (false: no transaction).
    * @throws Error if parent or label is empty or has a dot.
    */
   deleteSubdomain(parent: string, label: string, opts: DeleteOptions = {}): boolean {
@@ -623,19 +537,13 @@ export class SimChain implements ChainView {
     return this.#deleteNames(targets, opts) !== undefined;
   }
 
-  /**
-   * Deletes one name account with the name program's Delete (tag 3) signed by its header
-   * owner, who gets the lamports; with `opts.via`, as an inner instruction of that program.
-   * @returns the transaction's signature, or undefined when there is no such account.
-   */
+  /** Deletes a name account (Delete, tag 3, by its owner); undefined signature if none. */
   deleteName(key: PublicKey, opts: DeleteOptions = {}): string | undefined {
     return this.#deleteNames(this.#byKey.has(key.toBase58()) ? [key] : [], opts);
   }
 
   /**
-   * Gives the name account at `key` a new owner with the name program's Transfer (tag 2),
-   * signed by its current owner: only bytes 32..64 change.
-   * @returns the transaction's signature.
+   * Transfers a name account (Transfer, tag 2): only bytes 32..64 change.
    * @throws Error when there is no name-program account at `key`.
    */
   transferName(key: PublicKey, newOwner: PublicKey): string {
@@ -650,9 +558,7 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Transfers `label.parent` (its name account; keys as in `addSubdomain`) to `newOwner`; see
-   * `transferName`. The reverse record does not change, as on mainnet.
-   * @returns the keys and the transaction's signature.
+   * `transferName` of `label.parent`'s account; the reverse record stays, as on mainnet.
    * @throws Error if the names are bad or the subdomain has no name account.
    */
   transferSubdomain(parent: string, label: string, newOwner: PublicKey): SubdomainKeys {
@@ -663,9 +569,7 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Writes `bytes` into the data of the name account at `key`, `offset` bytes after the
-   * header, with the name program's Update (tag 1) signed by its class (when set) or owner.
-   * @returns the transaction's signature.
+   * Writes `bytes` at `offset` after the header (Update, tag 1, by class or owner).
    * @throws Error when there is no name-program account at `key` or the bytes do not fit.
    */
   updateNameData(key: PublicKey, offset: number, bytes: Uint8Array): string {
@@ -687,13 +591,8 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * A Delete of the name account at `key` signed by `signer`, who is not its owner: the
-   * transaction fails as the name program makes it fail (it logs "The given name owner is
-   * incorrect or not a signer." and the runtime "failed: invalid program argument"; err
-   * `{"InstructionError":[0,"InvalidArgument"]}`). Nothing is written, but the fee is paid and
-   * the logs mention the name program, with "Instruction: Delete Name" in them: what a follower
-   * must not take for a deletion.
-   * @returns the transaction's signature.
+   * A Delete by a non-owner, failing as the name program fails it (`InvalidArgument`): the fee is
+   * paid and the logs say "Delete Name", which a follower must not take for a deletion.
    * @throws Error when there is no name-program account at `key`.
    */
   failedDelete(key: PublicKey, signer: PublicKey): string {
@@ -710,12 +609,7 @@ export class SimChain implements ChainView {
     ]).signature;
   }
 
-  /**
-   * Registers a listener called synchronously after each transaction, once all its writes are
-   * visible (after their `onWrite` calls). A listener that throws does not stop the others; its
-   * error is rethrown from a microtask.
-   * @returns a function that removes the listener.
-   */
+  /** Like `onWrite`, per transaction, after its writes' `onWrite` calls. */
   onTransaction(listener: TransactionListener): () => void {
     this.#txListeners.add(listener);
     return () => {
@@ -723,18 +617,13 @@ export class SimChain implements ChainView {
     };
   }
 
-  /** The transaction with this base58 signature, if still kept. */
+  /** The transaction with this base58 signature, if kept. */
   getTransaction(signature: string): SimTransaction | undefined {
     const bytes = base58Decode(signature);
     return bytes && this.#bySignature.get(bytes.toString('latin1'));
   }
 
-  /**
-   * Runs `fn` with transactions off: its writes are made as before (slots advance, `onWrite`
-   * listeners hear them) but none is a transaction, as accounts a validator starts with
-   * (genesis, a snapshot). For seeding big chains fast.
-   * @returns what `fn` returns.
-   */
+  /** Runs `fn` with writes that are no transaction, as genesis accounts: for fast seeding. */
   genesis<T>(fn: () => T): T {
     const was = this.#recording;
     this.#recording = false;
@@ -745,17 +634,15 @@ export class SimChain implements ChainView {
     }
   }
 
-  /** The newest transaction, if any. */
   get lastTransaction(): SimTransaction | undefined {
     return this.#txs[this.#txs.length - 1];
   }
 
-  /** Transactions run since the chain was made (kept or not). */
+  /** Transactions since creation, kept or not. */
   get transactionCount(): number {
     return this.#txCount;
   }
 
-  /** Kept transactions, newest first. */
   *transactionsNewestFirst(): IterableIterator<SimTransaction> {
     for (let i = this.#txs.length - 1; i >= this.#txHead; i--) {
       const tx = this.#txs[i];
@@ -787,11 +674,7 @@ export class SimChain implements ChainView {
     }).signature;
   }
 
-  /**
-   * Writes a reverse record (header parent = `parentKey` or zero, owner and class the central
-   * state, data = borsh string `name`) and returns the registrar's createReverse instruction
-   * that makes it, with the name program's Create and Update as its inner instructions.
-   */
+  /** Writes a reverse record; returns the registrar's createReverse (inner Create, Update). */
   #writeReverse(
     payer: PublicKey,
     nameKey: PublicKey,
@@ -854,7 +737,7 @@ export class SimChain implements ChainView {
     return { parentKey: this.addDomain(parent), parentOwner: DEFAULT_SIM_OWNER };
   }
 
-  /** The name-program instruction a bare `setAccount` of a name account amounts to. */
+  /** The name-program instruction a bare `setAccount` amounts to. */
   #implicitWrite(
     pubkey: PublicKey,
     previous: StoredAccount | undefined,
@@ -892,16 +775,14 @@ export class SimChain implements ChainView {
   }
 
   /**
-   * Runs `run` as one transaction paid by `feePayer`: the slot advances once, every write
-   * `run` makes shares that slot, and `run` returns the instructions that made them. Then the
-   * transaction is kept and `onTransaction` listeners hear of it.
-   * @returns its signature.
+   * Runs `run` as one transaction paid by `feePayer`: one slot for all its writes; then keeps it
+   * and notifies `onTransaction`. Returns its signature.
    */
   #transact(feePayer: PublicKey, run: () => SimInstruction[]): { signature: string } {
     const time = this.#now();
     const open: OpenTransaction = { signature: newSignature(), time, previous: new Map() };
     if (!this.#recording) {
-      // Genesis: plain writes, each with a slot of its own.
+      // Genesis: plain writes, a slot each.
       run();
       return { signature: base58Encode(open.signature) };
     }
@@ -929,7 +810,7 @@ export class SimChain implements ChainView {
       written.set(key, [pre, post]);
       storedGain += post - pre;
     }
-    // The fee payer paid the fee and the rent of what was created, and got deletes' refunds.
+    // The payer paid fee and rent, and got deletes' refunds.
     const payerId = keyId(feePayer);
     let payer: [number, number] | undefined;
     if (!this.#byKey.has(feePayer.toBase58())) {
@@ -937,12 +818,12 @@ export class SimChain implements ChainView {
       const pre = this.#wallets.get(payerId) ?? DEFAULT_WALLET_LAMPORTS;
       const post = Math.max(0, pre - fee - storedGain);
       payer = [pre, post];
-      // A wallet running dry is topped up, so balances stay plausible however long a run is.
+      // Topped up so balances stay plausible however long a run.
       this.#wallets.set(
         payerId,
         post < DEFAULT_WALLET_LAMPORTS / 100 ? DEFAULT_WALLET_LAMPORTS : post,
       );
-      // Owners come and go (background transfers make a new one each time): keep the newest.
+      // Background transfers make new owners all the time: keep the newest.
       if (this.#wallets.size > MAX_WALLETS) {
         const oldest = this.#wallets.keys().next().value;
         if (oldest !== undefined) this.#wallets.delete(oldest);
@@ -1012,7 +893,7 @@ export class SimChain implements ChainView {
     const time = this.#retentionMs > 0 ? (open?.time ?? this.#now()) : 0;
     if (this.#retentionMs > 0) this.#writeLog.push({ time, key, previous });
     if (open) {
-      // Inside a transaction the slot moved once, when it began.
+      // In a transaction the slot moved once, when it began.
       if (!open.previous.has(key)) open.previous.set(key, previous);
     } else {
       this.#bumpSlot(time);
@@ -1037,7 +918,7 @@ export class SimChain implements ChainView {
     }
   }
 
-  /** Drops log entries no view within the retention can need (older than now - retention). */
+  /** Drops log entries older than now - retention. */
   #prune(now: number): void {
     const cutoff = now - this.#retentionMs;
     while ((this.#slotLog[this.#slotHead]?.time ?? Infinity) <= cutoff) this.#slotHead++;
@@ -1063,10 +944,7 @@ export class SimChain implements ChainView {
   }
 }
 
-/**
- * The chain as it was: accounts written since are replaced by their earlier versions
- * (`undone`, undefined = did not exist then); everything else is read from the chain.
- */
+/** The chain as it was: `undone` holds earlier versions (undefined: absent then). */
 class PastView implements ChainView {
   constructor(
     readonly chain: SimChain,
@@ -1091,7 +969,7 @@ class PastView implements ChainView {
   }
 }
 
-/** Index of the first entry at or after `from` with `time` > `time` (entries sorted by time). */
+/** First index at or after `from` with a later `time` (log sorted by time). */
 function firstAfter(log: ReadonlyArray<{ time: number }>, from: number, time: number): number {
   let lo = from;
   let hi = log.length;
@@ -1108,12 +986,12 @@ function subdomainKeys(parentKey: PublicKey, parent: string, label: string): Sub
   return { subKey, reverseKey: getReverseKeyFromDomainKey(subKey, parentKey), parentKey };
 }
 
-/** `keys` with `signature` read from `tx` when first asked for (base58 costs microseconds). */
+/** `keys` with a lazy `signature` (base58 costs microseconds). */
 function withSignature(keys: SubdomainKeys, tx: { readonly signature: string }): SubdomainKeys {
   return Object.defineProperty(keys, 'signature', { get: () => tx.signature, enumerable: true });
 }
 
-/** The header of name account data; zero keys where the data is too short to hold them. */
+/** Zero keys where the data is too short. */
 function headerOf(data: Buffer): NameHeader {
   const key = (at: number): PublicKey =>
     data.length >= at + 32 ? new PublicKey(data.subarray(at, at + 32)) : ZERO_KEY;

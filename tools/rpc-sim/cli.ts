@@ -9,10 +9,8 @@
  *   RPC_SIM_BACKGROUND_WRITES=20 npm run rpc:sim # the same
  *   npm run rpc:sim -- --tx-lag-ms 500    # getTransaction answers null for 500 ms
  *
- * The websocket port is the HTTP port + 1, as on solana-test-validator and as web3.js derives
- * it from an HTTP URL. Prints both URLs, the demo names it holds and curl examples, including
- * the simulator-only methods that change the chain; stops on SIGINT/SIGTERM (a second signal
- * exits at once).
+ * The websocket port is the HTTP port + 1, as solana-test-validator and web3.js have it. Prints the
+ * URLs, demo names and curl examples; stops on SIGINT/SIGTERM (a second signal exits at once).
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -32,7 +30,7 @@ function portFromEnv(value: string | undefined): number {
   return port;
 }
 
-/** The websocket port for HTTP port `port`: port + 1, or ephemeral when `port` is. */
+/** HTTP port + 1, or ephemeral when `port` is. */
 function wsPortFor(port: number): number {
   if (port === 0) return 0;
   if (port === 65535)
@@ -40,10 +38,7 @@ function wsPortFor(port: number): number {
   return port + 1;
 }
 
-/**
- * A non-negative number from a flag, else from the environment, else 0.
- * @throws Error naming the flag and variable when the value is not a finite number >= 0.
- */
+/** A number >= 0 from the flag, else the environment, else 0; throws naming both otherwise. */
 function rateOption(flag: string | undefined, env: string, name: string): number {
   const value = flag ?? process.env[env];
   if (value === undefined || value === '') return 0;
@@ -107,7 +102,6 @@ for (const d of seeded) {
     lines.push(`    orphan reverse records: ${d.orphanReverses.join(', ')}`);
   }
 }
-// Any wallet will do as the new owner in the transfer example.
 const newOwner = new PublicKey(randomBytes(32)).toBase58();
 const demoKey = seeded.find((d) => d.name === 'demo')?.key.toBase58() ?? '';
 const curl = (body: string): string[] => [

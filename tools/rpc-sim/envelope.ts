@@ -1,23 +1,20 @@
-/**
- * JSON-RPC 2.0 request parsing and error answers, shared by the HTTP and websocket sides of
- * the simulator.
- */
+/** JSON-RPC 2.0 parsing and error answers for the simulator's HTTP and websocket sides. */
 
 /** One request (or batch element), as received. */
 export interface Envelope {
   method: string;
   params: unknown;
-  /** Whether the element carries an `id`; if not, it is a notification and gets no answer. */
+  /** Without an `id` it is a notification: no answer. */
   hasId: boolean;
   id: unknown;
-  /** Set when the element is not a valid JSON-RPC request. */
+  /** Why it is not a valid request, if not. */
   invalid?: string;
 }
 
 /** A parsed request body: one request, a batch, or text that is not JSON. */
 export type Body = { kind: 'unparsable' } | { kind: 'single' | 'batch'; elements: Envelope[] };
 
-/** Parses a request body (HTTP body or websocket text frame). */
+/** Parses an HTTP body or websocket frame. */
 export function parseBody(text: string): Body {
   let value: unknown;
   try {
@@ -45,12 +42,12 @@ function toEnvelope(value: unknown): Envelope {
   return envelope;
 }
 
-/** The id to echo in an answer: the request's if it is a string or number, else null. */
+/** The request's id if a string or number, else null. */
 export function validId(id: unknown): string | number | null {
   return typeof id === 'string' || typeof id === 'number' ? id : null;
 }
 
-/** A JSON-RPC error answer as JSON text; `data` is omitted when undefined. */
+/** A JSON-RPC error answer; `data` omitted when undefined. */
 export function errorJson(id: unknown, code: number, message: string, data?: unknown): string {
   const error = data === undefined ? { code, message } : { code, message, data };
   return JSON.stringify({ jsonrpc: '2.0', error, id: validId(id) });

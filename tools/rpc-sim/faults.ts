@@ -1,64 +1,52 @@
-/**
- * Fault injection for the RPC simulator: what a fault is and which request it applies to.
- */
+/** Fault injection for the RPC simulator. */
 
 /** What goes wrong, per HTTP request. */
 export type FaultKind =
   /** HTTP 200 with a JSON-RPC error object (default code -32603 "Internal error"). */
   | { kind: 'rpc-error'; code?: number; message?: string }
-  /** Plain HTTP error, e.g. 429 with Retry-After (seconds), 500, 503. Default body: status text. */
+  /** Plain HTTP error (e.g. 429 with Retry-After seconds); default body: status text. */
   | { kind: 'http'; status: number; retryAfterSeconds?: number; body?: string }
-  /** HTTP 200, `Content-Type: application/json`, with a body that is not JSON. */
+  /** 200 JSON content type, non-JSON body. */
   | { kind: 'garbage'; body?: string }
   /** Never answers; `close()` destroys the socket. */
   | { kind: 'hang' }
-  /** Answers normally after `ms` milliseconds. */
+  /** Answers after `ms`. */
   | { kind: 'delay'; ms: number }
-  /** Resets the TCP connection (RST) without answering. */
+  /** TCP reset, no answer. */
   | { kind: 'reset' };
 
-/** Scope of a fault. */
 export interface FaultScope {
-  /** Applies to the next `times` matching HTTP requests (default: all of them). */
+  /** The next `times` matching requests (default all). */
   times?: number;
-  /**
-   * Only requests calling this JSON-RPC method match; a batch matches if any element does.
-   * For `rpc-error` in a batch, only the elements calling this method get the error.
-   */
+  /** Only requests calling this method (a batch if any element does; `rpc-error` hits those). */
   method?: string;
 }
 
-/** A fault: what goes wrong, and for which requests. */
+/** What goes wrong, and for which requests. */
 export type Fault = FaultKind & FaultScope;
 
-/** Default garbage body: a JSON-RPC answer cut off halfway. */
+/** A JSON-RPC answer cut off halfway. */
 export const GARBAGE_BODY = '{"jsonrpc":"2.0","result":{"context":{"slot":';
 
-/**
- * Ordered fault list. The first fault matching a request is used and its `times` is
- * decremented; a fault whose `times` reaches zero is dropped.
- */
+/** Ordered faults: the first match applies and its `times` drops; at zero it is removed. */
 export class FaultQueue {
   #entries: Array<{ fault: Fault; remaining: number }> = [];
 
   /**
-   * Replaces the list (`[]` clears it).
-   * @throws TypeError on a fault with bad `times`, `status`, `ms` or `retryAfterSeconds`.
+   * Replaces the list.
+   * @throws TypeError on a bad `times`, `status`, `ms` or `retryAfterSeconds`.
    */
   set(faults: readonly Fault[]): void {
     for (const fault of faults) checkFault(fault);
     this.#entries = faults.map((fault) => ({ fault, remaining: fault.times ?? Infinity }));
   }
 
-  /** Number of faults still armed. */
+  /** Faults still armed. */
   get size(): number {
     return this.#entries.length;
   }
 
-  /**
-   * Takes the first fault matching a request whose JSON-RPC methods are `methods` (one per
-   * batch element; '' for elements without a string method).
-   */
+  /** The first fault matching a request calling `methods` (one per batch element, '' if none). */
   take(methods: readonly string[]): Fault | undefined {
     const index = this.#entries.findIndex(
       ({ fault }) => fault.method === undefined || methods.includes(fault.method),

@@ -1,10 +1,4 @@
-/**
- * Loopback Solana JSON-RPC simulator for tests and local runs. See server.ts (HTTP, faults,
- * lag, and the API of both sides), pubsub.ts (websocket subscriptions), chain.ts (account
- * store, history, SNS layouts and name-program transactions), transactions.ts (instructions,
- * logs, transaction JSON), methods.ts (method semantics), background.ts (unrelated writes),
- * demo.ts (demo names).
- */
+/** Loopback Solana JSON-RPC simulator for tests and local runs; the API is in server.ts. */
 export {
   DEFAULT_DOMAIN_SPACE,
   DEFAULT_MAX_TRANSACTIONS,

@@ -1,7 +1,6 @@
 /**
- * Solana JSON-RPC methods served by the simulator, answering from a `SimChain`. Results are
- * produced as JSON text (not objects) so account lists are built without intermediate objects
- * and `rentEpoch` can be written as the exact u64 the real RPC sends.
+ * The simulator's JSON-RPC methods. Results are JSON text, so account lists need no intermediate
+ * objects and `rentEpoch` can be the exact u64 the real RPC sends.
  */
 import { PublicKey } from '@solana/web3.js';
 import { base58Decode, base58Encode, isBase58Pubkey } from './base58.js';
@@ -9,20 +8,20 @@ import type { ChainView, SimChain, StoredAccount } from './chain.js';
 import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transactions.js';
 import type { SimTransaction } from './transactions.js';
 
-/** Version the simulator claims (`getVersion`, `context.apiVersion`). */
+/** Claimed by `getVersion` and `context.apiVersion`. */
 export const SIM_SOLANA_VERSION = '2.2.0';
-/** Most filters a getProgramAccounts call may carry (as on the real RPC). */
+/** Real RPC's limit of getProgramAccounts filters. */
 export const MAX_FILTERS = 4;
-/** Most pubkeys a getMultipleAccounts call may carry (as on the real RPC). */
+/** Real RPC's limit of getMultipleAccounts keys. */
 export const MAX_MULTIPLE_ACCOUNTS = 100;
-/** Largest memcmp filter, and largest data the base58 encoding may return, in bytes. */
+/** Largest memcmp filter and base58-encoded data, bytes. */
 export const MAX_BASE58_BYTES = 128;
-/** Most rows getSignaturesForAddress gives (agave's MAX_GET_CONFIRMED_SIGNATURES_FOR_ADDRESS2_LIMIT). */
+/** Agave's MAX_GET_CONFIRMED_SIGNATURES_FOR_ADDRESS2_LIMIT. */
 export const MAX_SIGNATURES_LIMIT = 1000;
-/** u64::MAX, what the real RPC reports as `rentEpoch` of rent-exempt accounts. */
+/** u64::MAX, the real RPC's `rentEpoch` of rent-exempt accounts. */
 const RENT_EPOCH_JSON = '18446744073709551615';
 
-/** JSON-RPC 2.0 error codes used by the simulator. */
+/** JSON-RPC error codes. */
 export const RpcErrorCode = {
   parseError: -32700,
   invalidRequest: -32600,
@@ -32,7 +31,7 @@ export const RpcErrorCode = {
   minContextSlotNotReached: -32016,
 } as const;
 
-/** A JSON-RPC error to answer with (`{ code, message, data? }`). */
+/** A JSON-RPC error answer (`{ code, message, data? }`). */
 export class RpcError extends Error {
   constructor(
     readonly code: number,
@@ -44,13 +43,13 @@ export class RpcError extends Error {
   }
 }
 
-/** The result of one call, as JSON text. */
+/** One call's result, as JSON text. */
 export type ResultJson = string;
 
-/** What the transaction methods need beyond the accounts: which transactions a node has. */
+/** Which transactions a node has. */
 export interface TransactionView {
   readonly chain: SimChain;
-  /** Transactions run after this chain time (ms) are not known to the node yet. */
+  /** Transactions after this chain time (ms) are unknown yet. */
   readonly cutoff: number;
 }
 
@@ -76,15 +75,12 @@ const HANDLERS: Record<string, Handler> = {
   getVersion: () => JSON.stringify({ 'solana-core': SIM_SOLANA_VERSION, 'feature-set': 1 }),
 };
 
-/**
- * Simulator-only methods that change the chain, so a running simulator can be driven with
- * curl. No real node has them; the `sim` prefix says so.
- */
+/** Chain-changing methods for driving a simulator with curl; no real node has them. */
 const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => ResultJson> = {
   simAddSubdomain: (chain, params) => {
     const [parent, label] = nameParams(params);
     const keys = chainCall(() => chain.addSubdomain(parent, label));
-    // The README quotes this answer: no signature here (getSignaturesForAddress has it).
+    // The README quotes this answer.
     return JSON.stringify({
       subdomain: keys.subKey.toBase58(),
       reverse: keys.reverseKey.toBase58(),
@@ -104,32 +100,22 @@ const SIM_HANDLERS: Record<string, (chain: SimChain, params: unknown[]) => Resul
   },
 };
 
-/** Names of the methods the simulator serves (the read methods a real node has). */
+/** The read methods served. */
 export const SUPPORTED_METHODS: readonly string[] = Object.keys(HANDLERS);
 
 /**
- * Simulator-only JSON-RPC methods, served over HTTP next to `SUPPORTED_METHODS`:
- * - `simAddSubdomain` `[parent, label]` → `{subdomain, reverse}` (base58 keys): writes the
- *   subdomain's name account and reverse record with `SimChain.addSubdomain` (one transaction).
- * - `simDeleteSubdomain` `[parent, label, {via?}]` → boolean (whether anything existed): deletes
- *   both with `SimChain.deleteSubdomain` (name-program Deletes; with `via`, a base58 program id,
- *   as inner instructions of that program).
- * - `simTransferSubdomain` `[parent, label, newOwner]` → `{subdomain, signature}`: the
- *   name-program Transfer of `SimChain.transferSubdomain`.
- * They write to the chain now, whatever the HTTP lag.
+ * Simulator-only methods, writing now whatever the lag: `simAddSubdomain [parent, label]`,
+ * `simDeleteSubdomain [parent, label, {via?}]`, `simTransferSubdomain [parent, label, newOwner]`
+ * (the `SimChain` helpers of those names).
  */
 export const SIM_ONLY_METHODS: readonly string[] = Object.keys(SIM_HANDLERS);
 
 /**
- * Runs one JSON-RPC method: read methods against `view` as of `slot`, simulator-only methods
- * (`SIM_ONLY_METHODS`) against `chain`. Transaction methods see only transactions at least
- * `txLagMs` old (by the chain's clock) and no later than `slot`.
- * @param params the request's `params` (absent, or an array).
- * @param view what read methods see; default the chain now (a lagging node passes
- *   `chain.asOf(lag)` and its slot).
+ * Runs one method: reads against `view` (default the chain now; a lagging node passes
+ * `chain.asOf(lag)`), `sim*` against `chain`. Transaction methods see transactions at least
+ * `txLagMs` old and no later than `slot`.
  * @returns the result as JSON text.
- * @throws RpcError -32601 for an unknown method, -32602 for bad params, -32016 when
- *   `minContextSlot` is ahead of `slot`.
+ * @throws RpcError -32601 unknown method, -32602 bad params, -32016 `minContextSlot` ahead.
  */
 export function callMethod(
   chain: SimChain,
@@ -163,7 +149,7 @@ function nameParams(params: unknown[]): [string, string] {
   return [parent, label];
 }
 
-/** Turns the chain helpers' name errors into -32602. */
+/** Chain helpers' name errors as -32602. */
 function chainCall<T>(fn: () => T): T {
   try {
     return fn();
@@ -221,13 +207,10 @@ function getAccountInfo(chain: ChainView, params: unknown[], slot: number): Resu
 }
 
 /**
- * getTransaction `[signature, {encoding?, commitment?, maxSupportedTransactionVersion?}]` (or
- * `[signature, encoding]`): the EncodedConfirmedTransactionWithStatusMeta of a kept transaction
- * (see `transactionJson`), or null when the node does not know it (yet): forgotten, younger than
- * the lag, or, at the default `finalized` commitment, not yet 32 slots deep.
- * @throws RpcError -32602 on a bad signature, a `processed` commitment (agave's "Method does not
- *   support commitment below `confirmed`"), a version above 0, or an encoding other than json,
- *   jsonParsed.
+ * getTransaction: a kept transaction, or null when the node does not know it (forgotten, younger
+ * than the lag, or under `finalized` not 32 slots deep yet).
+ * @throws RpcError -32602 on a bad signature, `processed` (as agave), a version above 0, or an
+ *   encoding other than json, jsonParsed.
  */
 function getTransaction(
   _view: ChainView,
@@ -255,13 +238,10 @@ function getTransaction(
 }
 
 /**
- * getSignaturesForAddress `[address, {limit?, before?, until?, commitment?, minContextSlot?}]`:
- * transactions whose account keys hold `address`, newest first, strictly older than `before`
- * and strictly newer than `until`, at most `limit` (default and most 1000), as
- * `{signature, slot, err, memo, blockTime, confirmationStatus}`. As agave: a `before` the node
- * does not know gives [], an `until` it does not know reaches back to the oldest kept.
- * @throws RpcError -32602 on bad params or a `processed` commitment; -32016 when
- *   `minContextSlot` is ahead of the node.
+ * getSignaturesForAddress: transactions naming `address`, newest first, between `before` and
+ * `until` (exclusive), at most `limit` (≤ 1000). As agave, an unknown `before` gives [] and an
+ * unknown `until` reaches the oldest kept.
+ * @throws RpcError -32602 on bad params or `processed`; -32016 for `minContextSlot` ahead.
  */
 function getSignaturesForAddress(
   _view: ChainView,
@@ -311,9 +291,8 @@ function visible(
 }
 
 /**
- * The commitment of a history method (getTransaction, getSignaturesForAddress): at least
- * confirmed, default finalized, as agave's `check_is_at_least_confirmed`.
- * @returns whether it is finalized.
+ * History commitment: at least confirmed, default finalized (agave's
+ * `check_is_at_least_confirmed`); true if finalized.
  */
 function readHistoryCommitment(config: Config): boolean {
   const { commitment } = config;
@@ -324,10 +303,7 @@ function readHistoryCommitment(config: Config): boolean {
   return commitment === undefined || ['finalized', 'max', 'root'].includes(commitment as string);
 }
 
-/**
- * A base58 transaction signature (64 bytes).
- * @throws RpcError -32602 "Invalid param: ..." as agave's `verify_signature`.
- */
+/** A 64-byte base58 signature; else -32602 as agave's `verify_signature`. */
 function signatureParam(value: unknown): string {
   if (typeof value !== 'string') throw invalidParams('Invalid params: expected a signature string');
   const bytes = base58Decode(value);
@@ -337,10 +313,8 @@ function signatureParam(value: unknown): string {
 }
 
 /**
- * The simulator holds no SPL token state, so a mint is never found. The SDK's
- * `NameRegistryState.retrieve` (used by `reverseLookup`) calls this to check whether a name
- * is tokenized and treats -32602 as "not tokenized", which is what mainnet answers for a
- * mint that does not exist.
+ * No SPL token state: never a mint. The SDK's `reverseLookup` asks whether a name is tokenized
+ * and reads -32602 as "no", which is what mainnet answers for a missing mint.
  */
 function getTokenLargestAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
   const key = pubkeyParam(params[0]);
@@ -359,31 +333,28 @@ const TOKEN_2022_PROGRAM = 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb';
 // ---- encoding --------------------------------------------------------------------------
 
 /**
- * How account data is written: `base64` and `base58` as `["<data>","<encoding>"]`; `binary`
- * (the pubsub default, "legacy binary") as a bare base58 string. `jsonParsed` is served as
- * `base64`, as the real RPC does for accounts it cannot parse.
+ * Data encodings: `base64`/`base58` as `[data, encoding]`, `binary` (pubsub's legacy default) as
+ * bare base58; `jsonParsed` served as base64, as the real RPC does for unparsable accounts.
  */
 export type Encoding = 'base64' | 'base58' | 'binary';
 
-/** `dataSlice` of a request: bytes `offset .. offset+length` of the data, clamped. */
+/** Bytes `offset .. offset+length` of the data, clamped. */
 export interface DataSlice {
   offset: number;
   length: number;
 }
 
-/** Test run on an account's whole data (a getProgramAccounts/programSubscribe filter). */
+/** A getProgramAccounts/programSubscribe filter over an account's data. */
 export type Filter = (data: Buffer) => boolean;
 
-/** Text agave's account decoder puts in place of base58 data over `MAX_BASE58_BYTES`. */
+/** Agave's placeholder for base58 data over `MAX_BASE58_BYTES`. */
 const BASE58_TOO_LARGE = 'error: data too large for bs58 encoding';
 const SYSTEM_PROGRAM = '11111111111111111111111111111111';
 
 /**
- * One account as the RPC writes it (`{"data":…,"executable":false,"lamports":…,"owner":…,
- * "rentEpoch":…,"space":…}`), data cut by `slice`.
- * @param base58TooLarge what to do when base58/binary data is over `MAX_BASE58_BYTES`:
- *   `'throw'` (HTTP methods: RpcError -32600) or `'placeholder'` (pubsub notifications: the
- *   text agave's account decoder writes instead of the data).
+ * One account as the RPC writes it, data cut by `slice`.
+ * @param base58TooLarge over `MAX_BASE58_BYTES`: `'throw'` (HTTP, -32600) or `'placeholder'`
+ *   (pubsub, as agave).
  */
 export function accountJson(
   account: StoredAccount,
@@ -416,10 +387,7 @@ export function accountJson(
   );
 }
 
-/**
- * A deleted account as accountNotification reports it: what the runtime stores for a closed
- * account (0 lamports, no data, owned by the system program, rentEpoch 0).
- */
+/** A closed account as accountNotification reports it (0 lamports, no data, system-owned). */
 export function closedAccountJson(encoding: Encoding): string {
   const dataJson = encoding === 'binary' ? '""' : `["","${encoding}"]`;
   return (
@@ -430,21 +398,20 @@ export function closedAccountJson(encoding: Encoding): string {
 
 // ---- pubsub params ---------------------------------------------------------------------
 
-/** What accountSubscribe/programSubscribe asked for, validated. */
+/** Validated accountSubscribe/programSubscribe params. */
 export interface SubscriptionParams {
-  /** Base58 account (accountSubscribe) or program (programSubscribe) key. */
+  /** Account or program key, base58. */
   key: string;
   encoding: Encoding;
   dataSlice: DataSlice | undefined;
-  /** programSubscribe only; all must pass. Empty for accountSubscribe. */
+  /** programSubscribe only; all must pass. */
   filters: Filter[];
 }
 
 /**
- * Validates accountSubscribe params `[pubkey, {encoding?, commitment?, dataSlice?}]` with the
- * same rules as the HTTP methods; the encoding defaults to `binary`, as on agave.
- * `minContextSlot` is accepted and ignored (agave ignores it too).
- * @throws RpcError -32602 on bad params (`base64+zstd` included: the simulator has no zstd).
+ * accountSubscribe params, validated as the HTTP methods; default encoding `binary` and
+ * `minContextSlot` ignored, as on agave.
+ * @throws RpcError -32602 on bad params (`base64+zstd` included: no zstd here).
  */
 export function readAccountSubscribe(params: unknown): SubscriptionParams {
   const list = paramList(params);
@@ -460,9 +427,7 @@ export function readAccountSubscribe(params: unknown): SubscriptionParams {
 }
 
 /**
- * Validates programSubscribe params `[programId, {encoding?, commitment?, filters?,
- * dataSlice?, withContext?}]` with the same rules as getProgramAccounts (filters included);
- * the encoding defaults to `binary`, as on agave.
+ * programSubscribe params, validated as getProgramAccounts; default encoding `binary`, as agave.
  * @throws RpcError -32602 on bad params.
  */
 export function readProgramSubscribe(params: unknown): SubscriptionParams {
@@ -479,17 +444,14 @@ export function readProgramSubscribe(params: unknown): SubscriptionParams {
   };
 }
 
-/** What logsSubscribe asked for: transactions mentioning `mentions`, or all (undefined). */
+/** logsSubscribe: transactions mentioning `mentions`, or all (undefined). */
 export interface LogsParams {
   mentions: PublicKey | undefined;
 }
 
 /**
- * Validates logsSubscribe params `[filter, {commitment?}]`, filter `"all"`, `"allWithVotes"`
- * (the simulator has no votes: the same as all) or `{mentions: [pubkey]}`, as agave's
- * RpcTransactionLogsFilter.
- * @throws RpcError -32602 on a bad filter or commitment; "Invalid Request: Only 1 address
- *   supported" when `mentions` does not hold exactly one key, as agave.
+ * logsSubscribe params as agave's RpcTransactionLogsFilter (`allWithVotes` = all: no votes here).
+ * @throws RpcError -32602 on a bad filter or commitment, or `mentions` not holding one key.
  */
 export function readLogsSubscribe(params: unknown): LogsParams {
   const list = paramList(params);
@@ -509,10 +471,7 @@ export function readLogsSubscribe(params: unknown): LogsParams {
   return { mentions: new PublicKey(pubkeyParam(mentions[0])) };
 }
 
-/**
- * Validates the `[subscriptionId]` of accountUnsubscribe/programUnsubscribe/logsUnsubscribe.
- * @throws RpcError -32602 unless it is a non-negative integer.
- */
+/** The `[subscriptionId]` of an unsubscribe; -32602 unless a non-negative integer. */
 export function readSubscriptionId(params: unknown): number {
   const [id] = paramList(params);
   return readCount(id, 'subscription id');
@@ -584,10 +543,7 @@ function readContext(config: Config, slot: number): string {
   return `{"apiVersion":"${SIM_SOLANA_VERSION}","slot":${slot}}`;
 }
 
-/**
- * `jsonParsed` falls back to base64, as the real RPC does for accounts it cannot parse.
- * `binary` (legacy) is accepted only where it is the default (pubsub).
- */
+/** `jsonParsed` falls back to base64; `binary` only where it is the default (pubsub). */
 function readEncoding(config: Config, fallback: Encoding = 'base64'): Encoding {
   const { encoding } = config;
   if (encoding === undefined) return fallback;

@@ -1,16 +1,8 @@
 /**
- * Websocket side of the simulator: Solana's pubsub JSON-RPC (accountSubscribe,
- * programSubscribe, logsSubscribe and their unsubscribes) on its own port, fed synchronously by
- * the chain's write and transaction listeners, with the failures providers show: dropped sockets,
- * no websocket support (HTTP 503 on upgrade) and half-open sockets that stop answering, pongs
- * included.
- *
- * Wire format as agave's rpc_pubsub: subscription ids are numbers from 0, an unknown id on
- * unsubscribe is -32602 "Invalid subscription id.", and ids belong to the connection that
- * made them (any unsubscribe method removes any kind of subscription, as there).
- *
- * Hostile frames for tests and benches: `sendRaw` puts any text on a subscription's socket (a slot
- * of `1e309` or `2^63`, written literally by `programNotificationText`), `flood` sends many fast.
+ * The simulator's pubsub websocket (account/program/logsSubscribe and unsubscribes), fed
+ * synchronously by chain listeners, with providers' failures: dropped sockets, no websocket
+ * support (503), half-open sockets. Wire format as agave's rpc_pubsub (ids from 0, per
+ * connection; unknown id: -32602). `sendRaw` and `flood` put hostile frames on a socket.
  */
 import { NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { createServer } from 'node:http';
@@ -34,29 +26,28 @@ import {
 } from './methods.js';
 import type { LogsParams, SubscriptionParams } from './methods.js';
 
-/** One JSON-RPC call received on a websocket. */
+/** One websocket JSON-RPC call. */
 export interface WsCallRecord {
-  /** The call's `method`; '' when the frame or element had none (parse errors included). */
+  /** '' when the frame or element had none. */
   method: string;
-  /** The call's `params` as received (undefined if absent). */
   params: unknown;
-  /** The subscription id a successful accountSubscribe/programSubscribe got. */
+  /** Of a successful subscribe. */
   subscription?: number;
-  /** JSON-RPC error code of the answer, if it was an error. */
+  /** The answer's error code, if any. */
   error?: number;
 }
 
-/** Websocket counters (see `RpcSimulator.wsStats`). */
+/** See `RpcSimulator.wsStats`. */
 export interface WsStats {
-  /** Websockets open now. */
+  /** Open now. */
   connections: number;
-  /** Websockets accepted since start. */
+  /** Since start. */
   accepted: number;
-  /** Subscriptions active now, over all websockets. */
+  /** Active now. */
   subscriptions: number;
-  /** accountNotification/programNotification/logsNotification messages sent. */
+  /** Notifications sent. */
   notificationsSent: number;
-  /** UTF-8 bytes of all text frames sent (answers and notifications), for credit accounting. */
+  /** UTF-8 bytes of all text frames sent, for credit accounting. */
   bytesSent: number;
 }
 
@@ -80,10 +71,9 @@ type Subscription =
       readonly client: Client;
     };
 
-/** An accountSubscribe or programSubscribe subscription. */
 type DataSubscription = Exclude<Subscription, { kind: 'logs' }>;
 
-/** Kinds of subscription the simulator serves. */
+/** Kinds of subscription served. */
 export type SubscriptionKind = Subscription['kind'];
 
 const UNSUBSCRIBE_METHODS = new Set([
@@ -94,9 +84,8 @@ const UNSUBSCRIBE_METHODS = new Set([
 
 /** A running pubsub endpoint. */
 export class PubSubServer {
-  /** `ws://host:port`. */
   readonly url: string;
-  /** One row per JSON-RPC call received on any websocket, oldest first. */
+  /** Every websocket call, oldest first. */
   readonly calls: WsCallRecord[] = [];
 
   readonly #server: ReturnType<typeof createServer>;
@@ -139,13 +128,10 @@ export class PubSubServer {
     this.#stopLogs = chain.onTransaction((tx) => this.#notifyLogs(tx));
   }
 
-  /**
-   * Listens on `host:port` (0 = ephemeral).
-   * @throws the listen error (e.g. EADDRINUSE).
-   */
+  /** Listens on `host:port` (0: ephemeral); throws the listen error. */
   static async start(chain: SimChain, host: string, port: number): Promise<PubSubServer> {
     const server = createServer((_req, res) => {
-      // Plain HTTP on the pubsub port: only websocket upgrades are served here.
+      // Only websocket upgrades are served here.
       const body = 'Upgrade Required: this port serves websocket JSON-RPC only';
       res.writeHead(426, {
         'Content-Type': 'text/plain',
@@ -155,7 +141,7 @@ export class PubSubServer {
       });
       res.end(body);
     });
-    // autoPong off: pongs are sent by hand so a frozen socket can withhold them.
+    // Pongs by hand, so a frozen socket can withhold them.
     const wss = new WebSocketServer({ noServer: true, autoPong: false });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -169,7 +155,6 @@ export class PubSubServer {
     return new PubSubServer(chain, server, wss, `ws://${shown}:${address.port}`);
   }
 
-  /** Counters; see `WsStats`. */
   stats(): WsStats {
     let subscriptions = 0;
     for (const client of this.#clients) subscriptions += client.subs.size;
@@ -182,23 +167,19 @@ export class PubSubServer {
     };
   }
 
-  /** Destroys every open websocket without a close frame. @returns how many. */
+  /** Destroys every websocket without a close frame; returns the count. */
   dropSockets(): number {
     const count = this.#clients.size;
     for (const client of this.#clients) client.ws.terminate();
     return count;
   }
 
-  /** false: new upgrades get HTTP 503 (open websockets stay); true: accepted again. */
+  /** false: new upgrades get 503 (open ones stay). */
   setAvailable(available: boolean): void {
     this.#available = available;
   }
 
-  /**
-   * Makes every open websocket half-open: from now on it sends nothing (no answers, no
-   * notifications, no pongs) and reads nothing. Websockets opened later are not affected.
-   * @returns how many were frozen.
-   */
+  /** Makes open websockets half-open (no sends, pongs included; no reads); returns the count. */
   freezeSockets(): number {
     let count = 0;
     for (const client of this.#clients) {
@@ -210,7 +191,7 @@ export class PubSubServer {
     return count;
   }
 
-  /** Subscription ids open now, of `kind` only if given, oldest first. */
+  /** Open subscription ids, of `kind` if given, oldest first. */
   subscriptionIds(kind?: SubscriptionKind): number[] {
     const ids: number[] = [];
     for (const client of this.#clients) {
@@ -219,22 +200,15 @@ export class PubSubServer {
     return ids.sort((a, b) => a - b);
   }
 
-  /**
-   * Sends `text` unchanged, one text frame, on the websocket holding subscription `id`: any frame
-   * a provider might send, a slot of `1e309` included (see {@link programNotificationText}).
-   * @returns false when no open, unfrozen websocket holds that id.
-   */
+  /** Sends `text` as-is on subscription `id`'s socket; false if no open, unfrozen one has it. */
   sendRaw(id: number, text: string): boolean {
     const client = this.#holder(id);
     return client !== undefined && this.#send(client, text);
   }
 
   /**
-   * Sends `count` frames, `frame(i)` for i from 0, on the websocket holding subscription `id`, as
-   * fast as the socket takes them: it waits while more than {@link FLOOD_BUFFER_BYTES} are
-   * unsent, so the simulator's own memory stays small however many it sends.
-   * @returns how many were sent (fewer when the socket closed meanwhile) and the milliseconds it
-   *   took to hand them all to the socket.
+   * Sends `frame(i)` for i < `count` on subscription `id`'s socket, waiting while over
+   * {@link FLOOD_BUFFER_BYTES} are unsent so the simulator stays small. Returns frames sent and ms.
    */
   async flood(
     id: number,
@@ -248,7 +222,7 @@ export class PubSubServer {
       if (client.frozen || client.ws.readyState !== client.ws.OPEN) break;
       const text = frame(sent);
       if (client.ws.bufferedAmount > FLOOD_BUFFER_BYTES) {
-        // Frames go out in order: once this one is written, the backlog before it is too.
+        // In order: once this one is written, the backlog before it is too.
         await new Promise<void>((resolve) => client.ws.send(text, () => resolve()));
       } else {
         client.ws.send(text);
@@ -259,7 +233,7 @@ export class PubSubServer {
     return { sent, ms: performance.now() - started };
   }
 
-  /** Stops listening and destroys all websockets. Idempotent. */
+  /** Stops listening, destroys all websockets. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
       this.#stopListening();
@@ -312,7 +286,7 @@ export class PubSubServer {
     this.#send(client, body.kind === 'single' ? (parts[0] ?? '') : `[${parts.join(',')}]`);
   }
 
-  /** Runs one call and records it. @returns the answer as JSON text. */
+  /** Runs and records one call; returns the answer JSON. */
   #call(client: Client, e: Envelope): string {
     const row: WsCallRecord = { method: e.method, params: e.params };
     this.calls.push(row);
@@ -377,7 +351,7 @@ export class PubSubServer {
     return sub;
   }
 
-  /** @throws RpcError -32602 "Invalid subscription id." as agave, for ids not of this client. */
+  /** @throws RpcError -32602 "Invalid subscription id." (agave) for ids not of this client. */
   #unsubscribe(client: Client, id: number): void {
     const sub = client.subs.get(id);
     if (!sub) throw new RpcError(RpcErrorCode.invalidParams, 'Invalid subscription id.');
@@ -397,10 +371,9 @@ export class PubSubServer {
   }
 
   /**
-   * Chain write listener. accountSubscribe: every write, deletions as a closed account.
-   * programSubscribe: accounts the program owns after the write and that pass the filters
-   * then; so never for a deletion, as on a real node, where a closed account has no data
-   * and belongs to the system program.
+   * Write listener: accountSubscribe hears every write (deletion as a closed account);
+   * programSubscribe only accounts owned and passing the filters after the write, so never a
+   * deletion, as on a real node.
    */
   #notify(write: AccountWrite): void {
     const accountSubs = this.#accountSubs.get(write.key);
@@ -424,11 +397,7 @@ export class PubSubServer {
     }
   }
 
-  /**
-   * Transaction listener: a logsNotification `{signature, err, logs}` for each logs subscription
-   * whose filter the transaction passes (all, or `mentions` among its account keys, as agave's
-   * log collector indexes every account key of a transaction).
-   */
+  /** Transaction listener: a logsNotification per passing subscription (`mentions`: any key). */
   #notifyLogs(tx: SimTransaction): void {
     if (this.#logsSubs.size === 0) return;
     let value: string | undefined;
@@ -447,7 +416,7 @@ export class PubSubServer {
     if (this.#send(sub.client, text)) this.#notificationsSent++;
   }
 
-  /** The open, unfrozen client holding subscription `id`. */
+  /** The open, unfrozen client holding `id`. */
   #holder(id: number): Client | undefined {
     for (const client of this.#clients) {
       if (client.subs.has(id) && !client.frozen) return client;
@@ -455,7 +424,7 @@ export class PubSubServer {
     return undefined;
   }
 
-  /** @returns whether the text was handed to the socket. */
+  /** Whether the text reached the socket. */
   #send(client: Client, text: string): boolean {
     if (client.frozen || client.ws.readyState !== client.ws.OPEN) return false;
     client.ws.send(text);
@@ -464,15 +433,13 @@ export class PubSubServer {
   }
 }
 
-/** Bytes {@link PubSubServer.flood} leaves unsent on a socket before it waits for them. */
+/** Unsent bytes {@link PubSubServer.flood} allows before waiting. */
 export const FLOOD_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /**
- * A `programNotification` as a node sends it, for {@link PubSubServer.sendRaw} and
- * {@link PubSubServer.flood}. `slot` goes in as written: a string is not quoted, so `'1e309'`,
- * `'9223372036854775808'` or `'-1'` go out literally (a quoted slot is `'"5"'`). `data` is the
- * account's data already cut to the subscription's `dataSlice` (base64 here); `owner` the owning
- * program (default the name program).
+ * A node's `programNotification` for `sendRaw`/`flood`; `slot` goes in unquoted as written
+ * (`'1e309'`, `'-1'`; quoted: `'"5"'`), `data` already sliced (base64), `owner` default the name
+ * program.
  */
 export function programNotificationText(
   subscription: number,
@@ -495,7 +462,7 @@ function rawText(data: RawData): string {
   return Buffer.from(data as Buffer).toString('utf8');
 }
 
-/** Answers an upgrade request with a plain HTTP error and closes the connection. */
+/** Answers an upgrade with a plain HTTP error and closes. */
 function refuse(socket: Socket, status: number, text: string): void {
   socket.end(
     `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\n` +

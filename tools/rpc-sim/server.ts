@@ -1,8 +1,6 @@
 /**
- * Loopback HTTP server speaking Solana JSON-RPC 2.0 from a `SimChain`, with fault injection,
- * an optional lag behind the chain, and a websocket (pubsub) endpoint on its own port
- * (pubsub.ts). Good enough for `@solana/web3.js` 1.x `Connection` and the SNS SDK to run
- * against unchanged.
+ * Loopback Solana JSON-RPC 2.0 server over a `SimChain`, with faults, an optional lag behind the
+ * chain and a pubsub websocket on its own port: enough for web3.js 1.x and the SNS SDK, unchanged.
  */
 import { STATUS_CODES, createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -19,136 +17,92 @@ import type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
 import { startBackgroundWrites } from './background.js';
 import type { BackgroundWriter } from './background.js';
 
-/** Default request body limit: 10 MiB. Larger bodies get HTTP 413. */
+/** 10 MiB; larger bodies get 413. */
 export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
 
 /** One JSON-RPC call the simulator received. */
 export interface RpcCallRecord {
-  /** The call's `method`; '' when the body or element had none (parse errors included). */
+  /** '' when the body or element had none. */
   method: string;
-  /** The call's `params` as received (undefined if absent). */
   params: unknown;
   /**
-   * UTF-8 byte length of this call's own response: for a single call, the whole HTTP body;
-   * for a batch element, that element's JSON object inside the array (so a batch body is
-   * the sum of its rows + commas + 2 brackets). 0 for notifications and for calls that got
-   * no answer (`hang`, `reset`); the fault body length for `http` and `garbage` faults.
-   * Rows are added when the answer is written (on arrival for `hang` and `reset`), so a call
-   * held by a `delay` fault shows up only once the delay is over.
+   * UTF-8 bytes of this call's own answer (a batch element's object within the array); 0 for
+   * notifications and unanswered calls, the fault body for `http` and `garbage`. Recorded when the
+   * answer is written (so after a `delay`).
    */
   responseBytes: number;
-  /** Kind of the fault applied to this call's request, if any. */
   fault?: Fault['kind'];
 }
 
 /** Options of `startRpcSimulator`. */
 export interface RpcSimulatorOptions {
-  /** Accounts to serve; default a new empty `SimChain`. */
+  /** Default a new empty chain. */
   chain?: SimChain;
-  /** Interface to listen on; default 127.0.0.1. */
+  /** Default 127.0.0.1. */
   host?: string;
-  /** TCP port; default 0 (an ephemeral port, see `url`). */
+  /** Default 0 (ephemeral, see `url`). */
   port?: number;
-  /**
-   * TCP port of the websocket (pubsub) endpoint, on the same host; default 0 (an ephemeral
-   * port, see `wsUrl`). Real nodes use the HTTP port + 1 (8899 → 8900), which is what
-   * web3.js derives from an HTTP URL; the CLI does that.
-   */
+  /** Default 0 (ephemeral); real nodes (and the CLI) use the HTTP port + 1, as web3.js derives. */
   wsPort?: number;
-  /**
-   * Milliseconds the HTTP side lags behind the chain (default 0): every HTTP read method
-   * answers from the chain as it was that long ago (accounts and `context.slot`), while the
-   * websocket side sees each write at once. See `setHttpLagMs`.
-   */
+  /** Ms HTTP reads lag behind the chain (the websocket sees writes at once); see `setHttpLagMs`. */
   httpLagMs?: number;
   /**
-   * Milliseconds a transaction stays unknown to the HTTP side's `getTransaction` and
-   * `getSignaturesForAddress` (default 0), on top of `httpLagMs` (the larger applies): a node
-   * whose accounts are current but whose transaction store lags, as when a logs notification
-   * arrives before the node asked has the transaction. See `setTransactionLagMs`.
+   * Ms a transaction stays unknown to `getTransaction`/`getSignaturesForAddress` (at least the
+   * HTTP lag): a logs notification arriving before the node asked has the transaction.
    */
   txLagMs?: number;
-  /**
-   * Unrelated name-program writes per second under random parents nobody asked about
-   * (default 0: none); see `startBackgroundWrites` and `setBackgroundWrites`.
-   */
+  /** Unrelated name-program writes per second (default 0); see `startBackgroundWrites`. */
   backgroundWritesPerSecond?: number;
-  /** Request body limit in bytes; default `DEFAULT_MAX_BODY_BYTES`. */
+  /** Default `DEFAULT_MAX_BODY_BYTES`. */
   maxBodyBytes?: number;
-  /** Called with each call record as it is added to `calls` (e.g. for logging). */
+  /** Called with each call record as it is added. */
   onCall?: (call: RpcCallRecord) => void;
 }
 
 /** A running simulator. */
 export interface RpcSimulator {
-  /** Base URL, e.g. `http://127.0.0.1:54321`; any path is accepted. */
+  /** E.g. `http://127.0.0.1:54321`; any path is accepted. */
   readonly url: string;
   readonly chain: SimChain;
-  /** One row per JSON-RPC call received (each batch element counts), oldest first. */
+  /** One row per JSON-RPC call (batch elements each), oldest first. */
   readonly calls: RpcCallRecord[];
-  /** Number of recorded calls, of `method` only if given. */
+  /** Recorded calls, of `method` if given. */
   callCount(method?: string): number;
-  /** Empties `calls` (in place). */
+  /** Empties `calls` in place. */
   resetCalls(): void;
   /**
-   * Replaces the fault list ([] clears it). Per HTTP request, the first matching fault is
-   * applied and its `times` decremented.
+   * Replaces the faults; per HTTP request the first match applies and its `times` drops.
    * @throws TypeError on an invalid fault.
    */
   setFaults(faults: Fault[]): void;
-  /**
-   * Stops listening (HTTP and websocket), cancels delayed answers and destroys all open
-   * sockets (hanging, keep-alive and websockets included). Idempotent.
-   */
+  /** Stops listening and destroys every socket (hanging, keep-alive, websockets). Idempotent. */
   close(): Promise<void>;
 
-  /** Websocket (pubsub) URL, e.g. `ws://127.0.0.1:54322`; any path is accepted. */
+  /** E.g. `ws://127.0.0.1:54322`; any path is accepted. */
   readonly wsUrl: string;
-  /**
-   * One row per JSON-RPC call received on any websocket (accountSubscribe, programSubscribe,
-   * their unsubscribes, and unknown or invalid calls), oldest first, with the subscription
-   * id or error code it got. Empty it in place (`wsCalls.length = 0`) if needed.
-   */
+  /** One row per websocket JSON-RPC call, oldest first, with its subscription id or error code. */
   readonly wsCalls: WsCallRecord[];
-  /**
-   * Websocket counters: `connections` open now, `accepted` since start, `subscriptions`
-   * active now, `notificationsSent` (account/programNotification), `bytesSent` (UTF-8 bytes
-   * of all text frames sent, answers included; for credit accounting).
-   */
+  /** Websocket counters; `bytesSent` counts every text frame, for credit accounting. */
   wsStats(): WsStats;
-  /**
-   * Terminates every open websocket abruptly (TCP destroyed, no close frame, so clients see
-   * code 1006), as providers do; their subscriptions end.
-   * @returns how many websockets were open.
-   */
+  /** Destroys every websocket without a close frame (1006), as providers do; returns the count. */
   dropSockets(): number;
-  /**
-   * false: new websocket upgrades are refused with HTTP 503, like a provider without
-   * websocket support (open websockets stay); true (the default) accepts them again.
-   */
+  /** false: refuse new upgrades with 503, like a provider without websockets (open ones stay). */
   setWebsocketAvailable(available: boolean): void;
   /**
-   * Turns every open websocket into a half-open connection: it stops sending anything
-   * (answers, notifications, and pongs to the client's pings) and stops reading, so only a
-   * client keep-alive can notice. Later websockets are unaffected; `dropSockets` or `close`
-   * ends frozen ones.
-   * @returns how many websockets were frozen.
+   * Makes every open websocket half-open: it neither sends (pongs included) nor reads, so only a
+   * client keep-alive notices. Returns the count.
    */
   freezeSockets(): number;
-  /** Websocket subscription ids open now, of `kind` only if given, oldest first. */
+  /** Open subscription ids, of `kind` if given, oldest first. */
   wsSubscriptions(kind?: SubscriptionKind): number[];
   /**
-   * Sends `text` unchanged as one text frame on the websocket holding subscription `id`: any frame
-   * a provider might send. `programNotificationText` writes a notification with its slot as given
-   * (`'1e309'`, `'9223372036854775808'`, `'-1'`, `'1.5'`, `'"7"'` go out literally).
+   * Sends `text` as-is as one frame on subscription `id`'s websocket (forged slots and the like).
    * @returns false when no open, unfrozen websocket holds that id.
    */
   wsSendRaw(id: number, text: string): boolean;
   /**
-   * Sends `count` frames, `frame(i)` for i = 0, 1, ..., on the websocket holding subscription
-   * `id`, as fast as the socket takes them (it waits while more than 4 MiB are unsent, so the
-   * simulator stays small). Counted in `bytesSent`, not in `notificationsSent`.
-   * @returns how many were sent (fewer if the socket closed) and the milliseconds it took.
+   * Sends `frame(i)` for i < `count` on subscription `id`'s websocket as fast as it drains (at most
+   * 4 MiB unsent); counted in `bytesSent` only. Returns frames sent and ms taken.
    */
   wsFlood(
     id: number,
@@ -156,42 +110,34 @@ export interface RpcSimulator {
     frame: (i: number) => string,
   ): Promise<{ sent: number; ms: number }>;
   /**
-   * Sets the HTTP lag (see `RpcSimulatorOptions.httpLagMs`). The chain keeps history for
-   * that long (`SimChain.retainHistory`), starting now: right after raising the lag,
-   * reads see the chain as of the moment of the change until the lag has passed. A
-   * `minContextSlot` above the lagging slot gets -32016 with `data.contextSlot` = that slot.
-   * 0 turns history off.
+   * Sets the HTTP lag; history is kept from now on, so a raised lag shows the chain as of the
+   * change until it has passed. A `minContextSlot` above the lagging slot gets -32016.
    * @throws TypeError unless ms is a finite number >= 0.
    */
   setHttpLagMs(ms: number): void;
-  /** The current HTTP lag in milliseconds. */
+  /** Ms. */
   readonly httpLagMs: number;
   /**
-   * Sets the transaction lag (see `RpcSimulatorOptions.txLagMs`): `getTransaction` answers null,
-   * and `getSignaturesForAddress` leaves out, transactions younger than max(this, HTTP lag).
+   * Sets the transaction lag (see `RpcSimulatorOptions.txLagMs`).
    * @throws TypeError unless ms is a finite number >= 0.
    */
   setTransactionLagMs(ms: number): void;
-  /** The current transaction lag in milliseconds. */
+  /** Ms. */
   readonly txLagMs: number;
   /**
-   * Sets the rate of unrelated name-program writes (per second; 0 stops them); see
-   * `startBackgroundWrites`.
+   * Sets background writes per second (0 stops them).
    * @throws TypeError unless the rate is a finite number >= 0.
    */
   setBackgroundWrites(perSecond: number): void;
-  /** Background writes made so far (see `setBackgroundWrites`). */
+  /** Background writes so far. */
   readonly backgroundWrites: number;
 }
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
 /**
- * Starts the simulator.
- * @returns once both the HTTP and the websocket servers listen; `url` and `wsUrl` hold the
- *   real ports when `port`/`wsPort` were 0.
- * @throws the listen error (e.g. EADDRINUSE); TypeError on a bad `httpLagMs`, `txLagMs` or
- *   `backgroundWritesPerSecond`.
+ * Starts the simulator; resolves once both servers listen (`url`, `wsUrl` hold the real ports).
+ * @throws the listen error; TypeError on a bad lag or background rate.
  */
 export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise<RpcSimulator> {
   const chain = opts.chain ?? new SimChain();
@@ -241,7 +187,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     }
     readBody(req, res, maxBodyBytes, (text) => serve(text, res));
   });
-  // Like the real RPC (web3.js keeps idle sockets 19 s, one second less than this).
+  // As the real RPC: web3.js keeps idle sockets 19 s, one second less.
   server.keepAliveTimeout = 20_000;
   server.on('connection', (socket) => {
     sockets.add(socket);
@@ -297,7 +243,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     }
   }
 
-  /** Answers normally, except `rpc-error` faults replace the matching elements' answers. */
+  /** Answers, `rpc-error` faults replacing matching elements' answers. */
   function answer(body: Body, res: ServerResponse, fault: Fault | undefined): void {
     chain.advanceSlot();
     const view = httpLagMs > 0 ? chain.asOf(httpLagMs) : chain;
@@ -333,7 +279,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
       send(res, 200, text, JSON_HEADERS);
       return;
     }
-    // Only notifications: JSON-RPC 2.0 says to answer nothing at all.
+    // Only notifications: JSON-RPC 2.0 answers nothing.
     if (parts.length === 0) send(res, 200, '', JSON_HEADERS);
     else if (body.kind === 'single') send(res, 200, parts[0] ?? '', JSON_HEADERS);
     else send(res, 200, `[${parts.join(',')}]`, JSON_HEADERS);
@@ -421,9 +367,8 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
 }
 
 /**
- * Reads the request body as UTF-8 and hands it to `onBody`, or answers the request itself:
- * GET /health → 200 "ok" (like the real RPC), other non-POST → 405, a non-JSON
- * Content-Type → 415, a body over `maxBodyBytes` → 413 (and the connection is closed).
+ * Reads a POST body, or answers itself: GET /health 200 "ok" (as the real RPC), other methods
+ * 405, non-JSON 415, over `maxBodyBytes` 413 (connection closed).
  */
 function readBody(
   req: IncomingMessage,

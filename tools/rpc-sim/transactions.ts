@@ -1,107 +1,84 @@
 /**
- * Transactions of the RPC simulator: the instructions a chain write is made of, their log lines,
- * and the JSON a node gives for them (`getTransaction`, `getSignaturesForAddress`,
- * `logsNotification`).
- *
- * Instruction data and accounts follow the SPL Name Service program (instruction enum: Create = 0,
- * Update = 1, Transfer = 2, Delete = 3; borsh) and the SNS SDK's instruction builders. Log lines
- * are the runtime's ("Program <id> invoke [<depth>]", "Program <id> consumed <n> of <m> compute
- * units", "Program <id> success"; builtins such as the system program log no "consumed" line) and
- * the name program's own `msg!` lines ("Entrypoint", "Beginning processing", "Instruction
- * unpacked", then "Instruction: Create" / "Instruction: Update Data" / "Instruction: Transfer
- * Ownership" / "Instruction: Delete Name"), each prefixed "Program log: ". Compute-unit figures
- * are made up (fixed per instruction), as are fees' payers' balances.
+ * The simulator's transactions: instructions behind chain writes, their logs, and the JSON a node
+ * gives (`getTransaction`, `getSignaturesForAddress`, `logsNotification`). Data and accounts follow
+ * the SPL Name Service (borsh; Create 0, Update 1, Transfer 2, Delete 3) and the SDK's builders;
+ * log lines are the runtime's and the name program's `msg!`s. Compute units and payers' balances
+ * are made up.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { HASH_PREFIX, NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { PublicKey, SystemProgram } from '@solana/web3.js';
 import { base58Encode } from './base58.js';
 
-/** One account of an instruction, as web3.js's `AccountMeta`. */
+/** One instruction account, as web3.js's `AccountMeta`. */
 export interface SimAccountMeta {
   pubkey: PublicKey;
   isSigner: boolean;
   isWritable: boolean;
 }
 
-/** An instruction as the simulator runs it: what a program was called with and what it logged. */
+/** An instruction: what a program was called with and what it logged. */
 export interface SimInstruction {
   readonly programId: PublicKey;
   readonly accounts: readonly SimAccountMeta[];
   readonly data: Buffer;
-  /** The program's own log messages (without "Program log: "), written before its CPIs. */
+  /** The program's own messages (no "Program log: "), before its CPIs. */
   readonly logs: readonly string[];
-  /** Instructions this one invokes (cross-program invocations), in order. */
+  /** Cross-program invocations, in order. */
   readonly inner: readonly SimInstruction[];
-  /**
-   * Compute units the program uses itself (its CPIs add theirs); undefined for builtins, which
-   * log no "consumed" line.
-   */
+  /** Own compute units (CPIs add theirs); undefined for builtins, which log no "consumed" line. */
   readonly units?: number;
   /**
-   * The instruction fails after its own log lines: `message` is logged by the program, `error`
-   * names the InstructionError (e.g. "InvalidArgument") and `text` is how the runtime logs it
-   * ("invalid program argument"). Later instructions do not run.
+   * Fails after its own logs: `message` logged by the program, `error` the InstructionError
+   * ("InvalidArgument"), `text` the runtime's line. Later instructions do not run.
    */
   readonly fails?: { message: string; error: string; text: string };
-  /**
-   * jsonParsed form (`{type, info}`) for programs agave parses (the system program here); `info`
-   * is built when asked for (base58 is slow, and most transactions are never read).
-   */
+  /** jsonParsed `{type, info}` where agave parses (system program); `info` lazy: base58 is slow. */
   readonly parsed?: { program: string; type: string; info: () => Record<string, unknown> };
 }
 
-/** The message header of a legacy transaction. */
+/** A legacy message header. */
 export interface MessageHeader {
   numRequiredSignatures: number;
   numReadonlySignedAccounts: number;
   numReadonlyUnsignedAccounts: number;
 }
 
-/** A transaction the chain ran, kept for `getTransaction` and `getSignaturesForAddress`. */
+/** A kept transaction. */
 export interface SimTransaction {
-  /** Base58 of the first signature (64 bytes): the transaction id. */
+  /** Base58 of the first signature: the id. */
   readonly signature: string;
-  /** Base58 signatures, one per required signer (the first is `signature`). */
+  /** One per required signer. */
   readonly signatures: readonly string[];
   readonly slot: number;
   /** Unix seconds. */
   readonly blockTime: number;
-  /** The chain clock (ms) when it ran; decides what a lagging node sees. */
+  /** Chain clock (ms) when run; decides what a lagging node sees. */
   readonly time: number;
-  /** Order among all transactions of the chain, from 0. */
+  /** Order in the chain, from 0. */
   readonly index: number;
-  /**
-   * null when it succeeded; else the TransactionError as the RPC writes it, e.g.
-   * `{"InstructionError":[0,"InvalidArgument"]}` (then none of its writes happened).
-   */
+  /** null on success; else e.g. `{"InstructionError":[0,"InvalidArgument"]}` (nothing written). */
   readonly err: TransactionErrorJson | null;
   readonly header: MessageHeader;
-  /** Base58 account keys: signers first (fee payer at 0), then writable, then read-only. */
+  /** Base58: signers (fee payer first), writable, read-only. */
   readonly accountKeys: readonly string[];
-  /** Per account key: writable in this transaction. */
   readonly writable: readonly boolean[];
   readonly recentBlockhash: string;
-  /** Top-level instructions. */
   readonly instructions: readonly SimInstruction[];
   readonly fee: number;
-  /**
-   * Lamports per account key before and after. Accounts the transaction wrote, and its fee
-   * payer, are exact; others are read when first asked for.
-   */
+  /** Lamports per key before and after: exact for written accounts and the payer, others lazy. */
   readonly preBalances: readonly number[];
   readonly postBalances: readonly number[];
-  /** Log messages as the runtime collects them. */
   readonly logs: readonly string[];
   readonly computeUnitsConsumed: number;
-  /** Whether `pubkey` is one of the account keys (what logsSubscribe `mentions` matches). */
+  /** `pubkey` is an account key (logsSubscribe `mentions`). */
   mentions(pubkey: PublicKey): boolean;
 }
 
-/** A TransactionError as JSON (`{"InstructionError":[index, error]}` for a failed instruction). */
+/** A TransactionError as JSON. */
 export type TransactionErrorJson = { InstructionError: [number, string] };
 
-/** What the chain records when a transaction runs; the rest is derived when first asked for. */
+/** What the chain records when a transaction runs; the rest is derived lazily. */
 export interface TransactionRecord {
   readonly signature: Buffer;
   readonly slot: number;
@@ -110,17 +87,16 @@ export interface TransactionRecord {
   readonly index: number;
   readonly feePayer: PublicKey;
   readonly instructions: readonly SimInstruction[];
-  /** Set when an instruction failed (see `SimInstruction.fails`). */
   readonly err: TransactionErrorJson | null;
-  /** Lamports before and after of each account the transaction wrote, by base58 key. */
+  /** Lamports before and after per written account, by base58 key. */
   readonly written: ReadonlyMap<string, readonly [number, number]>;
-  /** The fee payer's lamports before and after, when it is a wallet the chain does not store. */
+  /** The payer's, when it is a wallet the chain does not store. */
   readonly payer: readonly [number, number] | undefined;
-  /** Lamports of any other account key (read when balances are first asked for). */
+  /** Lamports of any other key, read lazily. */
   readonly balanceOf: (key: string) => number;
 }
 
-/** A kept transaction: the record, with JSON-facing fields computed once, when first read. */
+/** A kept transaction; JSON-facing fields computed once, when first read. */
 export class RecordedTransaction implements SimTransaction {
   #signature: string | undefined;
   #signatures: string[] | undefined;
@@ -212,23 +188,22 @@ export class RecordedTransaction implements SimTransaction {
   }
 }
 
-/** Lamports per signature, mainnet's base fee. */
+/** Mainnet's base fee. */
 export const LAMPORTS_PER_SIGNATURE = 5000;
-/** Compute-unit limit per top-level instruction when a transaction sets none (agave's default). */
+/** Agave's default per top-level instruction. */
 const UNITS_PER_INSTRUCTION = 200_000;
-/** Most compute units a transaction may use. */
 const MAX_UNITS = 1_400_000;
-/** Made-up compute units of each instruction's own work. */
+/** Made up. */
 const NAME_UNITS = { create: 6_200, update: 2_500, transfer: 2_900, delete: 3_100 } as const;
 const REGISTRAR_UNITS = 8_400;
 const WRAPPER_UNITS = 1_800;
-/** Balance the simulator gives program and sysvar accounts, which it does not store. */
+/** Balance of program and sysvar accounts, which are not stored. */
 export const PROGRAM_LAMPORTS = 1_141_440;
 
-/** Lines every name-program instruction logs before its own (the entrypoint and processor). */
+/** Lines every name-program instruction logs first. */
 const NAME_PROGRAM_PREAMBLE = ['Entrypoint', 'Beginning processing', 'Instruction unpacked'];
 
-/** The name program's log line for each instruction, as its processor writes it. */
+/** The name program's line per instruction. */
 export const NAME_INSTRUCTION_LOG = {
   create: 'Instruction: Create',
   update: 'Instruction: Update Data',
@@ -236,7 +211,7 @@ export const NAME_INSTRUCTION_LOG = {
   delete: 'Instruction: Delete Name',
 } as const;
 
-/** Name-program instruction tags (the borsh enum index). */
+/** Borsh enum index. */
 export const NAME_INSTRUCTION_TAG = { create: 0, update: 1, transfer: 2, delete: 3 } as const;
 
 const SYSTEM_ID = SystemProgram.programId;
@@ -246,7 +221,7 @@ const meta = (pubkey: PublicKey, isSigner: boolean, isWritable: boolean): SimAcc
   isWritable,
 });
 
-/** SHA-256 of the SNS hash prefix + name: the `hashed_name` of a Create. */
+/** The `hashed_name` of a Create. */
 export function hashedName(name: string): Buffer {
   return createHash('sha256')
     .update(HASH_PREFIX + name, 'utf8')
@@ -260,21 +235,20 @@ export interface NameCreateArgs {
   owner: PublicKey;
   nameClass: PublicKey;
   parent: PublicKey;
-  /** Signs for the parent when there is one (header parent not the zero key). */
+  /** Signs for a non-zero parent. */
   parentOwner?: PublicKey;
-  /** The name hashed into the account's address. */
   name: string;
   lamports: number;
   /** Data bytes after the header. */
   space: number;
-  /** Whether the account existed already (then the program makes no system-program calls). */
+  /** Then the program makes no system-program calls. */
   existed: boolean;
 }
 
 /**
- * The name program's Create (tag 0: borsh `{hashed_name: Vec<u8>, lamports: u64, space: u32}`),
- * accounts as the SDK's `createInstruction` lists them; a new account is funded, allocated and
- * assigned through three system-program calls.
+ * The name program's Create (tag 0, borsh `{hashed_name, lamports: u64, space: u32}`), accounts as
+ * the SDK's `createInstruction`; a new account is funded, allocated and assigned by three system
+ * calls.
  */
 export function nameCreate(a: NameCreateArgs): SimInstruction {
   const hashed = hashedName(a.name);
@@ -304,7 +278,7 @@ export function nameCreate(a: NameCreateArgs): SimInstruction {
   return nameInstruction('create', accounts, data, inner);
 }
 
-/** The name program's Update (tag 1: borsh `{offset: u32, data: Vec<u8>}`) by `signer`. */
+/** Update (tag 1, borsh `{offset: u32, data: Vec<u8>}`) by `signer`. */
 export function nameUpdate(
   nameKey: PublicKey,
   signer: PublicKey,
@@ -319,7 +293,7 @@ export function nameUpdate(
   return nameInstruction('update', [meta(nameKey, false, true), meta(signer, true, false)], data);
 }
 
-/** The name program's Transfer (tag 2: the new owner's 32 bytes), signed by the current owner. */
+/** Transfer (tag 2: the new owner's 32 bytes) by the current owner. */
 export function nameTransfer(
   nameKey: PublicKey,
   owner: PublicKey,
@@ -329,10 +303,7 @@ export function nameTransfer(
   return nameInstruction('transfer', [meta(nameKey, false, true), meta(owner, true, false)], data);
 }
 
-/**
- * The name program's Delete (tag 3, no arguments): accounts name record, owner (signer), refund
- * target; the program zeroes the data and moves all lamports to the refund target.
- */
+/** Delete (tag 3): zeroes the data, moves all lamports to the refund target. */
 export function nameDelete(
   nameKey: PublicKey,
   owner: PublicKey,
@@ -362,9 +333,8 @@ function nameInstruction(
 }
 
 /**
- * The SNS registrar's createReverse (tag 12, borsh `{name: string}`), accounts as the SDK's
- * `createReverseInstruction`, running `inner` (the name-program Create and Update of the reverse
- * record). Its own log lines are not modelled (none are written).
+ * The registrar's createReverse (tag 12, borsh `{name}`), accounts as the SDK's
+ * `createReverseInstruction`, running `inner`; its own logs are not modelled.
  */
 export function registrarCall(
   registrar: PublicKey,
@@ -380,10 +350,7 @@ export function registrarCall(
   return { programId: registrar, accounts, data, logs: [], inner, units: REGISTRAR_UNITS };
 }
 
-/**
- * An instruction of another program (`programId`) that invokes `inner` (cross-program
- * invocations): its accounts are the union of theirs. Data: one zero byte. Logs nothing itself.
- */
+/** A call of `programId` that only invokes `inner` (data: one zero byte; accounts: theirs). */
 export function wrapperCall(programId: PublicKey, inner: SimInstruction[]): SimInstruction {
   const accounts = new Map<string, SimAccountMeta>();
   for (const ix of inner) {
@@ -452,7 +419,7 @@ function systemCall(
   };
 }
 
-/** Calls `visit` on every instruction of the tree, parents before their CPIs. */
+/** Visits every instruction, parents before their CPIs. */
 export function walkInstructions(
   instructions: readonly SimInstruction[],
   visit: (ix: SimInstruction, depth: number) => void,
@@ -475,7 +442,7 @@ export function keyId(pubkey: PublicKey): string {
   return pubkey.toBuffer().toString('latin1');
 }
 
-/** Each distinct account of a transaction (fee payer first) with its merged signer/writable flags. */
+/** Distinct accounts (fee payer first) with merged signer/writable flags. */
 function accountFlags(feePayer: PublicKey, instructions: readonly SimInstruction[]): KeyFlags[] {
   const flags = new Map<string, KeyFlags>();
   const add = (pubkey: PublicKey, signer: boolean, writable: boolean): void => {
@@ -487,8 +454,7 @@ function accountFlags(feePayer: PublicKey, instructions: readonly SimInstruction
     } else flags.set(id, { pubkey, signer, writable });
   };
   add(feePayer, true, true);
-  // Privileges come from the top-level instructions: a program signs for its addresses in a CPI
-  // (invoke_signed) without their being signers of the transaction.
+  // Privileges come from top-level instructions: invoke_signed signs in a CPI only.
   walkInstructions(instructions, (ix, depth) => {
     for (const m of ix.accounts) add(m.pubkey, depth === 1 && m.isSigner, m.isWritable);
     add(ix.programId, false, false);
@@ -496,12 +462,12 @@ function accountFlags(feePayer: PublicKey, instructions: readonly SimInstruction
   return [...flags.values()];
 }
 
-/** Number of distinct signers of a transaction (what its fee is per). */
+/** Distinct signers (the fee is per signer). */
 export function signerCount(feePayer: PublicKey, instructions: readonly SimInstruction[]): number {
   return accountFlags(feePayer, instructions).filter((f) => f.signer).length;
 }
 
-/** Whether `pubkey` is among the transaction's account keys, without base58. */
+/** `pubkey` is an account key, without base58. */
 export function mentions(
   feePayer: PublicKey,
   instructions: readonly SimInstruction[],
@@ -542,11 +508,7 @@ export function compileKeys(
   };
 }
 
-/**
- * Log messages and compute units of a run of `instructions`, as the runtime writes them: each
- * invocation's "invoke [depth]", the program's own lines as "Program log: ...", its CPIs, then
- * (programs that are not builtins) "consumed <used> of <available> compute units" and "success".
- */
+/** The runtime's log lines and compute units of `instructions`. */
 export function renderLogs(instructions: readonly SimInstruction[]): {
   logs: string[];
   units: number;
@@ -584,7 +546,7 @@ export function renderLogs(instructions: readonly SimInstruction[]): {
   return { logs, units: total };
 }
 
-/** The runtime's text of the failure inside `ix` (its own or a CPI's), if any. */
+/** The runtime's text of a failure in `ix` or its CPIs. */
 function failureOf(ix: SimInstruction): string | undefined {
   if (ix.fails) return ix.fails.text;
   for (const call of ix.inner) {
@@ -594,7 +556,7 @@ function failureOf(ix: SimInstruction): string | undefined {
   return undefined;
 }
 
-/** The TransactionError of a run of instructions, null when none fails. */
+/** null when none fails. */
 export function errorOf(instructions: readonly SimInstruction[]): TransactionErrorJson | null {
   const find = (ix: SimInstruction): string | undefined =>
     ix.fails?.error ?? ix.inner.map(find).find((e) => e !== undefined);
@@ -605,11 +567,11 @@ export function errorOf(instructions: readonly SimInstruction[]): TransactionErr
   return null;
 }
 
-/** Random bytes handed out 64 at a time: one system call per thousand signatures. */
+/** Random bytes, one system call per thousand signatures. */
 let signaturePool = Buffer.alloc(0);
 let signatureAt = 0;
 
-/** A new random 64-byte signature. */
+/** A random 64-byte signature. */
 export function newSignature(): Buffer {
   if (signatureAt + 64 > signaturePool.length) {
     signaturePool = randomBytes(64 * 1024);
@@ -619,7 +581,7 @@ export function newSignature(): Buffer {
   return signaturePool.subarray(signatureAt - 64, signatureAt);
 }
 
-/** A recent blockhash for `slot`: base58 of SHA-256 of the slot number (32 bytes). */
+/** Base58 of SHA-256 of the slot number. */
 export function blockhashOf(slot: number): string {
   return base58Encode(createHash('sha256').update(`sim-blockhash-${slot}`).digest());
 }
@@ -629,22 +591,16 @@ export function blockhashOf(slot: number): string {
 /** Encodings `getTransaction` serves. */
 export type TransactionEncoding = 'json' | 'jsonParsed';
 
-/**
- * Confirmation status of a transaction at `slot` seen from a node at `nodeSlot`: finalized once
- * 32 slots deep (the depth of a root on mainnet), else confirmed (the simulator has no forks).
- */
+/** Finalized at {@link FINALIZED_DEPTH} slots deep (a mainnet root), else confirmed (no forks). */
 export function confirmationOf(slot: number, nodeSlot: number): 'confirmed' | 'finalized' {
   return nodeSlot - slot >= FINALIZED_DEPTH ? 'finalized' : 'confirmed';
 }
 
-/** Slots a transaction needs under the tip before it counts as finalized. */
 export const FINALIZED_DEPTH = 32;
 
 /**
- * The `getTransaction` result (EncodedConfirmedTransactionWithStatusMeta): slot, transaction
- * {signatures, message}, meta, version (when `maxSupportedTransactionVersion` was given:
- * "legacy"), blockTime. json: raw message with index-based instructions (data base58);
- * jsonParsed: account keys as objects, instructions by program id (system-program calls parsed).
+ * The `getTransaction` result (EncodedConfirmedTransactionWithStatusMeta); json: raw message,
+ * jsonParsed: keys as objects and system calls parsed.
  */
 export function transactionJson(
   tx: SimTransaction,
@@ -722,7 +678,7 @@ export function transactionJson(
   return result;
 }
 
-/** One row of `getSignaturesForAddress`. */
+/** One `getSignaturesForAddress` row. */
 export function signatureInfoJson(tx: SimTransaction, nodeSlot: number): Record<string, unknown> {
   return {
     signature: tx.signature,

@@ -1,10 +1,8 @@
 /**
- * An admission filter: whether a key was (probably) seen before, so keys asked for once never
- * enter the cache. TinyLFU's doorkeeper (Einziger, Friedman, Manes, ACM TOS 2017): a Bloom filter
- * of two bits per key, cleared after `capacity` keys (about 3% false positives at 8 bits per key).
- * Why: one-off names admitted to the derivation LRU evict answers already in V8's old generation,
- * swinging the API's RSS by 100 MiB and more (BENCHMARKS.md); with it, an answer enters on its
- * second request.
+ * TinyLFU's doorkeeper: a Bloom filter (two bits per key, 8 bits per key of capacity) cleared
+ * after `capacity` keys, telling whether a key was probably seen before. Why: one-off names
+ * admitted to the derivation LRU evicted answers from V8's old generation and swung the API's
+ * RSS (BENCHMARKS.md).
  */
 export class Doorkeeper {
   private readonly bits: Int32Array;
@@ -16,18 +14,15 @@ export class Doorkeeper {
     if (!Number.isInteger(capacity) || capacity < 1) {
       throw new RangeError('capacity must be a positive integer');
     }
-    // 8 bits per key, rounded up to a power of two (at least 1024 bits) for masking.
+    // Power of two for masking.
     const bitCount = Math.max(1024, 2 ** Math.ceil(Math.log2(capacity * 8)));
     this.bits = new Int32Array(bitCount / 32);
     this.mask = bitCount - 1;
   }
 
-  /**
-   * Records `key` and tells whether it had been recorded since the filter was last cleared. A
-   * false answer is always right; a true one is wrong for a small share of keys never seen.
-   */
+  /** Records `key`; true if probably recorded since the last clear (false is always right). */
   seenBefore(key: string): boolean {
-    // FNV-1a over the UTF-16 code units, then a second index from a multiplicative remix.
+    // FNV-1a, then a second index by multiplicative remix.
     let h = 0x811c9dc5;
     for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
     const a = h & this.mask;

@@ -42,10 +42,10 @@ import { clientKey } from './subdomain-answers.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
 
-/** See `requestTimeout` below. */
+/** `requestTimeout`, ms. */
 export const REQUEST_TIMEOUT_MS = 60_000;
 
-/** Everything the HTTP app needs, made by the caller (the entry file, or a test). */
+/** What the HTTP app needs, made by the caller. */
 export type AppDeps = {
   config: Pick<
     Config,
@@ -59,36 +59,32 @@ export type AppDeps = {
     | 'QUEUE_PREFIX'
     | 'DERIVATION_CACHE_SIZE'
   >;
-  /** Where the per-client limit of cold misses counts (shared by every API replica); in memory if absent. */
+  /** Where the cold-miss limit counts (shared by replicas); in memory if absent. */
   rateLimitRedis?: RedisClient;
   metrics: Metrics;
   deriver: RecordKeyDeriver;
   endpoints: EndpointSelector;
-  /** The subdomain cache's answers (runtime.ts makes it, whether Redis answers yet or not). */
   lookup: SubdomainLookup;
-  /** The rendered `/details` views. */
   details: DetailsViews;
-  /** The event streams of `/subdomains/:parent/events`. */
+  /** `/subdomains/:parent/events` streams. */
   live: LiveUpdates;
-  /** What `/readyz` reports (see `opsRoutes`); the app adds the shutdown. */
+  /** `/readyz`; the app adds the shutdown. */
   readiness: () => Promise<Readiness>;
-  /** The refresh queue, for the queue UI (shown only when `ADMIN_TOKEN` is set). */
+  /** For the queue UI (only with `ADMIN_TOKEN`). */
   queue?: Queue;
-  /** The process logger (`createLogger` in src/core/logger.ts: request URLs logged redacted). */
+  /** `createLogger`'s, which redacts request URLs. */
   logger: FastifyBaseLogger;
 };
 
 /**
- * Longest path parameter accepted. Labels of hundreds of characters must reach the route and get
- * a JSON answer (docs/design.md, "Endpoints and the error contract"); Node's 16 KiB header limit
- * bounds the URL anyway.
+ * Longest path parameter: labels of hundreds of characters must reach the route and get a JSON
+ * answer; Node's 16 KiB header limit bounds the URL anyway.
  */
 const MAX_PARAM_LENGTH = 8192;
 
 /**
- * `TRUST_PROXY` as Fastify's `trustProxy`. A hop count becomes proxy-addr's hop rule (the socket's
- * peer and the `hops - 1` entries nearest it are proxies): Fastify 5 takes a bare number as "trust
- * none", since a hop count cannot tell a proxy from a client that connects directly.
+ * `TRUST_PROXY` as Fastify's `trustProxy`: a hop count becomes a hop rule, since Fastify 5 takes
+ * a bare number as "trust none".
  */
 function fastifyTrustProxy(
   setting: Config['TRUST_PROXY'],
@@ -97,42 +93,31 @@ function fastifyTrustProxy(
   return setting === false ? false : [...setting];
 }
 
-/**
- * Builds the API: routes, schemas, the error envelope, CORS and request metrics. It opens no
- * connection and listens on nothing; the caller does both, and closes what it passed in.
- */
+/** Builds the API; it opens and listens on nothing, and the caller closes what it passed in. */
 export function buildApp(deps: AppDeps): FastifyInstance {
   // Set by instrumentRequests below, before any request can arrive.
   let countUnrouted: (req: FastifyRequest, reply: FastifyReply) => void = () => undefined;
   const app = Fastify({
     loggerInstance: deps.logger,
-    // Two log lines per request cost more than the whole derivation route (BENCHMARKS.md): the
-    // access log is opt-in (`ACCESS_LOG=true`); failures and slow answers are logged anyway.
+    // Two log lines per request cost more than the derivation route (BENCHMARKS.md): opt-in.
     logController: new LogController({ disableRequestLogging: !deps.config.ACCESS_LOG }),
-    // A request's child logger is made when it logs a line, not for every request.
     childLoggerFactory: deferredChildLogger,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    // A request must arrive whole within this many milliseconds, and a connection that sends
-    // nothing is answered 408 and closed after as long (slow-loris, forgotten sockets): Node
-    // checks every connection at once every few seconds. Fastify's `connectionTimeout` would arm
-    // a socket timer on every request instead.
+    // Whole request within this, and idle connections get 408 (slow-loris): Node sweeps them all
+    // every few seconds, where `connectionTimeout` would arm a timer per request.
     requestTimeout: REQUEST_TIMEOUT_MS,
-    // Behind a CDN or load balancer, the client address (for the cold-miss limit) is taken from
-    // X-Forwarded-For, right to left past the trusted proxies (src/core/config.ts, TRUST_PROXY).
     trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
     clientErrorHandler,
-    // Node answers an HTTP/1.1 request without Host a bare 400 before any handler runs (no hook
-    // for it): the onRequest hook below answers it with the envelope instead.
+    // Node's Host check answers a bare 400 with no hook; the onRequest hook sends the envelope.
     http: { requireHostHeader: false },
-    // Errors raised before routing (a broken percent-escape) get the envelope too.
     frameworkErrors: (err, req, reply) => {
       void (reply as FastifyReply)
         .code(400)
         .send(errorEnvelope(ERROR_TEXT.invalidInput, frameworkErrorDetail(err)));
-      // No route's hooks run for these: counted here (elapsed time 0, no routing happened).
+      // No route hooks run for these: counted here.
       countUnrouted(req, reply);
     },
-    // Requests that arrive on open connections while closing get the envelope (hook below).
+    // Requests on open connections while closing get the envelope (hook below).
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -144,8 +129,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     closing = true;
   });
   void app.register(closeSilentSockets);
-  // Hooks on every request are callback-style: no promise per request on the hot path. One hook
-  // for both checks: the common case costs one more property read, not one more hook.
+  // Callback-style hooks: no promise per request on the hot path; one hook for both checks.
   app.addHook('onRequest', (req, reply, done) => {
     if (!closing && req.raw.headers.host) return done();
     if (closing) {
@@ -158,22 +142,20 @@ export function buildApp(deps: AppDeps): FastifyInstance {
         );
       return;
     }
-    // HTTP/1.0 may leave Host out; HTTP/1.1 must send it (RFC 9112 §3.2), and Node's own check
-    // (requireHostHeader, off above) refused an empty one too.
+    // HTTP/1.0 may omit Host; HTTP/1.1 must send it (RFC 9112 §3.2), non-empty.
     if (req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor === 0) return done();
     void reply
       .code(400)
       .header('connection', 'close')
       .send(errorEnvelope(ERROR_TEXT.invalidInput, MISSING_HOST_DETAIL));
   });
-  // A keep-alive connection whose request was in flight when close began would otherwise stay
-  // open until its keep-alive time-out, holding close() up: end it with the answer.
+  // A keep-alive connection in flight at close would hold close() up until its time-out.
   app.addHook('onSend', (_req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
     done(null, payload);
   });
 
-  // Only the OPTIONS route (@fastify/cors's), declared below: no hook on any other route.
+  // The OPTIONS route (@fastify/cors's) only: no hook on any other route.
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.includes('OPTIONS')) return;
@@ -188,19 +170,18 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     methods: [...CORS_OPTIONS.methods],
     exposedHeaders: [...CORS_OPTIONS.exposedHeaders],
   });
-  // Strong ETags over the body, and 304 on If-None-Match (RFC 9110 §13.1.2).
   installEtags(app);
   void app.register(docsPlugin);
-  // Not global: only requests that would start a new refresh are counted (see SubdomainLookup).
+  // Not global: only requests that start a refresh are counted.
   void app.register(rateLimit, {
     global: false,
     max: deps.config.COLD_MISS_LIMIT,
     timeWindow: deps.config.COLD_MISS_WINDOW_MS,
     ...(deps.rateLimitRedis ? { redis: deps.rateLimitRedis } : {}),
     nameSpace: redisKeys(deps.config.QUEUE_PREFIX).coldMissLimitNamespace,
-    // The one client identity: the hot-parent ranking counts the same key (SubdomainLookup).
+    // One client identity with the hot-parent ranking.
     keyGenerator: clientKey,
-    // A Redis fault must not turn into refusals: the cache read fails on its own anyway.
+    // A Redis fault must not become refusals: the cache read fails on its own anyway.
     skipOnError: true,
   });
   void app.register(recordKeyRoutes, {

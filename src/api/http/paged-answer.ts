@@ -6,20 +6,15 @@ import { CORS_HEADERS } from '../../core/http/cors.js';
 import type { RenderedAnswer } from './rendered.js';
 import { MAX_PAGE_LIMIT } from '../../core/http/page-params.js';
 
-/**
- * The HTTP side of pages and prefixes (README, "Routes"; docs/design.md, "Pages and prefixes"): the query parameters,
- * their parsing, and the paged answer. The selection itself is src/api/subdomains/page-selection.ts.
- */
+/** Pages and prefixes over HTTP (docs/design.md, "Pages and prefixes"). */
 
 /**
- * `?limit=` as it must be spelled: a whole number from 1 to {@link MAX_PAGE_LIMIT} in decimal
- * digits, nothing else. Checked by the schema as a string, not as an integer: ajv's type coercion
- * would read `1e3`, `0x10`, ` 2` or `Infinity` as numbers. No leading zero either, so one page has
- * one URL (`limit=7` and `limit=007` would be two cache keys of one answer).
+ * `?limit=` checked as a string: ajv's coercion would read `1e3`, `0x10`, ` 2`, `Infinity`. No
+ * leading zero, so one page has one URL (one cache key).
  */
 export const PAGE_LIMIT_PATTERN = '^(?:[1-9][0-9]{0,2}|1000)$';
 
-/** The querystring properties `limit`, `after` and `prefix`, for a route's schema. */
+/** `limit`, `after`, `prefix` for a route's schema. */
 export const pageQueryProperties = {
   limit: Type.Optional(
     Type.String({
@@ -55,19 +50,14 @@ export const pageQueryProperties = {
   ),
 };
 
-/** The querystring as the route's schema gives it (`limit` matched {@link PAGE_LIMIT_PATTERN}). */
+/** The querystring as the schema validated it. */
 export type PageQuery = { limit?: string; after?: string; prefix?: string };
 
 /**
- * The page a request asks for, or undefined when it gives none of `limit`, `after`, `prefix`:
- * then the answer is the contract's, byte for byte (no `next`, no `X-Total-Count`). `after` and
- * `prefix` are taken as they are, not normalized as the parent is: labels are listed as the chain
- * holds them (any text: capitals, spaces), and a trimmed or lower-cased prefix would not reach
- * `ABC` or ` x` (docs/design.md, "Pages and prefixes").
+ * The page a request asks for, or undefined for none (the contract's answer, byte for byte).
+ * `after` and `prefix` are not normalized: labels are listed as the chain holds them.
  *
- * @param query as the schema validated it: `limit` digits only, 1 to {@link MAX_PAGE_LIMIT}.
- * @throws InvalidInputError for `after` without `limit` (a cursor with no page size; refusing it
- *   leaves the meaning free to give later).
+ * @throws InvalidInputError for `after` without `limit` (refused to keep its meaning free).
  */
 export function pageRequestOf(query: PageQuery): PageRequest | undefined {
   const { limit, after, prefix } = query;
@@ -84,16 +74,13 @@ export function pageRequestOf(query: PageQuery): PageRequest | undefined {
   };
 }
 
-/**
- * The CORS headers of a paged answer: those of every answer, and `X-Total-Count` readable by
- * pages on other origins. Only paged answers carry it, so the others keep their headers as they were.
- */
+/** CORS headers exposing `X-Total-Count`, on paged answers only (others keep theirs). */
 export const PAGED_CORS_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   ...CORS_HEADERS,
   'access-control-expose-headers': `${CORS_HEADERS['access-control-expose-headers']}, X-Total-Count`,
 });
 
-/** The `X-Total-Count` header, as an OpenAPI header object. */
+/** `X-Total-Count` as an OpenAPI header object. */
 export const TOTAL_COUNT_HEADER = {
   type: 'string',
   description:
@@ -102,13 +89,12 @@ export const TOTAL_COUNT_HEADER = {
 } as const;
 
 /**
- * Renders a paged answer, `{"s":"ok","result":[...]}` plus `"next"` when the request gave a
- * `limit`. Its strong ETag is made of the whole list's ETag and the request's parameters, not of
- * the page's bytes: the same list and parameters give the same bytes, a page of another URL gets
- * another tag, and any change to the list (one that moves only `X-Total-Count` included) a new one.
+ * Renders a paged answer (`next` with `limit`). Its ETag derives from the list's ETag and the
+ * request's parameters, not the page's bytes, so any change to the list (even of
+ * `X-Total-Count` alone) gives a new one.
  *
- * @param result the page's items: its labels, or their rows (`/details`).
- * @param listEtag the ETag of the whole list's answer (./rendered.ts `renderOk`).
+ * @param result the page's labels, or rows (`/details`).
+ * @param listEtag the whole list's ETag.
  */
 export function renderPage(
   page: Pick<Page, 'next'>,
@@ -124,10 +110,8 @@ export function renderPage(
 }
 
 /**
- * {@link renderPage} for items already serialized: `items` is the JSON text of the page's items,
- * comma-separated, without the brackets (`''` for none), as a slice of the whole list's rendered
- * body gives it (src/api/subdomains/details-views.ts). The same bytes and ETag as {@link renderPage}
- * of those items.
+ * {@link renderPage} for pre-serialized items (comma-separated JSON, no brackets): the same bytes
+ * and ETag.
  */
 export function renderPageText(
   page: Pick<Page, 'next'>,
@@ -139,7 +123,7 @@ export function renderPageText(
   return { body: `{"s":"ok","result":[${items}]${next}}`, etag: pageEtag(req, listEtag) };
 }
 
-/** A page's ETag: of the whole list's ETag and the request's parameters (see {@link renderPage}). */
+/** See {@link renderPage}. */
 function pageEtag(req: PageRequest, listEtag: string): string {
   // JSON: no two requests give one key, whatever their labels hold.
   const key = JSON.stringify([listEtag, req.limit ?? null, req.prefix, req.after ?? null]);

@@ -4,10 +4,9 @@ import type { Bindings, ChildLoggerOptions } from 'pino';
 type LogArgs = [unknown, ...unknown[]];
 
 /**
- * A request's logger that makes its pino child (`logger.child({ reqId })`) on the first line it
- * logs. Fastify gives every request a child logger; pino serializes the bindings when the child is
- * made, a cost on every request (BENCHMARKS.md, "Costs the code's comments refer to") although,
- * with the access log off, almost no request logs anything. Lines that are logged carry the same bindings as before.
+ * A request logger making its pino child on the first line logged: pino serializes bindings at
+ * `child()`, a per-request cost (BENCHMARKS.md, "Costs the code's comments refer to") though with
+ * the access log off almost no request logs.
  */
 class DeferredChildLogger implements FastifyBaseLogger {
   #child: FastifyBaseLogger | undefined;
@@ -55,10 +54,7 @@ class DeferredChildLogger implements FastifyBaseLogger {
   }
 }
 
-/**
- * Fastify's `childLoggerFactory` (Fastify docs, "Server: childLoggerFactory"): the same child as
- * Fastify's default factory, made only when the request logs a line.
- */
+/** Fastify's `childLoggerFactory`: its default child, made on the first line logged. */
 export function deferredChildLogger(
   logger: FastifyBaseLogger,
   bindings: Bindings,

@@ -1,17 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify';
 import type { Metrics } from '../../core/metrics.js';
 
-/** Answers slower than this are logged at warn level even without the access log. */
+/** Slower answers are logged at warn even without the access log. */
 const SLOW_REQUEST_SECONDS = 1;
 
-/** The `route` label of requests that matched no route (404s, URLs rejected before routing). */
+/** `route` label of requests no route matched. */
 const UNMATCHED = 'unmatched';
 
 type Observer = { observe(value: number): void };
 
 /**
- * Observes one route's answers in `http_request_duration_seconds` (docs/observability.md:
- * `method`, the route pattern, `status_code`), with one histogram child per method and status
+ * One route's `http_request_duration_seconds` observer, a histogram child per method and status
  * made on first use: prom-client would otherwise hash a label object on every observation.
  */
 function routeObserver(metrics: Metrics, route: string) {
@@ -38,16 +37,11 @@ function routeObserver(metrics: Metrics, route: string) {
 }
 
 /**
- * Counts every answer of `app` in `http_request_duration_seconds` and logs slow ones. Each route
- * gets an `onResponse` hook of its own, added as it is declared (`onRoute`), that knows its
- * pattern: a global hook would read `request.routeOptions`, an object Fastify builds on every
- * access, and look the label set up by a string made per request. Requests that matched no route
- * are counted by one global hook under `route="unmatched"`.
+ * Counts every answer in `http_request_duration_seconds` and logs slow ones. Each route gets its
+ * own `onResponse` hook knowing its pattern: a global hook would read `request.routeOptions`,
+ * which Fastify builds on every access. Call before any route is declared.
  *
- * Call before any route is declared: routes declared earlier are not counted.
- *
- * @returns the observer of `route="unmatched"`, for answers Fastify sends outside any route's
- *   hooks: its `frameworkErrors` (a URL rejected before routing) must call it once it has sent.
+ * @returns the `route="unmatched"` observer, which `frameworkErrors` must call after sending.
  */
 export function instrumentRequests(
   app: FastifyInstance,
@@ -64,7 +58,7 @@ export function instrumentRequests(
       existing === undefined ? hook : [...(Array.isArray(existing) ? existing : [existing]), hook];
   });
   const unmatched = routeObserver(metrics, UNMATCHED);
-  // Hooks on every request are callback-style: no promise per request on the hot path.
+  // Callback-style: no promise per request.
   app.addHook('onResponse', (req, reply, done) => {
     if (req.is404) unmatched(req, reply);
     done();

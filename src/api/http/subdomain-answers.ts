@@ -18,13 +18,9 @@ import {
 } from './paged-answer.js';
 import { component, HEADER, okEnvelope } from '../../core/http/schemas.js';
 
-/**
- * What the routes answering from the subdomain cache share (`/subdomains/:parent`, its
- * `/details` and `/events`): their `:parent` and `?rpc=` schemas, the one step from a request to
- * a cache answer ({@link cachedAnswers}), the per-client cold-miss charge and the caching headers.
- */
+/** What the routes reading the subdomain cache share: schemas, the request step, headers. */
 
-/** The `?rpc=` query parameter of every route reading the subdomain cache. */
+/** `?rpc=` of every route reading the subdomain cache. */
 export const rpcQueryProperty = {
   rpc: Type.Optional(
     Type.String({
@@ -38,7 +34,7 @@ export const rpcQueryProperty = {
   ),
 };
 
-/** `next` of a paged answer (`/subdomains/:parent`, its `/details`). */
+/** `next` of a paged answer. */
 const nextProperty = {
   next: Type.Optional(
     Type.Union([Type.String(), Type.Null()], {
@@ -49,7 +45,7 @@ const nextProperty = {
   ),
 };
 
-/** The answer of `/subdomains/:parent` (a shared schema: `SubdomainList`). */
+/** `/subdomains/:parent`'s answer. */
 export const subdomainList = okEnvelope(
   'SubdomainList',
   Type.Array(Type.String()),
@@ -57,7 +53,7 @@ export const subdomainList = okEnvelope(
   nextProperty,
 );
 
-/** One row of `/subdomains/:parent/details` (a shared schema: `SubdomainDetail`). */
+/** One row of `/subdomains/:parent/details`. */
 export const subdomainDetail = component(
   'SubdomainDetail',
   Type.Object(
@@ -70,7 +66,7 @@ export const subdomainDetail = component(
   ),
 );
 
-/** The answer of `/subdomains/:parent/details` (a shared schema: `SubdomainDetails`). */
+/** `/subdomains/:parent/details`'s answer. */
 export const subdomainDetails = okEnvelope(
   'SubdomainDetails',
   Type.Array(Type.Unsafe<Static<typeof subdomainDetail>>({ $ref: `${subdomainDetail.$id}#` })),
@@ -79,10 +75,10 @@ export const subdomainDetails = okEnvelope(
   nextProperty,
 );
 
-/** The querystring of a route answering a cache entry: `?rpc=` and the page parameters. */
+/** `?rpc=` and the page parameters. */
 export const cachedAnswerQuery = Type.Object({ ...rpcQueryProperty, ...pageQueryProperties });
 
-/** The `:parent` path parameter of every route reading the subdomain cache. */
+/** `:parent` of every route reading the subdomain cache. */
 export const parentParams = Type.Object({
   parent: Type.String({
     description:
@@ -92,7 +88,7 @@ export const parentParams = Type.Object({
   }),
 });
 
-/** What {@link cachedAnswers} needs: the runtime makes each of them (src/api/runtime.ts). */
+/** What {@link cachedAnswers} needs (made in src/api/runtime.ts). */
 export type CachedAnswerDeps = {
   endpoints: EndpointSelector;
   lookup: SubdomainLookup;
@@ -101,11 +97,10 @@ export type CachedAnswerDeps = {
 };
 
 /**
- * Sends a route's answer made from a cache entry, after {@link CachedAnswers.setHeaders}. A warm
- * answer is sent synchronously and returns nothing (no promise on that path); one that needs
- * more (a read from Redis) returns its promise.
+ * Sends an answer made from a cache entry. Warm answers go synchronously and return nothing
+ * (no promise on that path).
  *
- * @param now when the entry was found (ms since the epoch), for `Age`.
+ * @param now ms since the epoch when the entry was found, for `Age`.
  */
 export type SendCached = (
   reply: FastifyReply,
@@ -116,36 +111,30 @@ export type SendCached = (
   now: number,
 ) => Promise<unknown> | undefined;
 
-/** A request to a route reading the subdomain cache, as its schemas type it. */
+/** A request to a route reading the subdomain cache, as typed by its schemas. */
 export type CachedAnswerRequest = FastifyRequest & {
   readonly params: Static<typeof parentParams>;
   readonly query: Static<typeof cachedAnswerQuery>;
 };
 
-/** The shared step of the routes reading the subdomain cache; see {@link cachedAnswers}. */
+/** See {@link cachedAnswers}. */
 export type CachedAnswers = ReturnType<typeof cachedAnswers>;
 
 /**
- * The one step from a request to a cache answer, for a route plugin (made once, in the plugin):
- * parses `:parent` (a bounded memo of raw values: a warm parent is not parsed again, an invalid
- * one throws and is not kept) and the page, selects the endpoint (charging the client's
- * cold-miss limit for a `?rpc=` host lookup, {@link coldMissCharge}), looks the entry up, and
- * sets the caching headers ({@link setCacheHeaders}).
+ * The one step from request to cache answer, made once per route plugin: parse (memoized) and
+ * select the endpoint, look up, set headers. A warm parent on the default endpoint is answered
+ * synchronously from the process's copy: no promise, no Redis.
  *
- * A warm parent on the default endpoint is answered synchronously from the process's copy
- * ({@link SubdomainLookup.peek}): no promise, no Redis, no requester made.
- *
- * @param app the route plugin's instance (its `createRateLimit()` is the cold-miss limit).
- * @throws (from `answer`) InvalidInputError for a bad parent, page or `?rpc=`;
- *   NotConfiguredError (500) without `?rpc=` when RPC_URL is unset; whatever the lookup throws.
+ * @param app the plugin's instance (its `createRateLimit()` is the cold-miss limit).
+ * @throws (from `answer`) InvalidInputError for a bad parent, page or `?rpc=`; NotConfiguredError
+ *   without `?rpc=` and RPC_URL; whatever the lookup throws.
  */
 export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
-  // Per-client limit of cold misses (@fastify/rate-limit, registered by buildApp).
   const checkColdMiss = app.createRateLimit();
   const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
   const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
 
-  /** Everything but a warm hit: the endpoint, then the lookup (Redis, the queue, the wait). */
+  /** Everything but a warm hit. */
   const answerThroughRedis = async (
     req: FastifyRequest,
     reply: FastifyReply,
@@ -163,7 +152,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
   return {
     checkColdMiss,
     parentOf,
-    /** Answers the request through `send`: see {@link cachedAnswers}. */
+    /** Answers through `send`. */
     answer(
       req: CachedAnswerRequest,
       reply: FastifyReply,
@@ -180,7 +169,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
       }
       return answerThroughRedis(req, reply, parent, rpc, page, send);
     },
-    /** {@link setCacheHeaders} with this route's freshness. */
+    /** {@link setCacheHeaders} with this freshness. */
     setHeaders: (
       reply: FastifyReply,
       endpoint: RpcEndpoint,
@@ -196,23 +185,17 @@ const COLD_MISS_DETAIL =
   'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
 
 /**
- * The client a request counts as: the key of its cold-miss limit (buildApp gives it to
- * @fastify/rate-limit as `keyGenerator`), the hot-parent ranking's distinct clients, and the event
- * streams' per-client bound. From the address Fastify reports, `X-Forwarded-For` honoured as far as
- * `TRUST_PROXY` says (src/api/http/app.ts), by {@link clientKeyOf}. Never holds a space.
+ * The client a request counts as (cold-miss limit, hot-parent ranking, stream bound), from
+ * `req.ip` as `TRUST_PROXY` makes it. Never holds a space.
  */
 export const clientKey = (req: FastifyRequest): string => clientKeyOf(req.ip);
 
-/** IPv6 keys already made: a warm request parses nothing (bounded; a miss only costs a parse). */
+/** Bounded: a miss only costs a parse. */
 const ipv6Keys = new LRUCache<string, string>({ max: 10_000 });
 
 /**
- * The client key of an address: an IPv4 address as it is; an IPv6 address by its /64 prefix
- * (`2001:db8:1:2::/64`), since one host, or one subscriber line, is given a whole /64 (RFC 6177)
- * and would otherwise be 2^64 clients; an IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, a dual
- * stack socket) as its IPv4 address. Anything ipaddr.js cannot parse is kept as it is.
- *
- * @param ip an address as Fastify's `req.ip` gives it.
+ * An address's client key: IPv4 as is; IPv6 by its /64, since one subscriber gets a whole /64
+ * (RFC 6177) and would otherwise be 2^64 clients; IPv4-mapped as IPv4; unparsable as is.
  */
 export function clientKeyOf(ip: string): string {
   if (!ip.includes(':')) return ip;
@@ -236,10 +219,7 @@ function ipv6Key(ip: string): string {
   return `${prefix.toString()}/64`;
 }
 
-/**
- * Who a request to the subdomain cache is for ({@link Requester}): its {@link clientKey}, and
- * {@link coldMissCharge}.
- */
+/** The {@link Requester} of a request to the subdomain cache. */
 export function requesterOf(
   req: FastifyRequest,
   check: ReturnType<FastifyInstance['createRateLimit']>,
@@ -248,13 +228,10 @@ export function requesterOf(
 }
 
 /**
- * Spends one unit of the client's cold-miss limit (@fastify/rate-limit, registered by buildApp),
- * once per request however many times it is called: for a request that starts a refresh (a cold
- * miss, or a stale hit whose refresh is not under way) or resolves a `?rpc=` host (DNS the client
- * chooses, which may never answer), and once if it does both.
+ * Charges one unit of the client's cold-miss limit, once per request however often called: for a
+ * refresh the request starts, or a `?rpc=` lookup (DNS the client picks, which may never answer).
  *
- * @param check the route plugin's `app.createRateLimit()`.
- * @returns the charge; it throws RateLimitedError (429 with Retry-After) past the limit.
+ * @returns the charge; it throws RateLimitedError (429) past the limit.
  */
 export function coldMissCharge(
   req: FastifyRequest,
@@ -273,7 +250,7 @@ export function coldMissCharge(
   };
 }
 
-/** The headers of a 200 from the cache, as the route schemas document them (OpenAPI). */
+/** The headers of a 200 from the cache, for OpenAPI. */
 export const CACHED_ANSWER_HEADERS = Object.freeze({
   'Cache-Control': HEADER.subdomainsCacheControl,
   Age: HEADER.age,
@@ -282,16 +259,12 @@ export const CACHED_ANSWER_HEADERS = Object.freeze({
   'X-Total-Count': TOTAL_COUNT_HEADER,
 });
 
-/** The header sets of cached answers, made once per process (constant strings). */
+/** Header sets of cached answers, made once per process. */
 export type CacheHeaders = ReturnType<typeof cacheHeaders>;
 
 /**
- * HTTP caching of an answer from the cache (RFC 9111; docs/design.md, "HTTP caching"): `max-age`
- * is the entry's freshness lifetime and `Age` how long ago it was fetched, so a CDN or browser
- * keeps it exactly for the freshness left; after that it may serve it stale while revalidating,
- * or on error, for the rest of the stale window. A hit past the window (fresh because the chain
- * is followed) is current now: `Age: 0`. Answers through an override are `no-store`:
- * they must not be shared under the gateway's URL. Paged answers also expose `X-Total-Count`.
+ * Caching headers of an answer from the cache (docs/design.md, "HTTP caching"); override answers
+ * are `no-store`: they must not be shared under the gateway's URL.
  */
 export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
   const afterExpiry = Math.max(0, staleSeconds - freshSeconds);
@@ -310,7 +283,7 @@ export function cacheHeaders(freshSeconds: number, staleSeconds: number) {
   });
 }
 
-/** Sets the caching headers, `Age` and `X-Cache` of an answer made from `entry`. */
+/** Sets caching headers, `Age` and `X-Cache` of an answer from `entry`. */
 export function setCacheHeaders(
   reply: FastifyReply,
   headers: CacheHeaders,

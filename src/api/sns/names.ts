@@ -1,31 +1,21 @@
 import { echoInput, InvalidInputError } from '../../core/errors.js';
 
-/**
- * A name as the routes accept it, after normalization: trimmed, lower-cased, split on `.`.
- * `labels` is `[label]` for a top-level domain or `[sub, parent]` for a one-level subdomain.
- */
+/** A normalized name; `labels` is `[label]` or `[sub, parent]`. */
 export type DomainName = { readonly name: string; readonly labels: readonly string[] };
 
 /**
- * Trims and lower-cases a raw path parameter: the contract's rule that both endpoints trim
- * whitespace and convert the domain to lowercase (README, "Routes").
- *
- * `toLowerCase` follows the Unicode tables of the running Node's ICU, which change between Node
- * releases (a character cased in a newer Unicode version is left as it is by an older one). The
- * gateway runs one Node release everywhere, Node 20.20.2, whose tables are **Unicode 17.0**
- * (`process.versions.unicode`; pinned in package.json `engines`, the Dockerfile, and checked by
- * test/node-version.test.ts), because a derivation is cached as immutable: two replicas with
- * different tables would answer two keys for one name.
+ * Trims and lower-cases a path parameter (README, "Routes"). `toLowerCase` follows ICU's Unicode
+ * tables, which change across Node releases; derivations are cached as immutable, so every
+ * replica runs the one Node pinned in package.json `engines` (test/node-version.test.ts).
  */
 export function normalizeName(raw: string): string {
   return raw.trim().toLowerCase();
 }
 
 /**
- * @param accepted what the parameter accepts, for the refusal's `detail`.
- * @throws InvalidInputError for an empty label, more than `maxLabels` labels, or a `/`: a client
- *   can send one only percent-encoded (`%2F`), which many proxies and caches decode into a path
- *   separator, so such a name would not reach the route the same way through them.
+ * @param accepted what the parameter accepts, for the `detail`.
+ * @throws InvalidInputError for an empty label, over `maxLabels` labels, or a `/`: sent as `%2F`,
+ *   which many proxies decode into a path separator.
  */
 function splitLabels(raw: string, maxLabels: number, accepted: string): DomainName {
   const name = normalizeName(raw);
@@ -47,18 +37,18 @@ const DOMAIN_ACCEPTED = 'domain must be one label or sub.parent, without the reg
 const PARENT_ACCEPTED = 'parent must be one label without the registry suffix';
 
 /**
- * Parses the `:domain` of `/record-key-v2`: one label, or `sub.parent` (README, "Routes").
+ * `:domain` of `/record-key-v2`: one label or `sub.parent`.
  *
- * @throws InvalidInputError for an empty name, an empty label, more than two labels or a `/`.
+ * @throws InvalidInputError for an empty label, more than two labels or a `/`.
  */
 export function parseDerivationDomain(raw: string): DomainName {
   return splitLabels(raw, 2, DOMAIN_ACCEPTED);
 }
 
 /**
- * Parses the `:parent` of `/subdomains`: exactly one non-empty label (README, "Routes").
+ * `:parent` of `/subdomains`: exactly one label.
  *
- * @throws InvalidInputError otherwise (a `/` included).
+ * @throws InvalidInputError otherwise.
  */
 export function parseParentLabel(raw: string): string {
   const { labels } = splitLabels(raw, 1, PARENT_ACCEPTED);

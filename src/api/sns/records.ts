@@ -1,15 +1,13 @@
 import { Record } from '@bonfida/spl-name-service';
 import { echoInput, InvalidInputError } from '../../core/errors.js';
 
-/** The SDK's `Record` enum object (name -> value), as `GET /types/record` returns it. */
+/** The SDK's `Record` enum (name -> value), as `GET /types/record` returns it. */
 export const RECORD_ENUM: Readonly<{ [name: string]: string }> = Object.freeze({ ...Record });
 
 const RECORD_VALUES: ReadonlySet<string> = new Set(Object.values(RECORD_ENUM));
 
 /**
- * Checks that `raw` is exactly one of the SDK's `Record` values (`SOL`, `email`, ...), with no
- * trimming or case folding: the contract asks for an exact match (docs/design.md, "Endpoints and
- * the error contract").
+ * `raw` as one of the SDK's `Record` values, matched exactly (no trim, no case folding).
  *
  * @throws InvalidInputError for any other string.
  */
@@ -23,20 +21,16 @@ export function parseRecord(raw: string): Record {
 }
 
 /**
- * Parses the `records` of `/record-keys-v2`: comma-separated values, each checked as
- * {@link parseRecord} checks one (exact, no trimming: `SOL, email` holds `" email"`). A value
- * given more than once is answered once, where it first appears; every value given counts
- * towards `max`. With at most as many distinct values as the SDK has record types (28 in 3.x),
- * a list costs at most that many derivations, however long it is.
+ * `records` of `/record-keys-v2`: comma-separated, each exact as in {@link parseRecord}.
+ * Duplicates count towards `max` but are answered once, so a list costs at most one derivation
+ * per record type.
  *
- * @param raw the query value, e.g. `SOL,email,url`.
- * @param max most values accepted (duplicates included).
- * @returns the distinct records, in the order of their first appearance.
- * @throws InvalidInputError for an empty list, more than `max` values, or any value that is not
- *   a `Record` value (the `detail` names the first one, and its position from 1).
+ * @returns the distinct records in first-seen order.
+ * @throws InvalidInputError for an empty list, over `max` values, or an unknown value (the
+ *   `detail` names the first, by position from 1).
  */
 export function parseRecordList(raw: string, max: number): Record[] {
-  // A limit on split: a list far over `max` is not split whole.
+  // Bounded split: a list far over `max` is not split whole.
   const items = raw.split(',', max + 1);
   if (raw === '' || items.length > max) {
     throw new InvalidInputError(raw === '' ? 'no records' : 'too many records', {

@@ -23,7 +23,7 @@ export type InProcessCopyOptions = {
 /**
  * This process's copy of fresh entries of the default endpoint, so a warm hit costs no Redis round
  * trip; kept coherent by the refresh events (docs/design.md, "The subdomain cache"), never served
- * past its freshness. Keyed by parent alone, freshness checked on `fetchedAt` and the follow status: both cheaper on the
+ * past its freshness (the window, or the follow status while the chain is followed). Keyed by parent alone, freshness checked on `fetchedAt`: both cheaper on the
  * warm path than the cache key and lru-cache's TTL (BENCHMARKS.md).
  */
 export class InProcessCopy {

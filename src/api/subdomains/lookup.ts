@@ -68,18 +68,18 @@ export type SubdomainLookupDeps = {
   /** The endpoint whose fresh entries are kept in process: the default one (none when absent). */
   localEndpointId?: string;
   /**
+   * The configured endpoint's daily credit budget (docs/design.md, "Budget"): stretched, a stale
+   * entry's refresh waits for the stretched window; exhausted, stale entries are served with no
+   * refresh and cold misses refused (503). Overrides are never held to it.
+   */
+  budget?: CreditBudget;
+  /**
    * How the worker follows the chain: the configured endpoint's entries are fresh past the window
    * while it is followed (docs/design.md, "Freshness"). Window only when absent.
    */
   follow?: FollowStatusReader;
   /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
   touches?: ParentTouches;
-  /**
-   * The configured endpoint's daily credit budget (docs/design.md, "Budget"): stretched, a stale
-   * entry's refresh waits for the stretched window; exhausted, stale entries are served with no
-   * refresh and cold misses refused (503). Overrides are never held to it.
-   */
-  budget?: CreditBudget;
 };
 
 /**

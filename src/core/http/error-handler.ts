@@ -5,17 +5,14 @@ import { ERROR_TEXT, errorEnvelope, GatewayError, NotConfiguredError } from '../
 import { CORS_HEADERS } from './cors.js';
 import { PAGE_PARAM_ACCEPTED } from './page-params.js';
 
-/**
- * The envelope text of a framework-raised status: every error uses the envelope (docs/design.md,
- * "Endpoints and the error contract").
- */
+/** Envelope text of a framework-raised status. */
 function textForStatus(status: number): string {
   if (status === 400) return ERROR_TEXT.invalidInput;
   if (status >= 500) return ERROR_TEXT.internal;
   return STATUS_CODES[status] ?? 'Error';
 }
 
-/** The `detail` of answers with no more specific one (never for 5xx: nothing internal leaks). */
+/** `detail` when none is more specific (never for 5xx: nothing internal leaks). */
 const DETAIL_OF_STATUS: Readonly<Record<number, string>> = {
   400: 'the request is malformed',
   404: 'no such route: see /docs for the routes and their parameters',
@@ -26,15 +23,13 @@ const DETAIL_OF_STATUS: Readonly<Record<number, string>> = {
 };
 
 /**
- * The one error handler: typed errors map to their status and public text; schema and framework
- * errors (bad URL encoding, oversize bodies) to their 4xx with the contract's texts; everything
- * else is a 500 `Internal error`. Upstream messages and stacks go to the log, never to the body.
+ * The one error handler: typed errors to their status and text, schema and framework errors to
+ * their 4xx, the rest to 500. Upstream messages and stacks go to the log only.
  */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(
     (err: FastifyError | GatewayError, req: FastifyRequest, reply: FastifyReply) => {
-      // The hot routes set their CORS headers themselves, on success only (./cors.ts): a page on
-      // another origin must be able to read an error too.
+      // Hot routes set CORS on success only; a page on another origin must read errors too.
       reply.headers(CORS_HEADERS);
       if (err instanceof GatewayError) {
         if (err instanceof NotConfiguredError) req.log.debug(err.message);
@@ -64,30 +59,26 @@ export function installErrorHandling(app: FastifyInstance): void {
   );
 }
 
-/** The `detail` of a request refused before routing (Fastify's `frameworkErrors`). */
+/** `detail` of a request refused before routing (Fastify `frameworkErrors`). */
 export function frameworkErrorDetail(err: { code?: string }): string {
   return err.code === 'FST_ERR_BAD_URL'
     ? 'the URL holds a malformed percent-escape (%XX must encode UTF-8)'
     : (DETAIL_OF_STATUS[400] as string);
 }
 
-/** Longest schema-validation text repeated in a `detail` (it names the field, never its value). */
+/** Cap on Fastify's validation text in a `detail` (it names the field, not the value). */
 const MAX_VALIDATION_DETAIL = 200;
 
-/**
- * The `detail` of a schema-validation refusal: Fastify's text (`querystring/rpc must NOT have
- * fewer than 1 characters`), which names the parameter and the rule broken, not the value sent.
- */
+/** `detail` of a schema refusal: Fastify's text (parameter and rule), plus what is accepted. */
 function validationDetail(err: FastifyError): string {
   const text = err.message.replace(/[\p{Cc}\p{Cf}]/gu, '').slice(0, MAX_VALIDATION_DETAIL);
-  // `?rpc=a&rpc=b` arrives as an array: say what is accepted, not only that it is not a string.
+  // `?rpc=a&rpc=b` arrives as an array: say what is accepted, not only "not a string".
   if (err.validationContext !== 'querystring') return text;
   const param = /^querystring\/(\w+)/.exec(text)?.[1];
   const accepted = param === undefined ? undefined : QUERY_ACCEPTED[param];
   return accepted === undefined ? text : `${text}: ${accepted}`;
 }
 
-/** What each query parameter accepts, appended to the `detail` of its refusal. */
 const QUERY_ACCEPTED: Readonly<Record<string, string>> = {
   rpc: 'rpc must be given once, as a non-empty absolute URL',
   ...PAGE_PARAM_ACCEPTED,
@@ -98,11 +89,7 @@ const CLIENT_ERRORS: Record<string, number> = {
   ERR_HTTP_REQUEST_TIMEOUT: 408,
 };
 
-/**
- * Answers malformed HTTP that never reaches a route (Node's parser: oversize URL or headers, bad
- * request line) with the envelope instead of Node's bare reply. Used as Fastify's
- * `clientErrorHandler`.
- */
+/** `clientErrorHandler`: the envelope, not Node's bare reply, for HTTP the parser refuses. */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const status = CLIENT_ERRORS[err.code ?? ''] ?? 400;

@@ -12,35 +12,27 @@ import {
   useSchemas,
 } from './schemas.js';
 
-/** The parts `/readyz` reports, each on its own (its body's `parts`). */
+/** `/readyz`'s `parts`. */
 export type ReadinessParts = {
   /** Redis answers. */
   redis: boolean;
-  /** Redis accepts writes (false while it refuses them, e.g. `OOM` at `maxmemory`). */
+  /** False while Redis refuses writes (`OOM` at `maxmemory`). */
   redisWrites: boolean;
-  /** `RPC_URL` set or not; when unset, a request without `?rpc=` answers 500. */
+  /** Unset: a request without `?rpc=` answers 500. */
   rpc: 'configured' | 'unset';
-  /**
-   * Whether workers follow hot parents over the RPC's websocket (`RPC_WS_URL` resolved) or by the
-   * clock (`off`). Whether a socket is open now is the workers' `sns_ws_connected`.
-   */
+  /** Workers follow hot parents over the websocket, or by the clock (`off`). */
   websocket: 'configured' | 'off';
-  /**
-   * The worker's only: it takes jobs (its Redis connections up, every BullMQ worker running, the
-   * last fetch of each succeeded). Absent from the API's answer.
-   */
+  /** Worker only: it takes jobs (Redis up, every BullMQ worker running, last fetch ok). */
   queue?: boolean;
 };
 
-/**
- * `ready`: the process can serve (Redis answers, no shutdown has begun). Refused writes show in
- * `parts.redisWrites` only: derivations and cached answers still work then.
- */
+/** `ready`: Redis answers, no shutdown began; refused writes leave it ready (derivations work). */
 export type Readiness = { ready: boolean; parts: ReadinessParts };
 
+/** What the ops routes need. */
 export type OpsRouteDeps = {
   registry: Registry;
-  /** Called on every `/readyz`: must be cheap (a Redis round trip at most). */
+  /** Called on every `/readyz`: a Redis round trip at most. */
   readiness: () => Promise<Readiness>;
 };
 
@@ -68,15 +60,13 @@ const partsSchema = Type.Object(
   { description: 'each part the API depends on' },
 );
 
-/** `/healthz`'s answer. */
 const liveness = okEnvelope('Liveness', Type.String(), 'The process answers.');
 
-/** `/readyz`'s answer when ready. */
 const readiness = okEnvelope('Readiness', Type.Literal('ready'), 'Ready, with each part.', {
   parts: partsSchema,
 });
 
-/** `/readyz`'s answer when not ready: the error envelope and, unless shutting down, `parts`. */
+/** Not ready: the envelope and, unless shutting down, `parts`. */
 const notReady = component(
   'NotReady',
   Type.Object(
@@ -89,10 +79,7 @@ const notReady = component(
   ),
 );
 
-/**
- * Liveness (`/healthz`: the process answers), readiness (`/readyz`: it can serve traffic; a load
- * balancer stops sending when it turns 503, e.g. during shutdown) and `/metrics` (Prometheus).
- */
+/** `/healthz`, `/readyz` (503 turns a load balancer away, e.g. in shutdown) and `/metrics`. */
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, deps) => {
   useSchemas(app, [errorEnvelopeSchema, liveness, readiness, notReady]);
   app.get(

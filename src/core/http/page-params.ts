@@ -1,13 +1,12 @@
 /**
- * The texts of a refused page parameter (`?limit=`, `?after=`, `?prefix=`), here rather than with
- * the paged answer (src/api/http/paged-answer.ts) because the one error handler, which the
- * worker's ops server shares, appends them to the `detail` of a refusal.
+ * Page-parameter refusal texts: here, not in src/api/http/paged-answer.ts, because the shared
+ * error handler (the worker's too) appends them.
  */
 
 /** Most labels in one page: `?limit=` takes 1 to this. */
 export const MAX_PAGE_LIMIT = 1000;
 
-/** The `detail` of a refused page parameter, by name: what it accepts. */
+/** `detail` of a refused page parameter, by name. */
 export const PAGE_PARAM_ACCEPTED: Readonly<Record<string, string>> = {
   limit:
     `limit must be given once, as a whole number from 1 to ${MAX_PAGE_LIMIT} in decimal digits ` +

@@ -9,19 +9,16 @@ import {
 } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 
-/** `{ s: "ok", result }`, the envelope of every success answer. */
+/** The success envelope. */
 export type OkEnvelope<T> = { s: 'ok'; result: T };
 
-/** Builds the envelope of a success answer. */
+/** A success envelope. */
 export const ok = <T>(result: T): OkEnvelope<T> => ({ s: 'ok', result });
 
-/**
- * A schema shared by routes: `components.schemas.<$id>` of the OpenAPI document, so a generated
- * client names its types (`SubdomainList`, `ErrorEnvelope`) rather than numbering inline ones.
- */
+/** A shared schema (OpenAPI `components.schemas.<$id>`), so generated clients name their types. */
 export type Component = TSchema & { readonly $id: string };
 
-/** `schema` (made with the option `$id: id`) typed as the {@link Component} it is. */
+/** `schema` (made with `$id: id`) typed as a {@link Component}; throws if the id differs. */
 export const component = <T extends TSchema, const Id extends string>(
   id: Id,
   schema: T,
@@ -30,7 +27,7 @@ export const component = <T extends TSchema, const Id extends string>(
   return schema as T & { readonly $id: Id };
 };
 
-/** `{ s: "error", result: "<short text>" }`, the error envelope of every refusal and failure. */
+/** The error envelope of every refusal and failure. */
 export const errorEnvelopeSchema = component(
   'ErrorEnvelope',
   Type.Object(
@@ -50,10 +47,8 @@ export const errorEnvelopeSchema = component(
 );
 
 /**
- * The success envelope `{ s: "ok", result, ...extra }` as a shared schema named `id` (a
- * component of the OpenAPI document; {@link useSchemas} declares it, {@link refResponse} uses it).
+ * The success envelope as component `id`.
  *
- * @param result the schema of `result`.
  * @param extra properties after `result` (a page's `next`, /readyz's `parts`).
  */
 export function okEnvelope<
@@ -73,9 +68,8 @@ export function okEnvelope<
 }
 
 /**
- * Declares the shared schemas a route plugin refers to, those `app` does not know yet (a plugin
- * sees its parents' schemas; siblings may each declare the same one). @fastify/swagger lists each
- * under `components.schemas` by its `$id` (./../../api/http/plugins/docs.ts names them so).
+ * Declares the shared schemas `app` does not know yet (a plugin sees its parents' schemas;
+ * siblings may declare the same one).
  */
 export function useSchemas(
   app: Pick<FastifyInstance, 'addSchema' | 'getSchema'>,
@@ -84,33 +78,29 @@ export function useSchemas(
   for (const schema of schemas) if (!app.getSchema(schema.$id)) app.addSchema(schema);
 }
 
-/** What the OpenAPI document says of one answer besides its schema. */
+/** An answer's OpenAPI description besides its schema. */
 export type AnswerDoc = {
-  /** What the status means on this route. */
   description: string;
-  /** Examples of the body; the first is the one Swagger UI shows. */
+  /** The first is what Swagger UI shows. */
   examples?: readonly unknown[];
-  /** Response headers, as OpenAPI header objects ({@link HEADER}). */
+  /** OpenAPI header objects ({@link HEADER}). */
   headers?: Record<string, unknown>;
 };
 
 /**
- * One answer of a route whose body is the shared schema `component`: `allOf: [$ref]` beside the
- * answer's own description, examples and headers, which @fastify/swagger would drop next to a bare
- * `$ref` (an example on the media object is what Swagger UI shows).
+ * An answer whose body is `component`: `allOf: [$ref]`, because @fastify/swagger drops a
+ * description, examples and headers beside a bare `$ref`.
  */
 export function refResponse<T extends Component>(component: T, doc: AnswerDoc): TUnsafe<Static<T>> {
   return Type.Unsafe<Static<T>>({ allOf: [{ $ref: `${component.$id}#` }], ...doc });
 }
 
 /*
- * What the OpenAPI document (/docs, /openapi.json) says of each answer: a description, an example
- * and the headers. Declarative only: @fastify/swagger reads `description`, `examples` and
- * `headers`; the serializer of a status compiles once at start-up and ignores them, and the hot
- * routes send rendered strings that no serializer touches.
+ * Descriptions, examples and headers below are for the OpenAPI document only: serializers ignore
+ * them, and hot routes send rendered strings.
  */
 
-/** The response headers the routes set, as OpenAPI header objects (name -> schema). */
+/** Response headers as OpenAPI header objects. */
 export const HEADER = {
   etag: {
     type: 'string',
@@ -156,11 +146,7 @@ export const HEADER = {
   },
 } as const;
 
-/**
- * One error status of a route for the OpenAPI document: the envelope ({@link errorEnvelopeSchema},
- * shared), what the status means there, an example `result` and, for 429/503, `Retry-After`.
- * The route's plugin declares the envelope with {@link useSchemas}.
- */
+/** A route's error status for OpenAPI (the plugin declares the envelope: {@link useSchemas}). */
 export function errorResponse(
   description: string,
   result: string,
@@ -173,16 +159,16 @@ export function errorResponse(
   });
 }
 
-/** 304 to a request whose If-None-Match holds the current ETag: no body. */
+/** 304: no body. */
 export const notModifiedResponse = Type.Null({
   description:
     'Not modified: If-None-Match held the current ETag. No body; the same caching headers.',
   headers: { ETag: HEADER.etag },
 });
 
-/** 503 while the process shuts down: any route, once closing has begun. */
+/** 503 on any route once closing has begun. */
 export const SHUTTING_DOWN =
   '`Shutting down`: the process is draining (SIGTERM); retry on another replica.';
 
-/** 500 of a fault of our own. */
+/** 500 of our own fault. */
 export const INTERNAL = '`Internal error`: a fault of the gateway (logged with its cause).';

@@ -1,18 +1,12 @@
 import { databaseOf, type RedisClient } from '../redis.js';
 import { redisKeys } from '../redis-keys.js';
 
-/**
- * What the worker tells waiting API requests after each attempt. The cache entry is the source of
- * truth; an event only says "look now" (`ok`) or "this attempt failed" and why.
- */
+/** Sent to waiting requests after each attempt: "look now" or "failed, and why". */
 export type RefreshEvent = { endpointId: string; parent: string } & (
   { ok: true } | { ok: false; reason: FailureReason }
 );
 
-/**
- * Why an attempt failed: the RPC, a fault of ours, the listener's connection, or the daily credit
- * budget (`budget`: the refresh was not made, docs/design.md, "Budget").
- */
+/** Why an attempt failed; `budget`: not made (docs/design.md, "Budget"). */
 type FailureReason = 'rpc' | 'internal' | 'disconnected' | 'budget';
 const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'rpc',
@@ -21,26 +15,17 @@ const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'budget',
 ]);
 
-/**
- * The waiters' key of an (endpoint, parent) pair, for the refresh listener's waiters and the live
- * updates' topics alike; a parent is a label, never holding a space.
- */
+/** Waiters' and live topics' key of (endpoint, parent); a parent label never holds a space. */
 export const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}`;
 
-/**
- * The pub/sub channel of refresh events of the deployment that `redis` (a connection of it) and
- * `prefix` make: it names the connection's database, since channels are global to a server.
- */
+/** The refresh-event channel; it names the database, since channels are server-wide. */
 export const refreshChannel = (redis: RedisClient, prefix: string) =>
   redisKeys(prefix).refreshEvents(databaseOf(redis));
 
 /**
- * Publishes one event on the channel of the deployment `redis` and `prefix` make; at-most-once,
- * like any Redis pub/sub message. The message also names that space (`prefix`, `db`), which a
- * listener checks on receipt. During a rolling upgrade API processes of the release before listen
- * on the former channel (one per prefix, whatever the database) and read only the entry's cache
- * `key` (they throw on an event without it): the event goes there too, with it. Drop that second
- * publish once no such API can be running.
+ * Publishes an event (at most once, as pub/sub is), naming `prefix` and `db` for the listener to
+ * check. Also published on the former channel with the entry's `key`, which API processes of the
+ * previous release need during a rolling upgrade; drop it once none can be running.
  */
 export async function publishRefreshEvent(
   redis: RedisClient,
@@ -57,9 +42,8 @@ export async function publishRefreshEvent(
 }
 
 /**
- * A refresh event as received, if it is one of the deployment `prefix` on database `db`; null for
- * anything else (not JSON, another shape, another deployment's), which the listener ignores. A
- * failure of a reason this release does not know counts as `internal`.
+ * An event of this deployment (`prefix`, `db`), or null for anything else; an unknown failure
+ * reason counts as `internal`.
  */
 export function parseRefreshEvent(
   message: string,
@@ -89,9 +73,8 @@ export function parseRefreshEvent(
 type Waiter = (event: RefreshEvent | null) => void;
 
 /**
- * One shared subscription per process to the refresh events, not `job.waitUntilFinished` per
- * request (docs/design.md, "The refresh queue"). Requests register a waiter per (endpoint,
- * parent); the watcher's patches publish the same events as refreshes.
+ * One subscription per process, not `job.waitUntilFinished` per request (docs/design.md, "The
+ * refresh queue"); requests register a waiter per (endpoint, parent).
  */
 export class RefreshListener {
   private readonly waiters = new Map<string, Set<Waiter>>();
@@ -102,11 +85,7 @@ export class RefreshListener {
   private subscribed = false;
   private started = false;
 
-  /**
-   * @param subscriber a connection of its own, to the deployment's database; it is put in
-   *   subscriber mode.
-   * @param prefix the deployment's key prefix (`QUEUE_PREFIX`).
-   */
+  /** @param subscriber a connection of its own (put in subscriber mode). */
   constructor(
     private readonly subscriber: RedisClient,
     private readonly prefix: string,
@@ -116,51 +95,42 @@ export class RefreshListener {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.channel) this.dispatch(message);
     });
-    // Pub/sub is at-most-once: once the subscription's connection drops, the event a request
-    // waits for may be lost, and while Redis is down no refresh can finish. Fail the waiters at
-    // once (their requests answer 500, as for any Redis fault) instead of leaving them to wait
-    // out SUBDOMAINS_WAIT_MS; the refresh itself stays queued and fills the cache later.
+    // Pub/sub is at most once: after a drop the awaited event may be lost, so fail waiters now
+    // (500) rather than after SUBDOMAINS_WAIT_MS; the queued refresh still fills the cache.
     subscriber.on('close', () => {
       this.subscribed = false;
       for (const handler of this.lostHandlers) handler();
       this.failAll();
     });
-    // ioredis subscribes again by itself once the connection is ready after a reconnect.
     subscriber.on('ready', () => {
       if (this.started) this.subscribed = true;
     });
   }
 
-  /** Subscribes; ioredis subscribes again by itself after a reconnect. */
+  /** Subscribes (ioredis resubscribes after a reconnect). */
   async start(): Promise<void> {
     this.started = true;
     await this.subscriber.subscribe(this.channel);
     this.subscribed = true;
   }
 
-  /**
-   * True while every event reaches this process: subscribed, and no drop since. A process-local
-   * copy of cache entries is coherent only then (see SubdomainLookup).
-   */
+  /** No drop since subscribing: only then is a process-local copy of entries coherent. */
   get live(): boolean {
     return this.subscribed;
   }
 
-  /** Calls `handler` with the endpoint id and parent of every entry written, by any worker. */
+  /** `handler` runs for every entry written, by any worker. */
   onRefreshed(handler: (endpointId: string, parent: string) => void): void {
     this.refreshedHandlers.push(handler);
   }
 
-  /** Calls `handler` when the subscription drops: events may be lost from then on. */
+  /** `handler` runs when the subscription drops. */
   onLost(handler: () => void): void {
     this.lostHandlers.push(handler);
   }
 
   /**
-   * Waits for the next event about the entry of (endpoint, parent).
-   *
-   * @param timeoutMs after this many milliseconds `event` resolves with null.
-   * @returns `event`: the event, or null on time-out, on `cancel()` or when the listener closes.
+   * The next event about (endpoint, parent): null on time-out (`timeoutMs`), `cancel()` or close.
    */
   next(
     endpointId: string,
@@ -185,7 +155,7 @@ export class RefreshListener {
     return { event, cancel };
   }
 
-  /** Releases every waiter with null and unsubscribes. */
+  /** Releases every waiter with null, unsubscribes. */
   async close(): Promise<void> {
     this.subscribed = false;
     for (const set of [...this.waiters.values()]) for (const w of [...set]) w(null);
@@ -201,8 +171,7 @@ export class RefreshListener {
   }
 
   private dispatch(message: string): void {
-    // Only our own: another deployment's event read as ours would send a waiter to an entry that
-    // is not there (an answer of 500).
+    // Another deployment's event would send a waiter to an entry that is not there (500).
     const event = parseRefreshEvent(message, this.prefix, this.db);
     if (!event) return;
     if (event.ok) {

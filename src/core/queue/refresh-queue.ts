@@ -2,26 +2,21 @@ import { createHash } from 'node:crypto';
 import { Queue, type ConnectionOptions, type DefaultJobOptions } from 'bullmq';
 import type { Config } from '../config.js';
 
-/** The queue of refreshes through the configured `RPC_URL` (and the hot-parent scans). */
+/** Refreshes through `RPC_URL`, and hot-parent scans. */
 export const REFRESH_QUEUE = 'subdomain-refresh';
-/**
- * The queue of refreshes through `?rpc=` overrides: its own worker slots and rate, so requests
- * pointed at a slow or hostile server never take the capacity of the configured endpoint.
- */
+/** Refreshes through `?rpc=`: own slots and rate, so a hostile server never takes `RPC_URL`'s. */
 export const OVERRIDE_REFRESH_QUEUE = 'subdomain-refresh-override';
 export const REFRESH_JOB = 'refresh';
 
 /**
- * BullMQ priorities of refresh jobs (1 runs first), by how soon someone sees the result: without
- * them a burst of ahead-of-time refreshes took the rate limiter's starts and cold misses waited.
+ * BullMQ priorities (1 first), by how soon someone sees the result: without them a burst of
+ * ahead-of-time refreshes took the limiter's starts and cold misses waited.
  */
 export const REFRESH_PRIORITY = { coldMiss: 1, change: 2, stale: 5, ahead: 10 } as const;
+/** A name in {@link REFRESH_PRIORITY}. */
 export type RefreshPriority = keyof typeof REFRESH_PRIORITY;
 
-/**
- * Job counts by state for `sns_queue_jobs`: prioritized jobs (all refreshes, see
- * {@link REFRESH_PRIORITY}) are waiting jobs to the reader, and counted with them.
- */
+/** Job counts for `sns_queue_jobs`; prioritized jobs count as waiting. */
 export async function refreshQueueCounts(
   queue: Queue,
 ): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>> {
@@ -34,20 +29,17 @@ export async function refreshQueueCounts(
   };
 }
 
-/** Refreshes waiting to start, prioritized or not (the queue bound, `QUEUE_MAX_WAITING`). */
+/** Refreshes waiting, prioritized or not (the `QUEUE_MAX_WAITING` bound). */
 export const waitingRefreshes = (queue: Queue): Promise<number> =>
   queue.getJobCountByTypes('waiting', 'prioritized');
 
-/** The name of the custom back-off of refresh jobs (see {@link refreshBackoff}). */
 const BACKOFF_TYPE = 'retry-after';
-/** Longest wait an upstream's `Retry-After` can impose on a job between attempts. */
+/** Cap on an upstream `Retry-After` between attempts. */
 const MAX_JOB_RETRY_AFTER_MS = 10 * 60_000;
 
 /**
- * The back-off of refresh jobs: exponential from `JOB_BACKOFF_MS`, but never shorter than the
- * `Retry-After` of the failure (an RpcCallError's `retryAfterMs`, capped at ten minutes): a long
- * `Retry-After` is waited here, between attempts, not in a worker slot (src/worker/rpc/client.ts).
- * Passed to BullMQ workers as `settings.backoffStrategy`.
+ * BullMQ `backoffStrategy`: exponential from `JOB_BACKOFF_MS`, at least the failure's
+ * `retryAfterMs` (capped): a long `Retry-After` is waited between attempts, not in a slot.
  */
 export function refreshBackoff(baseMs: number) {
   return (attemptsMade: number, _type?: string, err?: Error): number => {
@@ -59,30 +51,23 @@ export function refreshBackoff(baseMs: number) {
 }
 
 /**
- * What a refresh job carries. The default endpoint travels as `{ kind: 'default' }` so the URL in
- * `RPC_URL` (which may hold an API key) is never written to Redis; an override's URL has to travel,
- * and its jobs are removed as soon as they finish.
+ * A refresh job. The default endpoint travels as `{ kind: 'default' }` so `RPC_URL` (maybe an API
+ * key) is never written to Redis; override jobs are removed on finishing.
  */
 export type RefreshJobData = {
   cacheKey: string;
   parent: string;
   endpoint: { kind: 'default' } | { kind: 'override'; url: string };
-  /**
-   * The slot the scan must reflect at least: a notification's, when one caused the re-read, so a
-   * node lagging behind the websocket node cannot answer from before the change.
-   */
+  /** A notification's slot, so a node lagging the websocket node cannot answer from before it. */
   minContextSlot?: number;
 };
 
-/**
- * The deduplication id of a cache key. BullMQ forbids `:` in custom ids and a hash keeps parent
- * labels (any Unicode) out of BullMQ's key names.
- */
+/** Dedup id of a cache key: BullMQ forbids `:` in ids; a hash keeps labels out of its keys. */
 export function refreshDedupId(cacheKey: string): string {
   return createHash('sha256').update(cacheKey).digest('hex').slice(0, 40);
 }
 
-/** Job defaults: attempts with exponential back-off on top of the RPC client's own retries. */
+/** Job defaults; attempts come on top of the RPC client's own retries. */
 export function refreshJobDefaults(
   config: Pick<Config, 'JOB_ATTEMPTS' | 'JOB_BACKOFF_MS'>,
 ): DefaultJobOptions {
@@ -95,13 +80,9 @@ export function refreshJobDefaults(
 }
 
 /**
- * Queues one refresh of `data.cacheKey` on `queue` (the override queue for an override), at
- * `priority` ({@link REFRESH_PRIORITY}),
- * deduplicated on it: while a job for the key is waiting, delayed or active, adding another
- * returns that job (BullMQ deduplication, "simple mode", which ends when the job completes or
- * fails, so a stale entry can always queue its next refresh). Override jobs make one attempt (the
- * request that asked has its 502 by then; a later request queues anew) and are removed as soon as
- * they finish: their URL may carry a credential.
+ * Queues one refresh, deduplicated on its key (BullMQ "simple mode": until the job ends, so a
+ * stale entry can always queue its next). Override jobs make one attempt (the request has its 502
+ * by then) and are removed at once: their URL may carry a credential.
  */
 export async function addRefreshJob(
   queue: Queue<RefreshJobData>,
@@ -116,11 +97,7 @@ export async function addRefreshJob(
   });
 }
 
-/**
- * Creates a refresh queue (`REFRESH_QUEUE` unless `name` says otherwise) on a connection made for
- * BullMQ (`maxRetriesPerRequest: null`). The caller owns the connection and closes it after
- * `queue.close()`.
- */
+/** A refresh queue on a BullMQ connection the caller owns (closed after `queue.close()`). */
 export function createRefreshQueue(
   connection: ConnectionOptions,
   config: Pick<Config, 'QUEUE_PREFIX' | 'JOB_ATTEMPTS' | 'JOB_BACKOFF_MS'>,

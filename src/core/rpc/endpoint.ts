@@ -6,26 +6,21 @@ import type { Config } from '../config.js';
 import { InvalidInputError, NotConfiguredError, OverloadedError } from '../errors.js';
 import type { EndpointLabel } from '../metrics.js';
 
-/**
- * A selected JSON-RPC endpoint. `id` names it in cache keys: a hash of the full URL, because a URL
- * may carry an API key that must never be stored or logged in clear (docs/design.md, "The
- * subdomain cache").
- */
+/** A JSON-RPC endpoint; `id` (a hash: the URL may hold an API key) names it in cache keys. */
 export type RpcEndpoint = {
   readonly kind: EndpointLabel;
   readonly url: string;
   readonly id: string;
 };
 
-/** The first 16 bytes of SHA-256 over the full URL, hex: stable across processes and restarts. */
+/** SHA-256 of the URL, first 16 bytes, hex. */
 export function endpointId(url: string): string {
   return createHash('sha256').update(url).digest('hex').slice(0, 32);
 }
 
 /**
- * The endpoint of a `?rpc=` URL. Its id hashes the class with the URL, so an override naming the
- * very URL of `RPC_URL` still gets entries of its own: they live under the override budget and
- * expiry, and must never replace or evict the configured endpoint's.
+ * A `?rpc=` endpoint; its id differs from the same URL's as `RPC_URL`, so override entries (own
+ * budget and expiry) never replace or evict the configured endpoint's.
  */
 export function overrideEndpoint(url: string): RpcEndpoint {
   return { kind: 'override', url, id: endpointId(`override ${url}`) };
@@ -33,16 +28,11 @@ export function overrideEndpoint(url: string): RpcEndpoint {
 
 const FORBIDDEN_HOST_SUFFIXES = ['.localhost', '.local', '.internal'];
 
-/**
- * The `detail` of the 500 a request without `?rpc=` gets when `RPC_URL` is unset: the answer is the
- * contract's `Internal error`, but whoever runs the gateway sees from it what to set.
- */
+/** `detail` of the 500 when `RPC_URL` is unset: tells the operator what to set. */
 export const NO_RPC_URL_DETAIL =
   'this gateway has no RPC_URL: set RPC_URL to a Solana JSON-RPC endpoint (npm run rpc:sim serves a demo one at http://127.0.0.1:8899), or pass ?rpc=';
 
-/**
- * The `detail` of each `?rpc=` refusal: the rule broken, never the URL (it may hold an API key).
- */
+/** `detail` of each `?rpc=` refusal: the rule broken, never the URL (it may hold an API key). */
 const RPC_DETAIL = {
   disabled: 'rpc overrides are turned off on this gateway (RPC_OVERRIDE=off)',
   notUrl: 'rpc must be an absolute URL, e.g. https://rpc.example.com/',
@@ -56,35 +46,33 @@ const RPC_DETAIL = {
     'rpc host must resolve only to public unicast addresses (not private, loopback, link-local or reserved)',
 } as const;
 
-/** Resolves a host name to every address it has; injectable so tests can stub DNS. */
+/** A host's addresses; injectable so tests can stub DNS. */
 export type HostResolver = (host: string) => Promise<string[]>;
 
 /** Options of {@link dnsResolver}. */
 export type DnsResolverOptions = {
-  /** Name servers (`ip` or `ip:port`); the system's (`/etc/resolv.conf`) when absent. */
+  /** `ip` or `ip:port`; default `/etc/resolv.conf`'s. */
   servers?: readonly string[];
-  /** Time-out of a query's first try, in milliseconds; c-ares waits longer on each retry. */
+  /** First try's time-out, ms; c-ares waits longer on each retry. */
   timeoutMs?: number;
-  /** Tries per name server before giving up. */
+  /** Tries per name server. */
   tries?: number;
 };
 
-// About 4 s in all for a server that never answers (two tries, the second waited longer).
+// About 4 s in all for a server that never answers.
 const DNS_TIMEOUT_MS = 1_000;
 const DNS_TRIES = 2;
 
-// A family with no address: not a failure when the other family has some.
+// No address in one family is fine when the other has some.
 const NO_RECORDS = new Set(['ENODATA', 'ENOTFOUND']);
 
 /**
- * A {@link HostResolver} on c-ares (`dns.promises.Resolver`, Node docs, "DNS: Implementation
- * considerations"): A and AAAA queries sent from the event loop with a time-out, not
- * `dns.lookup`'s getaddrinfo, which runs on libuv's four-thread pool with no time-out of its own,
- * so names whose DNS never answers held every thread (and every other override) for a minute.
- * `/etc/hosts` is not read: the policy sees what public DNS says.
+ * A {@link HostResolver} on c-ares (A and AAAA with a time-out), not `dns.lookup`: getaddrinfo
+ * has no time-out and runs on libuv's four threads, so silent DNS held every override for a
+ * minute. `/etc/hosts` is not read: the policy sees public DNS.
  *
- * @returns the A and AAAA addresses; rejects (ETIMEOUT, ENOTFOUND, ...) when the name has none,
- *   or when either query fails other than "no such record", so no family goes unchecked.
+ * @returns both families' addresses; rejects when there are none or a query fails otherwise
+ *   than "no such record" (no family goes unchecked).
  */
 export function dnsResolver(opts: DnsResolverOptions = {}): HostResolver {
   const resolver = new Resolver({
@@ -107,15 +95,14 @@ export function dnsResolver(opts: DnsResolverOptions = {}): HostResolver {
   };
 }
 
-/** Bounds of the `?rpc=` host check (see {@link EndpointSelector}); tests shorten them. */
+/** Bounds of the `?rpc=` host check; tests shorten them. */
 export type HostCheckLimits = {
-  /** Lookups under way at once in this process; past it an override is refused (503). */
+  /** Lookups at once per process; past it 503. */
   maxInFlight: number;
-  /** A lookup not settled by then fails (refused 400), in milliseconds, whatever the resolver. */
+  /** Ms until an unsettled lookup fails (400), whatever the resolver. */
   deadlineMs: number;
-  /** How long a resolution is reused, in milliseconds (a failure: a fifth of it). */
+  /** Ms a resolution is reused (a failure: a fifth). */
   cacheMs: number;
-  /** Hosts whose resolution is kept. */
   cacheSize: number;
 };
 
@@ -126,32 +113,23 @@ const DEFAULT_LIMITS: HostCheckLimits = {
   cacheSize: 1_000,
 };
 
-/**
- * Called before a request makes a DNS resolution (not when it reuses one): the route charges the
- * client's per-client limit there, and throws to refuse.
- */
+/** Run before a request starts a DNS lookup: charges the per-client limit (throws to refuse). */
 export type BeforeLookup = () => Promise<void>;
 
 /**
- * Applies the `?rpc=` policy (docs/design.md, "Replies from an RPC") and selects the endpoint of a
- * request; the transport checks again at connect time (rebinding). Host resolutions are bounded
- * in number (`maxInFlight`, past it 503), in time (`deadlineMs`), one per host at a time, and
- * reused for `cacheMs`; a request needing a new resolution runs {@link BeforeLookup} first.
+ * Selects a request's endpoint under the `?rpc=` policy (docs/design.md, "Replies from an RPC");
+ * the transport rechecks at connect (rebinding). Resolutions are bounded, one per host, reused.
  */
 export class EndpointSelector {
-  /** The configured `RPC_URL`, or undefined when unset. */
+  /** `RPC_URL`'s endpoint, if set. */
   readonly defaultEndpoint: RpcEndpoint | undefined;
   private readonly allowlist: ReadonlySet<string>;
   private readonly resolveHost: HostResolver;
   private readonly limits: HostCheckLimits;
-  /** Resolutions settled or under way, by host. */
   private readonly resolutions: LRUCache<string, Promise<string[]>>;
   private inFlight = 0;
 
-  /**
-   * @param resolveHost DNS for the host check; {@link dnsResolver} with the system's servers when
-   *   absent.
-   */
+  /** @param resolveHost default {@link dnsResolver} on the system's servers. */
   constructor(
     private readonly config: Pick<Config, 'RPC_URL' | 'RPC_OVERRIDE' | 'RPC_OVERRIDE_ALLOWLIST'>,
     resolveHost?: HostResolver,
@@ -165,16 +143,15 @@ export class EndpointSelector {
     this.resolutions = new LRUCache({ max: this.limits.cacheSize, ttl: this.limits.cacheMs });
   }
 
-  /** True when `url`'s origin was listed in `RPC_OVERRIDE_ALLOWLIST` (http and loopback allowed). */
+  /** `url`'s origin is in `RPC_OVERRIDE_ALLOWLIST` (http and loopback then allowed). */
   isAllowlisted(url: URL): boolean {
     return this.allowlist.has(url.origin);
   }
 
   /**
-   * The configured `RPC_URL`, synchronously (a request without `?rpc=`).
+   * `RPC_URL`'s endpoint.
    *
-   * @throws NotConfiguredError (500) when `RPC_URL` is unset (the contract's 500; docs/design.md,
-   *   "Endpoints and the error contract").
+   * @throws NotConfiguredError (the contract's 500) when unset.
    */
   selectDefault(): RpcEndpoint {
     if (!this.defaultEndpoint) {
@@ -184,12 +161,10 @@ export class EndpointSelector {
   }
 
   /**
-   * @param rpcParam the raw `?rpc=` value, or undefined when absent.
-   * @param beforeLookup run before this request starts a DNS resolution of the override's host.
-   * @returns the endpoint to use for this request.
-   * @throws InvalidInputError when the override is refused by policy.
+   * @param rpcParam the raw `?rpc=` value, if any.
+   * @throws InvalidInputError when policy refuses the override.
    * @throws OverloadedError (503) when `maxInFlight` resolutions are under way.
-   * @throws NotConfiguredError when no override is given and `RPC_URL` is unset (the contract's 500).
+   * @throws NotConfiguredError without override and `RPC_URL`.
    * @throws whatever `beforeLookup` throws.
    */
   async select(rpcParam: string | undefined, beforeLookup?: BeforeLookup): Promise<RpcEndpoint> {
@@ -218,8 +193,7 @@ export class EndpointSelector {
       throw new InvalidInputError('rpc must be https', { detail: RPC_DETAIL.notHttps });
     }
     const host = url.hostname.toLowerCase();
-    // An IPv6 literal keeps its brackets in `hostname`; ipaddr.isValid catches IPv4 in any form
-    // the WHATWG parser normalised (e.g. `0x7f.1` became `127.0.0.1`).
+    // IPv6 literals keep brackets; ipaddr.isValid catches IPv4 the parser normalised (`0x7f.1`).
     if (host.startsWith('[') || ipaddr.isValid(host)) {
       throw new InvalidInputError('rpc host must be a DNS name', { detail: RPC_DETAIL.ipLiteral });
     }
@@ -245,14 +219,13 @@ export class EndpointSelector {
     }
   }
 
-  /** Starts a bounded resolution of `host` and keeps it for the requests that follow. */
   private async startResolution(
     host: string,
     beforeLookup: BeforeLookup | undefined,
   ): Promise<string[]> {
     this.refuseWhenFull();
     await beforeLookup?.();
-    // Another request may have started the same resolution, or filled the slots, meanwhile.
+    // Another request may have started it, or filled the slots, meanwhile.
     const started = this.resolutions.get(host);
     if (started) return started;
     this.refuseWhenFull();
@@ -263,8 +236,7 @@ export class EndpointSelector {
       timer = setTimeout(() => reject(new Error(`no answer within ${deadlineMs} ms`)), deadlineMs);
     });
     const query = (async () => this.resolveHost(host))();
-    // The slot is held until the query itself ends, not until the deadline: c-ares goes on past
-    // it (its time-out and tries apply to each name server in turn), and the bound is on queries.
+    // The slot is held until the query ends, not the deadline: c-ares goes on past it.
     void query
       .catch(() => undefined)
       .finally(() => {
@@ -272,19 +244,17 @@ export class EndpointSelector {
       });
     const resolution = Promise.race([query, deadline])
       .catch((err: unknown) => {
-        // Failures are kept a short while: a name whose DNS never answers costs one slot, not one
-        // per request.
+        // Kept briefly: a name whose DNS never answers costs one slot, not one per request.
         this.resolutions.set(host, resolution, { ttl: Math.max(1, Math.floor(cacheMs / 5)) });
         throw new DnsFailure(host, { cause: err });
       })
       .finally(() => clearTimeout(timer));
-    // Settled failures are read by later requests; none may count as unhandled meanwhile.
+    // Later requests read settled failures; none may count as unhandled meanwhile.
     resolution.catch(() => undefined);
     this.resolutions.set(host, resolution);
     return resolution;
   }
 
-  /** @throws OverloadedError when `maxInFlight` resolutions are under way. */
   private refuseWhenFull(): void {
     if (this.inFlight >= this.limits.maxInFlight) {
       throw new OverloadedError('too many rpc host lookups in flight', 1, {
@@ -294,7 +264,7 @@ export class EndpointSelector {
   }
 }
 
-/** A resolution of the host check that failed or timed out (refused as input, 400). */
+/** A host-check resolution that failed or timed out (400). */
 class DnsFailure extends Error {
   override readonly name = 'DnsFailure';
   constructor(host: string, options: ErrorOptions) {
@@ -302,10 +272,7 @@ class DnsFailure extends Error {
   }
 }
 
-/**
- * True for a public unicast address. ipaddr.js classifies the special-purpose ranges (RFC 6890:
- * private, loopback, link-local and metadata, CGNAT, ...); IPv4-mapped IPv6 is checked as IPv4.
- */
+/** A public unicast address per ipaddr.js's ranges (RFC 6890); IPv4-mapped IPv6 as IPv4. */
 export function isPublicUnicast(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
   let parsed = ipaddr.parse(address);

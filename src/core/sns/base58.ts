@@ -1,11 +1,7 @@
 /**
- * Base58 (Bitcoin alphabet), the text form of Solana keys, as `bs58` and web3.js's
- * `PublicKey.toBase58()` write it: each leading zero byte becomes a leading `1`, then the digits
- * of the number the remaining bytes spell, big-endian.
- *
- * The encoder divides by 58^5 over 16-bit limbs, so a 32-byte key takes nine passes instead of
- * the byte-by-digit loop of `base-x` (faster than `bs58`: BENCHMARKS.md, "Costs the code's
- * comments refer to"); it also spares the gateway a dependency on `bs58`, which is only web3.js's.
+ * Base58 (Bitcoin alphabet) as `bs58` and web3.js's `toBase58()` write it: a `1` per leading zero
+ * byte, then the big-endian number's digits. Dividing by 58^5 over 16-bit limbs beats `base-x`'s
+ * byte-by-digit loop (BENCHMARKS.md, "Costs the code's comments refer to") and drops a dependency.
  */
 
 const ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
@@ -24,7 +20,7 @@ export function toBase58(bytes: Uint8Array): string {
   for (; start < bytes.length; start += 2) {
     limbs.push(((bytes[start] as number) << 8) | (bytes[start + 1] as number));
   }
-  // Repeated division by 58^5: each remainder gives five digits, least significant first.
+  // Each remainder of 58^5 gives five digits, least significant first.
   const digits: number[] = [];
   let head = 0;
   while (head < limbs.length) {
@@ -50,11 +46,7 @@ export function toBase58(bytes: Uint8Array): string {
   return out;
 }
 
-/**
- * Decodes base58 text.
- *
- * @throws TypeError for a character outside the alphabet.
- */
+/** Decodes base58 text; throws TypeError for a character outside the alphabet. */
 export function fromBase58(text: string): Buffer {
   let zeros = 0;
   while (zeros < text.length && text[zeros] === '1') zeros++;

@@ -1,18 +1,12 @@
 /**
- * The ed25519 on-curve test of `PublicKey.isOnCurve` in @solana/web3.js 1.99, without BigInt.
+ * `PublicKey.isOnCurve` of @solana/web3.js 1.99 without BigInt. web3.js decodes with @noble/curves
+ * 1.9 per RFC 8032 §5.1.3 (`zip215` false); since `v = d·y² + 1` is never 0 that reduces to:
  *
- * web3.js decides with `ed25519.ExtendedPoint.fromHex(bytes)` of @noble/curves 1.9, which decodes
- * as RFC 8032 §5.1.3 says (its `zip215` flag is left false): clear the sign bit of the last byte
- * and read `y` little-endian; reject `y >= p`; reject when `x² = u / v` (`u = y² - 1`,
- * `v = d·y² + 1`) has no root; reject `x = 0` with the sign bit set; accept everything else. Since
- * `v` is never 0 (`-1/d` is not a square), that is:
+ *   on curve  ⟺  y < p  and  (u = 0 ? sign bit clear : u·v is a square mod p),  u = y² - 1
  *
- *   on curve  ⟺  y < p  and  (u = 0 ? sign bit clear : u·v is a square mod p)
- *
- * and `u = 0` exactly when `y = 1` or `y = p - 1`. The square test is a Legendre symbol, computed
- * with the binary Jacobi algorithm on 30-bit limbs (a few hundred shifts and subtractions) instead
- * of the 250-odd modular squarings of a square root. The three products that give `u·v` use
- * 16-bit limbs in doubles (exact: every partial sum stays under 2^53).
+ * with `u = 0` exactly for `y = 1` or `y = p - 1`. The square test is a binary Jacobi symbol on
+ * 30-bit limbs, far cheaper than a square root; products use 16-bit limbs in doubles (exact
+ * under 2^53).
  */
 
 const P = 2n ** 255n - 19n;
@@ -33,9 +27,9 @@ function limbs16(value: bigint): Float64Array {
   return out;
 }
 
-/** The curve constant `d = -121665/121666 mod p`, computed here rather than transcribed. */
+/** `d = -121665/121666 mod p`, computed rather than transcribed. */
 const D = limbs16(((P - 121665n) * modPow(121666n, P - 2n)) % P);
-/** `p` in 30-bit limbs, the modulus of the Jacobi symbol. */
+/** `p` in 30-bit limbs. */
 const P30 = (() => {
   const out = new Int32Array(9);
   for (let i = 0; i < 9; i++) out[i] = Number((P >> BigInt(30 * i)) & 0x3fffffffn);
@@ -100,10 +94,8 @@ function toLimbs30(out: Int32Array, a: Float64Array): void {
 }
 
 /**
- * Whether `value` (nine 30-bit limbs, little-endian, not a multiple of p) is a square mod p: the Jacobi symbol `(a/p)`
- * by the binary algorithm. Invariant: `b` odd, and the answer is `(a/b)·(-1)^flip`. Each step
- * makes `a` odd, orders `a >= b` (quadratic reciprocity on a swap), then replaces `a` by
- * `(a - b) / 2^k` in one pass, `(2/b)^k` telling how the symbol changes. Exported for tests.
+ * Whether `value` (nine 30-bit limbs, LE, not a multiple of p) is a square mod p, by the binary
+ * Jacobi algorithm. Invariant: `b` odd, answer `(a/b)·(-1)^flip`. Exported for tests.
  */
 export function isSquareModP(value: Int32Array): boolean {
   let a = ja;
@@ -189,9 +181,8 @@ export function isSquareModP(value: Int32Array): boolean {
 }
 
 /**
- * Whether `bytes` (32 of them) encode a point of ed25519: bit-identical to
- * `PublicKey.isOnCurve(bytes)` of @solana/web3.js 1.99 (noble's RFC 8032 decoding, see the top
- * of this file). A program-derived address is valid exactly when this is false.
+ * Whether 32 `bytes` encode an ed25519 point, bit-identical to web3.js 1.99's
+ * `PublicKey.isOnCurve`; a program-derived address is valid exactly when false.
  */
 export function isOnCurve(bytes: Uint8Array): boolean {
   if (bytes.length !== 32) throw new RangeError('expected 32 bytes');

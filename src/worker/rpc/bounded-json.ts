@@ -1,27 +1,23 @@
 /**
- * JSON parsing with bounds an upstream cannot talk its way past: `JSON.parse` cannot be
- * interrupted and its cost follows the values it builds, not the bytes, so a body is first scanned
- * in a plain loop that bounds nesting, containers and strings (docs/design.md, "Replies from an
- * RPC").
+ * JSON parsing bounded before `JSON.parse`, which cannot be interrupted and costs by values built,
+ * not bytes (docs/design.md, "Replies from an RPC").
  */
 
-/** The bounds of one parse. */
+/** Bounds of one parse. */
 export type JsonBounds = {
-  /** Deepest nesting of objects and arrays accepted (a Solana reply needs at most 8). */
+  /** Deepest nesting of objects and arrays (a Solana reply needs at most 8). */
   readonly maxDepth: number;
   /**
-   * Most values per byte of body, beyond a small allowance. Every value is counted: objects,
-   * arrays, strings (keys included), and the numbers and literals, which each follow a comma or
-   * a colon. A reply of accounts holds about one per 8 bytes; bodies built to be expensive, one
-   * per 2 to 5.
+   * Most values per body byte, beyond a small allowance; every value counts, keys included. An
+   * account reply holds about one per 8 bytes, a body built to be expensive one per 2 to 5.
    */
   readonly maxValuesPerByte: number;
 };
 
-/** The bounds every RPC reply is parsed with. */
+/** Bounds of every RPC reply. */
 export const RPC_JSON_BOUNDS: JsonBounds = Object.freeze({ maxDepth: 8, maxValuesPerByte: 1 / 5 });
 
-/** The body breaks a bound; `reason` says which. */
+/** The body breaks a bound. */
 export class JsonBoundsError extends Error {
   override readonly name = 'JsonBoundsError';
 }
@@ -36,10 +32,9 @@ const COMMA = 0x2c;
 const COLON = 0x3a;
 
 /**
- * Checks `bytes` against `bounds` without building anything. It does not validate JSON (the
- * parse that follows does); it counts what a parse would build.
+ * Counts what a parse of `bytes` would build, building nothing (validity is the parse's job).
  *
- * @throws JsonBoundsError when the nesting or the value count is past the bound.
+ * @throws JsonBoundsError past the nesting or value bound.
  */
 export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): void {
   const maxValues = 64 + Math.floor(bytes.length * bounds.maxValuesPerByte);
@@ -62,8 +57,7 @@ export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): void {
         throw new JsonBoundsError(`nested deeper than ${bounds.maxDepth}`);
       }
     } else if (b === COMMA || b === COLON) {
-      // Each value after the first of a container follows one of these: a number or a literal
-      // has no mark of its own, and a key's value is counted at its colon.
+      // Numbers and literals have no mark of their own: count the comma or colon before each.
       values++;
     } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
       depth--;
@@ -75,9 +69,9 @@ export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): void {
 }
 
 /**
- * `JSON.parse` of UTF-8 `bytes` once {@link checkJsonBounds} has passed.
+ * `JSON.parse` of UTF-8 `bytes` after {@link checkJsonBounds}.
  *
- * @throws JsonBoundsError past the bounds; SyntaxError for a body that is not JSON.
+ * @throws JsonBoundsError past the bounds; SyntaxError for non-JSON.
  */
 export function parseBoundedJson(bytes: Uint8Array, bounds: JsonBounds = RPC_JSON_BOUNDS): unknown {
   checkJsonBounds(bytes, bounds);

@@ -8,72 +8,58 @@ import { postJson, TransportError, type Agents, type HttpReply } from './transpo
 
 export { RpcCallError };
 
-/**
- * Provider cost units per method, `*` for the others: `RPC_CREDITS`, parsed by src/core/config.ts,
- * which holds the one default (as Helius bills).
- */
+/** Provider credits per method, `*` for the rest (`RPC_CREDITS`; default in src/core/config.ts). */
 export type CostTable = { readonly [method: string]: number };
 
-/**
- * The provider cost units of one call of `method`: its entry in `costs`, else the `*` entry, else
- * 1 (a table without `*` still counts every call). The one place this fallback is written.
- */
+/** Credits of one call: `costs[method]`, else `*`, else 1 (the one place this fallback lives). */
 export function costOf(costs: CostTable, method: string): number {
   return costs[method] ?? costs['*'] ?? 1;
 }
 
 /**
- * Longest `Retry-After` a call sleeps through in place, holding its worker slot. A longer one
- * ends the call with the error (its `retryAfterMs` set): the slot goes back to the queue and the
- * job's back-off waits instead (src/core/queue/refresh-queue.ts), so an upstream answering
- * `Retry-After: 30` cannot hold the worker's slots.
+ * Longest `Retry-After` slept through in place, holding a worker slot; longer ones end the call
+ * (with `retryAfterMs`) and the job's back-off waits instead, freeing the slot.
  */
 export const MAX_RETRY_AFTER_IN_PLACE_MS = 5_000;
 
+/** Options of {@link RpcClient}. */
 export type RpcClientOptions = {
   metrics: Metrics;
   agents: Agents;
-  /** Per round trip, in milliseconds (`RPC_TIMEOUT_MS`). */
+  /** Per round trip, ms (`RPC_TIMEOUT_MS`). */
   timeoutMs: number;
-  /** Retries after the first attempt for transient failures (`RPC_RETRIES`). */
+  /** Retries after the first attempt (`RPC_RETRIES`). */
   retries: number;
   maxResponseBytes: number;
-  /** Whether an endpoint may reach private addresses (the configured one, allowlisted origins). */
+  /** The endpoint may reach private addresses (configured, allowlisted). */
   isTrusted: (endpoint: RpcEndpoint) => boolean;
-  /** `RPC_CREDITS`: what each round trip adds to `sns_rpc_credits_total`. */
+  /** `RPC_CREDITS`. */
   costs: CostTable;
-  /**
-   * Where each round trip's credits are counted (and reserved against `RPC_CREDITS_PER_DAY`); a
-   * meter counting the metric only when absent.
-   */
+  /** Counts credits, reserving against `RPC_CREDITS_PER_DAY`; absent: the metric only. */
   credits?: CreditMeter;
-  /** First back-off delay in milliseconds; doubles per retry, randomised (p-retry). */
+  /** First back-off, ms; doubles per retry, randomised. */
   minBackoffMs?: number;
 };
 
-/** What a {@link ReplyDecoder} knows of the call whose reply it decodes. */
+/** The call a {@link ReplyDecoder} decodes for. */
 export type ReplyContext = { method: string; id: number; signal?: AbortSignal };
 
 /**
- * Turns the body of an HTTP 200 reply into the call's result, inside the attempt: an RpcCallError
- * it throws is that round trip's outcome and is retried when retryable (any other error counts as
- * `http_error` and ends the call). It owns `body` (it may transfer its memory to a thread).
+ * Turns a 200 body into the result, inside the attempt: a thrown RpcCallError is that round
+ * trip's outcome (retried if retryable); anything else is `http_error` and final. Owns `body`.
  */
 export type ReplyDecoder<T> = (body: Buffer, context: ReplyContext) => T | Promise<T>;
 
+/** Options of one {@link RpcClient.call}. */
 export type RpcCallOptions<T> = {
   signal?: AbortSignal;
-  /**
-   * Turns the reply body into the result. Always a decode thread's (../sns/decode-thread.ts):
-   * no reply is parsed on the calling thread.
-   */
+  /** A decode thread's (../sns/decode-thread.ts): no reply is parsed on the main thread. */
   decode: ReplyDecoder<T>;
 };
 
 /**
- * The one client every Solana JSON-RPC call goes through: time-outs, retries with exponential
- * back-off and jitter (p-retry), `Retry-After` on 429, and the cost metrics (docs/observability.md) counted
- * once per HTTP round trip, where the call is made.
+ * The one client of every JSON-RPC call: time-outs, retries with jittered back-off (p-retry),
+ * `Retry-After`, and cost metrics counted once per HTTP round trip.
  */
 export class RpcClient {
   private nextId = 1;
@@ -86,14 +72,11 @@ export class RpcClient {
   }
 
   /**
-   * Calls `method` with `params` (JSON-RPC 2.0 over HTTP POST) and returns what `decode` makes
-   * of the reply body.
+   * Calls `method` (JSON-RPC 2.0 over POST) and returns what `decode` makes of the body.
    *
-   * @throws RpcCallError once retries are spent, for a failure that cannot succeed on retry, or
-   *   for a `Retry-After` past {@link MAX_RETRY_AFTER_IN_PLACE_MS} (then `retryAfterMs` says how
-   *   long the upstream asked for).
-   * @throws CreditBudgetRefusal (./credits.ts) when a round trip to the configured endpoint would
-   *   spend past `RPC_CREDITS_PER_DAY`: not made, not retried.
+   * @throws RpcCallError when retries are spent, the failure is not retryable, or `Retry-After`
+   *   exceeds {@link MAX_RETRY_AFTER_IN_PLACE_MS} (`retryAfterMs` set).
+   * @throws CreditBudgetRefusal when the configured endpoint's day budget cannot take it.
    */
   async call<T>(
     endpoint: RpcEndpoint,
@@ -133,7 +116,7 @@ export class RpcClient {
     const labels = { method, endpoint: endpoint.kind };
     const url = new URL(endpoint.url);
     const cost = costOf(this.costs, method);
-    // Before the round trip, so a call the day's budget cannot take is never made.
+    // Before the round trip: a call the budget cannot take is never made.
     const reserved =
       endpoint.kind === 'default' ? await this.credits.reserve(method, cost) : undefined;
     let spent = false;
@@ -179,7 +162,7 @@ export class RpcClient {
   }
 }
 
-/** Refuses a reply whose HTTP status is not 200: retryable for 408, 429 and 5xx other than 501. */
+/** Non-200: retryable for 408, 429 and 5xx but 501. */
 function checkStatus(method: string, reply: HttpReply): void {
   if (reply.status === 200) return;
   const retryable =
@@ -192,7 +175,7 @@ function checkStatus(method: string, reply: HttpReply): void {
   );
 }
 
-/** `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), in milliseconds. */
+/** `Retry-After` (RFC 9110 §10.2.3: seconds or HTTP-date) in ms. */
 export function parseRetryAfter(value: string | string[] | undefined): number | undefined {
   const raw = Array.isArray(value) ? value[0] : value;
   if (!raw) return undefined;

@@ -6,9 +6,8 @@ import type { RedisClient } from '../../core/redis.js';
 import { redisKeys } from '../../core/redis-keys.js';
 
 /**
- * A call refused before it was made: its credits would take the configured endpoint's spend past
- * `RPC_CREDITS_PER_DAY` (docs/design.md, "Budget"). Final: retrying before the next UTC day
- * meets the same refusal, so the refresh fails at once (no BullMQ retry).
+ * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`. Final: a retry before
+ * the next UTC day meets the same refusal.
  */
 export class CreditBudgetRefusal extends Error {
   override readonly name = 'CreditBudgetRefusal';
@@ -24,29 +23,29 @@ export class CreditBudgetRefusal extends Error {
   }
 }
 
-/** Longest a shutdown waits for the last spends to be written. */
+/** Longest shutdown wait for the last spends. */
 const CLOSE_WRITE_MS = 1_000;
 
-/** Credits a call holds in today's counter before it is made ({@link CreditMeter.reserve}). */
+/** Credits held in today's counter before a call ({@link CreditMeter.reserve}). */
 export type Reservation = { readonly day: string; readonly credits: number };
 
+/** Options of {@link CreditMeter}. */
 export type CreditMeterOptions = {
   metrics: Metrics;
-  /** Where today's counter lives; without it only the metric counts (unit tests). */
+  /** Today's counter; absent: the metric only (unit tests). */
   redis?: RedisClient;
   prefix?: string;
-  /** The budget's view: reads the state, takes the totals writes return. */
+  /** Reads the budget state, takes the totals writes return. */
   budget?: CreditBudget;
   logger?: Logger;
-  /** Longest a spend waits before it is added to the counter (one write in flight). */
+  /** Longest a spend waits to be written (one write in flight). */
   flushMs?: number;
   now?: () => number;
 };
 
 /**
- * KEYS[1] today's counter. ARGV: the budget, the call's credits, the counter's expiry (ms).
- * Adds the credits unless the total would pass the budget. Returns {1, total} when added,
- * {0, total} when refused (totals as strings: a float would be cut to an integer).
+ * KEYS[1] today's counter; ARGV budget, credits, expiry ms. Adds unless past the budget; returns
+ * {1|0, total}, total as a string (a float reply would be truncated).
  */
 const RESERVE = `
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -66,16 +65,14 @@ type ReserveCommand = {
 };
 
 /**
- * Counts the credits the worker spends (`RPC_CREDITS`), in one place: `sns_rpc_credits_total`
- * and, for the configured endpoint, today's counter in Redis shared by every replica
- * (`<prefix>:rpc-credits:<UTC day>`, INCRBYFLOAT; `?rpc=` overrides are the client's server, not
- * the operator's budget, and are not added). With `RPC_CREDITS_PER_DAY` set, an HTTP call first
- * reserves its credits ({@link reserve}): refused when they would pass the budget.
+ * Counts worker credit spends: `sns_rpc_credits_total`, and for the configured endpoint today's
+ * counter shared by replicas (overrides are the client's server, not the operator's budget).
+ * With a budget, calls reserve first ({@link reserve}).
  */
 export class CreditMeter {
   private readonly keys: ReturnType<typeof redisKeys> | undefined;
   private readonly now: () => number;
-  /** Spends not yet added to the counter, by UTC day. */
+  /** Unwritten spends by UTC day. */
   private readonly pending = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
@@ -87,10 +84,8 @@ export class CreditMeter {
   }
 
   /**
-   * Counts `credits` spent on a call or a websocket (`method` as in `RPC_CREDITS`: a JSON-RPC
-   * method, `wsConnection`, `wsMegabyte`) of `endpoint`: the one function every spend goes
-   * through. The configured endpoint's spend is added to today's counter within `flushMs`, unless
-   * it was reserved (then it is there already).
+   * The one function every spend goes through (`method` as in `RPC_CREDITS`). Unreserved
+   * configured-endpoint spends reach today's counter within `flushMs`.
    */
   spend(method: string, endpoint: EndpointLabel, credits: number, reserved?: Reservation): void {
     this.opts.metrics.rpcCredits.inc({ method, endpoint }, credits);
@@ -104,10 +99,9 @@ export class CreditMeter {
   }
 
   /**
-   * Before a call of `method` to the configured endpoint: holds its `credits` in today's counter,
-   * or refuses the call when they would take the day past `RPC_CREDITS_PER_DAY`. Undefined (and
-   * nothing held) without a budget. A held reservation is either {@link spend}'s `reserved`, or
-   * given back with {@link release} when the call spent nothing (no reply, a 429).
+   * Holds a call's credits in today's counter, or refuses it; undefined without a budget. The
+   * reservation goes to {@link spend}, or back via {@link release} if nothing was spent (no reply,
+   * a 429).
    *
    * @throws CreditBudgetRefusal when the day's budget cannot take the call.
    * @throws the Redis error when the counter cannot be written (the call is not made).
@@ -128,7 +122,7 @@ export class CreditMeter {
     return { day, credits };
   }
 
-  /** Gives back a reservation whose call spent nothing. */
+  /** Gives back an unspent reservation. */
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
     this.opts.redis
@@ -136,16 +130,15 @@ export class CreditMeter {
       .catch((err: unknown) => this.warn(err));
   }
 
-  /** Adds the pending spends to their days' counters; one write at a time. */
+  /** Writes pending spends; one write at a time. */
   flush(): Promise<void> {
     this.flushing ??= this.write().finally(() => (this.flushing = undefined));
     return this.flushing;
   }
 
   /**
-   * Writes what is pending and stops the timer (at shutdown). Waits {@link CLOSE_WRITE_MS} at
-   * most, and not at all while Redis is not connected: a shutdown is never held by a Redis that is
-   * gone (what was pending is lost with the process then).
+   * Final write at shutdown, {@link CLOSE_WRITE_MS} at most, none if Redis is not connected: a
+   * gone Redis never holds a shutdown (pending spends are lost then).
    */
   async close(): Promise<void> {
     clearTimeout(this.timer);
@@ -175,7 +168,7 @@ export class CreditMeter {
         if (error) throw error;
         this.opts.budget?.observe(day, Number(total));
       } catch (err) {
-        // Kept for the next write: a spend is late, never lost while the process lives.
+        // Kept for the next write: late, never lost while the process lives.
         this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
         this.warn(err);
       }

@@ -1,22 +1,15 @@
 import type { RpcOutcome } from '../../core/metrics.js';
 import { JsonBoundsError, parseBoundedJson, RPC_JSON_BOUNDS } from './bounded-json.js';
 
-/**
- * The JSON-RPC envelope of a 200 reply, and the error every failed call becomes. Kept apart from
- * ./client.ts (p-retry, sockets) so a worker thread can decode a reply without loading them.
- */
+/** The JSON-RPC envelope, apart from ./client.ts so decode threads load no p-retry or sockets. */
 
-/**
- * One failed JSON-RPC call, classified for metrics (`outcome`) and for retrying. The message may
- * quote the upstream; it is for logs only, never for a response body.
- */
+/** A failed JSON-RPC call, classified for metrics and retry; the message is for logs only. */
 export class RpcCallError extends Error {
   override readonly name = 'RpcCallError';
   /**
-   * The reply itself was wrong (malformed, oversized, past the decode budget): the same upstream
-   * sends it again, so neither the client nor the job retries it. A status or JSON-RPC error that
-   * is merely not retryable in place (a 403, -32602) is not final: the job's back-off may see it
-   * pass.
+   * The reply itself was wrong (malformed, oversized, over the decode budget): the upstream will
+   * send it again, so nothing retries. A merely non-retryable status or code is not final: the
+   * job's back-off may see it pass.
    */
   readonly final: boolean;
   constructor(
@@ -32,23 +25,20 @@ export class RpcCallError extends Error {
 }
 
 /**
- * JSON-RPC error codes that say "try again" rather than "this cannot succeed": node behind or
- * unhealthy (-32005), block or slot not yet available (-32004, -32016), internal error (-32603),
- * and the rate-limit codes some providers use instead of HTTP 429.
+ * Codes meaning "try again": node behind or unhealthy (-32005), slot not available (-32004,
+ * -32016), internal (-32603), and providers' rate-limit codes used instead of HTTP 429.
  */
 const RETRYABLE_RPC_CODES = new Set([-32005, -32004, -32016, -32603, 429, -32429]);
 
-/** "Minimum context slot has not been reached" (agave's rpc custom errors): a node behind. */
+/** Agave's "Minimum context slot has not been reached": a node behind. */
 export const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
 
 /**
- * The `result` of a JSON-RPC 2.0 reply body (HTTP 200) to request `id`, parsed within
- * {@link RPC_JSON_BOUNDS} (./bounded-json.ts). Runs in a decode thread, never on the main thread.
+ * The `result` of a JSON-RPC 2.0 reply to `id`, parsed within {@link RPC_JSON_BOUNDS} (decode
+ * threads only).
  *
- * @throws RpcCallError `http_error`: retryable for a body that is not JSON, not a JSON-RPC object
- *   or without a result for `id` (a proxy's hiccup); not retryable for a body past the bounds (an
- *   upstream that sends that once sends it again). `rpc_error` for a JSON-RPC error object,
- *   retryable for the codes above.
+ * @throws RpcCallError `http_error`: retryable for non-JSON, non-JSON-RPC or no result for `id`
+ *   (a proxy's hiccup), final past the bounds; `rpc_error` for an error object.
  */
 export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number): T {
   let payload: unknown;
@@ -81,19 +71,12 @@ export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number):
   return msg.result as T;
 }
 
-/**
- * A reply that is JSON-RPC but not what the method answers (a null account, numeric data, a data
- * slice of the wrong length, a list of the wrong size): the upstream's fault, and one that a retry
- * meets again, so it is not retried (the request answers 502 and nothing is cached).
- */
+/** A JSON-RPC reply of the wrong shape for the method: final (502, nothing cached). */
 export function malformed(message: string): RpcCallError {
   return new RpcCallError(message, 'http_error', false, undefined, { final: true });
 }
 
-/**
- * An error as it crosses a thread boundary (structured clone keeps an Error's class only for the
- * built-in ones, so an RpcCallError travels as its fields).
- */
+/** An error across a thread boundary: structured clone keeps only built-in Error classes. */
 export type WireError =
   | {
       rpc: {
@@ -107,6 +90,7 @@ export type WireError =
   | { error: Error }
   | { thrown: string };
 
+/** An error as a {@link WireError}. */
 export function toWireError(err: unknown): WireError {
   if (err instanceof RpcCallError) {
     const { message, outcome, retryable, retryAfterMs, final } = err;
@@ -116,7 +100,7 @@ export function toWireError(err: unknown): WireError {
   return { thrown: String(err) };
 }
 
-/** The error {@link toWireError} describes, an RpcCallError again where it was one. */
+/** The error a {@link WireError} describes, RpcCallError again where it was one. */
 export function fromWireError(wire: WireError): Error {
   if ('rpc' in wire) {
     const { message, outcome, retryable, retryAfterMs, final } = wire.rpc;

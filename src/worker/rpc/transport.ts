@@ -3,10 +3,10 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
 
-/** What one HTTP round trip brought back. */
+/** One HTTP round trip's reply. */
 export type HttpReply = { status: number; headers: http.IncomingHttpHeaders; body: Buffer };
 
-/** The transport failed before a full reply arrived. */
+/** The transport failed before a full reply. */
 export class TransportError extends Error {
   override readonly name = 'TransportError';
   constructor(
@@ -19,19 +19,15 @@ export class TransportError extends Error {
 }
 
 /**
- * Agents for the two trust levels of endpoint. `trusted` (the configured `RPC_URL`, allowlisted
- * origins) may reach any address; `filtered` refuses private, loopback, link-local and metadata
- * addresses at connect time, after DNS resolution, so DNS rebinding cannot reach them
- * (request-filtering-agent). Keep-alive saves a TLS handshake per call.
+ * Agents for the two trust levels: `trusted` (configured, allowlisted) reach any address;
+ * `filtered` refuse private and metadata addresses at connect time, after DNS, so rebinding
+ * cannot reach them. Keep-alive saves a TLS handshake per call.
  */
 export class Agents {
   readonly trusted: { http: http.Agent; https: https.Agent };
   readonly filtered: { http: http.Agent; https: https.Agent };
 
-  /**
-   * @param opts.lookup DNS resolution for every connection (node's `dns.lookup` when absent); the
-   *   filtered agents check whatever it answers, so tests can stage a rebinding with a DNS stub.
-   */
+  /** @param opts.lookup DNS for every connection (tests stage rebinding with a stub). */
   constructor(opts: { lookup?: LookupFunction } = {}) {
     const base = { keepAlive: true, ...(opts.lookup ? { lookup: opts.lookup } : {}) };
     this.trusted = { http: new http.Agent(base), https: new https.Agent(base) };
@@ -59,11 +55,9 @@ export class Agents {
 }
 
 /**
- * POSTs a JSON body and reads the whole reply. Redirects are not followed (a 3xx is returned as
- * it is). The time-out covers connect, upload and the whole download.
+ * POSTs JSON and reads the whole reply; no redirects. `timeoutMs` bounds connect, upload and
+ * download; past `maxBytes` the socket closes.
  *
- * @param timeoutMs wall-clock bound for the round trip, in milliseconds.
- * @param maxBytes bound on the response body; past it the socket is closed.
  * @throws TransportError (`timeout`, `network`, `too_large`); HTTP error statuses are returned.
  */
 export function postJson(

@@ -8,13 +8,10 @@ import {
 import { hashName, nameAccountKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
 
 /**
- * What one `programSubscribe` notification under a parent proves (docs/design.md, "Freshness"),
- * read from the scan's `dataSlice`:
- * - `reverse`: a reverse record at the key derived from its text: it names `label` for the
- *   subdomain account `subdomain`, once that account exists.
- * - `subdomain`: another account under the parent, with the owner in its header (a transfer).
- * - `unproven`: a text cut at the slice, or a key not derived from its text: only a scan tells.
- * - `empty`: a reverse record with an empty text, which the SDK does not list.
+ * What a `programSubscribe` notification under a parent proves, read from the scan's slice
+ * (docs/design.md, "Freshness"): a `reverse` record naming `label`; a `subdomain` (owner, for a
+ * transfer); `unproven` (cut text, or key not derived from it: only a scan tells); `empty` (a
+ * text the SDK does not list).
  */
 export type Change =
   | { kind: 'reverse'; subdomain: string; label: string }
@@ -22,12 +19,7 @@ export type Change =
   | { kind: 'unproven' }
   | { kind: 'empty' };
 
-/**
- * The subdomain name account of `label` under the parent: the SDK's `getDomainKeySync` for
- * `label.parent`, `"\0" + label` hashed under the parent's key.
- *
- * @param parentKey the parent's name account (32 bytes).
- */
+/** The SDK's `getDomainKeySync` for `label.parent`, given the parent's 32-byte key. */
 export function subdomainKey(label: string, parentKey: Uint8Array): string {
   return toBase58(nameAccountKey(hashName(`\0${label}`), undefined, parentKey));
 }
@@ -35,9 +27,7 @@ export function subdomainKey(label: string, parentKey: Uint8Array): string {
 /**
  * Classifies an account notified under a parent.
  *
- * @param pubkey the notified account (base58, as the notification carries it).
- * @param slice its data as the {@link SCAN_SLICE} cuts it.
- * @param parentKey the parent's name account (32 bytes).
+ * @param slice its data as {@link SCAN_SLICE} cuts it.
  */
 export function classifyChange(pubkey: string, slice: Buffer, parentKey: Uint8Array): Change {
   if (slice.length < SLICE_AT.class) return { kind: 'unproven' };

@@ -5,9 +5,8 @@ import { fromWireError, RpcCallError } from '../rpc/envelope.js';
 import type { ThreadReply, ThreadRequest, ThreadResults } from './discovery-thread.js';
 
 /**
- * Starts ./discovery-thread next to this module: the compiled `.js` as it is; a `.ts` source (tsx,
- * vitest) through tsx's loader, registered in the thread itself. (`execArgv: ['--import', 'tsx']`
- * is not enough: on Node 20, tsx's `--import` entry registers its hooks on the main thread only.)
+ * Starts ./discovery-thread: the compiled `.js`, or a `.ts` via tsx's loader registered in the
+ * thread itself (on Node 20, `--import tsx` in `execArgv` hooks the main thread only).
  */
 function startThread(heapMb: number): Worker {
   const resourceLimits = { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: 16 };
@@ -21,11 +20,11 @@ function startThread(heapMb: number): Worker {
   return new Worker(boot, { eval: true, resourceLimits });
 }
 
-/** The budget of one decode thread. */
+/** Budget of one decode thread. */
 export type DecodeBudget = {
-  /** Heap of the thread, in MiB (`resourceLimits.maxOldGenerationSizeMb`). */
+  /** MiB (`resourceLimits.maxOldGenerationSizeMb`). */
   readonly heapMb: number;
-  /** Longest one task may take once the thread has started on it, in milliseconds. */
+  /** Ms one task may take once the thread has started on it. */
   readonly taskMs: number;
 };
 
@@ -35,7 +34,6 @@ type Task = {
   reject: (err: Error) => void;
 };
 
-/** A kind of task, without the fields the runner adds. */
 type TaskInput = ThreadRequest extends infer R
   ? R extends { seq: number }
     ? Omit<R, 'seq'>
@@ -43,37 +41,35 @@ type TaskInput = ThreadRequest extends infer R
   : never;
 
 /**
- * A decode thread seen from the worker's main thread: one `node:worker_threads` Worker, started on
- * first use, `unref()`'d while idle, restarted after a death, terminated by {@link close}; tasks
- * run in order, bodies transferred. Heap (`resourceLimits`) and time (`taskMs`) are bounded: a task
- * past either fails, not retried, and the thread is abandoned rather than awaited, since
- * `terminate()` cannot stop a `JSON.parse` under way (docs/design.md, "Replies from an RPC").
+ * A decode thread from the main thread: started on first use, unref'd while idle, restarted
+ * after a death; tasks in order, bodies transferred. A task past its heap or time budget fails
+ * unretried and the thread is abandoned, not awaited: `terminate()` cannot stop a `JSON.parse`
+ * (docs/design.md, "Replies from an RPC").
  */
 export class DecodeThread {
   private worker: Worker | undefined;
   private seq = 0;
-  /** Tasks sent to the current worker, oldest (the one it is working on) first. */
+  /** Tasks sent to the current worker, the one in progress first. */
   private readonly queue: Task[] = [];
   private headTimer: NodeJS.Timeout | undefined;
-  /** The current worker has loaded: budgets run from then, not from its start-up. */
+  /** Loaded: budgets run from then, not from start-up. */
   private ready = false;
-  /** Threads left to end by themselves (a parse under way cannot be interrupted). */
+  /** Threads left to end by themselves. */
   private readonly abandoned = new Set<Worker>();
 
   constructor(private readonly budget: DecodeBudget) {}
 
-  /** Starts the thread now, if it is not running, so it boots while a call is under way. */
+  /** Starts the thread now so it boots while a call is under way. */
   warm(): void {
     this.ensure();
   }
 
   /**
-   * Sends a task and waits for what it decodes. The body's memory moves to the thread: `body` is
-   * unusable afterwards. On abort the promise rejects with the signal's reason at once; the
-   * thread's answer, when it comes, is dropped.
+   * Sends a task (the body's memory moves to the thread) and waits for its result; on abort,
+   * rejects at once and drops the later answer.
    *
-   * @throws RpcCallError as the decoders throw it; RpcCallError (not retried) past the budget,
-   *   retryable for a task that was waiting behind it; Error when the thread dies or is closed.
+   * @throws RpcCallError as decoders throw it; final past the budget, retryable for tasks queued
+   *   behind it; Error when the thread dies or is closed.
    */
   async run<K extends TaskInput['kind']>(
     task: Extract<TaskInput, { kind: K }>,
@@ -85,7 +81,7 @@ export class DecodeThread {
     return reply.result as ThreadResults[K];
   }
 
-  /** A reply decoder (../rpc/client.ts) giving the JSON-RPC `result`, decoded in this thread. */
+  /** A {@link ReplyDecoder} of the JSON-RPC `result`, decoded in this thread. */
   envelope<T>(signal?: AbortSignal): ReplyDecoder<T> {
     return async (body, { method, id }) =>
       (await this.run(
@@ -94,10 +90,7 @@ export class DecodeThread {
       )) as T;
   }
 
-  /**
-   * Transfers `body` when it owns its memory; a slice of Node's shared pool (small bodies) is
-   * copied, so the pool's other tenants are left alone.
-   */
+  /** Transfers `body` if it owns its memory; a slice of Node's shared pool is copied. */
   static transferable(body: Uint8Array): ArrayBuffer {
     const own =
       body.buffer instanceof ArrayBuffer &&
@@ -107,10 +100,8 @@ export class DecodeThread {
   }
 
   /**
-   * Terminates the thread; tasks still waiting fail. A later task starts a new thread. Resolves
-   * once every thread this runner started has exited, abandoned ones included: `process.exit()`
-   * waits for live threads without running any timer, so a shutdown must see them gone first
-   * (or its own time-out fire while this is pending).
+   * Terminates the thread (waiting tasks fail) and resolves once every thread started, abandoned
+   * ones included, has exited: `process.exit()` waits for live threads without running timers.
    */
   async close(): Promise<void> {
     const worker = this.worker;
@@ -135,7 +126,7 @@ export class DecodeThread {
       const oom = err.code === 'ERR_WORKER_OUT_OF_MEMORY';
       this.lost(worker, (head) => {
         if (!oom) return err;
-        // The reply being decoded was too big; those waiting behind it were not at fault.
+        // Only the reply being decoded was too big; those behind it are not at fault.
         return head
           ? new RpcCallError(
               `reply decode over ${this.budget.heapMb} MiB`,
@@ -185,7 +176,7 @@ export class DecodeThread {
       try {
         worker.postMessage({ ...task, seq }, [task.body]);
       } catch (err) {
-        // Never reached the thread: no answer will come for it, so it must not hold the head.
+        // Never reached the thread: no answer will come, so it must not hold the head.
         const index = this.queue.findIndex((t) => t.seq === seq);
         if (index >= 0) this.queue.splice(index, 1);
         if (index === 0) this.afterHeadChange(worker);
@@ -195,7 +186,7 @@ export class DecodeThread {
     });
   }
 
-  /** A reply from `worker`: it answers the task at the head of the queue. */
+  /** A reply from `worker`, for the head task. */
   private settle(worker: Worker, reply: ThreadReply): void {
     if (worker !== this.worker) return;
     if ('ready' in reply) {
@@ -224,10 +215,7 @@ export class DecodeThread {
     else this.armHead();
   }
 
-  /**
-   * The task at the head has `taskMs` from now (or from when the thread has loaded); past it, the
-   * thread is abandoned.
-   */
+  /** Gives the head task `taskMs` from now (or from load); past it, the thread is abandoned. */
   private armHead(): void {
     const worker = this.worker;
     if (!this.ready) return; // armed by the ready message
@@ -247,7 +235,6 @@ export class DecodeThread {
             )
           : new RpcCallError('decode thread replaced while this reply waited', 'http_error', true),
       );
-      // Ends once the parse under way returns; only close() waits for it.
       this.abandoned.add(worker);
       worker.once('exit', () => this.abandoned.delete(worker));
       void worker.terminate();
@@ -255,10 +242,7 @@ export class DecodeThread {
     this.headTimer.unref();
   }
 
-  /**
-   * `worker` is gone (or abandoned): its tasks fail, the head one with `error(true)`, and the next
-   * task starts another thread.
-   */
+  /** `worker` is gone: its tasks fail (head with `error(true)`); the next starts a thread. */
   private lost(worker: Worker, error: (head: boolean) => Error): void {
     if (this.worker !== worker) return;
     this.worker = undefined;

@@ -3,61 +3,47 @@ import { isSlot } from '../../core/rpc/slot.js';
 import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
 
 /**
- * The heavy half of subdomain discovery (./subdomain-discovery.ts): the `getProgramAccounts` reply
- * parsed, its accounts sorted and a reverse key derived per account. It runs in the discovery
- * thread (./discovery-thread.ts), so a reply of megabytes never stalls the worker's event loop;
- * what it hands back is small (labels, and the few reverse texts still to fetch).
+ * The heavy half of discovery, run in the discovery thread so a reply of megabytes never stalls
+ * the worker's event loop; it hands back labels and the few texts still to fetch.
  */
 
 /**
- * Name-account layout (SPL Name Service): a 96-byte header `parent(32) | owner(32) | class(32)`,
- * then the data. A reverse record's data is `u32 LE length | UTF-8 bytes` (the SDK's
- * `deserializeReverse`); a subdomain's reverse text starts with a NUL byte.
+ * SPL Name Service layout: header `parent(32) | owner(32) | class(32)`, then data; reverse data is
+ * `u32 LE length | UTF-8` (the SDK's `deserializeReverse`), a subdomain's starting with NUL.
  */
 export const CLASS_OFFSET = 64;
 export const HEADER_LEN = 96;
 /**
- * Reverse-text bytes fetched inline with the single `getProgramAccounts` call. Every account under
- * the parent returns this slice, so it is kept small; longer reverse texts (rare) are completed
- * with one `getMultipleAccounts` call per 100 accounts. 30 makes the slice 66 bytes, a multiple of
- * 3, so its base64 carries no padding: the same 88 characters per account as 28 bytes would take,
- * with two more bytes of text. Measured on a 10,000-subdomain parent (BENCHMARKS.md): 6.2 MB per
- * refresh against the SDK's 8.4 MB, and sizes from 20 to 32 within 1% of each other in bytes.
+ * Reverse-text bytes fetched inline by the scan; every account returns them, so few. 30 makes the
+ * slice 66 bytes, a multiple of 3: base64 without padding, as long as for 28 bytes. Longer texts
+ * are completed by `getMultipleAccounts`. Sizes: BENCHMARKS.md, "Inline reverse-text bytes".
  */
 export const INLINE_TEXT_BYTES = 30;
 /**
- * The `dataSlice` of the `getProgramAccounts` call and of the subscriptions: the owner, the class,
- * then the start of a reverse record, from one byte before the owner (the parent's last byte,
- * ignored). That byte puts the class at byte 33, a multiple of 3, so its base64 starts at
- * character 44 and a reverse record is told by comparing text, without decoding; and it makes the
- * slice 99 bytes, 132 base64 characters without padding.
+ * The `dataSlice` of the scan and subscriptions, from one byte before the owner: that byte puts
+ * the class at byte 33 (a multiple of 3), so reverse records are told by comparing base64 text
+ * without decoding, and the slice is 99 bytes (132 characters, no padding).
  */
 export const SCAN_SLICE = Object.freeze({
   offset: 31,
   length: 1 + 32 + 32 + 4 + INLINE_TEXT_BYTES,
 });
-/** Where the owner, the class and the reverse record's data start in a {@link SCAN_SLICE}. */
+/** Offsets in a {@link SCAN_SLICE}. */
 export const SLICE_AT = Object.freeze({ owner: 1, class: 33, data: 65 });
-/** The base64 character at which a slice's class starts (byte 33). */
 const CLASS_B64_AT = (SLICE_AT.class / 3) * 4;
-/**
- * The base64 text of the reverse-lookup class's first 30 bytes (40 characters, no padding): every
- * slice of a reverse record holds it at {@link CLASS_B64_AT}, so other accounts are skipped
- * without decoding.
- */
+/** The reverse class's first 30 bytes in base64, at {@link CLASS_B64_AT} in reverse slices. */
 const REVERSE_CLASS_B64_PREFIX = REVERSE_LOOKUP_CLASS.subarray(0, 30).toString('base64');
 
-/** Base58 text of a 32-byte key: 32 to 44 characters of the Bitcoin alphabet. */
+/** Base58 of a 32-byte key. */
 const BASE58_KEY = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
-/** Base64 characters of a whole slice ({@link SCAN_SLICE}, no padding). */
+/** Base64 length of a whole slice. */
 const SLICE_B64_LEN = Math.ceil(SCAN_SLICE.length / 3) * 4;
 
 /**
- * The base64 text of an account's `data` (`[text, "base64"]`).
+ * The base64 `data` of an account, at most `maxChars` (the sliced length).
  *
- * @param maxChars longest base64 text accepted: the length the request sliced.
- * @throws RpcCallError (malformed, not retried) for any other shape, or a longer text: a provider
- *   that ignores `dataSlice` sends whole accounts, and its list would read as empty.
+ * @throws RpcCallError (final) otherwise: a provider ignoring `dataSlice` sends whole accounts,
+ *   and its list would read as empty.
  */
 function base64Data(data: unknown, maxChars: number): string {
   if (
@@ -74,7 +60,7 @@ function base64Data(data: unknown, maxChars: number): string {
   return data[0];
 }
 
-/** The bytes of an account's `data`; see {@link base64Data}. */
+/** An account's `data` bytes; see {@link base64Data}. */
 export function decodeData(data: unknown, maxChars: number): Buffer {
   return Buffer.from(base64Data(data, maxChars), 'base64');
 }
@@ -89,23 +75,17 @@ export function reverseText(payload: Buffer): string | undefined {
     .replace(/^\0/, '');
 }
 
-/** What the accounts under a parent say, short of the reverse texts that did not fit the slice. */
+/** What a parent's accounts say, short of the cut reverse texts. */
 export type ProgramAccountsSummary = {
-  /** Labels of the subdomains whose reverse text came whole, sorted. */
+  /** Labels whose reverse text came whole, sorted. */
   labels: string[];
-  /** The subdomain name account (base58) behind each of `labels`, in the same order. */
+  /** Subdomain account (base58) per label, same order. */
   children: string[];
-  /** The owner (base58, from its header) of each of `children`, in the same order. */
+  /** Owner (base58) per child, same order. */
   owners: string[];
-  /**
-   * Reverse records with a cut text, and the subdomains (keys, with their owners) whose reverse key
-   * they are.
-   */
+  /** Cut reverse records, and the subdomains (with owners) they belong to. */
   waiting: Array<{ reverse: string; children: string[]; owners: string[] }>;
-  /**
-   * The reverse records whose text was cut at the slice and that a subdomain points at, to
-   * complete with getMultipleAccounts.
-   */
+  /** Cut reverse records some subdomain points at, to complete. */
   truncated: string[];
   slot: number | undefined;
   accounts: number;
@@ -113,7 +93,7 @@ export type ProgramAccountsSummary = {
 
 type Account = { pubkey: string; data: unknown };
 
-/** The accounts of a reply, each checked for the shape `{ pubkey, account: { data } }`. */
+/** The reply's accounts, each checked for `{ pubkey, account: { data } }`. */
 function accountList(reply: unknown): { accounts: Account[]; slot: number | undefined } {
   const withContext = typeof reply === 'object' && reply !== null && !Array.isArray(reply);
   const list: unknown = withContext ? (reply as { value?: unknown }).value : reply;
@@ -134,11 +114,11 @@ function accountList(reply: unknown): { accounts: Account[]; slot: number | unde
     }
     accounts[i] = { pubkey, data: account.data };
   }
-  // A slot that is not one (Infinity, past 2^53, negative) is as good as none: never stored.
+  // A slot that is not one (Infinity, past 2^53, negative) is never stored.
   return { accounts, slot: isSlot(slot) ? slot : undefined };
 }
 
-/** The owner in a slice's base64 text ({@link SCAN_SLICE}): bytes 1 to 33, base58. */
+/** The owner in a slice's base64 text, as base58. */
 function sliceOwner(text: string): string {
   return toBase58(
     Buffer.from(text.slice(0, 44), 'base64').subarray(SLICE_AT.owner, SLICE_AT.class),
@@ -146,14 +126,11 @@ function sliceOwner(text: string): string {
 }
 
 /**
- * Decodes the body of a `getProgramAccounts` reply (a `memcmp` on the parent, the
- * {@link SCAN_SLICE}) and sorts its accounts: reverse records, by key, and for
- * every account the reverse key derived from it under the parent (`getReverseKeyFromDomainKey`,
- * from the base58 text the RPC returns, canonical as the SDK's `toBase58()` writes it).
+ * Decodes a scan reply (`memcmp` on the parent, {@link SCAN_SLICE}) and sorts its accounts:
+ * reverse records by key, and each account's reverse key (`getReverseKeyFromDomainKey` of its
+ * base58 text).
  *
- * @param parentKey the parent's name account (32 bytes).
- * @throws RpcCallError for a body that is no JSON-RPC reply to `id` (../rpc/envelope.ts), and, not
- *   retried, for a reply whose accounts are not what the request asked for (see `malformed`).
+ * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
  */
 export function classifyProgramAccounts(
   method: string,
@@ -163,7 +140,7 @@ export function classifyProgramAccounts(
 ): ProgramAccountsSummary {
   const { accounts, slot } = accountList(decodeEnvelope<unknown>(method, body, id));
 
-  // Reverse records under this parent, by key: the text bytes fetched so far.
+  // This parent's reverse records by key: text bytes so far.
   const reverses = new Map<string, Buffer>();
   const truncated: string[] = [];
   const texts = new Array<string>(accounts.length);
@@ -180,7 +157,7 @@ export function classifyProgramAccounts(
       truncated.push(pubkey);
   }
 
-  // Cut texts are known only once completed: the subdomains pointing at them wait for that.
+  // Cut texts are known only once completed; subdomains pointing at them wait.
   const cutKeys = new Set(truncated);
   const waiting = new Map<string, { children: string[]; owners: string[] }>();
   const members: Array<[label: string, child: string, owner: string]> = [];
@@ -204,19 +181,18 @@ export function classifyProgramAccounts(
     children: members.map((m) => m[1]),
     owners: members.map((m) => m[2]),
     waiting: [...waiting].map(([reverse, found]) => ({ reverse, ...found })),
-    // Only the cut texts some subdomain points at: a reverse record no child names lists nothing,
-    // and fetching it would let a reply send the discovery on follow-up calls for nothing.
+    // Only texts a subdomain points at: others would let a reply cause calls for nothing.
     truncated: [...waiting.keys()],
     slot,
     accounts: accounts.length,
   };
 }
 
-/** Orders tuples by their label as `Array.prototype.sort` orders labels (UTF-16 code units). */
+/** Orders tuples by label as `sort()` orders labels (UTF-16 code units). */
 export const byLabel = (a: readonly [string, ...string[]], b: readonly [string, ...string[]]) =>
   a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
 
-/** Whether a {@link SCAN_SLICE} is a reverse record's: its class is the reverse-lookup class. */
+/** A {@link SCAN_SLICE} of a reverse record. */
 export function isReverseSlice(slice: Buffer): boolean {
   return (
     slice.length >= SLICE_AT.data &&
@@ -225,8 +201,8 @@ export function isReverseSlice(slice: Buffer): boolean {
 }
 
 /**
- * The `dataSlice` that completes reverse texts: from the class (so the reply proves the slice was
- * honoured: a whole account starts with its parent), then the length and up to `maxTextBytes`.
+ * The `dataSlice` completing reverse texts, from the class (a whole account would start with its
+ * parent, proving the slice was ignored).
  */
 export const reverseTextSlice = (maxTextBytes: number) => ({
   offset: CLASS_OFFSET,
@@ -234,11 +210,9 @@ export const reverseTextSlice = (maxTextBytes: number) => ({
 });
 
 /**
- * Decodes a `getMultipleAccounts` reply for `count` reverse records sliced with
- * {@link reverseTextSlice}: each record's text, or null for a record gone since the first call.
+ * Each reverse text of a {@link reverseTextSlice} reply, or null for a record gone since.
  *
- * @throws RpcCallError (malformed, not retried) for a list of the wrong size, an entry that is not
- *   a reverse record's slice, or a text longer than `maxTextBytes` (a label past the bound).
+ * @throws RpcCallError (final) for a wrong count, a non-reverse slice, a text past `maxTextBytes`.
  */
 export function decodeReverseTexts(
   method: string,
@@ -269,16 +243,14 @@ export function decodeReverseTexts(
   });
 }
 
-/** What a `getMultipleAccounts` existence check saw: the slot it read at, and each key's fate. */
+/** An existence check's read slot, and each key's presence. */
 export type Existence = { slot: number | undefined; exists: boolean[] };
 
 /**
- * Decodes a `getMultipleAccounts` reply for `count` keys asked with a `dataSlice` of length 0 (an
- * existence check: 1 call per 100 keys, no data): true for an account, false for a null entry
- * (closed; the name program's delete zeroes and closes it).
+ * Decodes a zero-length `dataSlice` `getMultipleAccounts` reply: false for a null entry (closed;
+ * the name program's delete closes the account).
  *
- * @throws RpcCallError (malformed, not retried) for a list of the wrong size or an entry that is
- *   not an account object carrying no more data than was sliced.
+ * @throws RpcCallError (final) for a wrong count or an entry that is not a dataless account.
  */
 export function decodeExistence(
   method: string,
@@ -306,9 +278,8 @@ export function decodeExistence(
 }
 
 /**
- * Every decode the thread runs, by task kind (src/worker/sns/discovery-thread.ts dispatches on
- * it, and `DecodeThread.run()` takes its types from it): a new RPC method's decoder is one entry
- * here. Each gets the method, the body, the JSON-RPC id, and the task's own fields.
+ * Every decode the thread runs, by task kind (../discovery-thread.ts dispatches on it, and
+ * `DecodeThread.run()` types from it): a new method's decoder is one entry.
  */
 export const DECODERS = {
   envelope: (method, body, id) => decodeEnvelope<unknown>(method, body, id),

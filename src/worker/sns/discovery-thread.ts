@@ -3,37 +3,35 @@ import { toWireError, type WireError } from '../rpc/envelope.js';
 import { DECODERS } from './discovery-decode.js';
 
 /**
- * The decode thread: a `node:worker_threads` Worker started by ./decode-thread.ts, never
- * imported. It takes the body of an RPC reply (its memory transferred, not copied), parses it
- * within the bounds of ../rpc/bounded-json.ts and answers with what it holds, errors as data. No
- * RPC reply is parsed on the worker's main thread.
+ * The decode thread, started by ./decode-thread.ts, never imported: parses transferred reply
+ * bodies within ../rpc/bounded-json.ts's bounds, answering with results or errors as data.
  */
 
 type Common = {
   seq: number;
   method: string;
-  /** JSON-RPC id of the request the body answers. */
   id: number;
-  /** The reply body, transferred. */
   body: ArrayBuffer;
 };
 
 type Decoders = typeof DECODERS;
-/** A task's own fields: its decoder's fourth parameter, if it has one. */
+/** A task's own fields (its decoder's fourth parameter). */
 type Fields<K extends keyof Decoders> =
   Parameters<Decoders[K]> extends [string, Uint8Array, number, infer T] ? T : unknown;
 
+/** A task sent to the decode thread. */
 export type ThreadRequest = {
   [K in keyof Decoders]: Common & { kind: K } & Fields<K>;
 }[keyof Decoders];
 
-/** What each kind of request answers. */
+/** Each kind's answer. */
 export type ThreadResults = { [K in keyof Decoders]: ReturnType<Decoders[K]> };
 
+/** The thread's answer to task `seq`, or its ready signal. */
 export type ThreadReply =
   | { seq: number; result: unknown }
   | { seq: number; failed: WireError }
-  /** Sent once, when the thread has loaded and listens: task budgets start from then. */
+  /** Sent once loaded: task budgets start then. */
   | { ready: true };
 
 function decode(req: ThreadRequest): unknown {

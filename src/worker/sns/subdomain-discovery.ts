@@ -8,53 +8,47 @@ import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 
-/** Most keys one `getMultipleAccounts` takes (the RPC's limit). */
+/** The RPC's limit of keys per `getMultipleAccounts`. */
 export const MULTIPLE_ACCOUNTS_BATCH = 100;
 
+/** What discovery found under a parent. */
 export type Discovery = {
-  /** The labels, sorted (as the contract's answer lists them). */
+  /** Sorted, as the contract lists them. */
   labels: string[];
-  /** Subdomain name account (base58) -> its label and owner, for every label. */
+  /** Subdomain account (base58) -> label and owner. */
   members: Record<string, Member>;
   slot: number | undefined;
-  /** How many accounts the scan returned (subdomains, reverse records and others). */
+  /** Accounts the scan returned (all kinds). */
   accounts: number;
 };
 
 const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 
 /**
- * What discovery runs through for one class of endpoint (the configured one, or `?rpc=`
- * overrides): its RPC client, its decode thread, and the bounds of its answers. The worker
- * runtime makes one per class, so the two never share a thread, a queue slot or a budget.
+ * RPC client, decode thread and bounds of one endpoint class (configured or `?rpc=`): one each,
+ * so the two never share a thread, a slot or a budget.
  */
 export type DiscoveryLane = {
   readonly rpc: RpcClient;
   readonly thread: DecodeThread;
-  /** Longest label (reverse text) accepted, in UTF-8 bytes; a longer one fails the answer. */
+  /** Longest label, UTF-8 bytes; a longer one fails the answer. */
   readonly maxLabelBytes: number;
-  /** Most UTF-8 bytes of labels in one answer; past it the answer fails. */
+  /** Most label bytes in one answer. */
   readonly maxAnswerBytes: number;
   /**
-   * Longest one refresh may take from when it was queued, follow-up calls included, in
-   * milliseconds (none when absent). For overrides: a server can answer each call just in time,
-   * over many calls, and a refresh nobody waits for any more only holds a slot.
+   * Ms one refresh may take from queueing, follow-ups included. For overrides: a server answering
+   * each call just in time would otherwise hold a slot nobody waits on.
    */
   readonly refreshMs?: number;
 };
 
 /**
- * Lists the subdomain labels of a top-level `.sol` parent with the SDK's semantics
- * (`findSubdomains` of @bonfida/spl-name-service 3.x): an account under the parent counts when its
- * reverse record exists, and its label is the reverse text (empty ones dropped). Labels come back
- * sorted. One `getProgramAccounts` with a `dataSlice` does what the SDK does in two; every reply is
- * parsed in the lane's decode thread (./discovery-decode.ts), and the reverse texts still to fetch
- * are read at the scan's slot or later. docs/design.md, "Discovery".
+ * Sorted subdomain labels of a `.sol` parent with the SDK's `findSubdomains` semantics (reverse
+ * record must exist; empty texts dropped), in one sliced `getProgramAccounts` where the SDK makes
+ * two (docs/design.md, "Discovery").
  *
- * @param minContextSlot the slot the scan must reflect at least (a notification's, when one
- *   caused the refresh): a node behind it answers -32016, retried with back-off.
- * @throws RpcCallError when the RPC fails or answers with something that is not the account data
- *   asked for (not retried then), or the answer is past the lane's bounds.
+ * @param minContextSlot a notification's slot: a node behind it answers -32016 (retried).
+ * @throws RpcCallError when the RPC fails, answers the wrong data (final), or breaks the bounds.
  */
 export async function discoverSubdomains(
   lane: DiscoveryLane,
@@ -73,8 +67,7 @@ export async function discoverSubdomains(
       NAME_PROGRAM,
       {
         encoding: 'base64',
-        // As the subscriptions (../../worker/freshness): a notification's slot is a confirmed
-        // slot, and a finalized read would stay behind it for about 32 slots.
+        // As the subscriptions: a notification's slot is confirmed; finalized would lag ~32 slots.
         commitment: 'confirmed',
         withContext: true,
         ...(minContextSlot === undefined ? {} : { minContextSlot }),
@@ -98,8 +91,7 @@ export async function discoverSubdomains(
     },
   );
   const { labels, children, owners, waiting, truncated, slot, accounts } = found;
-  // Every label still to complete is longer than the inline text: when they cannot fit the
-  // answer, say so now rather than after a follow-up call per 100 of them.
+  // Labels still to complete are longer than the inline text: fail now if they cannot fit.
   let pending = 0;
   for (const { children } of waiting) pending += children.length;
   checkAnswerBounds(lane, labels, pending * (INLINE_TEXT_BYTES + 3));
@@ -123,9 +115,8 @@ export async function discoverSubdomains(
 }
 
 /**
- * @param more bytes of labels known to come on top of `labels`.
- * @throws RpcCallError (malformed, not retried) for a label or an answer past the lane's bounds:
- *   an upstream can make a label as long as it likes, and every hit would carry it.
+ * @param more label bytes known to come on top.
+ * @throws RpcCallError (final) past the lane's bounds: every hit would carry an endless label.
  */
 function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[], more = 0): void {
   const over = () => malformed(`an answer over ${lane.maxAnswerBytes} bytes`);
@@ -139,10 +130,7 @@ function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[], more 
   }
 }
 
-/**
- * Fetches the full reverse text of records whose text did not fit the inline slice, at the slot
- * of the scan or later (`minContextSlot`): by key, the text, or null for a record gone since.
- */
+/** Full texts of cut reverse records at the scan's slot or later; null for one gone since. */
 async function completeTruncated(
   lane: DiscoveryLane,
   endpoint: RpcEndpoint,
@@ -178,12 +166,11 @@ async function completeTruncated(
 }
 
 /**
- * `getMultipleAccounts` over `keys`, {@link MULTIPLE_ACCOUNTS_BATCH} a call, at `confirmed`, sliced
- * by `dataSlice`, at `minContextSlot` or later, each reply decoded by `decode(count)` (a decoder of
- * the lane's thread for a reply of `count` accounts). Calls go one after another.
+ * `getMultipleAccounts` over `keys` in sequential batches, `confirmed`, at `minContextSlot` or
+ * later, each reply through `decode(count)`.
  *
- * @returns each batch of keys with what its reply decoded to, in the order of `keys`.
- * @throws RpcCallError when a call fails (the client's retries spent).
+ * @returns each batch with its decoded reply, in order.
+ * @throws RpcCallError when a call fails.
  */
 export async function accountsInBatches<T>(
   lane: DiscoveryLane,

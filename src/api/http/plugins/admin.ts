@@ -14,11 +14,7 @@ const UNAUTHORIZED = errorEnvelope(
   'send ADMIN_TOKEN as a Bearer token, or as the password of HTTP Basic',
 );
 
-/**
- * Whether HTTP Basic credentials (`base64(user:password)`) carry `token` as their password, any
- * user name. Compares SHA-256 digests in constant time: equal lengths, so neither the token's
- * length nor its content leaks through timing.
- */
+/** Basic credentials carry `token` as password (any user), compared in constant time. */
 function basicPasswordIs(token: string): (credentials: string) => boolean {
   const expected = createHash('sha256').update(token).digest();
   return (credentials) => {
@@ -29,18 +25,14 @@ function basicPasswordIs(token: string): (credentials: string) => boolean {
 }
 
 /**
- * The queue UI (@bull-board/fastify) at `/admin/queues`, for ops. Registered only when
- * `ADMIN_TOKEN` is set, and then every request needs that token: `Authorization: Bearer <token>`
- * (@fastify/bearer-auth, constant-time compare), or HTTP Basic with the token as password so a
- * browser can log in. Any other request gets 401 `Unauthorized` in the error envelope, with a
- * Basic challenge (the browser's login prompt).
+ * The queue UI (@bull-board/fastify) at `/admin/queues`, only with `ADMIN_TOKEN`: Bearer, or
+ * Basic with the token as password (a browser's prompt). Otherwise 401 in the envelope with a
+ * Basic challenge.
  */
 export async function adminPlugin(app: FastifyInstance, opts: { queue: Queue; token: string }) {
-  // The scheme is case-insensitive (`bearer` too, RFC 9110 §11.1): rfc6749 mode. A refusal is a
-  // client's mistake, not a fault: logged at debug, not at the plugin's default (error).
+  // rfc6749 mode: the scheme is case-insensitive (RFC 9110 §11.1). Refusals are client mistakes.
   const common = { specCompliance: 'rfc6749', verifyErrorLogLevel: 'debug' } as const;
-  // No hook of its own (`addHook: false`): the hook below picks Bearer or Basic, and answers a
-  // refusal with the envelope instead of the plugin's `{ error }` body.
+  // No hook of its own: ours picks Bearer or Basic and answers with the envelope.
   await app.register(bearerAuth, { ...common, keys: [opts.token], addHook: false });
   const verifyBearer = app.verifyBearerAuth;
   const verifyBasic = app.verifyBearerAuthFactory?.({
@@ -54,8 +46,7 @@ export async function adminPlugin(app: FastifyInstance, opts: { queue: Queue; to
   app.addHook('onRequest', (req, reply, done) => {
     const basic = /^basic /i.test(req.headers.authorization ?? '');
     (basic ? verifyBasic : verifyBearer)(req, reply, (err) => {
-      // Answered here, not through an error handler: bull-board's routes have one of their own,
-      // which knows nothing of the envelope. Any other error (none expected) goes on as it is.
+      // Here, not in an error handler: bull-board's routes have their own, unaware of the envelope.
       if ((err as { statusCode?: number } | undefined)?.statusCode !== 401) return done(err);
       void reply
         .code(401)

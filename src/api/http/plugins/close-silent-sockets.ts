@@ -3,14 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 
 /**
- * Destroys, when closing begins (`preClose`), every connection that has not sent a byte yet.
- * Browsers and load balancers open such spare connections; they are neither idle keep-alives
- * (which `server.close()` ends) nor in flight, so `app.close()` would wait for them forever.
- *
- * Tells them apart by the byte count every socket keeps anyway: a `'data'` listener would take
- * the socket off Node's native HTTP parsing and slow every request (BENCHMARKS.md, "Costs the
- * code's comments refer to").
- * Wrapped with fastify-plugin, so its hook applies to the whole server.
+ * At `preClose`, destroys connections that never sent a byte (spare ones browsers and load
+ * balancers open): neither idle nor in flight, they would hold `app.close()` forever. Uses the
+ * socket's byte count: a `'data'` listener takes the socket off Node's native parser
+ * (BENCHMARKS.md, "Costs the code's comments refer to"). fastify-plugin: applies server-wide.
  */
 export const closeSilentSockets = fp(
   async (app: FastifyInstance) => {

@@ -3,10 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 
-/**
- * OpenAPI 3 generated from the route schemas (@fastify/swagger), served at `/openapi.json`, with
- * a docs page at `/docs` (@fastify/swagger-ui). Registered before the routes so it sees them all.
- */
+/** OpenAPI 3 at `/openapi.json` and `/docs`; registered before the routes so it sees them all. */
 export const docsPlugin = fp(async (app: FastifyInstance) => {
   await app.register(swagger, {
     openapi: {
@@ -37,9 +34,7 @@ export const docsPlugin = fp(async (app: FastifyInstance) => {
         { name: 'ops', description: 'Health, readiness and metrics' },
       ],
     },
-    // Shared schemas (src/core/http/schemas.ts `useSchemas`) are listed under
-    // components.schemas by their $id, so generated clients get their names (`SubdomainList`),
-    // not `def-0`.
+    // Components by $id, so generated clients get `SubdomainList`, not `def-0`.
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) =>
         typeof json.$id === 'string' ? json.$id : `def-${i}`,

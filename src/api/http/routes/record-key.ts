@@ -21,16 +21,14 @@ import {
 } from '../../../core/http/schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
+/** What the derivation routes need. */
 export type RecordKeyRouteDeps = {
   deriver: RecordKeyDeriver;
-  /** How many answers the LRU keeps (`DERIVATION_CACHE_SIZE`); 0 turns it off. */
+  /** Answers kept (`DERIVATION_CACHE_SIZE`); 0: none. */
   cacheSize: number;
 };
 
-/**
- * Longest `:domain` whose answer is kept: the LRU is bounded by count, so this bounds its bytes
- * (about 100,000 × 300 B at the default size). Longer names are derived on every request.
- */
+/** Longest `:domain` kept: the LRU is bounded by count, so this bounds its bytes. */
 const MAX_CACHED_DOMAIN_LENGTH = 128;
 
 const WRONG_SHAPE_DETAIL =
@@ -39,32 +37,25 @@ const WRONG_SHAPE_DETAIL =
 const BATCH_WRONG_SHAPE_DETAIL =
   'path must be /record-keys-v2/<domain>?records=<record>,<record>,...; a domain of "." or ".." (%2E) is removed from the URL by the client';
 
-/**
- * Most values in one `?records=` list. Duplicates count but are derived once, so a
- * list costs at most one derivation per record type (28), the domain's key derived once.
- */
+/** Most values in `?records=`; duplicates count but are derived once. */
 export const MAX_BATCH_RECORDS = 100;
 
-/** Where the key starts in a rendered single answer, `{"s":"ok","result":"<key>"}`. */
+/** Where the key starts in `{"s":"ok","result":"<key>"}`. */
 const KEY_START = renderOk('').body.length - 2;
 
-/**
- * The key inside a kept single answer. Read from its body rather than kept beside it: an LRU of
- * 100,000 answers would hold 100,000 more strings (some 7 MB) for the batch route alone.
- */
+/** The key inside a kept answer, read from its body: keeping it beside would double the strings. */
 const keyOfAnswer = (answer: RenderedAnswer): string => answer.body.slice(KEY_START, -2);
 
-/** The LRU's key: unambiguous, as a valid record never holds the separator. */
+/** Unambiguous: a valid record never holds NUL. */
 const cacheKey = (rawDomain: string, record: Record): string => `${record}\u0000${rawDomain}`;
 
-/** The answer of `/record-key-v2`: one key. */
 const recordKey = okEnvelope(
   'RecordKey',
   Type.String({ description: 'base58 account key' }),
   'The V2 record-account key of a domain and record type.',
 );
 
-/** The answer of `/record-keys-v2`: record value -> key. */
+/** Record value -> key. */
 const recordKeys = okEnvelope(
   'RecordKeys',
   Type.Record(Type.String(), Type.String({ description: 'base58 account key' })),
@@ -78,10 +69,9 @@ const DERIVATION_HEADERS = Object.freeze({
 });
 
 /**
- * `GET /record-key-v2/:domain/:record` and `GET /record-keys-v2/:domain?records=` (README,
- * "Routes"): pure CPU, so they answer while Redis is down. Rendered answers are kept in an LRU
- * keyed by the raw path, admitted on a name's second request ({@link AdmittedLru}); the batch route
- * shares its entries, one per record.
+ * `GET /record-key-v2/:domain/:record` and `/record-keys-v2/:domain?records=`: pure CPU, so they
+ * answer while Redis is down. Rendered answers are kept in an {@link AdmittedLru} by raw path,
+ * shared by the batch route.
  */
 export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = async (
   app,
@@ -90,7 +80,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   const answers = cacheSize > 0 ? new AdmittedLru<RenderedAnswer>(cacheSize) : undefined;
   useSchemas(app, [errorEnvelopeSchema, recordKey, recordKeys]);
 
-  /** @throws InvalidInputError for a bad name (from the parser); InternalError if the derivation fails. */
+  /** @throws InvalidInputError for a bad name; InternalError if the derivation fails. */
   const answer = (rawDomain: string, record: Record): RenderedAnswer => {
     const domain = parseDerivationDomain(rawDomain);
     try {
@@ -103,7 +93,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   app.get(
     '/record-key-v2/:domain/:record',
     {
-      // CORS headers come from DERIVATION_HEADERS (see src/core/http/cors.ts).
+      // CORS comes with DERIVATION_HEADERS.
       config: { cors: false },
       schema: {
         tags: ['sns'],
@@ -156,8 +146,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
         if (cacheable) answers.offer(key, () => made);
         rendered = made;
       }
-      // Sent here, not returned: a synchronous handler that sends needs no promise, and a ready
-      // string bypasses the schema serializer (the type provider only knows objects).
+      // Sent, not returned: no promise, and a string bypasses the serializer (which wants objects).
       sendRendered((reply as FastifyReply).headers(DERIVATION_HEADERS), rendered);
     },
   );
@@ -233,8 +222,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
       }
       const records = parseRecordList(req.query.records, MAX_BATCH_RECORDS);
       const cacheable = answers !== undefined && domain.length <= MAX_CACHED_DOMAIN_LENGTH;
-      // Hits come from the single route's LRU; the misses are derived together, the domain's
-      // name account once for all of them.
+      // Hits from the single route's LRU; misses derived together, the domain key once.
       const keys: (string | undefined)[] = records.map((record) => {
         const kept = cacheable ? answers.get(cacheKey(domain, record)) : undefined;
         return kept && keyOfAnswer(kept);
@@ -253,8 +241,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
           if (keys[i] !== undefined) return;
           const key = derived[next++] as string;
           keys[i] = key;
-          // Offered as the single route would keep it: a name asked for in batches warms both.
-          // Rendered only if kept: a name's first batch renders nothing per record.
+          // Kept as the single route keeps it; rendered only if admitted.
           if (cacheable) answers.offer(cacheKey(domain, record), () => renderOk(key));
         });
       }

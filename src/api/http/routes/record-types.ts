@@ -12,17 +12,14 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 
-/** The answer of `/types/record`: enum name -> value. */
+/** Enum name -> value. */
 const recordTypes = okEnvelope(
   'RecordTypes',
   Type.Record(Type.String(), Type.String()),
   "The SDK's Record enum, name -> value.",
 );
 
-/**
- * `GET /types/record` (README, "Routes"): the SDK's `Record` enum, whose values are what
- * `/record-key-v2` takes. A constant: no Redis, no RPC.
- */
+/** `GET /types/record`: the SDK's `Record` enum; constant, no Redis, no RPC. */
 export const recordTypesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   useSchemas(app, [errorEnvelopeSchema, recordTypes]);
   app.get(

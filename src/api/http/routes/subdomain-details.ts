@@ -31,16 +31,15 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 
+/** What the `/details` route needs. */
 export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
-  /** The rendered views of the configured endpoint. */
+  /** The configured endpoint's rendered views. */
   views: DetailsViews;
 };
 
 /**
- * `GET /subdomains/:parent/details[?rpc=URL]` (README, "Routes"): the labels of
- * `/subdomains/:parent` with each subdomain's name account and owner, from the same cache entry
- * and refresh (the one `getProgramAccounts` carries the owners; no RPC call of its own), with the
- * same caching headers.
+ * `GET /subdomains/:parent/details[?rpc=URL]`: the list's labels with name account and owner, from
+ * the same entry and refresh (no RPC call of its own) and the same caching headers.
  */
 export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsRouteDeps> = async (
   app,
@@ -49,10 +48,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   useSchemas(app, [errorEnvelopeSchema, subdomainDetail, subdomainDetails]);
   const cached = cachedAnswers(app, deps);
 
-  /**
-   * Sends the view: the whole answer without `page`, else the page's rows cut out of it (the
-   * labels' page, as `/subdomains/:parent` gives it) with `X-Total-Count`.
-   */
+  /** Sends the whole view, or the page's rows cut from it with `X-Total-Count`. */
   const sendView = (
     reply: FastifyReply,
     endpoint: RpcEndpoint,
@@ -74,10 +70,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     });
 
   /**
-   * The view of the entry found, read and rendered if need be. A kept view (the configured
-   * endpoint's, warm) is sent synchronously. An override's entry carries its accounts: its view
-   * is rendered per request and not kept (`no-store` answers, rare, their entry read from Redis
-   * anyway).
+   * Sends the entry's view. Kept views (configured endpoint, warm) go synchronously; an override's
+   * is rendered per request and not kept (`no-store`, rare, read from Redis anyway).
    */
   const send = (
     reply: FastifyReply,
@@ -163,8 +157,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
         },
       },
     },
-    // A warm parent whose view is kept is answered synchronously: no promise, no Redis.
-    // The answer is sent by `send`; the promise (when any) only carries its failure.
+    // Warm and kept: answered synchronously; the promise, if any, only carries a failure.
     (req, reply) => cached.answer(req, reply, send) as Promise<void> | undefined,
   );
 };

@@ -14,16 +14,14 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 
+/** What the event-stream route needs. */
 export type SubdomainEventsDeps = {
   endpoints: EndpointSelector;
   lookup: SubdomainLookup;
   live: LiveUpdates;
 };
 
-/**
- * A stream left with more than this many bytes unsent is cut rather than ended at shutdown: a
- * client that does not read would hold the connection, and the server's close, open.
- */
+/** A stream with more unsent is cut at shutdown: a non-reading client would hold close() open. */
 const END_CUT_BYTES = 64 * 1024;
 
 const STREAM_HEADERS = Object.freeze({
@@ -32,8 +30,7 @@ const STREAM_HEADERS = Object.freeze({
   'cache-control': 'no-store',
   // nginx buffers a proxied answer unless told not to; events would arrive in bursts.
   'x-accel-buffering': 'no',
-  // The connection ends with the stream (Node then closes the socket itself once the last
-  // bytes are out), so shutdown never waits for a kept-alive socket of an ended stream.
+  // The connection ends with the stream, so shutdown never waits on a kept-alive socket.
   connection: 'close',
 });
 
@@ -42,20 +39,18 @@ const querystring = Type.Object(rpcQueryProperty);
 const FRAME_EXAMPLE = listFrame(['bullish', 'hollaaa', 'testing']) + ': ping\n\n';
 
 /**
- * `GET /subdomains/:parent/events[?rpc=URL]` (README, "Routes"; docs/design.md, "Live updates"):
- * a Server-Sent Events stream of the parent's labels. The first event is the list as
- * `GET /subdomains/:parent` answers it, through the same {@link SubdomainLookup} (a cold parent
- * waits for its refresh); errors until then are the usual envelope and status. Then
- * {@link LiveUpdates} sends each change and the heartbeats.
+ * `GET /subdomains/:parent/events[?rpc=URL]` (docs/design.md, "Live updates"): Server-Sent
+ * Events, first the list as `GET /subdomains/:parent` answers it (errors as usual until then),
+ * then {@link LiveUpdates}' changes and heartbeats.
  */
 export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps> = async (
   app,
   deps,
 ) => {
-  // The same per-client limit of cold misses as the list route (one store, one key per client).
+  // The list route's cold-miss limit (one store, one key per client).
   const checkColdMiss = app.createRateLimit();
   useSchemas(app, [errorEnvelopeSchema]);
-  // Open streams would hold the server's close until its time-out: end them as closing begins.
+  // Open streams would hold close() until its time-out.
   app.addHook('preClose', async () => deps.live.close());
 
   app.get(
@@ -134,13 +129,11 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
         throw err;
       }
       const res = reply.raw;
-      // Gone while its first list was looked up: nothing to send.
       if (res.destroyed || req.raw.socket.destroyed) {
         pending.close();
         return reply.hijack();
       }
-      // Throws ShuttingDownError (503, the envelope) when shutdown began during the lookup,
-      // before anything is written.
+      // Throws ShuttingDownError (503) if shutdown began during the lookup, before any write.
       pending.start(result.entry.labels, (): StreamSink => {
         reply.hijack();
         res.writeHead(200, STREAM_HEADERS);

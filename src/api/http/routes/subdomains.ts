@@ -26,13 +26,10 @@ import {
 } from '../subdomain-answers.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
+/** What the list route needs. */
 export type SubdomainRouteDeps = CachedAnswerDeps;
 
-/**
- * The answer body and its ETag, made once per cache entry: a warm hit returns the same entry
- * object (SubdomainLookup's in-process copy), so it is sent as a ready string, not serialized
- * and hashed again.
- */
+/** Body and ETag per cache entry: a warm hit returns the same entry object, so no re-render. */
 const rendered = new WeakMap<CacheEntry, RenderedAnswer>();
 function render(entry: CacheEntry): RenderedAnswer {
   let out = rendered.get(entry);
@@ -47,22 +44,14 @@ const WRONG_SHAPE_DETAIL =
   'path must be /subdomains/<parent>, one label; a parent of "." (%2E) is removed from the URL by the client';
 
 /**
- * `GET /subdomains/:parent[?rpc=URL]` (README, "Routes"), answered from the Redis cache
- * (SubdomainLookup, through ../subdomain-answers.ts `cachedAnswers`), with
- * `X-Cache: HIT|STALE|MISS`.
- *
- * HTTP caching as ../subdomain-answers.ts `cacheHeaders` says: the entry's freshness left, then
- * stale-while-revalidate; `no-store` through an override.
+ * `GET /subdomains/:parent[?rpc=URL]` from the cache, with `X-Cache: HIT|STALE|MISS` and the
+ * headers of ../subdomain-answers.ts `cacheHeaders`.
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   useSchemas(app, [errorEnvelopeSchema, subdomainList]);
   const cached = cachedAnswers(app, deps);
 
-  /**
-   * Sends the entry: the whole list (the contract's answer) without `page`, else the page it
-   * asks for with `X-Total-Count`. A page is its own representation under its own URL, with the
-   * list's caching headers (the same entry, so the same freshness and Age).
-   */
+  /** Sends the whole list, or the page asked for (same caching headers) with `X-Total-Count`. */
   const send = (
     reply: FastifyReply,
     endpoint: RpcEndpoint,
@@ -84,7 +73,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   app.get(
     '/subdomains/:parent',
     {
-      // CORS headers come with the caching headers (../subdomain-answers.ts, src/core/http/cors.ts).
+      // CORS comes with the caching headers.
       config: { cors: false },
       schema: {
         tags: ['sns'],
@@ -149,8 +138,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
         },
       },
     },
-    // A warm parent is answered synchronously from the process's copy: no promise, no Redis.
-    // The answer is sent by `send`; the promise (when any) only carries its failure.
+    // Warm: answered synchronously from the process's copy; the promise only carries a failure.
     (req, reply) => cached.answer(req, reply, send) as Promise<void> | undefined,
   );
 

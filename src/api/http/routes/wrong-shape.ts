@@ -2,17 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidInputError } from '../../../core/errors.js';
 import { errorEnvelopeSchema } from '../../../core/http/schemas.js';
 
-// The shared envelope, declared by the plugin that calls refuseOtherPaths (useSchemas).
+// The envelope, declared by the calling plugin.
 const schema = { hide: true, response: { '4xx': { $ref: `${errorEnvelopeSchema.$id}#` } } };
 
 /**
- * Answers every other path under `prefix` (`/record-key-v2`, `/subdomains`) 400 with `detail`:
- * a request of the wrong shape, not an unknown route. A client's URL parser removes `.` and `..`
- * segments, `%2E` and `%2E%2E` included (WHATWG URL, "single-dot URL path segment"), before
- * sending, so `/record-key-v2/%2E/SOL` arrives as `/record-key-v2/SOL`, which the route itself
- * cannot match.
- *
- * @param detail what the path must look like (the envelope's `detail`).
+ * Answers 400 with `detail` any other path under `prefix`: clients drop `.`/`..` segments (`%2E`
+ * too, WHATWG URL) before sending, so `/record-key-v2/%2E/SOL` arrives as `/record-key-v2/SOL`.
  */
 export function refuseOtherPaths(app: FastifyInstance, prefix: string, detail: string): void {
   const refuse = () => {
