@@ -158,9 +158,13 @@ export class Follower {
       clock,
       metrics,
       logger,
-      onAccount: (note, parentKey) => this.onAccount(note, parentKey),
+      onAccount: (note, parentKey) => {
+        this.sawSlot(note.slot);
+        this.onAccount(note, parentKey);
+      },
       onLogs: (note) => {
         this.heard();
+        this.sawSlot(note.slot);
         this.remember(note.signature);
         this.lastSignature = note.signature;
         this.deletions.onLogs(note);
@@ -291,6 +295,14 @@ export class Follower {
 
   private knownParents = new Set<string>();
 
+  /** The newest slot the stream has shown since its socket opened (trusted ones only). */
+  private streamSlot: number | undefined;
+
+  private sawSlot(slot: number): void {
+    if (!this.deps.slots.trusts(slot)) return;
+    this.streamSlot = Math.max(this.streamSlot ?? slot, slot);
+  }
+
   private onAccount(note: AccountNote, parentKey: string | undefined): void {
     this.heard();
     // A provider that ignored the `dataSlice` sent the whole account: its first bytes are the head.
@@ -339,6 +351,7 @@ export class Follower {
       onClose: () => {
         this.stream.closed();
         this.healed = false;
+        this.streamSlot = undefined;
       },
       onTick: () => this.stream.tick(),
     });
@@ -388,6 +401,15 @@ export class Follower {
       return;
     }
     if (mode !== 'program') return;
+    this.subscribedAt = this.deps.clock.now();
+    // HTTP reads may reach a node behind the websocket's: the gap is read a little later, and at
+    // the newest slot the new stream has shown by then.
+    this.deps.clock.after(GAP_READ_DELAY_MS, () => {
+      if (!this.closed && this.stream.subscribed) this.startHeal();
+    });
+  }
+
+  private startHeal(): void {
     if (this.healing) {
       // Another socket while the last gap is healed: its own gap is healed after.
       this.healAgain = true;
@@ -404,17 +426,28 @@ export class Follower {
   }
 
   private healAgain = false;
+  /** When the stream's subscriptions were last all confirmed. */
+  private subscribedAt: number | undefined;
 
   private async heal(): Promise<void> {
     const { deps } = this;
-    const subscribedAt = deps.clock.now();
+    // Entries fetched since the stream was confirmed miss nothing, whatever happened before.
+    const subscribedAt = this.subscribedAt ?? deps.clock.now();
     const until = this.lastSignature;
+    // No notification's slot is believed before the clock has an anchor: a new process asks for
+    // the slot until it has one (two replies that agree), rather than re-read every change.
+    for (let i = 0; i < 4 && deps.slots.ceiling() === undefined; i++) {
+      await deps.rpc.slot().catch(() => undefined);
+    }
+
     const outcome = await healGap(
       {
         rpc: deps.rpc,
         deletions: this.deletions,
         feed: (note, parentKey) => this.onAccount(note, parentKey),
         logger: deps.logger,
+        ...(this.streamSlot === undefined ? {} : { minContextSlot: this.streamSlot }),
+        wait: (ms) => new Promise<void>((resolve) => deps.clock.after(ms, resolve)),
       },
       until,
     );
@@ -438,11 +471,6 @@ export class Follower {
     // missed (on a quiet chain it may be hours old).
     if (outcome.healed && outcome.newest) this.remember(outcome.newest);
     if (this.lastSignature !== undefined) this.remember(this.lastSignature);
-    // No notification's slot is believed before the clock has an anchor: a new process asks for
-    // the slot until it has one (two replies that agree), rather than re-read every change.
-    for (let i = 0; i < 4 && deps.slots.ceiling() === undefined; i++) {
-      await deps.rpc.slot().catch(() => undefined);
-    }
     this.healed = this.stream.subscribed;
     if (this.healed) this.probe.start();
     await this.writeStatus();

@@ -24,7 +24,17 @@ export type GapDeps = {
   feed: (note: AccountNote, parentKey: string) => void;
   logger: Logger;
   maxSignatures?: number;
+  /**
+   * The newest slot the new stream has shown: the gap's end. The signatures are read at it or
+   * later, so a node lagging the websocket's cannot answer without the gap's last transactions.
+   */
+  minContextSlot?: number;
+  /** Waits before a transaction a lagging node answered null is asked again (none: no retry). */
+  wait?: (ms: number) => Promise<void>;
 };
+
+/** Tries of a transaction a lagging node does not have yet, within a gap. */
+const GAP_TRANSACTION_TRIES = 4;
 
 /**
  * Heals a gap in the stream (a reconnect, a silent stream, a worker taking over): the name
@@ -38,7 +48,11 @@ export async function healGap(deps: GapDeps, until: string | undefined): Promise
   const max = deps.maxSignatures ?? GAP_MAX_SIGNATURES;
   let signatures;
   try {
-    signatures = await deps.rpc.signatures({ until, limit: max + 1 });
+    signatures = await deps.rpc.signatures({
+      until,
+      limit: max + 1,
+      ...(deps.minContextSlot === undefined ? {} : { minContextSlot: deps.minContextSlot }),
+    });
   } catch (err) {
     return { healed: false, why: `signatures: ${String(err)}` };
   }
@@ -50,10 +64,15 @@ export async function healGap(deps: GapDeps, until: string | undefined): Promise
   for (const sig of [...signatures].reverse()) {
     if (sig.failed) continue;
     let tx: unknown;
-    try {
-      tx = await deps.rpc.transaction(sig.signature);
-    } catch (err) {
-      return { healed: false, why: `transaction: ${String(err)}` };
+    for (let attempt = 1, wait = 250; ; attempt++, wait *= 2) {
+      try {
+        tx = await deps.rpc.transaction(sig.signature);
+      } catch (err) {
+        return { healed: false, why: `transaction: ${String(err)}` };
+      }
+      if ((tx !== null && tx !== undefined) || !deps.wait || attempt >= GAP_TRANSACTION_TRIES)
+        break;
+      await deps.wait(wait);
     }
     if (tx === null || tx === undefined) return { healed: false, why: 'a transaction not found' };
     const writes = nameWrites(tx);

@@ -35,11 +35,19 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
         { decode: envelope() },
       );
     },
-    async signatures({ until, limit }) {
+    async signatures({ until, limit, minContextSlot }) {
       const result = await lane.rpc.call<unknown>(
         endpoint,
         'getSignaturesForAddress',
-        [NAME_PROGRAM, { limit, commitment: 'confirmed', ...(until ? { until } : {}) }],
+        [
+          NAME_PROGRAM,
+          {
+            limit,
+            commitment: 'confirmed',
+            ...(until ? { until } : {}),
+            ...(minContextSlot === undefined ? {} : { minContextSlot }),
+          },
+        ],
         { decode: envelope() },
       );
       if (!Array.isArray(result)) return [];

@@ -20,13 +20,15 @@ export interface FollowRpc {
    */
   transaction(signature: string): Promise<unknown>;
   /**
-   * `getSignaturesForAddress(name program, {until, limit})`, newest first.
+   * `getSignaturesForAddress(name program, {until, limit, minContextSlot})`, newest first. With
+   * `minContextSlot` a node behind that slot answers -32016, retried by the client.
    *
    * @throws RpcCallError when the call fails.
    */
   signatures(opts: {
     until?: string;
     limit: number;
+    minContextSlot?: number;
   }): Promise<Array<{ signature: string; slot: number; failed: boolean }>>;
   /**
    * `getMultipleAccounts(keys)` sliced to the stream's head (bytes 0..130), 100 keys a call: each
