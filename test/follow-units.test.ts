@@ -729,7 +729,28 @@ describe('follower taking the stream over', () => {
         hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
       }
     };
-    return { follower, clock, statuses, confirm };
+    /** The socket drops and another opens; `logs` signatures arrive on it before the heal. */
+    const reconnect = (logs: string[]) => {
+      hooks?.onClose();
+      hooks?.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string }));
+      const logsId = sent.find((m) => m.method === 'logsSubscribe')?.id ?? 0;
+      confirm();
+      for (const signature of logs) {
+        hooks?.onMessage(
+          Buffer.from(
+            JSON.stringify({
+              jsonrpc: '2.0',
+              method: 'logsNotification',
+              params: {
+                subscription: logsId,
+                result: { context: { slot: 95 }, value: { signature, err: null, logs: [] } },
+              },
+            }),
+          ),
+        );
+      }
+    };
+    return { follower, clock, statuses, confirm, reconnect };
   };
 
   it("heals the gap from the last owner's signature and keeps its epoch", async () => {
@@ -775,6 +796,53 @@ describe('follower taking the stream over', () => {
     expect(statuses.at(-1)?.lastSignature).toBe('del');
     expect(follower.healthy).toBe(true);
     expect(rpc.count('getProgramAccounts')).toBe(0);
+    await follower.close();
+  });
+
+  it('reads a gap from the last signature before it, though the new stream reported newer ones', async () => {
+    const store = new FakeStore();
+    const rpc = new FakeRpc();
+    const added = sub('quince');
+    store.put(PARENT, 10, {});
+    rpc.sigs = [
+      { signature: 'newer', slot: 95, failed: false },
+      { signature: 'ingap', slot: 92, failed: false },
+      { signature: 'before', slot: 80, failed: false },
+    ];
+    rpc.setTx(
+      'ingap',
+      tx(92, [
+        [0, added.account],
+        [0, added.reverse],
+      ]),
+    );
+    rpc.setTx('newer', tx(95, []));
+    rpc.accountsByKey.set(added.account, {
+      owner: NAME_PROGRAM,
+      head: added.subNote(0).head as Buffer,
+    });
+    rpc.accountsByKey.set(added.reverse, {
+      owner: NAME_PROGRAM,
+      head: added.reverseNote(0).head as Buffer,
+    });
+    const { follower, clock, confirm, reconnect } = start(
+      { epoch: 1_600_000_000_000, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
+      new FakeRpc(),
+      store,
+    );
+    void rpc;
+    follower.start();
+    await clock.advance(100);
+    confirm();
+    await clock.advance(2_500);
+    // Now the real RPC: the socket drops, 'ingap' happens, and the new stream reports 'newer'
+    // before the gap is read.
+    (follower as unknown as { deps: { rpc: FakeRpc } }).deps.rpc = rpc;
+    reconnect(['newer']);
+    await clock.advance(2_500);
+    await follower.patcher.idle();
+    expect(rpc.calls[0]).toBe('getSignaturesForAddress before 501');
+    expect(store.labels(PARENT)).toEqual(['quince']);
     await follower.close();
   });
 

@@ -338,6 +338,7 @@ export class Follower {
     const status = await deps.status.read().catch(() => undefined);
     this.epoch = status?.epoch;
     this.lastSignature = status?.lastSignature;
+    this.gapFrom = status?.lastSignature;
     this.healed = false;
     this.stream.reset('program');
     this.openConnection();
@@ -352,6 +353,8 @@ export class Follower {
         this.stream.closed();
         this.healed = false;
         this.streamSlot = undefined;
+        // The gap starts here: the next stream reports newer transactions before it is healed.
+        this.gapFrom ??= this.lastSignature;
       },
       onTick: () => this.stream.tick(),
     });
@@ -426,6 +429,8 @@ export class Follower {
   }
 
   private healAgain = false;
+  /** The last signature reported before the gap the next heal reads (undefined: none pending). */
+  private gapFrom: string | undefined;
   /** When the stream's subscriptions were last all confirmed. */
   private subscribedAt: number | undefined;
 
@@ -433,7 +438,10 @@ export class Follower {
     const { deps } = this;
     // Entries fetched since the stream was confirmed miss nothing, whatever happened before.
     const subscribedAt = this.subscribedAt ?? deps.clock.now();
-    const until = this.lastSignature;
+    // The last transaction the stream reported before the gap, not since: the new stream may
+    // have reported newer ones by now, and reading from those would pass over the gap.
+    const until = this.gapFrom ?? this.lastSignature;
+    this.gapFrom = undefined;
     // No notification's slot is believed before the clock has an anchor: a new process asks for
     // the slot until it has one (two replies that agree), rather than re-read every change.
     for (let i = 0; i < 4 && deps.slots.ceiling() === undefined; i++) {
