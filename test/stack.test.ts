@@ -322,7 +322,7 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
     const redis = new Redis({ host: '127.0.0.1', port: redisPort, maxRetriesPerRequest: 1 });
     redis.on('error', () => undefined);
     try {
-      const entries = await redis.keys(redisKeys('sns').subdomainEntry('*', '67679'));
+      const entries = await redis.keys(redisKeys('sns').entryMeta('*', '67679'));
       expect(entries).toHaveLength(1);
       await dc(['restart', 'redis']);
       const id = await containerOf('redis');

@@ -5,8 +5,9 @@ export type DomainName = { readonly name: string; readonly labels: readonly stri
 
 /**
  * Trims and lower-cases a path parameter (README, "Routes"). `toLowerCase` follows ICU's Unicode
- * tables, which change across Node releases; derivations are cached as immutable, so every
- * replica runs the one Node pinned in package.json `engines` (test/node-version.test.ts).
+ * tables (Unicode 17.0 on the pinned Node), which change across Node releases; derivations are
+ * cached as immutable, so every replica runs the one Node pinned in package.json `engines`
+ * (test/node-version.test.ts).
  */
 export function normalizeName(raw: string): string {
   return raw.trim().toLowerCase();
