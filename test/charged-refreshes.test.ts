@@ -145,7 +145,7 @@ describe('refreshes charged to the client that asks', () => {
     });
     const g = gw;
     const parent = '67679';
-    const lease = redisKeys(g.config.QUEUE_PREFIX).watchLease(parent);
+    const lease = redisKeys(g.config.QUEUE_PREFIX).followLease;
     let asking = true;
     const users = (async () => {
       while (asking) {

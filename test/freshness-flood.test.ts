@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { subdomainKey } from '../src/worker/sns/change.js';
-import { MAX_PENDING_PER_PARENT } from '../src/worker/freshness/parent-watcher.js';
+import { MAX_PENDING_PER_PARENT } from '../src/worker/follow/patcher.js';
+import { HEAD_SLICE } from '../src/worker/follow/stream.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
@@ -107,7 +108,7 @@ describe('a flood of notifications', () => {
         new PublicKey(subdomainKey('bullish', domainKey(PARENT))),
       );
       const slice = Buffer.from(
-        account?.data.subarray(SCAN_SLICE.offset, SCAN_SLICE.offset + SCAN_SLICE.length) ?? [],
+        account?.data.subarray(HEAD_SLICE.offset, HEAD_SLICE.offset + HEAD_SLICE.length) ?? [],
       );
       const [head, tail] = programNotificationText(sub, sim.chain.slot, '<key>', slice).split(
         '<key>',
@@ -152,7 +153,7 @@ describe('notifications of one account, faster than they can be applied', () => 
     const subKey = subdomainKey('bullish', domainKey(PARENT));
     const account = sim.chain.getAccount(new PublicKey(subKey));
     const slice = Buffer.from(
-      account?.data.subarray(SCAN_SLICE.offset, SCAN_SLICE.offset + SCAN_SLICE.length) ?? [],
+      account?.data.subarray(HEAD_SLICE.offset, HEAD_SLICE.offset + HEAD_SLICE.length) ?? [],
     );
     // The same slot for all: the last received wins. Each names another owner (a transfer).
     const count = 50_000;
@@ -163,7 +164,7 @@ describe('notifications of one account, faster than they can be applied', () => 
     });
     const slot = sim.chain.slot;
     const flood = await sim.wsFlood(sub, count, (i) => {
-      owners[i]?.copy(slice, SLICE_AT.owner);
+      owners[i]?.copy(slice, SCAN_SLICE.offset + SLICE_AT.owner);
       return programNotificationText(sub, slot, subKey, slice);
     });
     expect(flood.sent).toBe(count);

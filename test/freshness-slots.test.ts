@@ -8,6 +8,7 @@ import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { subdomainKey } from '../src/worker/sns/change.js';
 import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
+import { HEAD_SLICE } from '../src/worker/follow/stream.js';
 import { domainKey } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
@@ -45,16 +46,16 @@ const FORGED_OWNER = new PublicKey(Buffer.alloc(32, 9)).toBase58();
 /** The subdomain name account of `label` under the watched parent. */
 const subKeyOf = (label: string) => subdomainKey(label, domainKey(PARENT));
 
-/** `label`'s name account as the subscription slices it, with `owner` in its header when given. */
+/** `label`'s name account as the stream slices it, with `owner` in its header when given. */
 function slice(sim: RpcSimulator, label: string, owner?: string): Buffer {
   const data = sim.chain.getAccount(new PublicKey(subKeyOf(label)))?.data;
   if (!data) throw new Error(`no account for ${label}`);
-  const cut = Buffer.from(data.subarray(SCAN_SLICE.offset, SCAN_SLICE.offset + SCAN_SLICE.length));
-  if (owner) new PublicKey(owner).toBuffer().copy(cut, SLICE_AT.owner);
+  const cut = Buffer.from(data.subarray(HEAD_SLICE.offset, HEAD_SLICE.offset + HEAD_SLICE.length));
+  if (owner) new PublicKey(owner).toBuffer().copy(cut, SCAN_SLICE.offset + SLICE_AT.owner);
   return cut;
 }
 
-/** Sends a notification of `label`'s account, with its slot written as `slot`, to the parent's subscription. */
+/** Sends a notification of `label`'s account, with its slot written as `slot`, on the stream. */
 function notify(sim: RpcSimulator, slot: string, label: string, owner?: string): void {
   const [sub] = sim.wsSubscriptions('program');
   if (sub === undefined) throw new Error('no subscription');

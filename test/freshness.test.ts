@@ -38,7 +38,8 @@ describe('change-driven freshness', () => {
     expect(sim.callCount('getProgramAccounts')).toBe(0);
     expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'patched' })).toBe(1);
     expect(await metric(gw, 'sns_ws_connected')).toBe(1);
-    expect(await metric(gw, 'sns_ws_subscriptions')).toBe(1);
+    // One programSubscribe over the whole program and one logsSubscribe, whatever the parents.
+    expect(await metric(gw, 'sns_ws_subscriptions')).toBe(2);
     expect(
       await metric(gw, 'sns_rpc_credits_total', { method: 'wsConnection' }),
     ).toBeGreaterThanOrEqual(1);
@@ -94,24 +95,40 @@ describe('change-driven freshness', () => {
     for (let i = 0; i < 20; i++) expect(await labels(gw)).toContain(long);
   });
 
-  it('drops a deleted subdomain by an existence check, without a scan', async () => {
+  it('drops a deleted subdomain from its transaction (logs, then getTransaction), without a scan', async () => {
     gw = await startGateway({ env: { ...FOLLOW, CACHE_FRESH_SECONDS: '3' } });
     const { sim } = gw;
     await watched(gw, sim);
     sim.resetCalls();
     sim.chain.deleteSubdomain(PARENT, 'bullish');
-    await waitFor(async () => !(await labels(gw as Gateway)).includes('bullish'));
+    await waitFor(async () => !(await labels(gw as Gateway)).includes('bullish'), 2_000);
     expect(await labels(gw)).toEqual(['hollaaa', 'testing']);
     expect(sim.callCount('getProgramAccounts')).toBe(0);
-    const checks = sim.calls.filter((c) => c.method === 'getMultipleAccounts');
-    expect(checks.length).toBeGreaterThan(0);
-    const [keys, config] = checks[0]?.params as [string[], { dataSlice: unknown }];
-    expect(config.dataSlice).toEqual({ offset: 0, length: 0 });
-    expect(keys).toHaveLength(6); // three subdomains and their reverse records
-    expect(await metric(gw, 'sns_deletion_checks_total', { outcome: 'dropped' })).toBe(1);
+    expect(sim.callCount('getTransaction')).toBe(1);
+    const [, config] = sim.calls.find((c) => c.method === 'getTransaction')?.params as [
+      string,
+      Record<string, unknown>,
+    ];
+    expect(config).toEqual({
+      encoding: 'json',
+      maxSupportedTransactionVersion: 0,
+      commitment: 'confirmed',
+    });
   });
 
-  it('keeps a quiet parent fresh by existence checks alone, at a credit or so per window', async () => {
+  it('retries a deleting transaction a lagging node does not have yet', async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    sim.setTransactionLagMs(1_200);
+    sim.resetCalls();
+    sim.chain.deleteSubdomain(PARENT, 'hollaaa');
+    await waitFor(async () => !(await labels(gw as Gateway)).includes('hollaaa'), 5_000);
+    expect(sim.callCount('getTransaction')).toBeGreaterThan(1);
+    expect(sim.callCount('getProgramAccounts')).toBe(0);
+  });
+
+  it('keeps a quiet parent fresh without clock refreshes, its existence checks backing off', async () => {
     gw = await startGateway({ env: { ...FOLLOW, CACHE_FRESH_SECONDS: '3' } });
     const { sim } = gw;
     await watched(gw, sim);
@@ -126,21 +143,24 @@ describe('change-driven freshness', () => {
     }
     expect(sim.callCount('getProgramAccounts')).toBe(0);
     const spent = (await metric(gw, 'sns_rpc_credits_total')) - before;
-    // One getMultipleAccounts (1 credit) about once per window, the window's edges either way.
-    expect(spent).toBeGreaterThanOrEqual(windows - 1);
-    expect(spent).toBeLessThanOrEqual(windows * 1.5 + 1);
+    // Existence checks wait a window, then twice as long each time: at 3 s and 9 s here, one
+    // getMultipleAccounts each (and the silence probe, at most one).
+    expect(spent).toBeLessThanOrEqual(3);
+    expect(sim.callCount('getMultipleAccounts')).toBeLessThanOrEqual(2);
   });
 
-  it('reconnects after the provider drops the socket, reads every watched parent again, and follows on', async () => {
+  it('reconnects after the provider drops the socket, reads the gap, and follows on', async () => {
     gw = await startGateway({ env: FOLLOW });
     const { sim } = gw;
     await watched(gw, sim);
     const accepted = sim.wsStats().accepted;
     sim.resetCalls();
     expect(sim.dropSockets()).toBeGreaterThanOrEqual(1);
-    await waitFor(() => sim.wsStats().accepted > accepted && sim.wsStats().subscriptions >= 1);
-    // The gap's changes are unknown: the parent is read again.
-    await waitFor(() => sim.callCount('getProgramAccounts') >= 1);
+    await waitFor(() => sim.wsStats().accepted > accepted && sim.wsStats().subscriptions >= 2);
+    // What happened in the gap is read (the transactions since the last one seen), not every
+    // parent scanned again.
+    await waitFor(() => sim.callCount('getSignaturesForAddress') >= 1);
+    expect(sim.callCount('getProgramAccounts')).toBe(0);
     sim.chain.addSubdomain(PARENT, 'afterdrop');
     await waitFor(async () => (await labels(gw as Gateway)).includes('afterdrop'));
     expect(await metric(gw, 'sns_ws_reconnects_total')).toBeGreaterThanOrEqual(1);
@@ -186,7 +206,7 @@ describe('change-driven freshness', () => {
 });
 
 describe('several workers', () => {
-  it('has one subscriber per parent, and another worker takes over when it dies', async () => {
+  it('has one stream across workers, and another worker takes it over when its owner dies', async () => {
     const sim = await startRpcSimulator({ chain: seedDemo() });
     cleanups.push(() => sim.close());
     // The API alone in this process, then a worker in a child process (the one to kill).
@@ -202,9 +222,9 @@ describe('several workers', () => {
     cleanups.push(() => first.kill('SIGKILL'));
     await waitFor(async () => {
       await gw?.get(`/subdomains/${PARENT}`);
-      return sim.wsStats().subscriptions === 1;
+      return sim.wsStats().subscriptions === 2;
     }, 15_000);
-    // A second worker in this process: the parent is leased, so it does not subscribe too.
+    // A second worker in this process: the stream is leased, so it opens no socket.
     const second: WorkerRuntime = await startWorker(
       gw.config,
       createMetrics(new Registry()),
@@ -213,12 +233,18 @@ describe('several workers', () => {
     );
     cleanups.push(() => second.close());
     await new Promise((r) => setTimeout(r, 2_000));
-    expect(sim.wsStats().subscriptions).toBe(1);
-    expect(sim.wsStats().connections).toBe(2);
+    expect(sim.wsStats().subscriptions).toBe(2);
+    expect(sim.wsStats().connections).toBe(1);
 
+    const accepted = sim.wsStats().accepted;
     await first.kill('SIGKILL');
     // Within the lease (1.5 s here) and a tick, give or take a loaded machine.
-    await waitFor(() => sim.wsStats().subscriptions === 1 && sim.wsStats().connections === 1);
+    await waitFor(
+      () =>
+        sim.wsStats().accepted > accepted &&
+        sim.wsStats().subscriptions === 2 &&
+        sim.wsStats().connections === 1,
+    );
     sim.chain.addSubdomain(PARENT, 'takenover');
     await waitFor(async () => (await labels(gw as Gateway)).includes('takenover'));
   });

@@ -8,7 +8,7 @@ import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { startWorker } from '../src/worker/runtime.js';
-import { FOLLOW, labels, PARENT } from './support/freshness.js';
+import { FOLLOW, labels, PARENT, watched } from './support/freshness.js';
 import {
   deletePrefix,
   seedDemo,
@@ -110,19 +110,14 @@ describe('one deployment on a database other than 0', () => {
       const cold = await gw.get('/subdomains/bonfida');
       expect(cold.status).toBe(200);
       expect(cold.headers.get('x-cache')).toBe('MISS');
-      // A hot parent: asked until a worker takes its lease (in whichever database it lands) and
-      // follows it on the chain: subscribed, and the entry read again after that.
+      // The stream's lease (in whichever database it lands), then a parent it follows.
       const zero = connect(0);
       await waitFor(async () => {
-        await gw.get(`/subdomains/${PARENT}`);
-        const leased = (await gw.redis.exists(keys.watchLease(PARENT))) === 1;
-        return leased || (await zero.exists(keys.watchLease(PARENT))) === 1;
+        const leased = (await gw.redis.exists(keys.followLease)) === 1;
+        return leased || (await zero.exists(keys.followLease)) === 1;
       }, 15_000);
-      await waitFor(async () => {
-        const raw = await gw.redis.get(keys.entryMeta(id, PARENT));
-        return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;
-      });
-      // A change on chain: patched by the watcher, announced on the channel of database DB.
+      await watched(gw, sim);
+      // A change on chain: patched by the follower, announced on the channel of database DB.
       sim.chain.addSubdomain(PARENT, 'isolated');
       await waitFor(async () => (await labels(gw)).includes('isolated'));
       expect((await gw.get('/readyz')).status).toBe(200);
@@ -130,7 +125,9 @@ describe('one deployment on a database other than 0', () => {
       const own = await keysIn(DB, prefix);
       expect(own).toEqual(
         expect.arrayContaining([
-          keys.watchLease(PARENT),
+          keys.followLease,
+          keys.followStatus,
+          keys.followSignature,
           keys.entryMeta(id, PARENT),
           keys.entryLabels(id, PARENT),
           keys.entryMembers(id, PARENT),
@@ -207,16 +204,15 @@ describe('two deployments on one Redis, same prefix, databases 3 and 4', () => {
     expect(cold.headers.get('x-cache')).toBe('MISS');
   });
 
-  it('follows the same hot parent in each, with leases and subscriptions of its own', async () => {
+  it('follows the same parent in each, with a lease and a stream of its own', async () => {
     const sim = await simulator();
     const prefix = uniquePrefix();
     const a = await deployment(sim, 3, prefix, { env: FOLLOW });
     const b = await deployment(sim, 4, prefix, { env: FOLLOW });
-    await waitFor(async () => {
-      await Promise.all([a.get(`/subdomains/${PARENT}`), b.get(`/subdomains/${PARENT}`)]);
-      return sim.wsStats().subscriptions === 2;
-    }, 15_000);
-    const lease = redisKeys(prefix).watchLease(PARENT);
+    // Each its own stream: a programSubscribe and a logsSubscribe each.
+    await waitFor(() => sim.wsStats().subscriptions === 4, 15_000);
+    await Promise.all([watched(a, sim), watched(b, sim)]);
+    const lease = redisKeys(prefix).followLease;
     expect(await a.redis.exists(lease)).toBe(1);
     expect(await b.redis.exists(lease)).toBe(1);
     expect(await a.redis.get(lease)).not.toBe(await b.redis.get(lease));

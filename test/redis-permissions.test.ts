@@ -255,7 +255,7 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
       // hot-parent counts, their scans and the watcher's lease (redlock) on the way.
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
-      await waitFor(async () => (await admin.exists(redisKeys(prefix).watchLease('67679'))) === 1);
+      await waitFor(async () => (await admin.exists(redisKeys(prefix).followLease)) === 1);
       await sleep(2_500);
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/readyz')).status).toBe(200);

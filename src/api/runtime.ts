@@ -170,10 +170,12 @@ async function openApi(
     maxBytes: config.DETAILS_CACHE_BYTES,
     status: () => follow.current(),
   });
+  const defaultId = endpoints.defaultEndpoint?.id;
   const live = new LiveUpdates({
     cache,
     listener,
     hotParents,
+    touch: defaultId === undefined ? undefined : (parent) => touches.used(defaultId, parent),
     maxPerClient: config.SSE_MAX_PER_CLIENT,
     maxStreams: config.SSE_MAX_STREAMS,
     heartbeatMs: opts.sseHeartbeatMs,

@@ -119,7 +119,7 @@ export function redisUrlDatabase(url: string): number | string {
   if (!/^\d{1,9}$/.test(raw)) return `"${raw}" is not a database number (redis://host:port/N)`;
   const db = Number(raw);
   if (db > MAX_REDIS_DB) {
-    return `database ${db}: 0 to ${MAX_REDIS_DB} only (the watch leases' library selects no other)`;
+    return `database ${db}: 0 to ${MAX_REDIS_DB} only (the follow lease's library selects no other)`;
   }
   return db;
 }

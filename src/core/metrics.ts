@@ -249,6 +249,16 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       labelNames: ['outcome'] as const,
       registers,
     }),
+    followHealthy: new Gauge({
+      name: 'sns_follow_healthy',
+      help: 'Whether this worker owns the follow stream and it vouches for cached entries (1) or not (0).',
+      registers,
+    }),
+    followLastEvent: new Gauge({
+      name: 'sns_follow_last_event_timestamp_seconds',
+      help: 'Unix time of the last notification the follow stream delivered to this worker.',
+      registers,
+    }),
     watchedParents: new Gauge({
       name: 'sns_watched_parents',
       help: 'Parents this worker holds the watch lease of.',
@@ -577,15 +587,20 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
     kind: 'timeseries',
     row: 'Following the chain',
     id: 26,
-    title: 'Websocket and watched parents',
+    title: 'Follow stream and followed parents',
     description:
-      'Open websockets to the RPC, programSubscribe subscriptions and parents watched, over every worker. Without a websocket (RPC_WS=off, a provider without one) all three stay 0 and hot parents are refreshed by the clock.',
+      'The follow stream (one websocket, owned by one worker): open websockets, its subscriptions (a whole-program programSubscribe and a logsSubscribe), parents followed, whether it vouches for cached entries (1) and seconds since it last delivered anything. Without a websocket (RPC_WS=off, a provider without one) all stay 0 and entries are refreshed by the clock.',
     unit: 'short',
     width: 8,
     queries: [
       { expr: 'sum(sns_ws_connected)', legend: 'websockets open' },
       { expr: 'sum(sns_ws_subscriptions)', legend: 'subscriptions' },
-      { expr: 'sum(sns_watched_parents)', legend: 'watched parents' },
+      { expr: 'sum(sns_watched_parents)', legend: 'followed parents' },
+      { expr: 'max(sns_follow_healthy)', legend: 'stream vouching' },
+      {
+        expr: 'time() - max(sns_follow_last_event_timestamp_seconds)',
+        legend: 'seconds since the last stream event',
+      },
     ],
   },
   {

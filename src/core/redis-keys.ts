@@ -14,10 +14,11 @@
  *   that lists them (a hash).
  * - `<prefix>:followed-parents:<endpoint id>`: the cached parents by last use (a sorted set, ms).
  * - `<prefix>:follow-status`: how the chain is followed (a JSON string, written by the worker).
+ * - `<prefix>:follow-lease`: which worker owns the follow stream (a redlock resource).
+ * - `<prefix>:follow-signature`: the newest name-program transaction the stream reported.
  * - `<prefix>:subdomains:<endpoint id>:<parent>`: one cached answer of a `?rpc=` override (a JSON
  *   string, labels and accounts inline). The configured endpoint's entries were stored so, with
  *   `<prefix>:subdomain-accounts:...` beside them, by the releases before: no longer written.
- * - `<prefix>:watch-lease:<parent>`: which worker subscribes to a parent's changes.
  * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
  *   byte budget.
  * - `<prefix>:hot-parents:<window>`: distinct clients per parent, one sorted set per window.
@@ -82,8 +83,13 @@ export function redisKeys(prefix: string) {
     followedParents: (endpointId: string) => `${prefix}:followed-parents:${endpointId}`,
     /** How the worker follows the chain: JSON `{epoch, healthyUntil, mode}`. */
     followStatus: `${prefix}:follow-status`,
-    /** The lease of the worker that watches `parent` on the chain (a redlock resource). */
-    watchLease: (parent: string) => `${prefix}:watch-lease:${parent}`,
+    /** The lease of the worker that owns the follow stream (a redlock resource). */
+    followLease: `${prefix}:follow-lease`,
+    /**
+     * The newest name-program transaction the follow stream reported (its signature): a worker
+     * taking the stream over heals the gap from it.
+     */
+    followSignature: `${prefix}:follow-signature`,
     /** What every entry of one endpoint starts with; the rest of the key is the parent. */
     subdomainEntryPrefix: (endpointId: string) => `${prefix}:subdomains:${endpointId}:`,
     /** The override entries by expiry time, their sizes, and the sum of those sizes. */

@@ -18,13 +18,13 @@ import { redisKeys } from './redis-keys.js';
  */
 export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[] = [
   {
-    by: 'the gateway: cache, hot-parent counts, credit counter, readiness probe, refresh events',
+    by: 'the gateway: cache, follow stream, hot-parent counts, credit counter, readiness probe, refresh events',
     commands: [
       ...['get', 'mget', 'set', 'del', 'exists', 'incrby', 'decrby', 'incrbyfloat', 'pexpire'],
       ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
-      ...['subscribe', 'unsubscribe'],
+      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall'],
     ],
   },
   {
@@ -45,7 +45,7 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
     commands: ['evalsha', 'eval', 'incr', 'pexpire', 'pttl'],
   },
   {
-    by: 'redlock: the watch leases of the parent watcher (Lua scripts)',
+    by: 'redlock: the lease of the follow stream (Lua scripts)',
     // Its scripts SELECT the connection's database first (a refusal is ignored, harmless in 0).
     commands: ['evalsha', 'eval', 'exists', 'get', 'set', 'del', 'select'],
   },
@@ -85,6 +85,7 @@ const CHECK_ARGS: Readonly<Record<string, string>> = {
   hmget: '{k} f',
   hdel: '{k} f',
   hexists: '{k} f',
+  hkeys: '{k}',
   hincrby: '{k} f 1',
   hscan: '{k} 0',
   sscan: '{k} 0',

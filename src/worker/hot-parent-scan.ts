@@ -87,10 +87,9 @@ export type HotParentScanDeps = {
 /**
  * One scan (docs/design.md, "The refresh queue"): queues a refresh for each of the `topN` most
  * requested parents ({@link topHotParents}) whose entry would go stale before two more scans, or
- * is missing, unless a worker watches it on the chain or the whole program is followed and the
- * entry is fresh by it (`followedFresh`); at most `topN` distinct parents per window, as these
- * refreshes are charged to no client. None while the daily credit budget is past its soft
- * threshold (docs/design.md, "Budget").
+ * is missing, unless the follow stream keeps it fresh (`followedFresh`); at most `topN` distinct
+ * parents per window, as these refreshes are charged to no client. None while the daily credit
+ * budget is past its soft threshold (docs/design.md, "Budget").
  *
  * @returns how many parents were looked at and how many refreshes were queued.
  */
@@ -111,12 +110,9 @@ export async function runHotParentScan(
   const refreshAfterMs = deps.freshMs - 2 * hotParentScanIntervalMs(deps.freshMs);
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
-  const leased = await deps.redis.mget(...parents.map((p) => keys.watchLease(p)));
   const status = await readFollowStatus(deps.redis, deps.prefix);
   const due: string[] = [];
-  for (const [i, parent] of parents.entries()) {
-    // Watched on the chain by a worker (./freshness): that worker keeps the entry fresh.
-    if (leased[i] !== null) continue;
+  for (const parent of parents) {
     const entry = await deps.cache.head(deps.defaultEndpointId, parent);
     // Fresh for a while yet, or kept fresh by following the chain (docs/design.md, "Freshness").
     if (entry && (now - entry.fetchedAt < refreshAfterMs || followedFresh(entry, status, now))) {

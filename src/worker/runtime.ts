@@ -24,7 +24,19 @@ import { SteadyWorker } from './steady-worker.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
-import { ParentWatcher } from './freshness/parent-watcher.js';
+import { redisKeys } from '../core/redis-keys.js';
+import { publishRefreshEvent } from '../core/queue/refresh-events.js';
+import { addRefreshJob } from '../core/queue/refresh-queue.js';
+import { topHotParents } from '../core/cache/hot-parents.js';
+import { costOf } from './rpc/client.js';
+import { cacheStore } from './follow/cache-store.js';
+import { Follower } from './follow/follower.js';
+import { laneRpc } from './follow/lane-rpc.js';
+import { redlockLocker } from './follow/ownership.js';
+import { followStatusStore } from './follow/status-store.js';
+import { systemClock } from './follow/types.js';
+import { WsConnection } from './follow/ws-connection.js';
+import { startRegistrySweep } from './registry-sweep.js';
 import {
   createHotParentScanQueue,
   createHotParentScanWorker,
@@ -32,10 +44,17 @@ import {
   scheduleHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
-import { startRegistrySweep } from './registry-sweep.js';
 
 /** How long the start waits for the hot-parent scans' scheduling (Redis), in milliseconds. */
 const SCHEDULE_START_WAIT_MS = 5_000;
+
+/**
+ * How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"): a
+ * minute, or a quarter of the stale window when that is shorter, so an entry nobody asks for
+ * leaves about when its stale window ends (its keys outlive it only so the sweep finds them).
+ */
+const sweepEveryMs = (staleMs: number) =>
+  Math.max(1_000, Math.min(60_000, Math.floor(staleMs / 4)));
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -67,7 +86,7 @@ export type WorkerRuntime = {
    * whether it is open now.
    */
   websocket(): 'off' | 'connected' | 'disconnected';
-  /** The kit's close ({@link RuntimeKit.close}): watcher, jobs, ops server, queues, then Redis. */
+  /** The kit's close ({@link RuntimeKit.close}): follower, jobs, ops server, queues, then Redis. */
   close(): Promise<void>;
 };
 
@@ -129,7 +148,7 @@ async function openWorker(
     freshMs: config.CACHE_FRESH_MS,
     metrics,
   });
-  // Closes after the jobs and the watcher, before the connections: their last spends are added
+  // Closes after the jobs and the follower, before the connections: their last spends are added
   // to the day's counter.
   const credits = kit.closes(
     'worker credit counter',
@@ -187,7 +206,7 @@ async function openWorker(
     config.CACHE_STALE_MS,
     { ttlMs: config.RPC_OVERRIDE_CACHE_MS, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
   );
-  // The newest slot the configured RPC has shown, shared by its refreshes and the watcher.
+  // The newest slot the configured RPC has shown, shared by its refreshes and the follower.
   const slots = new SlotClock();
   const queue = kit.closes(
     'worker refresh queue',
@@ -223,7 +242,7 @@ async function openWorker(
     : undefined;
   const redisReady = kit.readiness(command, () => ({
     rpc: config.RPC_URL ? 'configured' : 'unset',
-    websocket: watcher ? 'configured' : 'off',
+    websocket: follower ? 'configured' : 'off',
   }));
   // Ready means the worker can do its job: Redis answers (the probe's write) and it takes jobs,
   // which the probe's connection does not show: its own connections are up, every BullMQ worker
@@ -327,57 +346,96 @@ async function openWorker(
     ]);
   }
 
-  // Follows the hot parents on the chain: additions by websocket, deletions by existence checks.
-  // Without a websocket (or hot parents) the hot-parent scans keep them fresh by the clock.
-  // Declared last, so it closes first: its leases go back at once to another worker.
-  const watcher =
-    config.RPC_WS_URL && defaultEndpoint && config.HOT_KEYS_TOP_N > 0
-      ? kit.closes(
-          'worker parent watcher',
-          new ParentWatcher({
-            redis: command,
-            cache,
-            queue,
-            lane: defaultLane,
-            endpoint: defaultEndpoint,
-            slots,
-            metrics,
-            logger,
-            prefix: config.QUEUE_PREFIX,
-            freshMs,
-            topN: config.HOT_KEYS_TOP_N,
-            minClients: config.HOT_KEYS_MIN_CLIENTS,
-            leaseMs: config.WATCH_LEASE_MS,
-            costs: config.RPC_CREDITS,
-            credits,
-            budget,
-            wsUrl: config.RPC_WS_URL,
-            pingMs: config.RPC_WS_PING_MS,
-          }),
-          (w) =>
-            w
-              .close()
-              .catch((err: unknown) =>
-                logger.warn({ err: String(err) }, 'closing the parent watcher'),
-              ),
-        )
-      : undefined;
-  watcher?.start();
   // Parents idle past the stale window leave the registry the chain is followed for.
   if (defaultEndpoint) {
     kit.closes(
       'worker registry sweep',
-      startRegistrySweep({ cache, endpointId: defaultEndpoint.id, logger }),
+      startRegistrySweep({
+        cache,
+        endpointId: defaultEndpoint.id,
+        logger,
+        everyMs: sweepEveryMs(config.CACHE_STALE_MS),
+      }),
       (stop) => stop(),
     );
   }
+
+  // Every cached parent follows the chain through one stream, owned by one worker at a time
+  // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh. Declared
+  // last, so it closes first: its lease goes back at once to another worker.
+  const follower =
+    config.RPC_WS_URL && defaultEndpoint
+      ? kit.closes(
+          'worker follower',
+          new Follower({
+            store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
+            rpc: laneRpc(defaultLane, defaultEndpoint, slots),
+            clock: systemClock,
+            slots,
+            metrics,
+            logger,
+            budget,
+            reread: (parent, minContextSlot) =>
+              void addRefreshJob(
+                queue,
+                {
+                  cacheKey: cache.key(defaultEndpoint.id, parent),
+                  parent,
+                  endpoint: { kind: 'default' },
+                  ...(minContextSlot === undefined ? {} : { minContextSlot }),
+                },
+                'change',
+              ).catch((err: unknown) =>
+                logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
+              ),
+            changed: (parent) =>
+              void publishRefreshEvent(command, config.QUEUE_PREFIX, {
+                endpointId: defaultEndpoint.id,
+                parent,
+                ok: true,
+              }).catch(() => undefined),
+            status: followStatusStore(command, config.QUEUE_PREFIX),
+            locker: redlockLocker(command),
+            leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,
+            leaseMs: config.WATCH_LEASE_MS,
+            freshMs,
+            checkCost: costOf(config.RPC_CREDITS, 'getMultipleAccounts'),
+            scanCost: costOf(config.RPC_CREDITS, 'getProgramAccounts'),
+            hotParents: () =>
+              config.HOT_KEYS_TOP_N > 0
+                ? topHotParents(
+                    command,
+                    config.QUEUE_PREFIX,
+                    freshMs,
+                    config.HOT_KEYS_TOP_N,
+                    config.HOT_KEYS_MIN_CLIENTS,
+                  )
+                : Promise.resolve([]),
+            connect: (hooks) =>
+              new WsConnection({
+                url: config.RPC_WS_URL as string,
+                metrics,
+                logger,
+                costs: config.RPC_CREDITS,
+                credits,
+                pingMs: config.RPC_WS_PING_MS,
+                ...hooks,
+              }),
+          }),
+          (f) =>
+            f
+              .close()
+              .catch((err: unknown) => logger.warn({ err: String(err) }, 'closing the follower')),
+        )
+      : undefined;
+  follower?.start();
 
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
   const opsAddress = opsApp?.server.address();
   return {
     metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
-    websocket: () => (!watcher ? 'off' : watcher.connected ? 'connected' : 'disconnected'),
+    websocket: () => (!follower ? 'off' : follower.connected ? 'connected' : 'disconnected'),
     close: () => kit.close(),
   };
 }

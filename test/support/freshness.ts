@@ -1,5 +1,6 @@
 import { endpointId } from '../../src/core/rpc/endpoint.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
+import { readFollowStatus } from '../../src/core/cache/follow-status.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 
@@ -7,8 +8,8 @@ import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 export const PARENT = '67679';
 
 /**
- * Following the chain, quickly: short leases and pings, a few hot parents watched, and one client
- * (the test) enough to make a parent hot.
+ * Following the chain, quickly: short leases and pings, a few hot parents for the per-parent
+ * fallback, and one client (the test) enough to make a parent hot.
  */
 export const FOLLOW = {
   RPC_WS: 'on',
@@ -33,20 +34,20 @@ export async function metric(g: Gateway, name: string, labels: Record<string, st
 }
 
 /**
- * Asks for `parent` until a worker watches it: subscribed on the simulator, and the entry written
- * again after the first answer (the read that follows each subscription), so the chain is
- * followed from then on.
+ * Asks for `parent` once the follow stream vouches for entries (the worker owns it, both
+ * subscriptions confirmed, its gap healed), and waits until the worker follows the parent: in the
+ * registry, and past the second within which the worker reads the registry's recent writes.
  */
 export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): Promise<void> {
+  // The status, not this process's gauge: the worker may run in a process of its own.
   await waitFor(async () => {
-    await g.get(`/subdomains/${parent}`);
-    return sim.wsStats().subscriptions >= 1;
+    const status = await readFollowStatus(g.redis, g.config.QUEUE_PREFIX);
+    return status?.mode === 'program' && status.healthyUntil > Date.now();
   }, 15_000);
-  const key = redisKeys(g.config.QUEUE_PREFIX).entryMeta(endpointId(sim.url), parent);
-  await waitFor(async () => {
-    const raw = await g.redis.get(key);
-    return raw !== null && ((JSON.parse(raw) as { rev?: number }).rev ?? 0) >= 2;
-  }, 10_000);
+  await g.get(`/subdomains/${parent}`);
+  const registry = redisKeys(g.config.QUEUE_PREFIX).followedParents(endpointId(sim.url));
+  await waitFor(async () => (await g.redis.zscore(registry, parent)) !== null, 10_000);
+  await new Promise((r) => setTimeout(r, 1_500));
 }
 
 /** Keeps asking for `parent` (so it stays hot) for `ms` milliseconds; the answers' X-Cache. */

@@ -22,6 +22,11 @@ export type LiveUpdatesOptions = {
    * so the worker follows a parent that enough clients watch.
    */
   hotParents?: HotParentCounter;
+  /**
+   * Records a use of a watched parent's entry at every heartbeat (throttled by the caller), so a
+   * parent only watched stays cached and followed on the chain.
+   */
+  touch?: (parent: string) => void;
   /** Streams one client address may hold open (`SSE_MAX_PER_CLIENT`). */
   maxPerClient: number;
   /** Streams this process holds open (`SSE_MAX_STREAMS`). */
@@ -249,8 +254,10 @@ export class LiveUpdates {
       if (topic.missed && this.opts.listener.live) this.read(topic);
       for (const stream of [...topic.streams]) {
         if (!stream.sink) continue;
-        if (topic.endpoint.kind === 'default')
+        if (topic.endpoint.kind === 'default') {
           this.opts.hotParents?.hit(topic.parent, stream.client);
+          this.opts.touch?.(topic.parent);
+        }
         this.send(stream, PING);
       }
     }

@@ -1,0 +1,140 @@
+import { DELETION_CHECK_OUTCOME, type Metrics } from '../../core/metrics.js';
+import type { SlotClock } from '../../core/rpc/slot.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import type { FollowRpc } from './rpc.js';
+import type { Clock, FollowStore, Reread } from './types.js';
+
+/** The longest wait between two existence checks of a quiet parent: a day. */
+export const BACKSTOP_MAX_MS = 24 * 3600_000;
+/** Keys checked per round at most (100 a credit): a round stays bounded however many parents. */
+export const BACKSTOP_ROUND_KEYS = 10_000;
+
+export type BackstopDeps = {
+  rpc: Pick<FollowRpc, 'existence'>;
+  store: Pick<FollowStore, 'members' | 'markChecked'>;
+  clock: Clock;
+  slots: Pick<SlotClock, 'trusts'>;
+  /** `CACHE_FRESH_MS`: the first wait, and the wait again after a check that found a deletion. */
+  freshMs: number;
+  /** Credits of one `getMultipleAccounts` and of one scan (`RPC_CREDITS`). */
+  checkCost: number;
+  scanCost: number;
+  reread: Reread;
+  changed: (parent: string) => void;
+  metrics: Metrics;
+};
+
+type Schedule = { intervalMs: number; dueAt: number };
+
+/**
+ * Existence checks, the backstop of deletions (docs/design.md, "Freshness"): the logs stream
+ * reports Deletes within seconds, but a missed one (a notification lost, a transaction that
+ * stayed unreadable) would otherwise stay. Each followed parent's subdomain name accounts and
+ * reverse records are checked with `getMultipleAccounts` (`dataSlice` of length 0, 100 keys a
+ * credit, keys of every due parent batched together), first one freshness window after it is
+ * followed, then after twice the last wait while checks find nothing gone, up to a day: a quiet
+ * parent costs at most a credit a day once settled. A check that finds a deletion starts again
+ * from a window. A parent whose check would cost more than a scan is re-read instead.
+ */
+export class Backstop {
+  private readonly schedules = new Map<string, Schedule>();
+
+  constructor(private readonly deps: BackstopDeps) {}
+
+  /** Makes the checked parents `parents`: new ones are first due a window from now. */
+  sync(parents: Iterable<string>): void {
+    const want = new Set(parents);
+    for (const parent of this.schedules.keys())
+      if (!want.has(parent)) this.schedules.delete(parent);
+    const now = this.deps.clock.now();
+    for (const parent of want) {
+      if (!this.schedules.has(parent)) {
+        this.schedules.set(parent, {
+          intervalMs: this.deps.freshMs,
+          dueAt: now + this.deps.freshMs,
+        });
+      }
+    }
+  }
+
+  /** Checks `parent` too, first a window from now. */
+  add(parent: string): void {
+    if (this.schedules.has(parent)) return;
+    const { freshMs, clock } = this.deps;
+    this.schedules.set(parent, { intervalMs: freshMs, dueAt: clock.now() + freshMs });
+  }
+
+  /** When `parent` is next checked (tests, metrics). */
+  dueAt(parent: string): number | undefined {
+    return this.schedules.get(parent)?.dueAt;
+  }
+
+  /**
+   * Checks the parents due now (up to {@link BACKSTOP_ROUND_KEYS} keys; the rest wait for the
+   * next round).
+   *
+   * @throws RpcCallError when a call fails: nothing is touched, the parents stay due.
+   */
+  async round(): Promise<void> {
+    const { deps } = this;
+    const now = deps.clock.now();
+    type Due = { parent: string; keys: Array<[account: string, reverse: string]> };
+    const due: Due[] = [];
+    let total = 0;
+    for (const [parent, schedule] of this.schedules) {
+      if (schedule.dueAt > now) continue;
+      const members = await deps.store.members(parent);
+      if (!members) {
+        this.schedules.delete(parent);
+        continue;
+      }
+      const parentKey = domainKey(parent);
+      const keys = [...members.keys()].map((account): [string, string] => [
+        account,
+        toBase58(reverseKeyFromDomainKey(account, parentKey)),
+      ]);
+      if (Math.ceil((2 * keys.length) / 100) * deps.checkCost > deps.scanCost) {
+        deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.scanned });
+        deps.reread(parent, undefined);
+        this.quiet(schedule, now);
+        continue;
+      }
+      if (total + 2 * keys.length > BACKSTOP_ROUND_KEYS && due.length > 0) break;
+      total += 2 * keys.length;
+      due.push({ parent, keys });
+    }
+    if (due.length === 0) return;
+    const { exists, slot } = await deps.rpc.existence(
+      due.flatMap((d) => d.keys.flat()),
+      undefined,
+    );
+    for (const { parent, keys } of due) {
+      const schedule = this.schedules.get(parent);
+      if (!schedule) continue;
+      // A reply slot not believed proves nothing: the parent stays as it is, checked next time.
+      if (slot === undefined || !deps.slots.trusts(slot)) {
+        this.quiet(schedule, now);
+        continue;
+      }
+      const gone = keys
+        .filter(([a, r]) => exists.get(a) !== true || exists.get(r) !== true)
+        .map(([account]) => account);
+      // Per member slot guard: a member added after the slot this check read at stays.
+      const dropped = await deps.store.markChecked(parent, now, slot, gone);
+      if (dropped === 0) {
+        deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.unchanged });
+        this.quiet(schedule, now);
+        continue;
+      }
+      deps.changed(parent);
+      deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.dropped });
+      schedule.intervalMs = deps.freshMs;
+      schedule.dueAt = now + deps.freshMs;
+    }
+  }
+
+  private quiet(schedule: Schedule, now: number): void {
+    schedule.intervalMs = Math.min(BACKSTOP_MAX_MS, schedule.intervalMs * 2);
+    schedule.dueAt = now + schedule.intervalMs;
+  }
+}

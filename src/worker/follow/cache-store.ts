@@ -1,0 +1,48 @@
+import type { SubdomainCache } from '../../core/cache/subdomain-cache.js';
+import type { RedisClient } from '../../core/redis.js';
+import { redisKeys } from '../../core/redis-keys.js';
+import type { FollowStore } from './types.js';
+
+/**
+ * The follower's store over the subdomain cache's split layout of the configured endpoint
+ * (docs/design.md, "The subdomain cache"): every write is one of its Lua scripts, each member
+ * change slot-guarded there.
+ */
+export function cacheStore(
+  cache: SubdomainCache,
+  redis: RedisClient,
+  prefix: string,
+  endpointId: string,
+): FollowStore {
+  const registry = redisKeys(prefix).followedParents(endpointId);
+  return {
+    async applyChanges(parent, changes, slot) {
+      const { outcome } = await cache.applyChanges(endpointId, parent, changes, slot);
+      return outcome === 'written' ? 'changed' : outcome;
+    },
+    async member(parent, account) {
+      return (await cache.member(endpointId, parent, account)) ?? undefined;
+    },
+    async members(parent) {
+      const read = await cache.getWithAccounts(endpointId, parent);
+      return read?.accounts ? new Map(Object.entries(read.accounts)) : undefined;
+    },
+    async parentOfMember(account) {
+      return (await cache.parentOfMember(endpointId, account)) ?? undefined;
+    },
+    async followedParents(sinceMs) {
+      // One range read: the registry's scores are the parents' last use (Unix ms).
+      return sinceMs === undefined
+        ? redis.zrange(registry, 0, -1)
+        : redis.zrangebyscore(registry, Math.max(0, Math.floor(sinceMs)), '+inf');
+    },
+    async markChecked(parent, checkedAt, slot, gone) {
+      const { dropped } = await cache.markChecked(endpointId, parent, {
+        fetchedAt: checkedAt,
+        slot,
+        gone,
+      });
+      return dropped;
+    },
+  };
+}

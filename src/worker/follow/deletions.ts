@@ -1,0 +1,157 @@
+import type { Logger } from 'pino';
+import type { Metrics } from '../../core/metrics.js';
+import type { SlotClock } from '../../core/rpc/slot.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import type { FollowRpc } from './rpc.js';
+import type { LogsNote } from './stream.js';
+import { logsDelete, nameWrites } from './transaction.js';
+import type { Clock, FollowStore, Reread } from './types.js';
+
+/** Tries of one `getTransaction` (null from a lagging node, or a failed call) before giving up. */
+export const TRANSACTION_TRIES = 6;
+/** First wait between tries, doubled each time: 0.25 + 0.5 + 1 + 2 + 4 s, about 8 s in all. */
+export const TRANSACTION_BACKOFF_MS = 250;
+/** Transactions waiting to be read at most; past it a Delete is lost (the caller heals that). */
+export const MAX_QUEUED = 1_000;
+/** Transactions read at once. */
+const CONCURRENCY = 4;
+
+export type DeletionsDeps = {
+  rpc: Pick<FollowRpc, 'transaction'>;
+  store: Pick<FollowStore, 'parentOfMember' | 'applyChanges'>;
+  clock: Clock;
+  slots: Pick<SlotClock, 'trusts' | 'newest'>;
+  reread: Reread;
+  changed: (parent: string) => void;
+  /**
+   * A transaction that deleted names could not be read (every try null or failed, or past
+   * {@link MAX_QUEUED}): which entries it touched is unknown.
+   */
+  lost: (signature: string) => void;
+  metrics: Metrics;
+  logger: Logger;
+};
+
+/**
+ * Deletions within seconds (docs/design.md, "Freshness"). The name program's Delete zeroes and
+ * closes the account, and `programSubscribe` sends nothing for it; `logsSubscribe` reports the
+ * transaction, whose logs hold "Instruction: Delete Name". Only those transactions are read
+ * (`getTransaction`, 1 credit): the first account of each Delete, inner instructions included,
+ * maps to its parent through the store's member index, and the member is removed at the
+ * transaction's slot. A node that has not seen the transaction yet answers null: tried again with
+ * back-off, {@link TRANSACTION_TRIES} times, then given up as lost.
+ */
+export class Deletions {
+  private readonly queue: string[] = [];
+  private readonly queued = new Set<string>();
+  private running = 0;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(private readonly deps: DeletionsDeps) {}
+
+  /** A logs notification: reads the transaction when it deleted a name. Synchronous. */
+  onLogs(note: LogsNote): void {
+    if (note.failed || !logsDelete(note.logs)) return;
+    this.enqueue(note.signature);
+  }
+
+  /** Reads the transaction `signature` for Deletes (a gap heal found it). */
+  enqueue(signature: string): void {
+    if (this.queued.has(signature)) return;
+    if (this.queued.size >= MAX_QUEUED) {
+      this.deps.lost(signature);
+      return;
+    }
+    this.queued.add(signature);
+    this.queue.push(signature);
+    this.pump();
+  }
+
+  /** Resolves once nothing is queued or being read. */
+  idle(): Promise<void> {
+    if (this.queued.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /**
+   * Removes the members whose name account (or reverse record) is among `accounts`, deleted at
+   * `slot`; accounts of no cached parent are skipped. A slot past the clock's ceiling is not
+   * believed: the parent is re-read instead.
+   *
+   * @returns how many entries changed.
+   */
+  async removeDeleted(accounts: readonly string[], slot: number): Promise<number> {
+    const { store, slots } = this.deps;
+    const byParent = new Map<string, Map<string, string>>();
+    for (const account of accounts) {
+      const found = await store.parentOfMember(account);
+      if (!found) continue;
+      const changes = byParent.get(found.parent) ?? new Map<string, string>();
+      changes.set(
+        found.subdomain,
+        toBase58(reverseKeyFromDomainKey(found.subdomain, domainKey(found.parent))),
+      );
+      byParent.set(found.parent, changes);
+    }
+    let changed = 0;
+    for (const [parent, members] of byParent) {
+      if (!slots.trusts(slot)) {
+        this.deps.reread(parent, slots.newest);
+        continue;
+      }
+      const outcome = await store.applyChanges(
+        parent,
+        [...members].map(([account, reverse]) => ({ account, reverse, member: null })),
+        slot,
+      );
+      if (outcome === 'changed') {
+        changed++;
+        this.deps.changed(parent);
+      }
+    }
+    return changed;
+  }
+
+  private pump(): void {
+    while (this.running < CONCURRENCY && this.queue.length > 0) {
+      const signature = this.queue.shift() as string;
+      this.running++;
+      void this.read(signature)
+        .catch((err: unknown) => {
+          this.deps.logger.warn(
+            { err: String(err), signature },
+            'follow: a deletion was not applied',
+          );
+          this.deps.lost(signature);
+        })
+        .finally(() => {
+          this.running--;
+          this.queued.delete(signature);
+          this.pump();
+          if (this.queued.size === 0) for (const w of this.waiters.splice(0)) w();
+        });
+    }
+  }
+
+  private async read(signature: string): Promise<void> {
+    const { rpc, clock } = this.deps;
+    let wait = TRANSACTION_BACKOFF_MS;
+    for (let attempt = 1; ; attempt++) {
+      const tx = await rpc.transaction(signature).catch(() => undefined);
+      const writes = tx === undefined || tx === null ? undefined : nameWrites(tx);
+      if (writes) {
+        await this.removeDeleted(writes.deleted, writes.slot);
+        return;
+      }
+      // A transaction that failed, or one the node sent that is not a transaction: nothing to do.
+      if (tx !== undefined && tx !== null) return;
+      if (attempt >= TRANSACTION_TRIES) {
+        this.deps.logger.warn({ signature }, 'follow: a deleting transaction stayed unreadable');
+        this.deps.lost(signature);
+        return;
+      }
+      await new Promise<void>((resolve) => clock.after(wait, resolve));
+      wait *= 2;
+    }
+  }
+}

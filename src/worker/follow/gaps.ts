@@ -1,0 +1,103 @@
+import type { Logger } from 'pino';
+import { toBase58 } from '../../core/sns/pda.js';
+import type { Deletions } from './deletions.js';
+import type { FollowRpc } from './rpc.js';
+import { NAME_PROGRAM } from './stream.js';
+import { nameWrites } from './transaction.js';
+import type { AccountNote } from './types.js';
+
+/**
+ * The most transactions a gap is healed by reading: past it (a long outage on a busy chain) the
+ * follower starts a new epoch instead (entries fetched before it are re-read when asked), which
+ * costs what is asked for rather than what happened.
+ */
+export const GAP_MAX_SIGNATURES = 500;
+
+/** How a gap ended: healed (nothing missed), or a new epoch is needed. */
+export type GapOutcome =
+  { healed: true; newest: string | undefined } | { healed: false; why: string };
+
+export type GapDeps = {
+  rpc: FollowRpc;
+  deletions: Pick<Deletions, 'removeDeleted'>;
+  /** Routes an account read in the gap as if notified (the follower's filter, then the patcher). */
+  feed: (note: AccountNote, parentKey: string) => void;
+  logger: Logger;
+  maxSignatures?: number;
+  /**
+   * The newest slot the new stream has shown: the gap's end. The signatures are read at it or
+   * later, so a node lagging the websocket's cannot answer without the gap's last transactions.
+   */
+  minContextSlot?: number;
+  /** Waits before a transaction a lagging node answered null is asked again (none: no retry). */
+  wait?: (ms: number) => Promise<void>;
+};
+
+/** Tries of a transaction a lagging node does not have yet, within a gap. */
+const GAP_TRANSACTION_TRIES = 4;
+
+/**
+ * Heals a gap in the stream (a reconnect, a silent stream, a worker taking over): the name
+ * program's transactions since the last one seen (`getSignaturesForAddress` until it), each read
+ * (`getTransaction`), the accounts they wrote read once (`getMultipleAccounts`, sliced as the
+ * stream) and fed to the patcher like notifications, the accounts they deleted removed. Cost
+ * follows what changed in the gap (1 + one per transaction + one per 100 accounts), not parents.
+ */
+export async function healGap(deps: GapDeps, until: string | undefined): Promise<GapOutcome> {
+  if (until === undefined) return { healed: false, why: 'no transaction seen before the gap' };
+  const max = deps.maxSignatures ?? GAP_MAX_SIGNATURES;
+  let signatures;
+  try {
+    signatures = await deps.rpc.signatures({
+      until,
+      limit: max + 1,
+      ...(deps.minContextSlot === undefined ? {} : { minContextSlot: deps.minContextSlot }),
+    });
+  } catch (err) {
+    return { healed: false, why: `signatures: ${String(err)}` };
+  }
+  if (signatures.length > max) return { healed: false, why: `more than ${max} transactions` };
+  const deleted: Array<{ accounts: string[]; slot: number }> = [];
+  const written = new Set<string>();
+  let top = 0;
+  // Oldest first, so a later write of an account wins over an earlier one.
+  for (const sig of [...signatures].reverse()) {
+    if (sig.failed) continue;
+    let tx: unknown;
+    for (let attempt = 1, wait = 250; ; attempt++, wait *= 2) {
+      try {
+        tx = await deps.rpc.transaction(sig.signature);
+      } catch (err) {
+        return { healed: false, why: `transaction: ${String(err)}` };
+      }
+      if ((tx !== null && tx !== undefined) || !deps.wait || attempt >= GAP_TRANSACTION_TRIES)
+        break;
+      await deps.wait(wait);
+    }
+    if (tx === null || tx === undefined) return { healed: false, why: 'a transaction not found' };
+    const writes = nameWrites(tx);
+    if (!writes) continue;
+    top = Math.max(top, writes.slot);
+    for (const account of writes.deleted) written.delete(account);
+    for (const account of writes.written) written.add(account);
+    if (writes.deleted.length > 0) deleted.push({ accounts: writes.deleted, slot: writes.slot });
+  }
+  if (written.size > 0) {
+    const keys = [...written];
+    let read;
+    try {
+      read = await deps.rpc.accounts(keys);
+    } catch (err) {
+      return { healed: false, why: `accounts: ${String(err)}` };
+    }
+    const slot = read.slot ?? top;
+    read.accounts.forEach((account, i) => {
+      const pubkey = keys[i];
+      if (!account || pubkey === undefined || account.owner !== NAME_PROGRAM) return;
+      if (account.head.length < 32) return;
+      deps.feed({ slot, pubkey, head: account.head }, toBase58(account.head.subarray(0, 32)));
+    });
+  }
+  for (const { accounts, slot } of deleted) await deps.deletions.removeDeleted(accounts, slot);
+  return { healed: true, newest: signatures[0]?.signature };
+}

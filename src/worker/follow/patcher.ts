@@ -1,0 +1,309 @@
+import type { Logger } from 'pino';
+import { occasionalWarning } from '../../core/logger.js';
+import {
+  WS_NOTIFICATION_OUTCOME,
+  type Metrics,
+  type WsNotificationOutcome,
+} from '../../core/metrics.js';
+import type { SlotClock } from '../../core/rpc/slot.js';
+import { fromBase58, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import { classifyChange, type Change } from '../sns/change.js';
+import { scanSliceOf } from './stream.js';
+import type { AccountNote, Clock, FollowStore, Member, Reread } from './types.js';
+
+/**
+ * How long a reverse record's notification waits for its subdomain name account's (they are
+ * written in one transaction, so both come within a slot or two), before the parent is re-read.
+ */
+export const PAIRING_MS = 1_500;
+/**
+ * Accounts with a notification waiting to be applied, per parent: a newer notification of an
+ * account replaces its waiting one (only the newest state matters), and past this bound the
+ * parent's waiting notifications are dropped for one re-read at the newest of their slots, which
+ * covers them all. The same bound holds the halves waiting for their pair. A burst this large is
+ * cheaper to scan than to patch, and a flood cannot grow the heap.
+ */
+export const MAX_PENDING_PER_PARENT = 256;
+/** {@link MAX_PENDING_PER_PARENT} over every parent together. */
+export const MAX_PENDING = 10_000;
+
+export type PatcherDeps = {
+  store: FollowStore;
+  clock: Clock;
+  /**
+   * The worker's slot clock: a notification's slot past its ceiling is not believed (the parent
+   * is re-read at the newest slot believed instead, nothing patched).
+   */
+  slots: Pick<SlotClock, 'trusts' | 'ceiling' | 'newest'>;
+  reread: Reread;
+  /** An entry changed: tell the API processes (a refresh event). */
+  changed: (parent: string) => void;
+  metrics: Metrics;
+  logger: Logger;
+};
+
+type Pair = { slot: number; cancel: () => void };
+
+type ParentState = {
+  parentKey: Buffer;
+  /** Waiting notifications by account, the newest of each; one loop applies them in order. */
+  pending: Map<string, AccountNote>;
+  /** A re-read owed, at this slot or later (undefined: at what the RPC has). */
+  owed?: { slot: number | undefined };
+  draining?: Promise<void>;
+  /** Reverse records notified before their subdomain name account: account -> label, slot. */
+  reverses: Map<string, Pair & { label: string }>;
+  /** New subdomain name accounts waiting for their reverse record: account -> owner, slot. */
+  seen: Map<string, Pair & { owner: string }>;
+};
+
+/**
+ * Turns account notifications of followed parents into member changes of their entries
+ * (docs/design.md, "Freshness"): a new subdomain once both its name account and its reverse
+ * record (derived from the label) are seen, usually in one transaction; a transfer when a listed
+ * subdomain's owner changes; anything it cannot prove (a text cut at the slice, an emptied text, a
+ * record made by hand, a slot past the clock's ceiling, a half whose pair never came) a re-read
+ * at the notification's slot. Notifications wait per parent keyed by account, bounded (see
+ * {@link MAX_PENDING_PER_PARENT}); one loop per parent applies them. Never backwards: the store
+ * ignores a member change older than the member's slot.
+ */
+export class Patcher {
+  private readonly parents = new Map<string, ParentState>();
+  private pendingTotal = 0;
+  private readonly warnAhead: ReturnType<typeof occasionalWarning>;
+
+  constructor(private readonly deps: PatcherDeps) {
+    this.warnAhead = occasionalWarning(deps.logger, 60_000, () => deps.clock.now());
+  }
+
+  /** Notifications waiting over every parent. */
+  get pending(): number {
+    return this.pendingTotal;
+  }
+
+  /**
+   * Queues a notification of an account under `parent` (whose key is `parentKey`, base58). It
+   * replaces a waiting one of the same account (newest slot wins; at one slot, the last
+   * received); past the bounds the parent's waiting ones are dropped for one re-read. Synchronous
+   * and bounded.
+   */
+  notify(parent: string, parentKey: string, note: AccountNote): void {
+    const state = this.stateOf(parent, parentKey);
+    const coalesced = (n: number) =>
+      this.deps.metrics.wsNotifications.inc({ outcome: WS_NOTIFICATION_OUTCOME.coalesced }, n);
+    const waiting = state.pending.get(note.pubkey);
+    if (waiting) {
+      coalesced(1);
+      if (waiting.slot <= note.slot) state.pending.set(note.pubkey, note);
+    } else if (state.pending.size >= MAX_PENDING_PER_PARENT || this.pendingTotal >= MAX_PENDING) {
+      coalesced(state.pending.size + 1);
+      this.owe(state, [...[...state.pending.values()].map((n) => n.slot), note.slot]);
+      this.pendingTotal -= state.pending.size;
+      state.pending.clear();
+    } else {
+      state.pending.set(note.pubkey, note);
+      this.pendingTotal++;
+    }
+    this.drain(parent, state);
+  }
+
+  /** Stops patching `parent`: its waiting notifications and pairs are dropped. */
+  forget(parent: string): void {
+    const state = this.parents.get(parent);
+    if (!state) return;
+    for (const pair of state.reverses.values()) pair.cancel();
+    for (const pair of state.seen.values()) pair.cancel();
+    this.pendingTotal -= state.pending.size;
+    state.pending.clear();
+    this.parents.delete(parent);
+  }
+
+  /** Resolves once every parent's loop is idle (tests, shutdown). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const running: Array<Promise<void>> = [];
+      for (const s of this.parents.values()) if (s.draining) running.push(s.draining);
+      if (running.length === 0) return;
+      await Promise.all(running);
+    }
+  }
+
+  private stateOf(parent: string, parentKey: string): ParentState {
+    let state = this.parents.get(parent);
+    if (!state) {
+      state = {
+        parentKey: fromBase58(parentKey),
+        pending: new Map(),
+        reverses: new Map(),
+        seen: new Map(),
+      };
+      this.parents.set(parent, state);
+    }
+    return state;
+  }
+
+  /** Owes one re-read at the highest of `slots` believed (else the newest the RPC has shown). */
+  private owe(state: ParentState, slots: number[]): void {
+    const clock = this.deps.slots;
+    let slot = state.owed?.slot;
+    for (const s of slots) {
+      const at = clock.trusts(s) ? s : clock.newest;
+      if (at !== undefined) slot = Math.max(slot ?? at, at);
+    }
+    state.owed = { slot };
+  }
+
+  private drain(parent: string, state: ParentState): void {
+    if (state.draining) return;
+    const current = () => this.parents.get(parent) === state;
+    state.draining = (async () => {
+      while (current()) {
+        if (state.owed) {
+          const { slot } = state.owed;
+          state.owed = undefined;
+          this.deps.reread(parent, slot);
+          continue;
+        }
+        const next = state.pending.values().next();
+        if (next.done) return;
+        const note = next.value;
+        state.pending.delete(note.pubkey);
+        this.pendingTotal--;
+        await this.apply(parent, state, note).catch((err: unknown) => {
+          this.deps.logger.warn({ err: String(err), parent }, 'follow: a patch failed: re-read');
+          this.owe(state, [note.slot]);
+        });
+      }
+    })().finally(() => {
+      state.draining = undefined;
+      if (current() && (state.owed || state.pending.size > 0)) this.drain(parent, state);
+    });
+  }
+
+  private count(outcome: WsNotificationOutcome): void {
+    this.deps.metrics.wsNotifications.inc({ outcome });
+  }
+
+  private async apply(parent: string, state: ParentState, note: AccountNote): Promise<void> {
+    const { slots, store } = this.deps;
+    const { slot } = note;
+    if (!slots.trusts(slot)) {
+      const ceiling = slots.ceiling();
+      if (ceiling !== undefined) {
+        this.warnAhead(
+          { parent, slot, ceiling },
+          'notification slot ahead of any the RPC has shown: re-read instead',
+        );
+      }
+      this.count(WS_NOTIFICATION_OUTCOME.reread);
+      this.owe(state, [slot]);
+      return;
+    }
+    const change: Change = note.head
+      ? classifyChange(note.pubkey, scanSliceOf(note.head), state.parentKey)
+      : { kind: 'unproven' };
+    switch (change.kind) {
+      case 'unproven':
+      case 'empty':
+        this.count(WS_NOTIFICATION_OUTCOME.reread);
+        this.owe(state, [slot]);
+        return;
+      case 'subdomain': {
+        const { subdomain, owner } = change;
+        const waiting = state.reverses.get(subdomain);
+        if (waiting) {
+          waiting.cancel();
+          state.reverses.delete(subdomain);
+          return this.write(
+            parent,
+            state,
+            subdomain,
+            [waiting.label, owner],
+            Math.max(slot, waiting.slot),
+          );
+        }
+        const listed = await store.member(parent, subdomain);
+        // A listed subdomain's own header changed: a transfer (a new owner), or nothing.
+        if (listed) return this.write(parent, state, subdomain, [listed.label, owner], slot);
+        // A new name account: listed once its reverse record comes (usually in the same
+        // transaction). If none comes, only a scan tells (a name re-created under a record that
+        // stayed, or no record at all).
+        this.wait(parent, state, state.seen, subdomain, { slot, owner });
+        return;
+      }
+      case 'reverse': {
+        const { subdomain, label } = change;
+        const seen = state.seen.get(subdomain);
+        if (seen) {
+          seen.cancel();
+          state.seen.delete(subdomain);
+          return this.write(
+            parent,
+            state,
+            subdomain,
+            [label, seen.owner],
+            Math.max(slot, seen.slot),
+          );
+        }
+        const listed = await store.member(parent, subdomain);
+        if (listed) return this.write(parent, state, subdomain, [label, listed.owner], slot);
+        this.wait(parent, state, state.reverses, subdomain, { slot, label });
+        return;
+      }
+    }
+  }
+
+  /** Waits {@link PAIRING_MS} for the other half of `subdomain`; then the parent is re-read. */
+  private wait<T extends Pair>(
+    parent: string,
+    state: ParentState,
+    pairs: Map<string, T>,
+    subdomain: string,
+    half: Omit<T, 'cancel'>,
+  ): void {
+    pairs.get(subdomain)?.cancel();
+    pairs.delete(subdomain);
+    if (pairs.size >= MAX_PENDING_PER_PARENT) {
+      const slots: number[] = [];
+      for (const pair of pairs.values()) {
+        pair.cancel();
+        slots.push(pair.slot);
+      }
+      this.deps.metrics.wsNotifications.inc(
+        { outcome: WS_NOTIFICATION_OUTCOME.coalesced },
+        pairs.size,
+      );
+      pairs.clear();
+      this.owe(state, slots);
+    }
+    const cancel = this.deps.clock.after(PAIRING_MS, () => {
+      if (pairs.get(subdomain)?.cancel !== cancel) return;
+      pairs.delete(subdomain);
+      this.count(WS_NOTIFICATION_OUTCOME.reread);
+      this.owe(state, [half.slot]);
+      this.drain(parent, state);
+    });
+    pairs.set(subdomain, { ...half, cancel } as T);
+  }
+
+  private async write(
+    parent: string,
+    state: ParentState,
+    subdomain: string,
+    member: Member,
+    slot: number,
+  ): Promise<void> {
+    const reverse = toBase58(reverseKeyFromDomainKey(subdomain, state.parentKey));
+    const outcome = await this.deps.store.applyChanges(
+      parent,
+      [{ account: subdomain, reverse, member }],
+      slot,
+    );
+    if (outcome === 'changed') {
+      this.count(WS_NOTIFICATION_OUTCOME.patched);
+      this.deps.changed(parent);
+    } else {
+      this.count(WS_NOTIFICATION_OUTCOME.ignored);
+    }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The RPC calls the follower makes besides its websocket, as an interface: the units take it, the
+ * runtime passes {@link import('./lane-rpc.js').laneRpc} (the configured endpoint's client, costs
+ * counted there), tests pass fakes.
+ */
+export interface FollowRpc {
+  /**
+   * `getSlot` at `confirmed`, observed by the worker's slot clock: a worker that has not anchored
+   * its clock yet (two replies that agree) believes no notification's slot, so a new owner asks
+   * until it has (2 credits, once per process).
+   *
+   * @throws RpcCallError when the call fails.
+   */
+  slot(): Promise<void>;
+  /**
+   * `getTransaction(signature, {encoding: 'json', maxSupportedTransactionVersion: 0, commitment:
+   * 'confirmed'})`: the result as the RPC sent it, null when the node has not seen it (yet).
+   *
+   * @throws RpcCallError when the call fails (the client's retries spent).
+   */
+  transaction(signature: string): Promise<unknown>;
+  /**
+   * `getSignaturesForAddress(name program, {until, limit, minContextSlot})`, newest first. With
+   * `minContextSlot` a node behind that slot answers -32016, retried by the client.
+   *
+   * @throws RpcCallError when the call fails.
+   */
+  signatures(opts: {
+    until?: string;
+    limit: number;
+    minContextSlot?: number;
+  }): Promise<Array<{ signature: string; slot: number; failed: boolean }>>;
+  /**
+   * `getMultipleAccounts(keys)` sliced to the stream's head (bytes 0..130), 100 keys a call: each
+   * account's program owner and head, null when it does not exist; the lowest slot the replies
+   * read at (undefined when one is missing or not believed).
+   *
+   * @throws RpcCallError when a call fails.
+   */
+  accounts(keys: readonly string[]): Promise<{
+    slot: number | undefined;
+    accounts: Array<{ owner: string; head: Buffer } | null>;
+  }>;
+  /**
+   * Which of `keys` still have an account (`getMultipleAccounts`, `dataSlice` of length 0, 100
+   * keys a call) at `minContextSlot` or later, and the lowest believed slot the replies read at.
+   *
+   * @throws RpcCallError when a call fails.
+   */
+  existence(
+    keys: readonly string[],
+    minContextSlot: number | undefined,
+  ): Promise<{ exists: Map<string, boolean>; slot: number | undefined }>;
+}

@@ -1,0 +1,120 @@
+import { fromBase58 } from '../../core/sns/pda.js';
+import { isSlot } from '../../core/rpc/slot.js';
+import { NAME_PROGRAM } from './stream.js';
+
+/**
+ * The name program's instruction tags (spl-name-service, `NameRegistryInstruction`: a Borsh enum,
+ * the tag its first byte) and, for each, the index of the name account among the instruction's
+ * accounts.
+ */
+const NAME_ACCOUNT_AT: ReadonlyMap<number, number> = new Map([
+  [0, 2], // Create: system program, payer, name account, ...
+  [1, 0], // Update: name account, ...
+  [2, 0], // Transfer: name account, owner, ...
+  [3, 0], // Delete: name account, owner, refund target
+  [4, 2], // Realloc: system program, payer, name account, owner
+]);
+export const DELETE_TAG = 3;
+/** The log line of a Delete (`msg!` in the program's processor). */
+export const DELETE_LOG = 'Instruction: Delete Name';
+/** Longest instruction data decoded (base58 decoding is quadratic); only its first byte counts. */
+const MAX_DATA_CHARS = 4096;
+
+/** What one transaction did to name accounts (both lists without repeats, in order). */
+export type NameWrites = {
+  slot: number;
+  /** Accounts a Delete closed (the first account of each Delete, inner instructions included). */
+  deleted: string[];
+  /** Accounts another instruction of the program wrote (created, updated, transferred). */
+  written: string[];
+};
+
+type Instruction = {
+  programIdIndex?: unknown;
+  programId?: unknown;
+  accounts?: unknown;
+  data?: unknown;
+};
+
+/**
+ * Reads a `getTransaction` result (encoding `json` or `jsonParsed`, legacy or version 0) for the
+ * name program's instructions, top level and inner. Returns undefined for a result that is not a
+ * transaction (null: not found yet, a lagging node) or one that failed (it changed nothing).
+ */
+export function nameWrites(tx: unknown): NameWrites | undefined {
+  if (typeof tx !== 'object' || tx === null) return undefined;
+  const t = tx as {
+    slot?: unknown;
+    meta?: {
+      err?: unknown;
+      innerInstructions?: unknown;
+      loadedAddresses?: { writable?: unknown; readonly?: unknown };
+    } | null;
+    transaction?: { message?: { accountKeys?: unknown; instructions?: unknown } };
+  };
+  if (!isSlot(t.slot) || t.meta?.err != null) return undefined;
+  const message = t.transaction?.message;
+  const keys = [
+    ...keyList(message?.accountKeys),
+    ...keyList(t.meta?.loadedAddresses?.writable),
+    ...keyList(t.meta?.loadedAddresses?.readonly),
+  ];
+  const all: Instruction[] = [...list<Instruction>(message?.instructions)];
+  for (const inner of list<{ instructions?: unknown }>(t.meta?.innerInstructions)) {
+    all.push(...list<Instruction>(inner?.instructions));
+  }
+  const deleted = new Set<string>();
+  const written = new Set<string>();
+  for (const ix of all) {
+    if (typeof ix !== 'object' || ix === null) continue;
+    const program =
+      typeof ix.programId === 'string'
+        ? ix.programId
+        : typeof ix.programIdIndex === 'number'
+          ? keys[ix.programIdIndex]
+          : undefined;
+    if (program !== NAME_PROGRAM) continue;
+    const tag = firstByte(ix.data);
+    const at = tag === undefined ? undefined : NAME_ACCOUNT_AT.get(tag);
+    if (at === undefined) continue;
+    const accounts = list<unknown>(ix.accounts);
+    const ref = accounts[at];
+    const account = typeof ref === 'string' ? ref : typeof ref === 'number' ? keys[ref] : undefined;
+    if (account === undefined) continue;
+    if (tag === DELETE_TAG) {
+      deleted.add(account);
+      written.delete(account);
+    } else if (!deleted.has(account)) written.add(account);
+  }
+  return { slot: t.slot, deleted: [...deleted], written: [...written] };
+}
+
+/** Whether a transaction's logs say it deleted a name (it is worth a `getTransaction`). */
+export const logsDelete = (logs: readonly string[]): boolean =>
+  logs.some((line) => line.includes(DELETE_LOG));
+
+function list<T>(value: unknown): T[] {
+  return Array.isArray(value) ? (value as T[]) : [];
+}
+
+/** Account keys as `json` (strings) or `jsonParsed` (`{pubkey}`) writes them. */
+function keyList(value: unknown): string[] {
+  return list<unknown>(value).map((k) =>
+    typeof k === 'string'
+      ? k
+      : typeof (k as { pubkey?: unknown })?.pubkey === 'string'
+        ? (k as { pubkey: string }).pubkey
+        : '',
+  );
+}
+
+function firstByte(data: unknown): number | undefined {
+  if (typeof data !== 'string' || data.length === 0 || data.length > MAX_DATA_CHARS)
+    return undefined;
+  try {
+    const bytes = fromBase58(data);
+    return bytes[0];
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * What the follower's units share: the store they write through, the clock they wait on, and an
+ * account as the stream or a gap read reports it (docs/design.md, "Freshness").
+ */
+
+/** A subdomain as the entry lists it: its label and the owner in its name account's header. */
+export type Member = readonly [label: string, owner: string];
+
+/**
+ * One touched subdomain of a parent: its name account, its reverse record (the store maps both to
+ * the parent, so a deleted account found in a transaction finds its parent in one read), and what
+ * it is now (`null`: gone).
+ */
+export type MemberChange = { account: string; reverse: string; member: Member | null };
+
+/** What {@link FollowStore.applyChanges} did: `missing` when the parent has no entry. */
+export type ApplyOutcome = 'changed' | 'unchanged' | 'missing';
+
+/**
+ * The slice of the store the follower needs (src/core/cache: the split layout of the configured
+ * endpoint's entries). Each write is atomic and per member slot-guarded: a change older than the
+ * member's stored slot is ignored, so nothing the follower does moves an entry backwards.
+ */
+export interface FollowStore {
+  /**
+   * Upserts or removes the touched members of `parent`'s entry at `slot`, raising the entry's
+   * slot to it; bumps the revision only when something changed.
+   */
+  applyChanges(
+    parent: string,
+    changes: readonly MemberChange[],
+    slot: number,
+  ): Promise<ApplyOutcome>;
+  /** A member of `parent` by its name account (base58), with the slot it was written at. */
+  member(
+    parent: string,
+    account: string,
+  ): Promise<{ label: string; owner: string; slot: number } | undefined>;
+  /** Every member of `parent` by name account (the backstop's keys); undefined: no entry. */
+  members(parent: string): Promise<Map<string, Member> | undefined>;
+  /** The parent and subdomain name account of a subdomain or reverse-record account. */
+  parentOfMember(account: string): Promise<{ parent: string; subdomain: string } | undefined>;
+  /**
+   * The parents the follower follows (the registry of cached parents): all of them, or with
+   * `sinceMs` only those asked for or written at or after that time (Unix ms).
+   */
+  followedParents(sinceMs?: number): Promise<string[]>;
+  /**
+   * Records an existence check of `parent` read at `slot` and begun at `checkedAt`: the members
+   * whose name account is in `gone` are dropped (unless written at a later slot), and the entry
+   * is known whole as of then. Returns how many were dropped.
+   */
+  markChecked(
+    parent: string,
+    checkedAt: number,
+    slot: number,
+    gone: readonly string[],
+  ): Promise<number>;
+}
+
+/** Time and timers, passed in so every unit is testable without waiting. */
+export type Clock = {
+  now(): number;
+  /** Runs `fn` after `ms` milliseconds; returns what cancels it. Never holds the process open. */
+  after(ms: number, fn: () => void): () => void;
+};
+
+/** The process's clock. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  after(ms, fn) {
+    const timer = setTimeout(fn, ms);
+    timer.unref();
+    return () => clearTimeout(timer);
+  },
+};
+
+/**
+ * One account of the name program written at `slot`, as a `programSubscribe` notification or a
+ * gap read reports it. `head` is its data from byte 0 to the end of the scan's slice
+ * ({@link import('./stream.js').HEAD_SLICE}): the parent at 0..32, then the scan's slice; undefined
+ * when the provider sent a length that is not ours (the change is then unknown).
+ */
+export type AccountNote = { slot: number; pubkey: string; head: Buffer | undefined };
+
+/** Where the follower re-reads a parent: a refresh job at `minContextSlot` or later. */
+export type Reread = (parent: string, minContextSlot: number | undefined) => void;

@@ -1,0 +1,211 @@
+import { Registry } from 'prom-client';
+import { createLogger } from '../../src/core/logger.js';
+import { createMetrics } from '../../src/core/metrics.js';
+import type { FollowRpc } from '../../src/worker/follow/rpc.js';
+import type {
+  ApplyOutcome,
+  Clock,
+  FollowStore,
+  Member,
+  MemberChange,
+} from '../../src/worker/follow/types.js';
+
+/** A clock whose time moves only when told: timers run in order as it passes them. */
+export class FakeClock implements Clock {
+  private t = 1_700_000_000_000;
+  private seq = 0;
+  private timers: Array<{ at: number; seq: number; fn: () => void }> = [];
+  now(): number {
+    return this.t;
+  }
+  after(ms: number, fn: () => void): () => void {
+    const timer = { at: this.t + ms, seq: this.seq++, fn };
+    this.timers.push(timer);
+    return () => {
+      this.timers = this.timers.filter((x) => x !== timer);
+    };
+  }
+  /** Moves time forward by `ms`, running each timer due on the way (and what its promises do). */
+  async advance(ms: number): Promise<void> {
+    const end = this.t + ms;
+    for (;;) {
+      await settle();
+      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const next = this.timers[0];
+      if (!next || next.at > end) break;
+      this.timers.shift();
+      this.t = Math.max(this.t, next.at);
+      next.fn();
+    }
+    this.t = end;
+    await settle();
+  }
+  get pending(): number {
+    return this.timers.length;
+  }
+}
+
+/** Lets every promise chain that is ready run. */
+export async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+
+/**
+ * The store as the plan describes it, in memory: per member slot guard (a change older than the
+ * member's slot is ignored), the entry's slot raised to the highest change, member index.
+ */
+export class FakeStore implements FollowStore {
+  readonly entries = new Map<
+    string,
+    { slot: number; rev: number; members: Map<string, { member: Member; slot: number }> }
+  >();
+  /** Tombstones: slot a member was removed at (the guard applies to re-adds too). */
+  readonly removed = new Map<string, number>();
+  readonly memberParents = new Map<string, { parent: string; subdomain: string }>();
+  readonly calls: string[] = [];
+  checked: Array<{ parent: string; at: number; slot: number | undefined }> = [];
+
+  /** Stores an entry as a scan would: account -> [label, owner, reverse record (optional)]. */
+  put(parent: string, slot: number, members: Record<string, readonly string[]>): void {
+    const map = new Map<string, { member: Member; slot: number }>();
+    for (const [account, [label = '', owner = '', reverse]] of Object.entries(members)) {
+      map.set(account, { member: [label, owner], slot });
+      this.memberParents.set(account, { parent, subdomain: account });
+      if (reverse) this.memberParents.set(reverse, { parent, subdomain: account });
+    }
+    this.entries.set(parent, { slot, rev: 1, members: map });
+  }
+
+  labels(parent: string): string[] {
+    return [...(this.entries.get(parent)?.members.values() ?? [])].map((m) => m.member[0]).sort();
+  }
+
+  async applyChanges(
+    parent: string,
+    changes: readonly MemberChange[],
+    slot: number,
+  ): Promise<ApplyOutcome> {
+    this.calls.push(`apply ${parent} ${slot}`);
+    const entry = this.entries.get(parent);
+    if (!entry) return 'missing';
+    let changed = false;
+    for (const { account, reverse, member } of changes) {
+      const current = entry.members.get(account);
+      const floor = current?.slot ?? this.removed.get(`${parent} ${account}`) ?? -1;
+      if (slot < floor) continue;
+      if (member === null) {
+        if (current) {
+          entry.members.delete(account);
+          this.removed.set(`${parent} ${account}`, slot);
+          this.memberParents.delete(account);
+          this.memberParents.delete(reverse);
+          changed = true;
+        }
+        continue;
+      }
+      if (current?.member[0] !== member[0] || current.member[1] !== member[1]) changed = true;
+      entry.members.set(account, { member, slot });
+      this.memberParents.set(account, { parent, subdomain: account });
+      this.memberParents.set(reverse, { parent, subdomain: account });
+    }
+    entry.slot = Math.max(entry.slot, slot);
+    if (changed) entry.rev++;
+    return changed ? 'changed' : 'unchanged';
+  }
+
+  async member(parent: string, account: string) {
+    const m = this.entries.get(parent)?.members.get(account);
+    return m ? { label: m.member[0], owner: m.member[1], slot: m.slot } : undefined;
+  }
+
+  async members(parent: string) {
+    const entry = this.entries.get(parent);
+    if (!entry) return undefined;
+    return new Map([...entry.members].map(([a, m]) => [a, m.member]));
+  }
+
+  async parentOfMember(account: string) {
+    return this.memberParents.get(account);
+  }
+
+  /** When each parent was last asked for or written (the registry's scores). */
+  readonly touched = new Map<string, number>();
+  async followedParents(sinceMs?: number) {
+    return [...this.entries.keys()].filter(
+      (p) => sinceMs === undefined || (this.touched.get(p) ?? 0) >= sinceMs,
+    );
+  }
+
+  async markChecked(parent: string, at: number, slot: number, gone: readonly string[]) {
+    this.checked.push({ parent, at, slot });
+    const entry = this.entries.get(parent);
+    let dropped = 0;
+    for (const account of gone) {
+      const m = entry?.members.get(account);
+      if (!m || m.slot > slot) continue;
+      entry?.members.delete(account);
+      dropped++;
+    }
+    return dropped;
+  }
+}
+
+/** An RPC whose answers tests set, counting calls as credits would be. */
+export class FakeRpc implements FollowRpc {
+  readonly calls: string[] = [];
+  txs = new Map<string, unknown[]>();
+  sigs: Array<{ signature: string; slot: number; failed: boolean }> = [];
+  accountsByKey = new Map<string, { owner: string; head: Buffer } | null>();
+  existing = new Set<string>();
+  replySlot: number | undefined = 100;
+  failSignatures = false;
+
+  /** `answers` are given one per call (the last repeats): null for a lagging node. */
+  setTx(signature: string, ...answers: unknown[]): void {
+    this.txs.set(signature, answers);
+  }
+  async slot() {
+    this.calls.push('getSlot');
+  }
+  async transaction(signature: string) {
+    this.calls.push(`getTransaction ${signature}`);
+    const answers = this.txs.get(signature);
+    if (!answers) return null;
+    return answers.length > 1 ? answers.shift() : answers[0];
+  }
+  async signatures(opts: { until?: string; limit: number }) {
+    this.calls.push(`getSignaturesForAddress ${opts.until ?? ''} ${opts.limit}`);
+    if (this.failSignatures) throw new Error('refused');
+    const out: typeof this.sigs = [];
+    for (const s of this.sigs) {
+      if (s.signature === opts.until) break;
+      out.push(s);
+    }
+    return out.slice(0, opts.limit);
+  }
+  async accounts(keys: readonly string[]) {
+    this.calls.push(`getMultipleAccounts ${keys.length}`);
+    return { slot: this.replySlot, accounts: keys.map((k) => this.accountsByKey.get(k) ?? null) };
+  }
+  async existence(keys: readonly string[]) {
+    for (let i = 0; i < keys.length; i += 100)
+      this.calls.push(`existence ${Math.min(100, keys.length - i)}`);
+    return { exists: new Map(keys.map((k) => [k, this.existing.has(k)])), slot: this.replySlot };
+  }
+  count(method: string): number {
+    return this.calls.filter((c) => c.startsWith(method)).length;
+  }
+}
+
+/** A slot clock that believes slots up to `ceiling`. */
+export const trustingSlots = (ceiling = 1_000_000) => ({
+  trusts: (slot: unknown): slot is number =>
+    typeof slot === 'number' && Number.isSafeInteger(slot) && slot >= 0 && slot <= ceiling,
+  ceiling: () => ceiling,
+  newest: ceiling - 10,
+});
+
+export const quietDeps = () => ({
+  metrics: createMetrics(new Registry()),
+  logger: createLogger('silent'),
+});
