@@ -368,10 +368,11 @@ export class SubdomainCache {
     for (let i = 1; i < read.length; i++) {
       const member = read[i] as string;
       const label = member.slice(0, member.lastIndexOf(SEP));
-      if (!wide && /[\ud800-\uffff]/.test(label)) wide = true;
+      if (!wide && /[\0\ud800-\uffff]/.test(label)) wide = true;
       labels[i - 1] = label;
     }
     // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
+    // A label holding the separator (a NUL) is ordered by what follows it, account included.
     if (wide) labels.sort();
     return { ...head, labels };
   }
