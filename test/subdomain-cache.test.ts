@@ -494,6 +494,21 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0!']);
   });
 
+  it('never lists again, from a change older than the last scan, an account that scan did not list', async () => {
+    await cache.put('e', 'late', scan(100), { A: ['a', 'o'] });
+    // X created at 90 and deleted at 95, its creation arriving after the scan at 100.
+    const late = { account: 'X', reverse: 'RX', member: ['x', 'o'] as const };
+    expect(await cache.applyChanges('e', 'late', [late], 90)).toEqual({
+      outcome: 'unchanged',
+      rev: 1,
+    });
+    expect((await cache.get(cache.key('e', 'late')))?.labels).toEqual(['a']);
+    expect(await cache.parentOfMember('e', 'X')).toBeNull();
+    // One seen after the scan lands.
+    expect((await cache.applyChanges('e', 'late', [late], 101)).outcome).toBe('written');
+    expect((await cache.get(cache.key('e', 'late')))?.labels).toEqual(['a', 'x']);
+  });
+
   it('applies changes to the accounts they name only, raising the slot and the revision when something changed', async () => {
     await cache.put('e', 'apply', scan(100), { A: ['a', 'o1'], B: ['b', 'o1'] });
     const change = (account: string, member: readonly [string, string] | null) => ({

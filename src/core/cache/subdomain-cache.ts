@@ -546,7 +546,8 @@ export class SubdomainCache {
    * Applies changes of some members of (endpoint, parent) in one atomic step, touching only
    * their accounts: O(changes · log n) whatever the parent's size. An upsert lists the member
    * (or changes its label or owner), a removal drops it, each with its member-parents fields. A
-   * change older than its member's stored slot is ignored (a late notification). When something
+   * change older than its member's stored slot is ignored (a late notification), as is one of an
+   * account not listed older than the last scan (which saw its outcome). When something
    * changed the revision is bumped and the entry's slot raised to `slot`; otherwise nothing but
    * member slots is written (an answer that did not change keeps its revision).
    *
