@@ -488,7 +488,12 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
 
   it('lists labels holding the separator (NUL) in answer order too', async () => {
     // Sorted-set members 'a\0c1' and 'a\0b\0X1': Redis orders them by the byte after 'a\0'.
-    await cache.put('e', 'nul', { labels: [], fetchedAt: 1 }, { X1: ['a\0b', 'o'], c1: ['a', 'o'] });
+    await cache.put(
+      'e',
+      'nul',
+      { labels: [], fetchedAt: 1 },
+      { X1: ['a\0b', 'o'], c1: ['a', 'o'] },
+    );
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0b']);
     await cache.put('e', 'nul', { labels: ['a\0!', 'a'], fetchedAt: 2 });
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0!']);
