@@ -477,6 +477,23 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     );
   });
 
+  it('indexes and forgets the accounts of a parent holding whitespace (any name the API takes)', async () => {
+    const parent = 'a b\tc';
+    await cache.put('e', parent, scan(10), { W1: ['w', 'o'], W2: ['v', 'o'] });
+    expect(await cache.parentOfMember('e', 'W1')).toEqual({ parent, subdomain: 'W1' });
+    expect(await cache.parentOfMember('e', reverseOf(parent, 'W1'))).toEqual({
+      parent,
+      subdomain: 'W1',
+    });
+    await cache.put('e', parent, scan(11), { W2: ['v', 'o'] });
+    expect(await cache.parentOfMember('e', 'W1')).toBeNull();
+    expect(await cache.parentOfMember('e', reverseOf(parent, 'W1'))).toBeNull();
+    const reverse = reverseOf(parent, 'W2');
+    await cache.applyChanges('e', parent, [{ account: 'W2', reverse, member: null }], 12);
+    expect(await cache.parentOfMember('e', 'W2')).toBeNull();
+    expect(await cache.parentOfMember('e', reverse)).toBeNull();
+  });
+
   it('lists labels in the order answers use (JS string order), whatever Redis sorts by', async () => {
     const labels = ['b', 'a', 'ab', '\u{1f600}', '\uff21', 'a-b', 'A'];
     await cache.put('e', 'order', { labels, fetchedAt: 1 });

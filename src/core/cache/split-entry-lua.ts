@@ -62,8 +62,10 @@ end
 local function forget_index(index, parent, acct, reverse)
   local v = redis.call('HGET', index, acct)
   if v then
-    local p, _, r = string.match(v, '^(%S+) (%S+) ?(%S*)$')
-    if p == parent then
+    -- The parent is any name the API takes (spaces, tabs): the accounts are the last words.
+    local p, a, r = string.match(v, '^(.+) (%S+) (%S+)$')
+    if a ~= acct then p, a = string.match(v, '^(.+) (%S+)$'); r = nil end
+    if p == parent and a == acct then
       redis.call('HDEL', index, acct)
       if r and r ~= '' then reverse = reverse or r end
     end

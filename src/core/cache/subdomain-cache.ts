@@ -430,7 +430,12 @@ export class SubdomainCache {
   async parentOfMember(endpointId: string, account: string): Promise<MemberParent | null> {
     const raw = await this.redis.hget(this.keys.memberParents(endpointId), account);
     if (raw === null) return null;
-    const [parent, subdomain] = raw.split(' ');
+    // `parent subdomain reverse` under the subdomain, `parent subdomain` under its reverse record:
+    // the accounts are the last words, the parent (any name the API takes) the rest.
+    const words = raw.split(' ');
+    const tail = words.length > 2 && words[words.length - 2] === account ? 2 : 1;
+    const parent = words.slice(0, -tail).join(' ');
+    const subdomain = words[words.length - tail];
     return parent && subdomain ? { parent, subdomain } : null;
   }
 
