@@ -107,6 +107,29 @@ describe('the budget view and the credit meter on Redis', () => {
     expect(budget.staleRefreshAllowed(now - BUDGET_STRETCH_FACTOR * 1000)).toBe(true);
   });
 
+  it('follows the counter down when reservations are given back (a storm of 429s)', async () => {
+    prefix = uniquePrefix();
+    const now = MIDNIGHT + 20 * HOUR;
+    const key = redisKeys(prefix).rpcCredits(utcDay(now));
+    const budget = new CreditBudget({
+      redis,
+      prefix,
+      creditsPerDay: 1000,
+      freshMs: 1000,
+      metrics: createMetrics(new Registry(), { defaultMetrics: false }),
+      now: () => now,
+    });
+    // 50 calls of 10 reserved at once, read while held...
+    await redis.set(key, '1000');
+    await budget.read();
+    expect(budget.state()).toBe('exhausted');
+    // ...then all given back: the day is half spent, not over.
+    await redis.set(key, '500');
+    await budget.read();
+    expect(budget.spent()).toBe(500);
+    expect(budget.state()).toBe('normal');
+  });
+
   it("counts the configured endpoint's spend in the day's counter, never an override's, and refuses a call past the budget", async () => {
     prefix = uniquePrefix();
     const metrics = createMetrics(new Registry(), { defaultMetrics: false });
