@@ -673,6 +673,29 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect(await redis.hlen(k.memberParents('e'))).toBe(2);
   });
 
+  it('drops the index fields of parents whose keys expired before the sweep reached them', async () => {
+    // Keys live 220 ms: a sweep that falls behind (a worker down, a burst of idle parents) finds
+    // no members left to name the index fields by.
+    const local = new SubdomainCache(redis, `${prefix}:orphans`, 100, 200);
+    await local.put('e', 'gone', scan(1), { G1: ['g', 'o'] });
+    await local.put('e', 'live', scan(1), { L1: ['l', 'o'] });
+    // 'live' is used meanwhile, which keeps the index alive past 'gone''s keys.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 120));
+      expect(await local.touch('e', 'live')).toBe(true);
+    }
+    expect(await redis.exists(redisKeys(`${prefix}:orphans`).entryMembers('e', 'gone'))).toBe(0);
+    for (let more = true; more;) more = (await local.sweep('e')).more;
+    for (let done = false; !done;) done = (await local.sweepIndex('e')).done;
+    expect(await local.parentOfMember('e', 'G1')).toBeNull();
+    expect(await local.parentOfMember('e', reverseOf('gone', 'G1'))).toBeNull();
+    expect(await local.parentOfMember('e', 'L1')).toEqual({ parent: 'live', subdomain: 'L1' });
+    expect(await local.parentOfMember('e', reverseOf('live', 'L1'))).toEqual({
+      parent: 'live',
+      subdomain: 'L1',
+    });
+  });
+
   it('sweeps in bounded batches', async () => {
     const local = new SubdomainCache(redis, `${prefix}:batches`, 60_000, 10_000);
     for (let i = 0; i < 450; i++) await local.put('e', `p${i}`, scan(1), {}, undefined, 1);

@@ -11,6 +11,7 @@ import {
   MARK_CHECKED,
   PUT_SPLIT,
   SWEEP,
+  SWEEP_INDEX,
   TOUCH,
 } from './split-entry-lua.js';
 
@@ -174,6 +175,7 @@ type EntryCommands = {
   snsGetSplitEntry(...args: string[]): Promise<string[] | null>;
   snsGetSplitMembers(...args: string[]): Promise<string[] | null>;
   snsSweepParents(...args: string[]): Promise<[number, number]>;
+  snsSweepIndex(...args: string[]): Promise<[string, number]>;
 };
 
 function entryCommands(redis: RedisClient): EntryCommands {
@@ -187,6 +189,7 @@ function entryCommands(redis: RedisClient): EntryCommands {
     redis.defineCommand('snsGetSplitEntry', { numberOfKeys: 2, lua: GET_SPLIT });
     redis.defineCommand('snsGetSplitMembers', { numberOfKeys: 3, lua: GET_WITH_MEMBERS });
     redis.defineCommand('snsSweepParents', { numberOfKeys: 2, lua: SWEEP });
+    redis.defineCommand('snsSweepIndex', { numberOfKeys: 1, lua: SWEEP_INDEX });
   }
   return redis as unknown as EntryCommands;
 }
@@ -302,6 +305,8 @@ export class SubdomainCache {
   private readonly keys: RedisKeys;
   /** What every split entry's head key starts with (any endpoint). */
   private readonly metaStart: string;
+  /** Where each endpoint's index sweep resumes (an HSCAN cursor). */
+  private readonly indexCursors = new Map<string, string>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -654,6 +659,23 @@ export class SubdomainCache {
       start.members,
     );
     return { removed: Number(removed), more: Number(more) === 1 };
+  }
+
+  /**
+   * One bounded step (`count` fields of HSCAN) of the member-parents index's own sweep: drops the
+   * fields whose parent has no entry, which {@link sweep} cannot find once the parent's members
+   * hash expired before it (a sweep fallen behind, workers down). Resumes where the last step of
+   * this process stopped; a pass over the whole index ends with `done`.
+   */
+  async sweepIndex(endpointId: string, count = 1_000): Promise<{ dropped: number; done: boolean }> {
+    const [next, dropped] = await this.commands.snsSweepIndex(
+      this.keys.memberParents(endpointId),
+      this.indexCursors.get(endpointId) ?? '0',
+      String(count),
+      this.keys.entryPrefix(endpointId).meta,
+    );
+    this.indexCursors.set(endpointId, next);
+    return { dropped: Number(dropped), done: next === '0' };
   }
 
   /**
