@@ -58,8 +58,8 @@ describe('freshness under races', () => {
     await sleep(2_500);
     sim.setFaults([]);
     sim.setHttpLagMs(0);
-    await keepAsking(gw, 6_000); // two windows
-    expect(await labels(gw)).toContain(long);
+    // Two windows on a quiet machine; the bound allows for a loaded one (CI under a full run).
+    await waitFor(async () => (await labels(gw as Gateway)).includes(long), 20_000);
   });
 
   it("keeps the scan of a pending re-read when a later patch raised the entry's slot past it", async () => {
