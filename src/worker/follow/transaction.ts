@@ -59,10 +59,22 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
     ...keyList(t.meta?.loadedAddresses?.writable),
     ...keyList(t.meta?.loadedAddresses?.readonly),
   ];
-  const all: Instruction[] = [...list<Instruction>(message?.instructions)];
-  for (const inner of list<{ instructions?: unknown }>(t.meta?.innerInstructions)) {
-    all.push(...list<Instruction>(inner?.instructions));
+  // In the order they ran: each top-level instruction, then the inner ones it invoked (a CPI
+  // of instruction i runs before instruction i + 1), so the last write of an account wins.
+  const innerOf = new Map<number, Instruction[]>();
+  for (const inner of list<{ index?: unknown; instructions?: unknown }>(
+    t.meta?.innerInstructions,
+  )) {
+    const at = typeof inner?.index === 'number' ? inner.index : -1;
+    innerOf.set(at, [...(innerOf.get(at) ?? []), ...list<Instruction>(inner?.instructions)]);
   }
+  const all: Instruction[] = [];
+  list<Instruction>(message?.instructions).forEach((ix, i) => {
+    all.push(ix, ...(innerOf.get(i) ?? []));
+    innerOf.delete(i);
+  });
+  // Inner instructions naming no top-level one: still read, after the rest.
+  for (const rest of innerOf.values()) all.push(...rest);
   const deleted = new Set<string>();
   const written = new Set<string>();
   for (const ix of all) {
@@ -81,10 +93,15 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
     const ref = accounts[at];
     const account = typeof ref === 'string' ? ref : typeof ref === 'number' ? keys[ref] : undefined;
     if (account === undefined) continue;
+    // What the last instruction did to an account is what the transaction left: a name deleted
+    // and created again in one transaction exists.
     if (tag === DELETE_TAG) {
       deleted.add(account);
       written.delete(account);
-    } else if (!deleted.has(account)) written.add(account);
+    } else {
+      written.add(account);
+      deleted.delete(account);
+    }
   }
   return { slot: t.slot, deleted: [...deleted], written: [...written] };
 }

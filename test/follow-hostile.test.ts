@@ -1,0 +1,195 @@
+import { describe, expect, it } from 'vitest';
+import { toBase58 } from '../src/core/sns/pda.js';
+import { Deletions } from '../src/worker/follow/deletions.js';
+import { Follower, type FollowStatus } from '../src/worker/follow/follower.js';
+import { healGap } from '../src/worker/follow/gaps.js';
+import { Ownership, type Lease } from '../src/worker/follow/ownership.js';
+import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../src/worker/follow/stream.js';
+import { nameWrites } from '../src/worker/follow/transaction.js';
+import type { AccountNote } from '../src/worker/follow/types.js';
+import {
+  FakeClock,
+  FakeRpc,
+  FakeStore,
+  quietDeps,
+  settle,
+  trustingSlots,
+} from './support/follow-fakes.js';
+
+/**
+ * The follower against a hostile or broken provider (docs/design.md, "Freshness"): what a bad
+ * frame, transaction or stream costs, and whether the follower vouches for entries it cannot.
+ */
+
+/** A transaction as `getTransaction` (json) writes it; `inner[i]` runs during top-level `i`. */
+function tx(
+  slot: number,
+  top: Array<[program: 'name' | 'other', tag: number, account: string]>,
+  inner: Array<{ index: number; ixs: Array<[tag: number, account: string]> }> = [],
+) {
+  const keys = [NAME_PROGRAM, 'payer111', 'Other1111'];
+  const at = (account: string) => {
+    if (!keys.includes(account)) keys.push(account);
+    return keys.indexOf(account);
+  };
+  const ix = (program: 'name' | 'other', tag: number, account: string) => ({
+    programIdIndex: program === 'name' ? 0 : 2,
+    accounts: tag === 0 || tag === 4 ? [1, 1, at(account)] : [at(account), 1],
+    data: toBase58(Buffer.from(tag === 3 ? [3] : [tag, 1, 2, 3])),
+  });
+  const instructions = top.map(([p, t, a]) => ix(p, t, a));
+  const innerInstructions = inner.map(({ index, ixs }) => ({
+    index,
+    instructions: ixs.map(([t, a]) => ix('name', t, a)),
+  }));
+  return {
+    slot,
+    meta: { err: null, innerInstructions, loadedAddresses: { writable: [], readonly: [] } },
+    transaction: { message: { accountKeys: keys, instructions } },
+  };
+}
+
+type Hooks = Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0];
+
+/** A follower owning a fake socket; `confirm` answers every subscription request. */
+function followerWith(opts: { rpc?: FakeRpc; stored?: FollowStatus } = {}) {
+  const clock = new FakeClock();
+  const store = new FakeStore();
+  const rpc = opts.rpc ?? new FakeRpc();
+  const statuses: FollowStatus[] = [];
+  const sent: Array<{ id: number; method: string }> = [];
+  let hooks: Hooks | undefined;
+  let reconnects = 0;
+  const follower = new Follower({
+    store,
+    rpc,
+    clock,
+    slots: trustingSlots(),
+    ...quietDeps(),
+    reread: () => undefined,
+    changed: () => undefined,
+    status: { read: async () => opts.stored, write: async (s) => void statuses.push(s) },
+    locker: {
+      acquire: async () => {
+        const lease: Lease = { extend: async () => lease, release: async () => 1 };
+        return lease;
+      },
+    },
+    leaseResource: 'p:follow-lease',
+    leaseMs: 1_500,
+    freshMs: 60_000,
+    checkCost: 1,
+    scanCost: 10,
+    hotParents: async () => [],
+    connect: (h) => {
+      hooks = h;
+      return {
+        start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
+        connected: true,
+        reconnect: () => void reconnects++,
+        close: async () => undefined,
+      };
+    },
+  });
+  const ids = new Map<string, number>();
+  const confirm = () => {
+    for (const m of sent.splice(0)) {
+      ids.set(m.method, m.id);
+      hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
+    }
+  };
+  const logs = (slot: number, signature: string, lines: string[]) =>
+    hooks?.onMessage(
+      Buffer.from(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'logsNotification',
+          params: {
+            subscription: ids.get('logsSubscribe'),
+            result: { context: { slot }, value: { signature, err: null, logs: lines } },
+          },
+        }),
+      ),
+    );
+  const account = (note: AccountNote) =>
+    hooks?.onMessage(
+      Buffer.from(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'programNotification',
+          params: {
+            subscription: ids.get('programSubscribe'),
+            result: {
+              context: { slot: note.slot },
+              value: {
+                pubkey: note.pubkey,
+                account: { data: [note.head?.toString('base64'), 'base64'] },
+              },
+            },
+          },
+        }),
+      ),
+    );
+  const reopen = () => {
+    hooks?.onClose();
+    hooks?.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string }));
+  };
+  return {
+    follower,
+    clock,
+    store,
+    rpc,
+    statuses,
+    confirm,
+    logs,
+    account,
+    reopen,
+    reconnects: () => reconnects,
+  };
+}
+
+const CREATE_LOGS = [
+  `Program ${NAME_PROGRAM} invoke [1]`,
+  'Program log: Instruction: Create',
+  `Program ${NAME_PROGRAM} success`,
+];
+
+describe('a transaction that deletes and re-creates a name', () => {
+  it('keeps what the last instruction left, inner instructions in the order they ran', () => {
+    // Top level: Delete A, then Create A (a re-registration in one transaction).
+    expect(
+      nameWrites(
+        tx(9, [
+          ['name', 3, 'A'],
+          ['name', 0, 'A'],
+        ]),
+      ),
+    ).toMatchObject({ deleted: [], written: ['A'] });
+    // A registrar's instruction 0 deletes B through a CPI; instruction 1 creates it again.
+    expect(
+      nameWrites(
+        tx(
+          9,
+          [
+            ['other', 7, 'B'],
+            ['name', 0, 'B'],
+          ],
+          [{ index: 0, ixs: [[3, 'B']] }],
+        ),
+      ),
+    ).toMatchObject({ deleted: [], written: ['B'] });
+    // And the other way round: created, then deleted by a later instruction's CPI.
+    expect(
+      nameWrites(
+        tx(
+          9,
+          [
+            ['name', 0, 'C'],
+            ['other', 7, 'C'],
+          ],
+          [{ index: 1, ixs: [[3, 'C']] }],
+        ),
+      ),
+    ).toMatchObject({ deleted: ['C'], written: [] });
+  });
+});
