@@ -154,6 +154,77 @@ const CREATE_LOGS = [
   `Program ${NAME_PROGRAM} success`,
 ];
 
+describe('a transaction reply that is not a transaction', () => {
+  const deletionsWith = (rpc: FakeRpc) => {
+    const store = new FakeStore();
+    const clock = new FakeClock();
+    const lost: string[] = [];
+    const deletions = new Deletions({
+      rpc,
+      store,
+      clock,
+      slots: trustingSlots(),
+      reread: () => undefined,
+      changed: () => undefined,
+      lost: (s) => lost.push(s),
+      ...quietDeps(),
+    });
+    return { deletions, clock, lost };
+  };
+  const deleteLogs = (signature: string) => ({
+    slot: 60,
+    signature,
+    failed: false,
+    logs: [`Program ${NAME_PROGRAM} invoke [1]`, 'Program log: Instruction: Delete Name'],
+  });
+
+  it('loses the deletion (a new epoch) rather than dropping it silently', async () => {
+    const rpc = new FakeRpc();
+    // A reply with no slot, one with a slot that is no slot, one with no message.
+    rpc.setTx('noslot', { meta: { err: null }, transaction: { message: {} } });
+    rpc.setTx('badslot', { ...tx(1, [['name', 3, 'x']]), slot: -5 });
+    rpc.setTx('empty', {});
+    const { deletions, clock, lost } = deletionsWith(rpc);
+    for (const s of ['noslot', 'badslot', 'empty']) deletions.onLogs(deleteLogs(s));
+    await clock.advance(60_000);
+    await deletions.idle();
+    expect(lost.sort()).toEqual(['badslot', 'empty', 'noslot']);
+  });
+
+  it('in a gap: not healed', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [
+      { signature: 'bad', slot: 91, failed: false },
+      { signature: 'before', slot: 80, failed: false },
+    ];
+    rpc.setTx('bad', { slot: 'ninety-one' });
+    const outcome = await healGap(
+      {
+        rpc,
+        deletions: { removeDeleted: async () => 0 },
+        feed: () => undefined,
+        ...quietDeps(),
+      },
+      'before',
+    );
+    expect(outcome.healed).toBe(false);
+  });
+
+  it('a failed transaction is still nothing to do', async () => {
+    const rpc = new FakeRpc();
+    rpc.setTx('failed', {
+      ...tx(9, [['name', 3, 'x']]),
+      meta: { err: { InstructionError: [0, 1] } },
+    });
+    const { deletions, clock, lost } = deletionsWith(rpc);
+    deletions.onLogs(deleteLogs('failed'));
+    await clock.advance(60_000);
+    await deletions.idle();
+    expect(lost).toEqual([]);
+    expect(rpc.count('getTransaction')).toBe(1);
+  });
+});
+
 describe('a transaction that deletes and re-creates a name', () => {
   it('keeps what the last instruction left, inner instructions in the order they ran', () => {
     // Top level: Delete A, then Create A (a re-registration in one transaction).
@@ -191,5 +262,27 @@ describe('a transaction that deletes and re-creates a name', () => {
         ),
       ),
     ).toMatchObject({ deleted: ['C'], written: [] });
+  });
+});
+
+describe('a huge transaction', () => {
+  it('costs bounded CPU: base58 decoding of instruction data is budgeted per transaction', () => {
+    const data = toBase58(Buffer.alloc(2_900, 0xff)); // about 3,960 characters
+    const instructions = Array.from({ length: 3_000 }, () => ({
+      programIdIndex: 0,
+      accounts: [1],
+      data,
+    }));
+    const hostile = {
+      slot: 9,
+      meta: { err: null, innerInstructions: [], loadedAddresses: { writable: [], readonly: [] } },
+      transaction: { message: { accountKeys: [NAME_PROGRAM, 'x'], instructions } },
+    };
+    const started = performance.now();
+    const writes = nameWrites(hostile);
+    const ms = performance.now() - started;
+    // Not believed: the caller treats it as unreadable (a new epoch), not as "nothing deleted".
+    expect(writes).toBeUndefined();
+    expect(ms).toBeLessThan(1_000);
   });
 });

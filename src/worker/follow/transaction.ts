@@ -19,6 +19,13 @@ export const DELETE_TAG = 3;
 export const DELETE_LOG = 'Instruction: Delete Name';
 /** Longest instruction data decoded (base58 decoding is quadratic); only its first byte counts. */
 const MAX_DATA_CHARS = 4096;
+/**
+ * Decoding work allowed per transaction, in squared characters (about 50 ms): a real one fits
+ * 1,232 bytes, so its name-program instructions cost under a twentieth of it, but a hostile reply
+ * of 64 MiB holding thousands of 4,096-character instructions would hold the event loop for
+ * minutes. Past it the reply is not believed (as a transaction that could not be read).
+ */
+const MAX_DECODE_WORK = 4 * MAX_DATA_CHARS * MAX_DATA_CHARS;
 
 /** What one transaction did to name accounts (both lists without repeats, in order). */
 export type NameWrites = {
@@ -38,10 +45,13 @@ type Instruction = {
 
 /**
  * Reads a `getTransaction` result (encoding `json` or `jsonParsed`, legacy or version 0) for the
- * name program's instructions, top level and inner. Returns undefined for a result that is not a
- * transaction (null: not found yet, a lagging node) or one that failed (it changed nothing).
+ * name program's instructions, top level and inner. Returns `failed` for a transaction that
+ * failed (it changed nothing), undefined for a result that cannot be read as a transaction: null
+ * (not found yet, a lagging node), no slot or no status, no message, or more decoding than
+ * {@link MAX_DECODE_WORK}. The callers treat undefined as unknown (tried again, then a new
+ * epoch), never as "nothing deleted".
  */
-export function nameWrites(tx: unknown): NameWrites | undefined {
+export function nameWrites(tx: unknown): NameWrites | 'failed' | undefined {
   if (typeof tx !== 'object' || tx === null) return undefined;
   const t = tx as {
     slot?: unknown;
@@ -52,8 +62,12 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
     } | null;
     transaction?: { message?: { accountKeys?: unknown; instructions?: unknown } };
   };
-  if (!isSlot(t.slot) || t.meta?.err != null) return undefined;
   const message = t.transaction?.message;
+  if (!isSlot(t.slot) || typeof t.meta !== 'object' || t.meta === null) return undefined;
+  if (t.meta.err != null) return 'failed';
+  if (typeof message !== 'object' || message === null || !Array.isArray(message.accountKeys)) {
+    return undefined;
+  }
   const keys = [
     ...keyList(message?.accountKeys),
     ...keyList(t.meta?.loadedAddresses?.writable),
@@ -77,6 +91,7 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
   for (const rest of innerOf.values()) all.push(...rest);
   const deleted = new Set<string>();
   const written = new Set<string>();
+  let work = 0;
   for (const ix of all) {
     if (typeof ix !== 'object' || ix === null) continue;
     const program =
@@ -86,6 +101,8 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
           ? keys[ix.programIdIndex]
           : undefined;
     if (program !== NAME_PROGRAM) continue;
+    if (typeof ix.data === 'string') work += ix.data.length * ix.data.length;
+    if (work > MAX_DECODE_WORK) return undefined;
     const tag = firstByte(ix.data);
     const at = tag === undefined ? undefined : NAME_ACCOUNT_AT.get(tag);
     if (at === undefined) continue;
