@@ -286,3 +286,42 @@ describe('a huge transaction', () => {
     expect(ms).toBeLessThan(1_000);
   });
 });
+
+describe('a provider that ignores the dataSlice', () => {
+  it('a kept notification holds its 130-byte head, not the whole account it was cut from', () => {
+    const clock = new FakeClock();
+    const heads: Buffer[] = [];
+    const sent: Array<{ id: number }> = [];
+    const stream = new FollowStream({
+      clock,
+      ...quietDeps(),
+      onAccount: (note) => note.head && heads.push(note.head),
+      onLogs: () => undefined,
+      onSubscribed: () => undefined,
+      onMode: () => undefined,
+    });
+    stream.opened((t) => sent.push(JSON.parse(t) as { id: number }));
+    for (const m of sent)
+      stream.receive(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
+    const whole = Buffer.alloc(45_000, 7).toString('base64'); // a 60 KiB frame
+    stream.receive(
+      Buffer.from(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'programNotification',
+          params: {
+            subscription: sent[0]?.id,
+            result: {
+              context: { slot: 5 },
+              value: { pubkey: 'p', account: { data: [whole, 'base64'] } },
+            },
+          },
+        }),
+      ),
+    );
+    expect(heads).toHaveLength(1);
+    expect(heads[0]?.length).toBe(HEAD_SLICE.length);
+    // 10,000 kept would otherwise pin 450 MB.
+    expect(heads[0]?.buffer.byteLength).toBeLessThanOrEqual(8_192);
+  });
+});
