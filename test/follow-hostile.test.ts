@@ -325,3 +325,33 @@ describe('a provider that ignores the dataSlice', () => {
     expect(heads[0]?.buffer.byteLength).toBeLessThanOrEqual(8_192);
   });
 });
+
+describe('an owner whose lease lapsed', () => {
+  it('stops owning when its lease ran out, though the renewal has not answered yet', async () => {
+    const clock = new FakeClock();
+    let hang = false;
+    const lease: Lease = {
+      extend: async () => {
+        if (hang) await new Promise(() => undefined);
+        return lease;
+      },
+      release: async () => 1,
+    };
+    const ownership = new Ownership({
+      locker: { acquire: async () => lease },
+      resource: 'p:follow-lease',
+      leaseMs: 1_500,
+      clock,
+      acquired: () => undefined,
+      lost: () => undefined,
+    });
+    ownership.start();
+    await settle();
+    expect(ownership.owner).toBe(true);
+    await clock.advance(1_000);
+    expect(ownership.owner).toBe(true);
+    hang = true;
+    await clock.advance(3_000);
+    expect(ownership.owner).toBe(false);
+  });
+});
