@@ -154,6 +154,52 @@ const CREATE_LOGS = [
   `Program ${NAME_PROGRAM} success`,
 ];
 
+describe('a socket that drops while the last gap is still being read', () => {
+  it('does not vouch for the new socket before its own gap is read', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [
+      { signature: 'ingap', slot: 92, failed: false },
+      { signature: 'before', slot: 80, failed: false },
+    ];
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const transaction = rpc.transaction.bind(rpc);
+    rpc.transaction = async (signature: string) => {
+      await gate;
+      return transaction(signature);
+    };
+    rpc.setTx('ingap', tx(92, []));
+    const f = followerWith({
+      rpc,
+      stored: {
+        epoch: 1_600_000_000_000,
+        healthyUntil: 0,
+        mode: 'program',
+        lastSignature: 'before',
+      },
+    });
+    f.follower.start();
+    await f.clock.advance(100);
+    f.confirm();
+    // The first gap's read begins and hangs on its transaction.
+    await f.clock.advance(2_500);
+    expect(rpc.count('getTransaction')).toBe(0);
+    // The socket drops and another is confirmed; then the first read ends.
+    f.reopen();
+    f.confirm();
+    release();
+    await settle();
+    // The new socket's gap (since the drop) has not been read: nothing may be vouched for yet.
+    expect(f.follower.healthy).toBe(false);
+    await f.clock.advance(1_000);
+    expect(f.statuses.at(-1)?.healthyUntil).toBe(0);
+    // Its own read follows and heals it.
+    await f.clock.advance(3_000);
+    expect(f.follower.healthy).toBe(true);
+    await f.follower.close();
+  });
+});
+
 describe('a transaction reply that is not a transaction', () => {
   const deletionsWith = (rpc: FakeRpc) => {
     const store = new FakeStore();

@@ -179,6 +179,7 @@ export class Follower {
       silent: (signature) => {
         logger.warn({ signature }, 'follow stream silent: a transaction never came; reconnecting');
         this.healed = false;
+        this.socketGen++;
         this.connection?.reconnect();
       },
     });
@@ -352,6 +353,7 @@ export class Follower {
       onClose: () => {
         this.stream.closed();
         this.healed = false;
+        this.socketGen++;
         this.streamSlot = undefined;
         // The gap starts here: the next stream reports newer transactions before it is healed.
         this.gapFrom ??= this.lastSignature;
@@ -429,6 +431,11 @@ export class Follower {
   }
 
   private healAgain = false;
+  /**
+   * Counts sockets lost (closed, or found silent): a heal vouches for the stream only if none was
+   * lost while it ran, since the next socket's gap is not the one it read.
+   */
+  private socketGen = 0;
   /** The last signature reported before the gap the next heal reads (undefined: none pending). */
   private gapFrom: string | undefined;
   /** When the stream's subscriptions were last all confirmed. */
@@ -436,6 +443,7 @@ export class Follower {
 
   private async heal(): Promise<void> {
     const { deps } = this;
+    const gen = this.socketGen;
     // Entries fetched since the stream was confirmed miss nothing, whatever happened before.
     const subscribedAt = this.subscribedAt ?? deps.clock.now();
     // The last transaction the stream reported before the gap, not since: the new stream may
@@ -479,7 +487,8 @@ export class Follower {
     // missed (on a quiet chain it may be hours old).
     if (outcome.healed && outcome.newest) this.remember(outcome.newest);
     if (this.lastSignature !== undefined) this.remember(this.lastSignature);
-    this.healed = this.stream.subscribed;
+    // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
+    this.healed = this.stream.subscribed && gen === this.socketGen;
     if (this.healed) this.probe.start();
     await this.writeStatus();
   }
