@@ -5,7 +5,7 @@ import { Follower, type FollowStatus } from '../src/worker/follow/follower.js';
 import { healGap } from '../src/worker/follow/gaps.js';
 import { Ownership, type Lease } from '../src/worker/follow/ownership.js';
 import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../src/worker/follow/stream.js';
-import { nameWrites } from '../src/worker/follow/transaction.js';
+import { logsWrite, nameWrites } from '../src/worker/follow/transaction.js';
 import type { AccountNote } from '../src/worker/follow/types.js';
 import {
   FakeClock,
@@ -153,6 +153,63 @@ const CREATE_LOGS = [
   'Program log: Instruction: Create',
   `Program ${NAME_PROGRAM} success`,
 ];
+
+describe('a provider that drops the program subscription but keeps the logs', () => {
+  it('is noticed: writes the logs report get no account notification, the stream is reopened', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const f = followerWith({ rpc });
+    f.follower.start();
+    await f.clock.advance(1_000);
+    f.confirm();
+    await f.clock.advance(2_500);
+    expect(f.follower.healthy).toBe(true);
+    // Writes keep coming on the logs stream; their accounts never come.
+    for (let i = 0; i < 20; i++) {
+      f.logs(100 + i, `create${i}`, CREATE_LOGS);
+      rpc.sigs.unshift({ signature: `create${i}`, slot: 100 + i, failed: false });
+      await f.clock.advance(1_000);
+    }
+    expect(f.follower.healthy).toBe(false);
+    expect(f.statuses.at(-1)?.healthyUntil).toBe(0);
+    expect(f.reconnects()).toBeGreaterThan(0);
+    await f.follower.close();
+  });
+
+  it('is not fooled by the account notification coming before the logs of its transaction', async () => {
+    const f = followerWith();
+    f.rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    f.follower.start();
+    await f.clock.advance(1_000);
+    f.confirm();
+    await f.clock.advance(2_500);
+    for (let i = 0; i < 20; i++) {
+      f.account({ slot: 100 + i, pubkey: `acct${i}`, head: Buffer.alloc(HEAD_SLICE.length, 9) });
+      f.logs(100 + i, `create${i}`, CREATE_LOGS);
+      await f.clock.advance(1_000);
+    }
+    expect(f.follower.healthy).toBe(true);
+    expect(f.reconnects()).toBe(0);
+    await f.follower.close();
+  });
+});
+
+describe('logsWrite', () => {
+  it("counts the name program's own write lines, not another program's same words", () => {
+    expect(logsWrite(CREATE_LOGS)).toBe(true);
+    expect(
+      logsWrite([
+        'Program Spoof1111 invoke [1]',
+        'Program log: Instruction: Create',
+        `Program ${NAME_PROGRAM} invoke [2]`,
+        'Program log: Instruction: Delete Name',
+        `Program ${NAME_PROGRAM} success`,
+        'Program log: Instruction: Transfer Ownership',
+        'Program Spoof1111 success',
+      ]),
+    ).toBe(false);
+  });
+});
 
 describe('a socket that drops while the last gap is still being read', () => {
   it('does not vouch for the new socket before its own gap is read', async () => {

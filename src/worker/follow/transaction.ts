@@ -123,6 +123,45 @@ export function nameWrites(tx: unknown): NameWrites | 'failed' | undefined {
   return { slot: t.slot, deleted: [...deleted], written: [...written] };
 }
 
+/** The lines of the name program's instructions that write an account (not Delete). */
+const WRITE_LOGS = [
+  'Instruction: Create',
+  'Instruction: Update Data',
+  'Instruction: Transfer Ownership',
+  'Instruction: Realloc',
+];
+const INVOKE = /^Program (\S+) invoke \[\d+\]$/;
+const RETURN = /^Program (\S+) (?:success|failed)/;
+
+/**
+ * Whether a successful transaction's logs say the name program itself wrote a name account
+ * (Create, Update, Transfer, Realloc): lines are attributed to the program on top of the
+ * invocation stack, so another program logging the same words does not count. Such a write
+ * brings an account notification on a whole-program stream that works.
+ */
+export function logsWrite(logs: readonly string[]): boolean {
+  const stack: string[] = [];
+  for (const line of logs) {
+    const invoke = INVOKE.exec(line);
+    if (invoke) {
+      stack.push(invoke[1] as string);
+      continue;
+    }
+    if (RETURN.test(line)) {
+      stack.pop();
+      continue;
+    }
+    if (
+      stack.at(-1) === NAME_PROGRAM &&
+      line.startsWith('Program log: ') &&
+      WRITE_LOGS.some((w) => line.includes(w))
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /** Whether a transaction's logs say it deleted a name (it is worth a `getTransaction`). */
 export const logsDelete = (logs: readonly string[]): boolean =>
   logs.some((line) => line.includes(DELETE_LOG));
