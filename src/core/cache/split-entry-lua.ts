@@ -166,7 +166,8 @@ return rev
 /**
  * Changes to some members. KEYS: M L H I. ARGV: 1 slot, 2 parent, 3 index expiry (ms), then five
  * arguments per change: account, reverse record, 'u' (upsert) or 'r' (remove), label, owner. A
- * change at a slot below its member's stored slot is ignored (an older notification arrived late);
+ * change at a slot below its member's stored slot is ignored (an older notification arrived late),
+ * and so is the addition of an unlisted account at or below the scan's slot (the scan read past it);
  * an upsert that changes nothing raises the member's slot only. When something changed: the
  * revision is bumped and the entry's slot raised to `slot`. Returns `{outcome, rev}`: 'missing'
  * without an entry, or with one written without its members (nothing to patch: a scan writes them).
@@ -184,6 +185,9 @@ for i = 4, #ARGV, 5 do
   local raw = redis.call('HGET', KEYS[3], acct)
   local old = member_of(raw)
   local older = old and is_slot(old[3]) and old[3] > slot
+  -- An account the entry's scan did not list, added at or before the scan's slot: the scan read
+  -- past that addition (the name was gone by then), so it is a late or replayed notification.
+  if not old and op == 'u' and m.scanSlot and slot <= m.scanSlot then older = true end
   if not older then
     if op == 'u' then
       if old and old[1] == label and old[2] == owner then
