@@ -5,7 +5,7 @@ import { Follower, type FollowStatus } from '../src/worker/follow/follower.js';
 import { healGap } from '../src/worker/follow/gaps.js';
 import { Ownership, type Lease } from '../src/worker/follow/ownership.js';
 import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../src/worker/follow/stream.js';
-import { logsWrite, nameWrites } from '../src/worker/follow/transaction.js';
+import { logsDelete, logsWrite, nameWrites } from '../src/worker/follow/transaction.js';
 import type { AccountNote } from '../src/worker/follow/types.js';
 import {
   FakeClock,
@@ -208,6 +208,34 @@ describe('logsWrite', () => {
         'Program Spoof1111 success',
       ]),
     ).toBe(false);
+  });
+});
+
+describe('logsDelete', () => {
+  it("reads only the name program's own Delete line, and logs cut short by the runtime", () => {
+    expect(
+      logsDelete([
+        `Program ${NAME_PROGRAM} invoke [1]`,
+        'Program log: Instruction: Delete Name',
+        `Program ${NAME_PROGRAM} success`,
+      ]),
+    ).toBe(true);
+    // Any transaction may mention the name program; its own program's words cost nothing.
+    expect(
+      logsDelete([
+        'Program Spoof1111 invoke [1]',
+        'Program log: Instruction: Delete Name',
+        'Program Spoof1111 success',
+      ]),
+    ).toBe(false);
+    // Past 10 KB of logs the runtime drops the rest: a Delete may be in it.
+    expect(
+      logsDelete([
+        `Program ${NAME_PROGRAM} invoke [1]`,
+        'Program log: Entrypoint',
+        'Log truncated',
+      ]),
+    ).toBe(true);
   });
 });
 

@@ -135,11 +135,27 @@ const RETURN = /^Program (\S+) (?:success|failed)/;
 
 /**
  * Whether a successful transaction's logs say the name program itself wrote a name account
- * (Create, Update, Transfer, Realloc): lines are attributed to the program on top of the
- * invocation stack, so another program logging the same words does not count. Such a write
- * brings an account notification on a whole-program stream that works.
+ * (Create, Update, Transfer, Realloc). Such a write brings an account notification on a
+ * whole-program stream that works.
  */
-export function logsWrite(logs: readonly string[]): boolean {
+export const logsWrite = (logs: readonly string[]): boolean => nameProgramSaid(logs, WRITE_LOGS);
+
+/** The line the runtime writes in place of the logs past its limit (10 KB). */
+const LOG_TRUNCATED = 'Log truncated';
+
+/**
+ * Whether a transaction's logs say it deleted a name (it is worth a `getTransaction`): the name
+ * program's own line, or logs cut short by the runtime (the line may be in the part cut).
+ */
+export const logsDelete = (logs: readonly string[]): boolean =>
+  logs.includes(LOG_TRUNCATED) || nameProgramSaid(logs, [DELETE_LOG]);
+
+/**
+ * Whether a `Program log:` line holding one of `words` was written by the name program: lines are
+ * attributed to the program on top of the invocation stack, so another program writing the same
+ * words (any transaction may mention the name program) costs nothing.
+ */
+function nameProgramSaid(logs: readonly string[], words: readonly string[]): boolean {
   const stack: string[] = [];
   for (const line of logs) {
     const invoke = INVOKE.exec(line);
@@ -154,17 +170,13 @@ export function logsWrite(logs: readonly string[]): boolean {
     if (
       stack.at(-1) === NAME_PROGRAM &&
       line.startsWith('Program log: ') &&
-      WRITE_LOGS.some((w) => line.includes(w))
+      words.some((w) => line.includes(w))
     ) {
       return true;
     }
   }
   return false;
 }
-
-/** Whether a transaction's logs say it deleted a name (it is worth a `getTransaction`). */
-export const logsDelete = (logs: readonly string[]): boolean =>
-  logs.some((line) => line.includes(DELETE_LOG));
 
 function list<T>(value: unknown): T[] {
   return Array.isArray(value) ? (value as T[]) : [];
