@@ -15,6 +15,11 @@ import type { RedisClient } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
 import { CreditBudgetRefusal, CreditMeter } from '../src/worker/rpc/credits.js';
+import { RpcClient } from '../src/worker/rpc/client.js';
+import { Agents } from '../src/worker/rpc/transport.js';
+import { DecodeThread } from '../src/worker/sns/decode-thread.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { loadConfig } from '../src/core/config.js';
 import { FOLLOW, metric, watched } from './support/freshness.js';
 import {
   deletePrefix,
@@ -102,6 +107,29 @@ describe('the budget view and the credit meter on Redis', () => {
     expect(budget.staleRefreshAllowed(now - BUDGET_STRETCH_FACTOR * 1000)).toBe(true);
   });
 
+  it('follows the counter down when reservations are given back (a storm of 429s)', async () => {
+    prefix = uniquePrefix();
+    const now = MIDNIGHT + 20 * HOUR;
+    const key = redisKeys(prefix).rpcCredits(utcDay(now));
+    const budget = new CreditBudget({
+      redis,
+      prefix,
+      creditsPerDay: 1000,
+      freshMs: 1000,
+      metrics: createMetrics(new Registry(), { defaultMetrics: false }),
+      now: () => now,
+    });
+    // 50 calls of 10 reserved at once, read while held...
+    await redis.set(key, '1000');
+    await budget.read();
+    expect(budget.state()).toBe('exhausted');
+    // ...then all given back: the day is half spent, not over.
+    await redis.set(key, '500');
+    await budget.read();
+    expect(budget.spent()).toBe(500);
+    expect(budget.state()).toBe('normal');
+  });
+
   it("counts the configured endpoint's spend in the day's counter, never an override's, and refuses a call past the budget", async () => {
     prefix = uniquePrefix();
     const metrics = createMetrics(new Registry(), { defaultMetrics: false });
@@ -128,6 +156,57 @@ describe('the budget view and the credit meter on Redis', () => {
     expect(Number(await redis.get(key))).toBeCloseTo(21.5);
     expect(budget.spent()).toBeCloseTo(21.5);
     await meter.close();
+  });
+
+  it('keeps the credits of a call the provider answered too large or did not answer in time', async () => {
+    prefix = uniquePrefix();
+    const sim = await startRpcSimulator();
+    const agents = new Agents();
+    const thread = new DecodeThread({ heapMb: 64, taskMs: 5_000 });
+    try {
+      const metrics = createMetrics(new Registry(), { defaultMetrics: false });
+      const budget = new CreditBudget({
+        redis,
+        prefix,
+        creditsPerDay: 100,
+        freshMs: 1000,
+        metrics,
+      });
+      const credits = new CreditMeter({ metrics, redis, prefix, budget });
+      const client = (maxResponseBytes: number) =>
+        new RpcClient({
+          metrics,
+          agents,
+          credits,
+          timeoutMs: 200,
+          retries: 0,
+          maxResponseBytes,
+          isTrusted: () => true,
+          costs: { ...loadConfig({}).RPC_CREDITS, getSlot: 3 },
+          minBackoffMs: 10,
+        });
+      const endpoint = { kind: 'default' as const, url: sim.url, id: endpointId(sim.url) };
+      const key = redisKeys(prefix).rpcCredits(utcDay(Date.now()));
+      const counter = async () => Number((await redis.get(key)) ?? 0);
+      // Answered, past the byte bound: the provider served (and billed) it.
+      await expect(
+        client(8).call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
+      ).rejects.toThrow();
+      await sleep(50);
+      expect(await counter()).toBe(3);
+      // Sent, unanswered in time: the provider may well have served it.
+      sim.setFaults([{ kind: 'hang' }]);
+      await expect(
+        client(1 << 20).call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
+      ).rejects.toThrow();
+      await sleep(50);
+      expect(await counter()).toBe(6);
+      await credits.close();
+    } finally {
+      agents.destroy();
+      await thread.close();
+      await sim.close();
+    }
   });
 
   it('refreshes no hot parent ahead past the soft threshold', async () => {

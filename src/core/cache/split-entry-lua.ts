@@ -62,8 +62,10 @@ end
 local function forget_index(index, parent, acct, reverse)
   local v = redis.call('HGET', index, acct)
   if v then
-    local p, _, r = string.match(v, '^(%S+) (%S+) ?(%S*)$')
-    if p == parent then
+    -- The parent is any name the API takes (spaces, tabs): the accounts are the last words.
+    local p, a, r = string.match(v, '^(.+) (%S+) (%S+)$')
+    if a ~= acct then p, a = string.match(v, '^(.+) (%S+)$'); r = nil end
+    if p == parent and a == acct then
       redis.call('HDEL', index, acct)
       if r and r ~= '' then reverse = reverse or r end
     end
@@ -166,8 +168,8 @@ return rev
 /**
  * Changes to some members. KEYS: M L H I. ARGV: 1 slot, 2 parent, 3 index expiry (ms), then five
  * arguments per change: account, reverse record, 'u' (upsert) or 'r' (remove), label, owner. A
- * change at a slot below its member's stored slot is ignored (an older notification arrived late),
- * and so is the addition of an unlisted account at or below the scan's slot (the scan read past it);
+ * change at a slot below its member's stored slot, or of an account not listed at a slot below
+ * the last scan's, is ignored (an older notification arrived late: the scan saw its outcome);
  * an upsert that changes nothing raises the member's slot only. When something changed: the
  * revision is bumped and the entry's slot raised to `slot`. Returns `{outcome, rev}`: 'missing'
  * without an entry, or with one written without its members (nothing to patch: a scan writes them).
@@ -185,9 +187,8 @@ for i = 4, #ARGV, 5 do
   local raw = redis.call('HGET', KEYS[3], acct)
   local old = member_of(raw)
   local older = old and is_slot(old[3]) and old[3] > slot
-  -- An account the entry's scan did not list, added at or before the scan's slot: the scan read
-  -- past that addition (the name was gone by then), so it is a late or replayed notification.
-  if not old and op == 'u' and m.scanSlot and slot <= m.scanSlot then older = true end
+  -- Absent, and the change predates the last scan, which saw what became of it.
+  if not old and m.scanSlot and slot < m.scanSlot then older = true end
   if not older then
     if op == 'u' then
       if old and old[1] == label and old[2] == owner then
@@ -325,4 +326,29 @@ end
 local more = 0
 if removed < #parents or #parents >= tonumber(ARGV[2]) then more = 1 end
 return { removed, more }
+`;
+
+/**
+ * One step of the index's own sweep. KEYS: I. ARGV: 1 the HSCAN cursor, 2 its COUNT, 3 the prefix of
+ * M keys of the endpoint (the parent follows; same hash tag as KEYS). Drops the fields whose
+ * parent has no entry: those the sweep could not name, its members' hash having expired first (a
+ * sweep fallen behind, workers down). Safe whatever runs beside it: a parent without an entry
+ * routes nothing, and a scan writes its fields anew. Returns `{next cursor, dropped}`.
+ */
+export const SWEEP_INDEX = `
+local scan = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local fields, dropped, alive = scan[2], 0, {}
+for i = 1, #fields, 2 do
+  local f, v = fields[i], fields[i + 1]
+  local p, a = string.match(v, '^(.+) (%S+) %S+$')
+  if a ~= f then p = string.match(v, '^(.+) %S+$') end
+  if p then
+    if alive[p] == nil then alive[p] = redis.call('EXISTS', ARGV[3] .. p) == 1 end
+    if not alive[p] then
+      redis.call('HDEL', KEYS[1], f)
+      dropped = dropped + 1
+    end
+  end
+end
+return { scan[1], dropped }
 `;

@@ -11,6 +11,7 @@ import {
   MARK_CHECKED,
   PUT_SPLIT,
   SWEEP,
+  SWEEP_INDEX,
   TOUCH,
 } from './split-entry-lua.js';
 
@@ -174,6 +175,7 @@ type EntryCommands = {
   snsGetSplitEntry(...args: string[]): Promise<string[] | null>;
   snsGetSplitMembers(...args: string[]): Promise<string[] | null>;
   snsSweepParents(...args: string[]): Promise<[number, number]>;
+  snsSweepIndex(...args: string[]): Promise<[string, number]>;
 };
 
 function entryCommands(redis: RedisClient): EntryCommands {
@@ -187,6 +189,7 @@ function entryCommands(redis: RedisClient): EntryCommands {
     redis.defineCommand('snsGetSplitEntry', { numberOfKeys: 2, lua: GET_SPLIT });
     redis.defineCommand('snsGetSplitMembers', { numberOfKeys: 3, lua: GET_WITH_MEMBERS });
     redis.defineCommand('snsSweepParents', { numberOfKeys: 2, lua: SWEEP });
+    redis.defineCommand('snsSweepIndex', { numberOfKeys: 1, lua: SWEEP_INDEX });
   }
   return redis as unknown as EntryCommands;
 }
@@ -302,6 +305,8 @@ export class SubdomainCache {
   private readonly keys: RedisKeys;
   /** What every split entry's head key starts with (any endpoint). */
   private readonly metaStart: string;
+  /** Where each endpoint's index sweep resumes (an HSCAN cursor). */
+  private readonly indexCursors = new Map<string, string>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -368,10 +373,11 @@ export class SubdomainCache {
     for (let i = 1; i < read.length; i++) {
       const member = read[i] as string;
       const label = member.slice(0, member.lastIndexOf(SEP));
-      if (!wide && /[\ud800-\uffff]/.test(label)) wide = true;
+      if (!wide && /[\0\ud800-\uffff]/.test(label)) wide = true;
       labels[i - 1] = label;
     }
     // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
+    // A label holding the separator (a NUL) is ordered by what follows it, account included.
     if (wide) labels.sort();
     return { ...head, labels };
   }
@@ -429,7 +435,12 @@ export class SubdomainCache {
   async parentOfMember(endpointId: string, account: string): Promise<MemberParent | null> {
     const raw = await this.redis.hget(this.keys.memberParents(endpointId), account);
     if (raw === null) return null;
-    const [parent, subdomain] = raw.split(' ');
+    // `parent subdomain reverse` under the subdomain, `parent subdomain` under its reverse record:
+    // the accounts are the last words, the parent (any name the API takes) the rest.
+    const words = raw.split(' ');
+    const tail = words.length > 2 && words[words.length - 2] === account ? 2 : 1;
+    const parent = words.slice(0, -tail).join(' ');
+    const subdomain = words[words.length - tail];
     return parent && subdomain ? { parent, subdomain } : null;
   }
 
@@ -545,7 +556,8 @@ export class SubdomainCache {
    * Applies changes of some members of (endpoint, parent) in one atomic step, touching only
    * their accounts: O(changes · log n) whatever the parent's size. An upsert lists the member
    * (or changes its label or owner), a removal drops it, each with its member-parents fields. A
-   * change older than its member's stored slot is ignored (a late notification). When something
+   * change older than its member's stored slot is ignored (a late notification), as is one of an
+   * account not listed older than the last scan (which saw its outcome). When something
    * changed the revision is bumped and the entry's slot raised to `slot`; otherwise nothing but
    * member slots is written (an answer that did not change keeps its revision).
    *
@@ -647,6 +659,23 @@ export class SubdomainCache {
       start.members,
     );
     return { removed: Number(removed), more: Number(more) === 1 };
+  }
+
+  /**
+   * One bounded step (`count` fields of HSCAN) of the member-parents index's own sweep: drops the
+   * fields whose parent has no entry, which {@link sweep} cannot find once the parent's members
+   * hash expired before it (a sweep fallen behind, workers down). Resumes where the last step of
+   * this process stopped; a pass over the whole index ends with `done`.
+   */
+  async sweepIndex(endpointId: string, count = 1_000): Promise<{ dropped: number; done: boolean }> {
+    const [next, dropped] = await this.commands.snsSweepIndex(
+      this.keys.memberParents(endpointId),
+      this.indexCursors.get(endpointId) ?? '0',
+      String(count),
+      this.keys.entryPrefix(endpointId).meta,
+    );
+    this.indexCursors.set(endpointId, next);
+    return { dropped: Number(dropped), done: next === '0' };
   }
 
   /**

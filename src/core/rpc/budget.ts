@@ -96,6 +96,8 @@ export class CreditBudget {
   private spentToday = 0;
   private readAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
+  /** Totals observed from writes: a read that saw none meanwhile is the newest value known. */
+  private observed = 0;
 
   constructor(private readonly opts: CreditBudgetOptions) {
     this.creditsPerDay = opts.creditsPerDay;
@@ -144,8 +146,18 @@ export class CreditBudget {
 
   /** Takes a total of `day`'s counter learned from a write of it (INCRBYFLOAT's answer). */
   observe(day: string, total: number): void {
+    this.observed++;
+    this.take(day, total, false);
+  }
+
+  /**
+   * Sets the day's spend. A lower total of the same day is taken only when `lower` (a read no
+   * write answered after): the counter goes down when reservations are given back, and a view
+   * that kept its highest total would stay stretched or exhausted for the rest of the day.
+   */
+  private take(day: string, total: number, lower: boolean): void {
     if (!Number.isFinite(total)) return;
-    if (day === this.day && total < this.spentToday) return;
+    if (day === this.day && total < this.spentToday && !lower) return;
     if (day < this.day) return;
     this.day = day;
     this.spentToday = total;
@@ -158,8 +170,10 @@ export class CreditBudget {
       const now = this.now();
       this.readAt = now;
       const day = utcDay(now);
+      const observed = this.observed;
       const raw = await this.opts.redis.get(this.keys.rpcCredits(day));
-      this.observe(day, raw === null ? 0 : Number(raw));
+      // A write's total that arrived meanwhile may be newer than this read's.
+      this.take(day, raw === null ? 0 : Number(raw), this.observed === observed);
     })().finally(() => (this.reading = undefined));
     return this.reading;
   }

@@ -136,6 +136,13 @@ export class RpcClient {
       } catch (err) {
         const timeout = err instanceof TransportError && err.kind === 'timeout';
         const tooLarge = err instanceof TransportError && err.kind === 'too_large';
+        // Sent and then cut short: the provider served it (too large) or most likely did (no
+        // answer in time), and bills it; given back, a parent whose scan always runs past a
+        // bound would spend credits the budget never saw.
+        if (timeout || tooLarge) {
+          spent = true;
+          this.credits.spend(method, endpoint.kind, cost, reserved);
+        }
         throw new RpcCallError(
           `${method}: ${(err as Error).message}`,
           timeout ? 'timeout' : 'http_error',
