@@ -307,9 +307,10 @@ describe('transactions', () => {
     ).toEqual({
       slot: 9,
       deleted: ['aaa', 'ccc'],
-      written: ['bbb', 'ddd'],
+      // In the order they ran: the inner instructions of the first before the second.
+      written: ['ddd', 'bbb'],
     });
-    expect(nameWrites({ ...tx(9, [[3, 'aaa']]), meta: { err: { x: 1 } } })).toBeUndefined();
+    expect(nameWrites({ ...tx(9, [[3, 'aaa']]), meta: { err: { x: 1 } } })).toBe('failed');
     expect(nameWrites(null)).toBeUndefined();
   });
 });

@@ -138,13 +138,15 @@ export class Deletions {
     let wait = TRANSACTION_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
       const tx = await rpc.transaction(signature).catch(() => undefined);
-      const writes = tx === undefined || tx === null ? undefined : nameWrites(tx);
+      const writes = nameWrites(tx);
+      // A transaction that failed changed nothing.
+      if (writes === 'failed') return;
       if (writes) {
         await this.removeDeleted(writes.deleted, writes.slot);
         return;
       }
-      // A transaction that failed, or one the node sent that is not a transaction: nothing to do.
-      if (tx !== undefined && tx !== null) return;
+      // Null (a lagging node), a failed call, or a reply that is not a transaction (a broken
+      // node): which names it deleted is unknown, tried again and then given up as lost.
       if (attempt >= TRANSACTION_TRIES) {
         this.deps.logger.warn({ signature }, 'follow: a deleting transaction stayed unreadable');
         this.deps.lost(signature);

@@ -10,8 +10,9 @@ import { Ownership, type Locker } from './ownership.js';
 import { ParentIndex } from './parent-index.js';
 import { Patcher } from './patcher.js';
 import type { FollowRpc } from './rpc.js';
-import { SilenceProbe } from './silence.js';
-import { FollowStream, HEAD_SLICE, type StreamMode } from './stream.js';
+import { PROBE_GRACE_MS, SilenceProbe } from './silence.js';
+import { FollowStream, HEAD_SLICE, type LogsNote, type StreamMode } from './stream.js';
+import { logsWrite } from './transaction.js';
 import type { AccountNote, Clock, FollowStore, Reread } from './types.js';
 
 /**
@@ -160,6 +161,7 @@ export class Follower {
       logger,
       onAccount: (note, parentKey) => {
         this.sawSlot(note.slot);
+        this.accountHeard(note.slot);
         this.onAccount(note, parentKey);
       },
       onLogs: (note) => {
@@ -167,6 +169,7 @@ export class Follower {
         this.sawSlot(note.slot);
         this.remember(note.signature);
         this.lastSignature = note.signature;
+        this.expectAccounts(note);
         this.deletions.onLogs(note);
       },
       onSubscribed: (mode) => this.onSubscribed(mode),
@@ -176,11 +179,8 @@ export class Follower {
       rpc: deps.rpc,
       clock,
       seen: (signature) => this.seen.has(signature),
-      silent: (signature) => {
-        logger.warn({ signature }, 'follow stream silent: a transaction never came; reconnecting');
-        this.healed = false;
-        this.connection?.reconnect();
-      },
+      silent: (signature) =>
+        this.silent({ signature }, 'follow stream silent: a transaction never came; reconnecting'),
     });
     this.ownership = new Ownership({
       locker: deps.locker,
@@ -319,6 +319,50 @@ export class Follower {
     this.patcher.notify(parent, key, note);
   }
 
+  /**
+   * The stream is open but misses what it should bring: drop the socket, the next one heals the
+   * gap.
+   */
+  private silent(context: object, message: string): void {
+    this.deps.logger.warn(context, message);
+    this.healed = false;
+    this.socketGen++;
+    this.expected = undefined;
+    this.connection?.reconnect();
+  }
+
+  /** Newest slot of an account notification on this socket (-1: none yet). */
+  private accountSlot = -1;
+  /**
+   * The oldest write the logs stream reported whose account notification has not come: a
+   * provider that dropped the whole-program subscription (or never delivers it) while the logs
+   * flow would otherwise be vouched for, additions and transfers missed.
+   */
+  private expected: { slot: number; since: number } | undefined;
+
+  private accountHeard(slot: number): void {
+    this.accountSlot = Math.max(this.accountSlot, slot);
+    if (this.expected && slot >= this.expected.slot) this.expected = undefined;
+  }
+
+  private expectAccounts(note: LogsNote): void {
+    if (this.expected || note.failed || this.stream.mode !== 'program') return;
+    // Its account notification may have come first (the same slot).
+    if (note.slot <= this.accountSlot || !logsWrite(note.logs)) return;
+    this.expected = { slot: note.slot, since: this.deps.clock.now() };
+  }
+
+  /** Whether a write the logs reported waited past the grace for its account notification. */
+  private checkAccounts(): void {
+    const expected = this.expected;
+    if (!expected || !this.stream.subscribed) return;
+    if (this.deps.clock.now() - expected.since < PROBE_GRACE_MS) return;
+    this.silent(
+      { slot: expected.slot },
+      'follow stream: a write the logs reported brought no account notification; reconnecting',
+    );
+  }
+
   private heard(): void {
     this.lastEventAt = this.deps.clock.now();
     this.deps.metrics.followLastEvent.set(Math.floor(this.lastEventAt / 1000));
@@ -352,6 +396,9 @@ export class Follower {
       onClose: () => {
         this.stream.closed();
         this.healed = false;
+        this.socketGen++;
+        this.accountSlot = -1;
+        this.expected = undefined;
         this.streamSlot = undefined;
         // The gap starts here: the next stream reports newer transactions before it is healed.
         this.gapFrom ??= this.lastSignature;
@@ -429,6 +476,11 @@ export class Follower {
   }
 
   private healAgain = false;
+  /**
+   * Counts sockets lost (closed, or found silent): a heal vouches for the stream only if none was
+   * lost while it ran, since the next socket's gap is not the one it read.
+   */
+  private socketGen = 0;
   /** The last signature reported before the gap the next heal reads (undefined: none pending). */
   private gapFrom: string | undefined;
   /** When the stream's subscriptions were last all confirmed. */
@@ -436,6 +488,7 @@ export class Follower {
 
   private async heal(): Promise<void> {
     const { deps } = this;
+    const gen = this.socketGen;
     // Entries fetched since the stream was confirmed miss nothing, whatever happened before.
     const subscribedAt = this.subscribedAt ?? deps.clock.now();
     // The last transaction the stream reported before the gap, not since: the new stream may
@@ -479,7 +532,8 @@ export class Follower {
     // missed (on a quiet chain it may be hours old).
     if (outcome.healed && outcome.newest) this.remember(outcome.newest);
     if (this.lastSignature !== undefined) this.remember(this.lastSignature);
-    this.healed = this.stream.subscribed;
+    // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
+    this.healed = this.stream.subscribed && gen === this.socketGen;
     if (this.healed) this.probe.start();
     await this.writeStatus();
   }
@@ -491,6 +545,7 @@ export class Follower {
   }
 
   private async writeStatus(): Promise<void> {
+    this.checkAccounts();
     const healthy = this.healthy;
     this.deps.metrics.followHealthy.set(healthy ? 1 : 0);
     if (!this.owner) return;

@@ -63,20 +63,19 @@ export async function healGap(deps: GapDeps, until: string | undefined): Promise
   // Oldest first, so a later write of an account wins over an earlier one.
   for (const sig of [...signatures].reverse()) {
     if (sig.failed) continue;
-    let tx: unknown;
+    let writes: ReturnType<typeof nameWrites>;
     for (let attempt = 1, wait = 250; ; attempt++, wait *= 2) {
       try {
-        tx = await deps.rpc.transaction(sig.signature);
+        writes = nameWrites(await deps.rpc.transaction(sig.signature));
       } catch (err) {
         return { healed: false, why: `transaction: ${String(err)}` };
       }
-      if ((tx !== null && tx !== undefined) || !deps.wait || attempt >= GAP_TRANSACTION_TRIES)
-        break;
+      if (writes !== undefined || !deps.wait || attempt >= GAP_TRANSACTION_TRIES) break;
       await deps.wait(wait);
     }
-    if (tx === null || tx === undefined) return { healed: false, why: 'a transaction not found' };
-    const writes = nameWrites(tx);
-    if (!writes) continue;
+    // Null to the end, or a reply that is not a transaction: what it wrote is unknown.
+    if (writes === undefined) return { healed: false, why: 'a transaction not read' };
+    if (writes === 'failed') continue;
     top = Math.max(top, writes.slot);
     for (const account of writes.deleted) written.delete(account);
     for (const account of writes.written) written.add(account);

@@ -4,7 +4,7 @@ import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import { DecodeThread } from '../sns/decode-thread.js';
 import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
 import type { FollowRpc } from './rpc.js';
-import { HEAD_SLICE, NAME_PROGRAM } from './stream.js';
+import { HEAD_SLICE, headOf, NAME_PROGRAM } from './stream.js';
 
 /**
  * {@link FollowRpc} over the configured endpoint's lane: every call goes through its client
@@ -83,7 +83,7 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
           }
           accounts.push({
             owner: entry.owner,
-            head: Buffer.from(data, 'base64').subarray(0, HEAD_SLICE.length),
+            head: headOf(data),
           });
         });
       }

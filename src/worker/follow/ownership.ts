@@ -45,9 +45,17 @@ export class Ownership {
 
   constructor(private readonly deps: OwnershipDeps) {}
 
+  /**
+   * Whether this worker holds the lease now: not past its expiry, counted from before the request
+   * that took or extended it, even while a renewal is still unanswered (a stalled Redis, a busy
+   * event loop), so a lapsed owner stops vouching for the stream before another takes it over.
+   */
   get owner(): boolean {
-    return this.lease !== undefined;
+    return this.lease !== undefined && this.deps.clock.now() < this.validUntil;
   }
+
+  /** When the lease held lapses at the latest (Unix ms). */
+  private validUntil = 0;
 
   start(): void {
     this.closed = false;
@@ -82,9 +90,11 @@ export class Ownership {
 
   private async renew(): Promise<void> {
     const { deps } = this;
+    const asked = deps.clock.now();
     if (this.lease) {
       try {
         this.lease = await this.lease.extend(deps.leaseMs);
+        this.validUntil = asked + deps.leaseMs;
         return;
       } catch {
         // Lapsed (a stall longer than the lease, a flood keeping the event loop busy): unless
@@ -92,6 +102,7 @@ export class Ownership {
       }
       try {
         this.lease = await deps.locker.acquire(deps.resource, deps.leaseMs);
+        this.validUntil = asked + deps.leaseMs;
       } catch {
         this.lease = undefined;
         deps.lost();
@@ -105,6 +116,7 @@ export class Ownership {
         return;
       }
       this.lease = lease;
+      this.validUntil = asked + deps.leaseMs;
       deps.acquired();
     } catch {
       // Held by another worker.

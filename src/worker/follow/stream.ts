@@ -334,10 +334,11 @@ export class FollowStream {
       this.warnRefused({ err: read }, `RPC websocket notification refused: ${read}`);
       return;
     }
-    const data = Buffer.from(read.data, 'base64');
     // A provider that ignored the `dataSlice` sent the whole account: its first bytes are the
-    // head all the same (the slice starts at 0), and a longer text still reads as cut.
-    const head = data.subarray(0, HEAD_SLICE.length);
+    // head all the same (the slice starts at 0), and a longer text still reads as cut. Only the
+    // head's characters are decoded: a subarray of the whole would keep all of it alive in the
+    // replay buffer and the patcher's queues (10,000 of 45 KB accounts: 450 MB).
+    const head = headOf(read.data);
     this.opts.onAccount(
       { slot: read.slot, pubkey: read.pubkey, head },
       key === '' ? undefined : key,
@@ -369,6 +370,17 @@ export class FollowStream {
       this.accountSubs.size + (this.logsSub === undefined ? 0 : 1),
     );
   }
+}
+
+/** Base64 characters of the head: 132 bytes, one more than the slice needs' last group. */
+const HEAD_CHARS = Math.ceil(HEAD_SLICE.length / 3) * 4;
+
+/**
+ * The first {@link HEAD_SLICE} bytes of base64 `data` (fewer when it is shorter), decoding only
+ * those characters, in a buffer of their own.
+ */
+export function headOf(data: string): Buffer {
+  return Buffer.from(data.slice(0, HEAD_CHARS), 'base64').subarray(0, HEAD_SLICE.length);
 }
 
 /**

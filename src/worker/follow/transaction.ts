@@ -19,6 +19,13 @@ export const DELETE_TAG = 3;
 export const DELETE_LOG = 'Instruction: Delete Name';
 /** Longest instruction data decoded (base58 decoding is quadratic); only its first byte counts. */
 const MAX_DATA_CHARS = 4096;
+/**
+ * Decoding work allowed per transaction, in squared characters (about 50 ms): a real one fits
+ * 1,232 bytes, so its name-program instructions cost under a twentieth of it, but a hostile reply
+ * of 64 MiB holding thousands of 4,096-character instructions would hold the event loop for
+ * minutes. Past it the reply is not believed (as a transaction that could not be read).
+ */
+const MAX_DECODE_WORK = 4 * MAX_DATA_CHARS * MAX_DATA_CHARS;
 
 /** What one transaction did to name accounts (both lists without repeats, in order). */
 export type NameWrites = {
@@ -38,10 +45,13 @@ type Instruction = {
 
 /**
  * Reads a `getTransaction` result (encoding `json` or `jsonParsed`, legacy or version 0) for the
- * name program's instructions, top level and inner. Returns undefined for a result that is not a
- * transaction (null: not found yet, a lagging node) or one that failed (it changed nothing).
+ * name program's instructions, top level and inner. Returns `failed` for a transaction that
+ * failed (it changed nothing), undefined for a result that cannot be read as a transaction: null
+ * (not found yet, a lagging node), no slot or no status, no message, or more decoding than
+ * {@link MAX_DECODE_WORK}. The callers treat undefined as unknown (tried again, then a new
+ * epoch), never as "nothing deleted".
  */
-export function nameWrites(tx: unknown): NameWrites | undefined {
+export function nameWrites(tx: unknown): NameWrites | 'failed' | undefined {
   if (typeof tx !== 'object' || tx === null) return undefined;
   const t = tx as {
     slot?: unknown;
@@ -52,19 +62,36 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
     } | null;
     transaction?: { message?: { accountKeys?: unknown; instructions?: unknown } };
   };
-  if (!isSlot(t.slot) || t.meta?.err != null) return undefined;
   const message = t.transaction?.message;
+  if (!isSlot(t.slot) || typeof t.meta !== 'object' || t.meta === null) return undefined;
+  if (t.meta.err != null) return 'failed';
+  if (typeof message !== 'object' || message === null || !Array.isArray(message.accountKeys)) {
+    return undefined;
+  }
   const keys = [
     ...keyList(message?.accountKeys),
     ...keyList(t.meta?.loadedAddresses?.writable),
     ...keyList(t.meta?.loadedAddresses?.readonly),
   ];
-  const all: Instruction[] = [...list<Instruction>(message?.instructions)];
-  for (const inner of list<{ instructions?: unknown }>(t.meta?.innerInstructions)) {
-    all.push(...list<Instruction>(inner?.instructions));
+  // In the order they ran: each top-level instruction, then the inner ones it invoked (a CPI
+  // of instruction i runs before instruction i + 1), so the last write of an account wins.
+  const innerOf = new Map<number, Instruction[]>();
+  for (const inner of list<{ index?: unknown; instructions?: unknown }>(
+    t.meta?.innerInstructions,
+  )) {
+    const at = typeof inner?.index === 'number' ? inner.index : -1;
+    innerOf.set(at, [...(innerOf.get(at) ?? []), ...list<Instruction>(inner?.instructions)]);
   }
+  const all: Instruction[] = [];
+  list<Instruction>(message?.instructions).forEach((ix, i) => {
+    all.push(ix, ...(innerOf.get(i) ?? []));
+    innerOf.delete(i);
+  });
+  // Inner instructions naming no top-level one: still read, after the rest.
+  for (const rest of innerOf.values()) all.push(...rest);
   const deleted = new Set<string>();
   const written = new Set<string>();
+  let work = 0;
   for (const ix of all) {
     if (typeof ix !== 'object' || ix === null) continue;
     const program =
@@ -74,6 +101,8 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
           ? keys[ix.programIdIndex]
           : undefined;
     if (program !== NAME_PROGRAM) continue;
+    if (typeof ix.data === 'string') work += ix.data.length * ix.data.length;
+    if (work > MAX_DECODE_WORK) return undefined;
     const tag = firstByte(ix.data);
     const at = tag === undefined ? undefined : NAME_ACCOUNT_AT.get(tag);
     if (at === undefined) continue;
@@ -81,17 +110,73 @@ export function nameWrites(tx: unknown): NameWrites | undefined {
     const ref = accounts[at];
     const account = typeof ref === 'string' ? ref : typeof ref === 'number' ? keys[ref] : undefined;
     if (account === undefined) continue;
+    // What the last instruction did to an account is what the transaction left: a name deleted
+    // and created again in one transaction exists.
     if (tag === DELETE_TAG) {
       deleted.add(account);
       written.delete(account);
-    } else if (!deleted.has(account)) written.add(account);
+    } else {
+      written.add(account);
+      deleted.delete(account);
+    }
   }
   return { slot: t.slot, deleted: [...deleted], written: [...written] };
 }
 
-/** Whether a transaction's logs say it deleted a name (it is worth a `getTransaction`). */
+/** The lines of the name program's instructions that write an account (not Delete). */
+const WRITE_LOGS = [
+  'Instruction: Create',
+  'Instruction: Update Data',
+  'Instruction: Transfer Ownership',
+  'Instruction: Realloc',
+];
+const INVOKE = /^Program (\S+) invoke \[\d+\]$/;
+const RETURN = /^Program (\S+) (?:success|failed)/;
+
+/**
+ * Whether a successful transaction's logs say the name program itself wrote a name account
+ * (Create, Update, Transfer, Realloc). Such a write brings an account notification on a
+ * whole-program stream that works.
+ */
+export const logsWrite = (logs: readonly string[]): boolean => nameProgramSaid(logs, WRITE_LOGS);
+
+/** The line the runtime writes in place of the logs past its limit (10 KB). */
+const LOG_TRUNCATED = 'Log truncated';
+
+/**
+ * Whether a transaction's logs say it deleted a name (it is worth a `getTransaction`): the name
+ * program's own line, or logs cut short by the runtime (the line may be in the part cut).
+ */
 export const logsDelete = (logs: readonly string[]): boolean =>
-  logs.some((line) => line.includes(DELETE_LOG));
+  logs.includes(LOG_TRUNCATED) || nameProgramSaid(logs, [DELETE_LOG]);
+
+/**
+ * Whether a `Program log:` line holding one of `words` was written by the name program: lines are
+ * attributed to the program on top of the invocation stack, so another program writing the same
+ * words (any transaction may mention the name program) costs nothing.
+ */
+function nameProgramSaid(logs: readonly string[], words: readonly string[]): boolean {
+  const stack: string[] = [];
+  for (const line of logs) {
+    const invoke = INVOKE.exec(line);
+    if (invoke) {
+      stack.push(invoke[1] as string);
+      continue;
+    }
+    if (RETURN.test(line)) {
+      stack.pop();
+      continue;
+    }
+    if (
+      stack.at(-1) === NAME_PROGRAM &&
+      line.startsWith('Program log: ') &&
+      words.some((w) => line.includes(w))
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
 
 function list<T>(value: unknown): T[] {
   return Array.isArray(value) ? (value as T[]) : [];
