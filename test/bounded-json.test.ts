@@ -104,6 +104,31 @@ describe('parseBoundedJson in pieces', () => {
     }
   });
 
+  it('matches JSON.parse on random documents at every piece size', () => {
+    let seed = 7;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const atoms = [0, -1.5, 1e21, true, false, null, '', 'a"b\\c', 'ü🦀', '__proto__', '7'];
+    const gen = (depth: number): unknown => {
+      const kind = depth > 4 ? 0 : rand(3);
+      if (kind === 0) return atoms[rand(atoms.length)];
+      const n = rand(6);
+      if (kind === 1) return Array.from({ length: n }, () => gen(depth + 1));
+      return Object.fromEntries(
+        Array.from({ length: n }, () => [String(atoms[rand(atoms.length)]), gen(depth + 1)]),
+      );
+    };
+    for (let i = 0; i < 200; i++) {
+      const text = JSON.stringify(gen(0), null, rand(2) === 0 ? undefined : 1);
+      const want = JSON.stringify(JSON.parse(text));
+      for (const piece of [1, 3, 20, 100]) {
+        expect(JSON.stringify(piecewise(text, piece))).toBe(want);
+      }
+    }
+  });
+
   it('grows a long array in chunks, as many members as JSON.parse', () => {
     const text = `[${repeat('{"i":1}', 40_000)}]`;
     const got = piecewise(text, 64) as unknown[];

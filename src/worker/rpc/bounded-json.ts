@@ -84,8 +84,6 @@ export class JsonHeapError extends Error {
  * at once can overrun it and abort the process. Between pieces, termination takes effect.
  */
 export const PIECE_BYTES = 256 * 1024;
-/** Array members gathered per chunk, so no array grows one large backing store. */
-const CHUNK_MEMBERS = 16 * 1024;
 
 /** First bytes of a string, a number or a literal. */
 const VALUE_START = new Set(Buffer.from('"-0123456789tfn'));
@@ -140,14 +138,20 @@ function parseSpan(buf: Buffer, start: number, end: number, piece: number): unkn
   const inner = end - 1;
   let at = start + 1;
   while (at < inner && isSpace(buf[at] as number)) at++;
+  // An array's members in chunks: runs of small members parsed together, each large one alone.
   const chunks: unknown[][] = [];
-  let chunk: unknown[] = [];
+  let runStart = -1;
+  let runEnd = -1;
+  const flush = () => {
+    if (runStart < 0) return;
+    chunks.push(JSON.parse(`[${buf.toString('utf8', runStart, runEnd)}]`) as unknown[]);
+    runStart = -1;
+  };
   const object: Record<string, unknown> = {};
-  let members = 0;
   while (at < inner) {
     let key: string | undefined;
     if (open === OPEN_BRACE) {
-      const colon = valueEndOfKey(buf, at, inner);
+      const colon = keyEnd(buf, at, inner);
       const parsed: unknown = JSON.parse(buf.toString('utf8', at, colon));
       if (typeof parsed !== 'string') throw new SyntaxError(`object key not a string at ${at}`);
       key = parsed;
@@ -155,29 +159,34 @@ function parseSpan(buf: Buffer, start: number, end: number, piece: number): unkn
     }
     const stop = valueEnd(buf, at, inner);
     if (stop < inner && buf[stop] !== COMMA) throw new SyntaxError(`unexpected byte at ${stop}`);
-    const value = parseSpan(buf, at, stop, piece);
     if (key === undefined) {
-      chunk.push(value);
-      if (chunk.length === CHUNK_MEMBERS) {
-        chunks.push(chunk);
-        chunk = [];
-      }
-    } else if (key === '__proto__') {
-      // As `JSON.parse` builds it: an own property, not the prototype.
-      Object.defineProperty(object, key, {
-        value,
-        writable: true,
-        enumerable: true,
-        configurable: true,
-      });
-    } else object[key] = value;
-    members++;
+      let first = at;
+      while (first < stop && isSpace(buf[first] as number)) first++;
+      if (first === stop) throw new SyntaxError(`missing array member at byte ${at}`);
+      if (runStart >= 0 && stop - runStart > piece) flush();
+      if (stop - at <= piece) {
+        if (runStart < 0) runStart = at;
+        runEnd = stop;
+      } else chunks.push([parseSpan(buf, at, stop, piece)]);
+    } else {
+      const value = parseSpan(buf, at, stop, piece);
+      if (key === '__proto__') {
+        // As `JSON.parse` builds it: an own property, not the prototype.
+        Object.defineProperty(object, key, {
+          value,
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        });
+      } else object[key] = value;
+    }
     if (stop === inner) break;
     at = stop + 1;
     if (at >= inner) throw new SyntaxError(`trailing comma at byte ${stop}`);
   }
   if (open === OPEN_BRACE) return object;
-  chunks.push(chunk);
+  flush();
+  const members = chunks.reduce((sum, c) => sum + c.length, 0);
   reserve(8 * members);
   const array = new Array<unknown>(members);
   let i = 0;
@@ -186,7 +195,7 @@ function parseSpan(buf: Buffer, start: number, end: number, piece: number): unkn
 }
 
 /** Where the key starting at `start` ends: its colon. */
-function valueEndOfKey(buf: Buffer, start: number, end: number): number {
+function keyEnd(buf: Buffer, start: number, end: number): number {
   let inString = false;
   for (let i = start; i < end; i++) {
     const b = buf[i] as number;
