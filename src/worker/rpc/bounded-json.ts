@@ -78,10 +78,11 @@ export class JsonHeapError extends Error {
 }
 
 /**
- * Bytes handed to one `JSON.parse`; longer objects and arrays are parsed member by member. One
- * `JSON.parse` (or one string of the body) allocates all at once and cannot be interrupted, and a
- * worker terminated at its heap limit only gets a little headroom to stop in: a whole body parsed
- * at once can overrun it and abort the process. Between pieces, termination takes effect.
+ * Bytes handed to one `JSON.parse`; longer objects are parsed member by member, longer arrays in
+ * runs of members up to this size. One `JSON.parse` (or one string of the body) allocates all at
+ * once and cannot be interrupted, and a worker terminated at its heap limit only gets a little
+ * headroom to stop in: a whole body parsed at once can overrun it and abort the process. Between
+ * pieces, termination takes effect.
  */
 export const PIECE_BYTES = 256 * 1024;
 
