@@ -446,6 +446,34 @@ describe('discovery through the discovery thread', () => {
     }
   });
 
+  it('refuses a reply with one string past the heap budget before building it', async () => {
+    // One allocation past the limit would abort the whole process, not fail the thread.
+    const small = new DecodeThread({ heapMb: 8, taskMs: 30_000 });
+    try {
+      const body = Buffer.from(reply(1, { value: [['A'.repeat(40 * 1024 * 1024), 'base64']] }));
+      const err = await failure(
+        small.run({
+          kind: 'envelope',
+          method: 'getAccountInfo',
+          id: 1,
+          body: DecodeThread.transferable(body),
+        }),
+      );
+      expect(err).toMatchObject({ retryable: false, message: 'reply decode over 8 MiB' });
+      const ok = Buffer.from(reply(2, { value: 'fits' }));
+      await expect(
+        small.run({
+          kind: 'envelope',
+          method: 'getAccountInfo',
+          id: 2,
+          body: DecodeThread.transferable(ok),
+        }),
+      ).resolves.toEqual({ value: 'fits' });
+    } finally {
+      await small.close();
+    }
+  });
+
   it('fails a task whose thread is closed under it, and starts a new thread for the next', async () => {
     on('getProgramAccounts', gpa(many()));
     const busy = decoding();

@@ -1,5 +1,10 @@
 import type { RpcOutcome } from '../../core/metrics.js';
-import { JsonBoundsError, parseBoundedJson, RPC_JSON_BOUNDS } from './bounded-json.js';
+import {
+  JsonBoundsError,
+  JsonHeapError,
+  parseBoundedJson,
+  RPC_JSON_BOUNDS,
+} from './bounded-json.js';
 
 /** The JSON-RPC envelope, apart from ./client.ts so decode threads load no p-retry or sockets. */
 
@@ -46,6 +51,7 @@ export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number):
     payload = parseBoundedJson(body, RPC_JSON_BOUNDS);
   } catch (err) {
     if (err instanceof JsonBoundsError) throw malformed(`${method}: reply ${err.message}`);
+    if (err instanceof JsonHeapError) throw err; // the thread's heap budget, not the reply's form
     throw new RpcCallError(`${method}: malformed JSON body`, 'http_error', true);
   }
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {

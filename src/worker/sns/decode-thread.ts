@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { ReplyDecoder } from '../rpc/client.js';
 import { fromWireError, RpcCallError } from '../rpc/envelope.js';
-import type { ThreadReply, ThreadRequest, ThreadResults } from './discovery-thread.js';
+import type { ThreadData, ThreadReply, ThreadRequest, ThreadResults } from './discovery-thread.js';
 
 /**
  * Starts ./discovery-thread: the compiled `.js`, or a `.ts` via tsx's loader registered in the
@@ -10,14 +10,15 @@ import type { ThreadReply, ThreadRequest, ThreadResults } from './discovery-thre
  */
 function startThread(heapMb: number): Worker {
   const resourceLimits = { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: 16 };
+  const workerData: ThreadData = { heapMb };
   const here = new URL(import.meta.url);
   if (!here.pathname.endsWith('.ts')) {
-    return new Worker(new URL('./discovery-thread.js', here), { resourceLimits });
+    return new Worker(new URL('./discovery-thread.js', here), { resourceLimits, workerData });
   }
   const entry = new URL('./discovery-thread.ts', here).href;
   const tsx = import.meta.resolve('tsx/esm/api');
   const boot = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(boot, { eval: true, resourceLimits });
+  return new Worker(boot, { eval: true, resourceLimits, workerData });
 }
 
 /** Budget of one decode thread. */

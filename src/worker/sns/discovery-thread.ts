@@ -1,11 +1,15 @@
-import { parentPort } from 'node:worker_threads';
-import { toWireError, type WireError } from '../rpc/envelope.js';
+import { parentPort, workerData } from 'node:worker_threads';
+import { JsonHeapError } from '../rpc/bounded-json.js';
+import { RpcCallError, toWireError, type WireError } from '../rpc/envelope.js';
 import { DECODERS } from './discovery-decode.js';
 
 /**
  * The decode thread, started by ./decode-thread.ts, never imported: parses transferred reply
  * bodies within ../rpc/bounded-json.ts's bounds, answering with results or errors as data.
  */
+
+/** What ./decode-thread.ts starts the thread with. */
+export type ThreadData = { heapMb: number };
 
 type Common = {
   seq: number;
@@ -44,11 +48,22 @@ function decode(req: ThreadRequest): unknown {
   return decoder(req.method, new Uint8Array(req.body), req.id, req);
 }
 
+/**
+ * A parse refused before allocating past the heap: the failure reaching the heap limit gives
+ * (./decode-thread.ts), the thread intact.
+ */
+function overHeap(): RpcCallError {
+  const { heapMb } = workerData as ThreadData;
+  return new RpcCallError(`reply decode over ${heapMb} MiB`, 'http_error', false, undefined, {
+    final: true,
+  });
+}
+
 function handle(req: ThreadRequest): ThreadReply {
   try {
     return { seq: req.seq, result: decode(req) };
   } catch (err) {
-    return { seq: req.seq, failed: toWireError(err) };
+    return { seq: req.seq, failed: toWireError(err instanceof JsonHeapError ? overHeap() : err) };
   }
 }
 
