@@ -144,11 +144,18 @@ export async function startGateway(
     logs,
     get: (path, init) => getJson(baseUrl, path, init),
     async close() {
-      await api.close();
-      await worker?.close();
-      if (ownSim) await sim.close();
+      // Every step runs even when one fails (a worker closed with a job cut short throws), so a
+      // test never leaves its keys behind.
+      const failures: unknown[] = [];
+      for (const step of [() => api.close(), () => worker?.close()]) {
+        await Promise.resolve()
+          .then(step)
+          .catch((err: unknown) => failures.push(err));
+      }
+      if (ownSim) await sim.close().catch(() => undefined);
       await deletePrefix(redis, config.QUEUE_PREFIX);
       redis.disconnect();
+      if (failures.length > 0) throw failures[0];
     },
   };
 }
