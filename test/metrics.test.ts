@@ -440,9 +440,14 @@ describe('API /metrics after real traffic', () => {
     expect(res.body).toEqual({ s: 'error', result: 'RPC unavailable' });
     // The job's next attempt (JOB_BACKOFF_MS later) succeeds and fills the cache.
     await waitFor(async () => (await gw.get('/subdomains/faultfatal')).status === 200);
-    const after = await read();
+    // The job counts as completed once BullMQ has moved it, which can follow the cache write.
+    let after = await read();
     const delta = (name: string, labels: Record<string, string>) =>
       value(after, name, labels) - value(before, name, labels);
+    await waitFor(async () => {
+      after = await read();
+      return delta('sns_refresh_jobs_total', { outcome: 'completed' }) >= 1;
+    });
     expect(delta('sns_rpc_requests_total', { outcome: 'rpc_error' })).toBe(1);
     expect(delta('sns_rpc_retries_total', {})).toBe(0);
     expect(delta('sns_refresh_jobs_total', { outcome: 'retried' })).toBe(1);
