@@ -36,6 +36,7 @@ import { redlockLocker } from './follow/ownership.js';
 import { followStatusStore } from './follow/status-store.js';
 import { systemClock } from './follow/types.js';
 import { WsConnection } from './follow/ws-connection.js';
+import { Rereads } from './follow/rereads.js';
 import { startRegistrySweep } from './registry-sweep.js';
 import {
   createHotParentScanQueue,
@@ -55,6 +56,9 @@ const SCHEDULE_START_WAIT_MS = 5_000;
  */
 const sweepEveryMs = (staleMs: number) =>
   Math.max(1_000, Math.min(60_000, Math.floor(staleMs / 4)));
+
+/** How often owed re-reads are checked against the stored scans, in milliseconds. */
+const REREAD_CHECK_MS = 2_000;
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -360,6 +364,44 @@ async function openWorker(
     );
   }
 
+  // Re-reads at a slot are queued again until a scan that far is stored (a re-read that joined a
+  // scan under way may have been read too early).
+  const rereads = defaultEndpoint
+    ? new Rereads({
+        queue: (parent, minContextSlot) =>
+          void addRefreshJob(
+            queue,
+            {
+              cacheKey: cache.key(defaultEndpoint.id, parent),
+              parent,
+              endpoint: { kind: 'default' },
+              ...(minContextSlot === undefined ? {} : { minContextSlot }),
+            },
+            'change',
+          ).catch((err: unknown) =>
+            logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
+          ),
+        scanSlotOf: async (parent) => {
+          const head = await cache.head(defaultEndpoint.id, parent);
+          return head === null ? null : head.scanSlot;
+        },
+      })
+    : undefined;
+  if (rereads) {
+    let checking: Promise<void> | undefined;
+    const timer = setInterval(() => {
+      checking ??= rereads
+        .check()
+        .catch((err: unknown) => logger.warn({ err: String(err) }, 're-read check'))
+        .finally(() => (checking = undefined));
+    }, REREAD_CHECK_MS);
+    timer.unref();
+    kit.closes('worker re-read checks', timer, async (t) => {
+      clearInterval(t);
+      await checking;
+    });
+  }
+
   // Every cached parent follows the chain through one stream, owned by one worker at a time
   // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh. Declared
   // last, so it closes first: its lease goes back at once to another worker.
@@ -375,19 +417,7 @@ async function openWorker(
             metrics,
             logger,
             budget,
-            reread: (parent, minContextSlot) =>
-              void addRefreshJob(
-                queue,
-                {
-                  cacheKey: cache.key(defaultEndpoint.id, parent),
-                  parent,
-                  endpoint: { kind: 'default' },
-                  ...(minContextSlot === undefined ? {} : { minContextSlot }),
-                },
-                'change',
-              ).catch((err: unknown) =>
-                logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
-              ),
+            reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
             changed: (parent) =>
               void publishRefreshEvent(command, config.QUEUE_PREFIX, {
                 endpointId: defaultEndpoint.id,
