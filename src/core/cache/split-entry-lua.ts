@@ -11,7 +11,12 @@
  * the sweep aside), so a change costs O(accounts touched · log n) whatever the parent's size.
  * Numbers are written with `%.0f` (exact for every safe integer; cjson would round to 14 digits).
  */
-const LUA_SPLIT = `
+/**
+ * Slots as `isSlot` (src/core/rpc/slot.ts) checks them, in Lua, shared by every entry script:
+ * `is_slot(v)` for a number read from Redis, `arg_slot(s)` for an argument (nil for 'null', false
+ * for anything that is not a slot).
+ */
+export const LUA_SLOTS = `
 local MAX_SLOT = 9007199254740991
 local function is_slot(v)
   return type(v) == 'number' and v >= 0 and v <= MAX_SLOT and math.floor(v) == v
@@ -21,7 +26,9 @@ local function arg_slot(s)
   if #s <= 16 and string.match(s, '^%d+$') and is_slot(tonumber(s)) then return tonumber(s) end
   return false
 end
-local function n(v) return string.format('%.0f', v) end
+`;
+
+const LUA_SPLIT = `${LUA_SLOTS}local function n(v) return string.format('%.0f', v) end
 local function num(v) if type(v) == 'number' then return v end return nil end
 local function meta_of(raw)
   if not raw then return nil end

@@ -8,6 +8,7 @@ import {
   APPLY_CHANGES,
   GET_SPLIT,
   GET_WITH_MEMBERS,
+  LUA_SLOTS,
   MARK_CHECKED,
   PUT_SPLIT,
   SWEEP,
@@ -78,17 +79,7 @@ export type Freshness = 'fresh' | 'stale';
  * `ceiling` (the highest slot the chain can have reached, when the caller knows it) holds no write
  * back: it would otherwise refuse every scan, for as long as it lives.
  */
-const LUA_ENTRY = `
-local MAX_SLOT = 9007199254740991
-local function is_slot(v)
-  return type(v) == 'number' and v >= 0 and v <= MAX_SLOT and math.floor(v) == v
-end
-local function arg_slot(s)
-  if s == 'null' then return nil end
-  if #s <= 16 and string.match(s, '^%d+$') and is_slot(tonumber(s)) then return tonumber(s) end
-  return false
-end
-local function bad_args(slot, at)
+const LUA_ENTRY = `${LUA_SLOTS}local function bad_args(slot, at)
   if arg_slot(slot) == false or not is_slot(tonumber(at)) then
     return redis.error_reply('ERR entry slot or fetchedAt is not a safe integer')
   end
