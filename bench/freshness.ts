@@ -24,10 +24,14 @@ import {
   BENCH_REDIS_URL,
   type BenchRun,
   type Child,
+  creditTotal,
+  fmtSeconds,
   gatewayEnv,
   machine,
   table,
   withBenchRun,
+  workerCredits,
+  workerMetricsText,
   writeSection,
 } from './lib.js';
 
@@ -132,36 +136,10 @@ function steadyTraffic(base: string): {
   };
 }
 
-/** `sns_rpc_credits_total` of the default endpoint on the worker's /metrics, by method. */
-async function credits(worker: Child): Promise<Map<string, number>> {
-  const text = await metricsText(worker);
-  const byMethod = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    const m = /^sns_rpc_credits_total\{([^}]*)\} (\S+)$/.exec(line);
-    if (!m) continue;
-    const labels = new Map<string, string>();
-    for (const l of (m[1] as string).matchAll(/(\w+)="([^"]*)"/g)) {
-      labels.set(l[1] as string, l[2] as string);
-    }
-    if (labels.get('endpoint') !== 'default') continue;
-    const method = labels.get('method') ?? '';
-    byMethod.set(method, (byMethod.get(method) ?? 0) + Number(m[2]));
-  }
-  return byMethod;
-}
-
-async function metricsText(worker: Child): Promise<string> {
-  const res = await fetch(`http://127.0.0.1:${worker.info.port}/metrics`);
-  if (res.status !== 200) throw new Error(`worker /metrics: HTTP ${res.status}`);
-  return res.text();
-}
-
-const sum = (byMethod: Map<string, number>) => [...byMethod.values()].reduce((a, b) => a + b, 0);
-
 /** A gauge or counter of the worker's /metrics, summed over its labels. */
 async function metric(worker: Child, name: string): Promise<number> {
   let sum = 0;
-  for (const line of (await metricsText(worker)).split('\n')) {
+  for (const line of (await workerMetricsText(worker)).split('\n')) {
     const m = /^(\w+)(?:\{[^}]*\})? (\S+)$/.exec(line);
     if (m?.[1] === name) sum += Number(m[2]);
   }
@@ -292,10 +270,10 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
     await sleep(FRESH_MS);
 
     // 1. Quiet chain.
-    const before = await credits(worker);
+    const before = await workerCredits(worker);
     sim.resetCalls();
     await sleep(WINDOWS * FRESH_MS);
-    const after = await credits(worker);
+    const after = await workerCredits(worker);
     const simCalls = new Map<string, number>();
     for (const call of sim.calls) simCalls.set(call.method, (simCalls.get(call.method) ?? 0) + 1);
     const perParentWindow = new Map<string, number>();
@@ -351,7 +329,7 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
       const dropped = five(2 * FIVE);
       const dropLabel = 'afterdrop';
       const accepted = sim.wsStats().accepted;
-      const creditsBefore = sum(await credits(worker));
+      const creditsBefore = creditTotal(await workerCredits(worker));
       t0 = performance.now();
       const sockets = sim.dropSockets();
       for (const p of dropped) sim.chain.addSubdomain(p, dropLabel);
@@ -375,11 +353,11 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
         HOLD_MS / 2,
       );
       await resubscribed;
-      const creditsPerParent = (sum(await credits(worker)) - creditsBefore) / PARENTS;
+      const creditsPerParent = (creditTotal(await workerCredits(worker)) - creditsBefore) / PARENTS;
       afterDrop = { ...seen, resubscribedMs, creditsPerParent };
       log(
         `${mode}: ${sockets} websocket(s) dropped, created under five: ${describe(seen)}; ` +
-          `all ${PARENTS} subscribed again after ${fmtMs(resubscribedMs)}, ` +
+          `all ${PARENTS} subscribed again after ${fmtSeconds(resubscribedMs)}, ` +
           `${creditsPerParent.toFixed(2)} credits per parent spent meanwhile`,
       );
     }
@@ -391,15 +369,8 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
   }
 }
 
-const fmtMs = (ms: number | undefined) =>
-  ms === undefined
-    ? 'never'
-    : ms >= 10_000
-      ? `${(ms / 1000).toFixed(1)} s`
-      : `${(ms / 1000).toFixed(2)} s`;
-
 function describe(o: Observed): string {
-  return `all five after ${fmtMs(o.allMs)}, ${o.regressions} regressions, ${o.failed} failed of ${o.polls} polls`;
+  return `all five after ${fmtSeconds(o.allMs)}, ${o.regressions} regressions, ${o.failed} failed of ${o.polls} polls`;
 }
 
 async function main(): Promise<void> {
@@ -430,7 +401,7 @@ async function main(): Promise<void> {
 }
 
 const met = (ok: boolean) => (ok ? 'yes' : '**no**');
-const seconds = (o: Observed | undefined) => (o ? fmtMs(o.allMs) : '—');
+const seconds = (o: Observed | undefined) => (o ? fmtSeconds(o.allMs) : '—');
 
 function report(
   m: ReturnType<typeof machine>,
@@ -515,7 +486,7 @@ function report(
       `Answers that lost a change they had shown in the other measurements: ${regressions}. ` +
       `Steady-traffic requests not answered 200 (websocket on / off): ${traffic(on)} / ${traffic(off)}.` +
       (on.afterDrop
-        ? ` After the drop every parent was subscribed again in ${fmtMs(on.afterDrop.resubscribedMs)}; ` +
+        ? ` After the drop every parent was subscribed again in ${fmtSeconds(on.afterDrop.resubscribedMs)}; ` +
           `the reads of the gap and the checks until the end of that measurement cost ` +
           `${on.afterDrop.creditsPerParent.toFixed(2)} credits per parent.`
         : ''),

@@ -7,7 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
-import { deleteKeysAt, machine, quantile } from './lib.js';
+import { codeUnderTest, deleteKeysAt, machine, quantile } from './lib.js';
 
 /** The commit of main the second hostile review measured: the baseline its sections quote. */
 export const REVIEW_BASELINE = 'bde4553';
@@ -68,19 +68,6 @@ export function runLine(settings: string): string {
     `code under test ${codeUnderTest()}, baseline main at ${REVIEW_BASELINE} (its figures above the section); ` +
     `${settings}.`
   );
-}
-
-/** The checked-out commit, `+changes` when the work tree differs from it. */
-function codeUnderTest(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'worker', 'main.ts'], {
-      encoding: 'utf8',
-    }).trim();
-    return dirty === '' ? head : `${head}+changes`;
-  } catch {
-    return 'unknown';
-  }
 }
 
 export type Answer = {

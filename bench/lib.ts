@@ -2,7 +2,7 @@
  * Shared pieces of the benchmarks: child processes spoken to over IPC, an autocannon run with
  * sub-millisecond percentiles, the machine's description, and BENCHMARKS.md sections.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -357,6 +357,56 @@ export function machine(): { cores: number; cpu: string; node: string; load: str
       .map((l) => l.toFixed(2))
       .join(' '),
   };
+}
+
+/** The worker's /metrics text (its ops port). */
+export async function workerMetricsText(worker: Child): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${worker.info.port}/metrics`);
+  if (res.status !== 200) throw new Error(`worker /metrics: HTTP ${res.status}`);
+  return res.text();
+}
+
+/** `sns_rpc_credits_total` of the default endpoint on the worker's /metrics, by method. */
+export async function workerCredits(worker: Child): Promise<Map<string, number>> {
+  const byMethod = new Map<string, number>();
+  for (const line of (await workerMetricsText(worker)).split('\n')) {
+    const m = /^sns_rpc_credits_total\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const labels = new Map(
+      [...(m[1] as string).matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
+    );
+    if (labels.get('endpoint') !== 'default') continue;
+    const method = labels.get('method') ?? '';
+    byMethod.set(method, (byMethod.get(method) ?? 0) + Number(m[2]));
+  }
+  return byMethod;
+}
+
+/** The sum of credits by method. */
+export const creditTotal = (byMethod: Map<string, number>) =>
+  [...byMethod.values()].reduce((a, b) => a + b, 0);
+
+/** Milliseconds as seconds for a report: two decimals below 10 s, one above; `never` if unset. */
+export const fmtSeconds = (ms: number | undefined) =>
+  ms === undefined
+    ? 'never'
+    : ms >= 10_000
+      ? `${(ms / 1000).toFixed(1)} s`
+      : `${(ms / 1000).toFixed(2)} s`;
+
+/** The checked-out commit, `+changes` when the code a bench runs (src, bench, tools) differs. */
+export function codeUnderTest(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync(
+      'git',
+      ['status', '--porcelain', '--', 'src', 'bench', 'tools', 'main.ts'],
+      { encoding: 'utf8' },
+    ).trim();
+    return dirty === '' ? head : `${head}+changes`;
+  } catch {
+    return 'unknown';
+  }
 }
 
 const BENCHMARKS_MD = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));

@@ -26,9 +26,7 @@
  * Options, how long it takes and what it writes: `npm run bench:longtail -- --help`.
  * Environment: `REDIS_URL` (redis://127.0.0.1:6379/9). The run's Redis keys are deleted at the end.
  */
-import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import os from 'node:os';
 import { PublicKey } from '@solana/web3.js';
 import { Redis } from 'ioredis';
 import {
@@ -41,11 +39,14 @@ import { parseBenchArgs } from './cli.js';
 import {
   BENCH_REDIS_URL,
   type BenchRun,
-  type Child,
+  codeUnderTest,
+  creditTotal,
+  fmtSeconds,
   gatewayEnv,
   machine,
   table,
   withBenchRun,
+  workerCredits,
   writeSection,
 } from './lib.js';
 
@@ -320,30 +321,6 @@ function startTraffic(base: string): Traffic {
 // ---------------------------------------------------------------------------------------------
 // The worker's metrics.
 
-async function metricsText(worker: Child): Promise<string> {
-  const res = await fetch(`http://127.0.0.1:${worker.info.port}/metrics`);
-  if (res.status !== 200) throw new Error(`worker /metrics: HTTP ${res.status}`);
-  return res.text();
-}
-
-/** `sns_rpc_credits_total` of the default endpoint on the worker's /metrics, by method. */
-async function credits(worker: Child): Promise<Map<string, number>> {
-  const byMethod = new Map<string, number>();
-  for (const line of (await metricsText(worker)).split('\n')) {
-    const m = /^sns_rpc_credits_total\{([^}]*)\} (\S+)$/.exec(line);
-    if (!m) continue;
-    const labels = new Map(
-      [...(m[1] as string).matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
-    );
-    if (labels.get('endpoint') !== 'default') continue;
-    const method = labels.get('method') ?? '';
-    byMethod.set(method, (byMethod.get(method) ?? 0) + Number(m[2]));
-  }
-  return byMethod;
-}
-
-const total = (byMethod: Map<string, number>) => [...byMethod.values()].reduce((a, b) => a + b, 0);
-
 // ---------------------------------------------------------------------------------------------
 // Measurements of changes.
 
@@ -485,13 +462,13 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
     await sleep(FRESH_MS);
 
     // a, b. The quiet chain (apart from the background).
-    const before = await credits(worker);
+    const before = await workerCredits(worker);
     const wsBefore = sim.wsStats();
     sim.resetCalls();
     traffic.measuring = true;
     await sleep(WINDOWS * FRESH_MS);
     traffic.measuring = false;
-    const after = await credits(worker);
+    const after = await workerCredits(worker);
     const wsAfter = sim.wsStats();
     const ws = {
       notifications: wsAfter.notificationsSent - wsBefore.notificationsSent,
@@ -507,7 +484,7 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
       if (spent > 0) perParent.set(method, spent / PARENTS / WINDOWS);
     }
     log(
-      `quiet chain, ${WINDOWS} windows: ${total(perParent).toFixed(2)} credits per parent per ` +
+      `quiet chain, ${WINDOWS} windows: ${creditTotal(perParent).toFixed(2)} credits per parent per ` +
         `window (${[...perParent].map(([m, c]) => `${m} ${c.toFixed(2)}`).join(', ')}); ` +
         `long-tail answers ${describeTally(traffic.tailTally)}; hot ${describeTally(traffic.hotTally)}`,
     );
@@ -592,16 +569,9 @@ async function measure(run: BenchRun, sim: RpcSimulator): Promise<Result> {
   }
 }
 
-const fmtMs = (ms: number | undefined) =>
-  ms === undefined
-    ? 'never'
-    : ms >= 10_000
-      ? `${(ms / 1000).toFixed(1)} s`
-      : `${(ms / 1000).toFixed(2)} s`;
-
 function describe(o: Observed): string {
   const never = o.lost > 0 ? `: ${o.never.join(', ')}` : '';
-  return `all five after ${fmtMs(o.allMs)}, ${o.failed} failed of ${o.polls} polls, ${o.lost} never shown${never}`;
+  return `all five after ${fmtSeconds(o.allMs)}, ${o.failed} failed of ${o.polls} polls, ${o.lost} never shown${never}`;
 }
 
 const tallyTotal = (t: Tally) => [...t.values()].reduce((a, b) => a + b, 0);
@@ -613,19 +583,6 @@ function describeTally(t: Tally): string {
     .sort()
     .map(([k, v]) => `${k} ${v}`)
     .join(', ')})`;
-}
-
-/** The checked-out commit, `+changes` when src/, bench/ or tools/ differ from it. */
-function commit(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'bench', 'tools'], {
-      encoding: 'utf8',
-    }).trim();
-    return dirty === '' ? head : `${head}+changes`;
-  } catch {
-    return 'unknown';
-  }
 }
 
 /** The Redis server's version (INFO server), or 'unknown' when INFO is refused. */
@@ -641,17 +598,11 @@ async function redisVersion(): Promise<string> {
   }
 }
 
-const loadNow = () =>
-  os
-    .loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
-
 async function main(): Promise<void> {
   const m = machine();
   const started = new Date();
   const redis = await redisVersion();
-  const code = commit();
+  const code = codeUnderTest();
   const database = new URL(REDIS_URL).pathname.slice(1) || '0';
   log(
     `bench:longtail: ${PARENTS} parents (${HOT} hot), CACHE_FRESH_SECONDS=${FRESH_S}, HTTP lag ` +
@@ -674,7 +625,7 @@ async function main(): Promise<void> {
   }
   const took = (Date.now() - started.getTime()) / 1000;
   const markdown = report(
-    { ...m, redis, code, database, loadEnd: loadNow() },
+    { ...m, redis, code, database, loadEnd: machine().load },
     started,
     took,
     result,
@@ -696,7 +647,7 @@ type Machine = ReturnType<typeof machine> & {
 };
 
 function report(m: Machine, started: Date, took: number, r: Result): string {
-  const creditsTotal = total(r.credits);
+  const creditsTotal = creditTotal(r.credits);
   const fresh = share(r.tailTally, 'HIT');
   const within = (o: Observed, ms: number) => o.allMs !== undefined && o.allMs <= ms;
   const regressionCount = [...regressions.values()].reduce((a, b) => a + b, 0);
@@ -718,25 +669,25 @@ function report(m: Machine, started: Date, took: number, r: Result): string {
       [
         '(c) subdomain created under 5 long-tail parents: shown by all five',
         `≤ ${TARGETS.changeMs / 1000} s`,
-        fmtMs(r.create.allMs),
+        fmtSeconds(r.create.allMs),
         met(within(r.create, TARGETS.changeMs)),
       ],
       [
         '(d) subdomain deleted under 5 long-tail parents: gone from all five',
         `≤ ${TARGETS.changeMs / 1000} s`,
-        fmtMs(r.remove.allMs),
+        fmtSeconds(r.remove.allMs),
         met(within(r.remove, TARGETS.changeMs)),
       ],
       [
         '(e) subdomain transferred under 5 long-tail parents: new owner in `/details` of all five',
         `≤ ${TARGETS.changeMs / 1000} s`,
-        fmtMs(r.transfer.allMs),
+        fmtSeconds(r.transfer.allMs),
         met(within(r.transfer, TARGETS.changeMs)),
       ],
       [
         '(f) every websocket dropped, then created/deleted/transferred under 5 long-tail parents: shown by all five',
         `≤ ${TARGETS.afterDropMs / 1000} s, none lost`,
-        `${fmtMs(r.afterDrop.allMs)}, ${r.afterDrop.lost} lost`,
+        `${fmtSeconds(r.afterDrop.allMs)}, ${r.afterDrop.lost} lost`,
         met(within(r.afterDrop, TARGETS.afterDropMs) && r.afterDrop.lost === 0),
       ],
       [
@@ -799,7 +750,7 @@ function report(m: Machine, started: Date, took: number, r: Result): string {
       `in all (${r.ws.connections} websocket(s) with ${r.ws.subscriptions} subscriptions open at ` +
       `the end). ` +
       `Hot answers in the quiet windows: ${describeTally(r.hotTally)}; long-tail: ` +
-      `${describeTally(r.tailTally)}. Every parent cached in ${fmtMs(r.warmMs)} at the start. ` +
+      `${describeTally(r.tailTally)}. Every parent cached in ${fmtSeconds(r.warmMs)} at the start. ` +
       `${r.afterDrop.sockets} websocket(s) dropped in (f). Polls not answered 200: ` +
       `${polls.reduce((n, o) => n + o.failed, 0)} of ${polls.reduce((n, o) => n + o.polls, 0)}; ` +
       `steady-traffic requests not answered 200: ${r.traffic.failed} of ${r.traffic.requests}` +
