@@ -13,6 +13,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json main.ts ./
 COPY src ./src
+COPY worker ./worker
 RUN npm run build
 
 # --- runtime: production dependencies and the compiled output only ------------------------------

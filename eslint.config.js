@@ -33,16 +33,16 @@ export default tseslint.config(
   // main.ts, at the root, wires the API and the worker; neither imports the other, what both use
   // (src/core/) imports neither, and the simulator (tools/) uses only src/core/.
   // test/layout.test.ts checks the folder graph the design draws.
-  wall('src/api/**/*.ts', '(\\.\\./)+worker/', 'src/api/ runs only in the API: no src/worker/'),
-  wall('src/worker/**/*.ts', '(\\.\\./)+api/', 'src/worker/ runs only in the worker: no src/api/'),
+  wall('src/api/**/*.ts', '(\\.\\./)+worker/', 'src/api/ runs only in the API: no worker/'),
+  wall('worker/**/*.ts', '(\\.\\./)+src/api/', 'worker/ runs only in the worker: no src/api/'),
   wall(
     'src/core/**/*.ts',
     '(\\.\\./)+(api|worker)/',
-    'src/core/ is what both processes share: no src/api/ or src/worker/',
+    'src/core/ is what both processes share: no src/api/ or worker/',
   ),
   wall(
     'tools/**/*.ts',
-    '(\\.\\./)+(src/(?!core/)|test/|bench/)',
+    '(\\.\\./)+(src/(?!core/)|worker/|test/|bench/)',
     'tools/ may import only src/core/',
   ),
   { files: ['eslint.config.js', '**/*.mjs'], ...tseslint.configs.disableTypeChecked },

@@ -1,5 +1,5 @@
 import { Registry } from 'prom-client';
-import { startWorker, type WorkerRuntime } from './src/worker/runtime.js';
+import { startWorker, type WorkerRuntime } from './worker/runtime.js';
 import { ConfigError, loadConfig } from './src/core/config.js';
 import { createLogger } from './src/core/logger.js';
 import { createMetrics } from './src/core/metrics.js';
@@ -11,7 +11,7 @@ import { installShutdown } from './src/core/runtime/shutdown.js';
 /**
  * The entry file: parse the configuration, connect, listen, and shut down gracefully. `ROLE`
  * picks the API, the worker, or both in one process (`all`, what `npm start` runs). It sits at
- * the root, above src/api/ and src/worker/, because it wires both: neither imports the other,
+ * the root, above src/api/ and worker/, because it wires both: neither imports the other,
  * and both build on src/core/ (docs/design.md, "Shape").
  */
 async function main(): Promise<void> {

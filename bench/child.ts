@@ -1,7 +1,7 @@
 /**
  * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
  *
- * - `api`, `worker`: the gateway, through src/api/runtime.ts and src/worker/runtime.ts, configured
+ * - `api`, `worker`: the gateway, through src/api/runtime.ts and worker/runtime.ts, configured
  *   from the environment like main.ts (logs go to stdout, which the bench discards). The
  *   worker's ready message carries the port of its `/metrics`.
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
@@ -43,7 +43,7 @@ import {
   startRpcSimulator,
   ZERO_KEY,
 } from '../tools/rpc-sim/index.js';
-import { startWorker } from '../src/worker/runtime.js';
+import { startWorker } from '../worker/runtime.js';
 import { labelMaker } from './lib.js';
 
 type Handler = (cmd: string, args: unknown) => Promise<unknown>;

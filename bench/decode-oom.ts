@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { toBase58 } from '../src/core/sns/pda.js';
-import { DecodeThread } from '../src/worker/sns/decode-thread.js';
+import { DecodeThread } from '../worker/sns/decode-thread.js';
 
 const { values: args } = parseArgs({
   options: {

@@ -1,7 +1,7 @@
 /**
  * `npm run bench:freshness`: how the gateway keeps hot parents fresh by following the chain
- * (src/worker/freshness: a programSubscribe per watched parent, deletions by existence checks)
- * against the clock (`RPC_WS=off`: src/worker/hot-parent-scan.ts, a getProgramAccounts per parent per
+ * (worker/freshness: a programSubscribe per watched parent, deletions by existence checks)
+ * against the clock (`RPC_WS=off`: worker/hot-parent-scan.ts, a getProgramAccounts per parent per
  * window). The API and the worker run in child processes (bench/child.ts) against the RPC
  * simulator in this process, whose HTTP reads lag its websocket node (`httpLagMs`), while every
  * hot parent is requested several times a second throughout. Measures, with the websocket and

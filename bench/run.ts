@@ -14,7 +14,7 @@ import {
   INLINE_TEXT_BYTES,
   SCAN_SLICE,
   SLICE_AT,
-} from '../src/worker/sns/discovery-decode.js';
+} from '../worker/sns/discovery-decode.js';
 import type { Child } from './lib.js';
 import {
   BENCH_REDIS_URL,

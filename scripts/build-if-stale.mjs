@@ -2,7 +2,7 @@
  * Builds dist/ (`tsc -p tsconfig.build.json`) unless it is current, so that `npm start` after no
  * change starts at once. Current means that dist/.build-stamp, written after a build that
  * succeeded and dated when that build began, is newer than every input: the files and folders
- * under src/ (a folder's time changes when a file in it is added, renamed or
+ * under src/ and worker/ (a folder's time changes when a file in it is added, renamed or
  * removed), the entry main.ts, tsconfig*.json and package-lock.json (dependencies, @types/node
  * included).
  *
@@ -36,6 +36,7 @@ function needsBuild() {
   const inputs = [
     'main.ts',
     'src',
+    'worker',
     'package-lock.json',
     ...readdirSync('.').filter((name) => /^tsconfig.*\.json$/.test(name)),
   ];

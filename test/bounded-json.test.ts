@@ -1,5 +1,5 @@
 /**
- * The scan before JSON.parse (src/worker/rpc/bounded-json.ts): it counts every value a parse would build,
+ * The scan before JSON.parse (worker/rpc/bounded-json.ts): it counts every value a parse would build,
  * numbers and literals included, so a body within the reply bound cannot cost unbounded heap.
  */
 import { describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import {
   JsonBoundsError,
   parseBoundedJson,
   RPC_JSON_BOUNDS,
-} from '../src/worker/rpc/bounded-json.js';
+} from '../worker/rpc/bounded-json.js';
 
 const bytes = (text: string) => Buffer.from(text);
 const repeat = (unit: string, n: number) => Array.from({ length: n }, () => unit).join(',');

@@ -13,11 +13,11 @@ import {
 } from '../src/core/rpc/budget.js';
 import type { RedisClient } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
-import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
-import { CreditBudgetRefusal, CreditMeter } from '../src/worker/rpc/credits.js';
-import { RpcClient } from '../src/worker/rpc/client.js';
-import { Agents } from '../src/worker/rpc/transport.js';
-import { DecodeThread } from '../src/worker/sns/decode-thread.js';
+import { runHotParentScan } from '../worker/hot-parent-scan.js';
+import { CreditBudgetRefusal, CreditMeter } from '../worker/rpc/credits.js';
+import { RpcClient } from '../worker/rpc/client.js';
+import { Agents } from '../worker/rpc/transport.js';
+import { DecodeThread } from '../worker/sns/decode-thread.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { loadConfig } from '../src/core/config.js';
 import { FOLLOW, metric, watched } from './support/freshness.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { classifyChange, subdomainKey } from '../src/worker/sns/change.js';
-import { INLINE_TEXT_BYTES, SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
+import { classifyChange, subdomainKey } from '../worker/sns/change.js';
+import { INLINE_TEXT_BYTES, SCAN_SLICE, SLICE_AT } from '../worker/sns/discovery-decode.js';
 import {
   domainKey,
   REVERSE_LOOKUP_CLASS,

@@ -9,10 +9,10 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/core/config.js';
 import { createMetrics, type Metrics } from '../src/core/metrics.js';
-import { RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
+import { RpcCallError, RpcClient } from '../worker/rpc/client.js';
 import type { RpcEndpoint } from '../src/core/rpc/endpoint.js';
-import { Agents } from '../src/worker/rpc/transport.js';
-import { SCAN_SLICE } from '../src/worker/sns/discovery-decode.js';
+import { Agents } from '../worker/rpc/transport.js';
+import { SCAN_SLICE } from '../worker/sns/discovery-decode.js';
 import {
   domainKey,
   hashName,
@@ -21,8 +21,8 @@ import {
   reverseKeyFromDomainKey,
   toBase58,
 } from '../src/core/sns/pda.js';
-import { DecodeThread } from '../src/worker/sns/decode-thread.js';
-import { discoverSubdomains, type DiscoveryLane } from '../src/worker/sns/subdomain-discovery.js';
+import { DecodeThread } from '../worker/sns/decode-thread.js';
+import { discoverSubdomains, type DiscoveryLane } from '../worker/sns/subdomain-discovery.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;
 type Handler = (params: unknown[], id: unknown) => string | Promise<string>;

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { toBase58 } from '../src/core/sns/pda.js';
-import { Deletions } from '../src/worker/follow/deletions.js';
-import { Follower, type FollowStatus } from '../src/worker/follow/follower.js';
-import { healGap } from '../src/worker/follow/gaps.js';
-import { Ownership, type Lease } from '../src/worker/follow/ownership.js';
-import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../src/worker/follow/stream.js';
-import { logsDelete, logsWrite, nameWrites } from '../src/worker/follow/transaction.js';
-import type { AccountNote } from '../src/worker/follow/types.js';
+import { Deletions } from '../worker/follow/deletions.js';
+import { Follower, type FollowStatus } from '../worker/follow/follower.js';
+import { healGap } from '../worker/follow/gaps.js';
+import { Ownership, type Lease } from '../worker/follow/ownership.js';
+import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { logsDelete, logsWrite, nameWrites } from '../worker/follow/transaction.js';
+import type { AccountNote } from '../worker/follow/types.js';
 import {
   FakeClock,
   FakeRpc,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_WANTED, Rereads } from '../src/worker/follow/rereads.js';
+import { MAX_WANTED, Rereads } from '../worker/follow/rereads.js';
 
-/** A re-read at a slot is owed until a scan that far is stored (src/worker/follow/rereads.ts). */
+/** A re-read at a slot is owed until a scan that far is stored (worker/follow/rereads.ts). */
 describe('owed re-reads', () => {
   const setUp = (scans: Map<string, number | undefined | null>) => {
     const queued: Array<[string, number | undefined]> = [];

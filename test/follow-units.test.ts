@@ -1,17 +1,17 @@
 import { PublicKey } from '@solana/web3.js';
 import { describe, expect, it } from 'vitest';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
-import { Backstop, BACKSTOP_MAX_MS } from '../src/worker/follow/backstop.js';
-import { Deletions, TRANSACTION_TRIES } from '../src/worker/follow/deletions.js';
-import { Follower, type FollowStatus } from '../src/worker/follow/follower.js';
-import { healGap } from '../src/worker/follow/gaps.js';
-import { Ownership, type Lease } from '../src/worker/follow/ownership.js';
-import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../src/worker/follow/parent-index.js';
-import { MAX_PENDING_PER_PARENT, PAIRING_MS, Patcher } from '../src/worker/follow/patcher.js';
-import { PROBE_EVERY_MS, PROBE_GRACE_MS, SilenceProbe } from '../src/worker/follow/silence.js';
-import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../src/worker/follow/stream.js';
-import { nameWrites } from '../src/worker/follow/transaction.js';
-import type { AccountNote } from '../src/worker/follow/types.js';
+import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
+import { Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
+import { Follower, type FollowStatus } from '../worker/follow/follower.js';
+import { healGap } from '../worker/follow/gaps.js';
+import { Ownership, type Lease } from '../worker/follow/ownership.js';
+import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
+import { MAX_PENDING_PER_PARENT, PAIRING_MS, Patcher } from '../worker/follow/patcher.js';
+import { PROBE_EVERY_MS, PROBE_GRACE_MS, SilenceProbe } from '../worker/follow/silence.js';
+import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { nameWrites } from '../worker/follow/transaction.js';
+import type { AccountNote } from '../worker/follow/types.js';
 import { SimChain, encodeNameAccount } from '../tools/rpc-sim/index.js';
 import {
   FakeClock,

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { subdomainKey } from '../src/worker/sns/change.js';
-import { MAX_PENDING_PER_PARENT } from '../src/worker/follow/patcher.js';
-import { HEAD_SLICE } from '../src/worker/follow/stream.js';
+import { subdomainKey } from '../worker/sns/change.js';
+import { MAX_PENDING_PER_PARENT } from '../worker/follow/patcher.js';
+import { HEAD_SLICE } from '../worker/follow/stream.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
+import { SCAN_SLICE, SLICE_AT } from '../worker/sns/discovery-decode.js';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';

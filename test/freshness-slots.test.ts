@@ -6,9 +6,9 @@ import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { createLogger } from '../src/core/logger.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
-import { subdomainKey } from '../src/worker/sns/change.js';
-import { SCAN_SLICE, SLICE_AT } from '../src/worker/sns/discovery-decode.js';
-import { HEAD_SLICE } from '../src/worker/follow/stream.js';
+import { subdomainKey } from '../worker/sns/change.js';
+import { SCAN_SLICE, SLICE_AT } from '../worker/sns/discovery-decode.js';
+import { HEAD_SLICE } from '../worker/follow/stream.js';
 import { domainKey } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
@@ -17,7 +17,7 @@ import {
   startRpcSimulator,
   type RpcSimulator,
 } from '../tools/rpc-sim/index.js';
-import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';

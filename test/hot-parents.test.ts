@@ -10,7 +10,7 @@ import {
   hotParentsWindowKey,
   topHotParents,
 } from '../src/core/cache/hot-parents.js';
-import { runHotParentScan } from '../src/worker/hot-parent-scan.js';
+import { runHotParentScan } from '../worker/hot-parent-scan.js';
 import { writeFollowStatus } from '../src/core/cache/follow-status.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 

@@ -11,7 +11,7 @@ import { redisKeys } from '../src/core/redis-keys.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { startApi } from '../src/api/runtime.js';
-import { startWorker } from '../src/worker/runtime.js';
+import { startWorker } from '../worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,

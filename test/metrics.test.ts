@@ -21,7 +21,7 @@ import {
   WS_NOTIFICATION_OUTCOME,
 } from '../src/core/metrics.js';
 import { startApi } from '../src/api/runtime.js';
-import { startWorker } from '../src/worker/runtime.js';
+import { startWorker } from '../worker/runtime.js';
 import {
   baseUrlOf,
   deletePrefix,

@@ -141,12 +141,12 @@ describe('scripts/build-if-stale.mjs', () => {
       utimesSync(join(dir, path), t, t);
     };
     try {
-      for (const sub of ['src/api/http', 'src/worker', 'dist'])
+      for (const sub of ['src/api/http', 'worker', 'dist'])
         mkdirSync(join(dir, sub), { recursive: true });
       for (const file of [
         'main.ts',
         'src/api/http/app.ts',
-        'src/worker/runtime.ts',
+        'worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
         'package-lock.json',
@@ -159,8 +159,8 @@ describe('scripts/build-if-stale.mjs', () => {
         'src/api',
         'src/api/http',
         'src/api/http/app.ts',
-        'src/worker',
-        'src/worker/runtime.ts',
+        'worker',
+        'worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
         'package-lock.json',
@@ -178,7 +178,7 @@ describe('scripts/build-if-stale.mjs', () => {
       for (const path of [
         'main.ts',
         'src/api/http/app.ts',
-        'src/worker/runtime.ts',
+        'worker/runtime.ts',
         'tsconfig.build.json',
         'package-lock.json',
       ]) {

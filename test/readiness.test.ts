@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../src/core/metrics.js';
-import { startWorker } from '../src/worker/runtime.js';
+import { startWorker } from '../worker/runtime.js';
 import { getJson, startGateway, waitFor } from './support/gateway.js';
 import { startPrivateRedis } from './support/private-redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
-import { startWorker } from '../src/worker/runtime.js';
+import { startWorker } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
 import { hasBinary } from './support/programs.js';
 import { startPrivateRedis, type PrivateRedis } from './support/private-redis.js';

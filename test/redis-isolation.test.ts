@@ -7,7 +7,7 @@ import { createMetrics } from '../src/core/metrics.js';
 import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
-import { startWorker } from '../src/worker/runtime.js';
+import { startWorker } from '../worker/runtime.js';
 import { FOLLOW, labels, PARENT, watched } from './support/freshness.js';
 import {
   deletePrefix,

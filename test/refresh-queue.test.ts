@@ -1,5 +1,5 @@
 /**
- * Which refresh runs, and when (src/core/queue/refresh-queue.ts, src/worker/refresh-processor.ts): a cold
+ * Which refresh runs, and when (src/core/queue/refresh-queue.ts, worker/refresh-processor.ts): a cold
  * miss, which has a request waiting, starts before refreshes queued ahead of expiry, so a burst of
  * those cannot hold a user's request behind the rate limiter; an override refresh that waited its
  * whole bound in the queue is dropped unstarted.
@@ -15,9 +15,9 @@ import {
   waitingRefreshes,
   type RefreshJobData,
 } from '../src/core/queue/refresh-queue.js';
-import { RpcCallError } from '../src/worker/rpc/client.js';
+import { RpcCallError } from '../worker/rpc/client.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
-import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { seedDemo, startGateway, waitFor } from './support/gateway.js';
 import { startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { redisKeys } from '../src/core/redis-keys.js';

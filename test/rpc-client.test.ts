@@ -2,10 +2,10 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/core/config.js';
 import { createMetrics, type Metrics } from '../src/core/metrics.js';
-import { costOf, parseRetryAfter, RpcCallError, RpcClient } from '../src/worker/rpc/client.js';
+import { costOf, parseRetryAfter, RpcCallError, RpcClient } from '../worker/rpc/client.js';
 import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
-import { Agents } from '../src/worker/rpc/transport.js';
-import { DecodeThread } from '../src/worker/sns/decode-thread.js';
+import { Agents } from '../worker/rpc/transport.js';
+import { DecodeThread } from '../worker/sns/decode-thread.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
 describe('RpcClient against the simulator', () => {

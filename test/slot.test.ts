@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isSlot, SLOT_MARGIN_S, SLOT_RATE_BOUND, SlotClock } from '../src/core/rpc/slot.js';
-import { classifyProgramAccounts, decodeExistence } from '../src/worker/sns/discovery-decode.js';
+import { classifyProgramAccounts, decodeExistence } from '../worker/sns/discovery-decode.js';
 
 /** The slot texts a provider may send that are no slot: JSON reads each as a number or worse. */
 const NOT_SLOTS = ['1e309', '-1e309', '9223372036854775808', '-1', '1.5', '"7"', 'null', '{}'];

@@ -2,7 +2,7 @@ import { Queue } from 'bullmq';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { REFRESH_JOB, REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
-import { startWorker, type WorkerRuntime } from '../src/worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
 import { demoLabels } from '../tools/rpc-sim/index.js';
 import { spawnWorkerProcess, type WorkerProcess } from './support/main-process.js';

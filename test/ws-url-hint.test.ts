@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { wsUpgradeRefusedMessage } from '../src/worker/rpc/ws-url-hint.js';
+import { wsUpgradeRefusedMessage } from '../worker/rpc/ws-url-hint.js';
 import { FOLLOW, PARENT } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';

@@ -1,14 +1,14 @@
 import { Registry } from 'prom-client';
 import { createLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
-import type { FollowRpc } from '../../src/worker/follow/rpc.js';
+import type { FollowRpc } from '../../worker/follow/rpc.js';
 import type {
   ApplyOutcome,
   Clock,
   FollowStore,
   Member,
   MemberChange,
-} from '../../src/worker/follow/types.js';
+} from '../../worker/follow/types.js';
 
 /** A clock whose time moves only when told: timers run in order as it passes them. */
 export class FakeClock implements Clock {

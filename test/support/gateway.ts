@@ -11,7 +11,7 @@ import { createMetrics, type Metrics } from '../../src/core/metrics.js';
 import type { HostResolver } from '../../src/core/rpc/endpoint.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { startApi, type ApiRuntime } from '../../src/api/runtime.js';
-import { startWorker, type WorkerRuntime } from '../../src/worker/runtime.js';
+import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
 import { inDatabase } from './shared-redis.js';
 import {

@@ -13,8 +13,8 @@ import { pino } from 'pino';
 import { loadConfig } from '../../src/core/config.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import { Registry } from 'prom-client';
-import { createRefreshWorker } from '../../src/worker/refresh-worker.js';
-import type { RefreshProcessorDeps } from '../../src/worker/refresh-processor.js';
+import { createRefreshWorker } from '../../worker/refresh-worker.js';
+import type { RefreshProcessorDeps } from '../../worker/refresh-processor.js';
 
 const config = loadConfig();
 const runMs = Number(process.env.RUN_MS ?? 2_000);

@@ -3,7 +3,7 @@
  * `?after=` and `?prefix=` select on `/subdomains/:parent`. Pure: no I/O, no HTTP.
  *
  * Every search is a binary search over the entry's labels, which are sorted by JS's default sort
- * (UTF-16 code units: src/core/cache/subdomain-cache.ts `labelsOf`, src/worker/sns/subdomain-discovery.ts);
+ * (UTF-16 code units: src/core/cache/subdomain-cache.ts `labelsOf`, worker/sns/subdomain-discovery.ts);
  * the `<` operator on strings compares the same way, so the answer's order is the entry's order.
  * A request copies only the labels it returns.
  */

@@ -6,7 +6,7 @@ import { redisKeys } from '../redis-keys.js';
  * The daily credit budget of the configured endpoint (`RPC_CREDITS_PER_DAY`; docs/design.md,
  * "Budget"): the rule that turns today's spend into a state, and the view of that spend API and
  * worker processes read from Redis. The spend itself is written by the worker's credit meter
- * (src/worker/rpc/credits.ts), the one place credits are counted.
+ * (worker/rpc/credits.ts), the one place credits are counted.
  */
 
 /** `normal`: nothing changes; `stretched`: freshness stretched, nothing refreshed ahead; `exhausted`: no new refresh. */

@@ -1,6 +1,6 @@
-import type { SlotClock } from '../../core/rpc/slot.js';
-import { isSlot } from '../../core/rpc/slot.js';
-import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import { isSlot } from '../../src/core/rpc/slot.js';
+import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import { DecodeThread } from '../sns/decode-thread.js';
 import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
 import type { FollowRpc } from './rpc.js';

@@ -1,6 +1,6 @@
-import type { SubdomainCache } from '../../core/cache/subdomain-cache.js';
-import type { RedisClient } from '../../core/redis.js';
-import { redisKeys } from '../../core/redis-keys.js';
+import type { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
+import type { RedisClient } from '../../src/core/redis.js';
+import { redisKeys } from '../../src/core/redis-keys.js';
 import type { FollowStore } from './types.js';
 
 /**

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
-import type { Metrics } from '../../core/metrics.js';
+import type { Metrics } from '../../src/core/metrics.js';
 import type { CostTable } from '../rpc/client.js';
 import { CreditMeter } from '../rpc/credits.js';
 import { wsUpgradeRefusedMessage } from '../rpc/ws-url-hint.js';

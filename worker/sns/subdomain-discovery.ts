@@ -1,10 +1,10 @@
 import type { ReplyDecoder, RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
-import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
-import type { Member } from '../../core/cache/subdomain-cache.js';
+import type { Member } from '../../src/core/cache/subdomain-cache.js';
 import { DecodeThread } from './decode-thread.js';
-import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
+import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/core/sns/pda.js';
 
 export { INLINE_TEXT_BYTES } from './discovery-decode.js';
 

@@ -1,4 +1,4 @@
-import { domainKey, toBase58 } from '../../core/sns/pda.js';
+import { domainKey, toBase58 } from '../../src/core/sns/pda.js';
 import type { AccountNote, Clock } from './types.js';
 
 /** How long a notification for no followed parent is kept for a parent that joins late. */

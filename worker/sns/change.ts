@@ -5,7 +5,12 @@ import {
   SCAN_SLICE,
   SLICE_AT,
 } from './discovery-decode.js';
-import { hashName, nameAccountKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import {
+  hashName,
+  nameAccountKey,
+  reverseKeyFromDomainKey,
+  toBase58,
+} from '../../src/core/sns/pda.js';
 
 /**
  * What a `programSubscribe` notification under a parent proves, read from the scan's slice

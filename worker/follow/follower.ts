@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import type { Metrics } from '../../core/metrics.js';
-import type { CreditBudget } from '../../core/rpc/budget.js';
-import type { SlotClock } from '../../core/rpc/slot.js';
-import { toBase58 } from '../../core/sns/pda.js';
+import type { Metrics } from '../../src/core/metrics.js';
+import type { CreditBudget } from '../../src/core/rpc/budget.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import { toBase58 } from '../../src/core/sns/pda.js';
 import { Backstop } from './backstop.js';
 import { Deletions } from './deletions.js';
 import { healGap } from './gaps.js';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { toBase58 } from '../../core/sns/pda.js';
+import { toBase58 } from '../../src/core/sns/pda.js';
 import type { Deletions } from './deletions.js';
 import type { FollowRpc } from './rpc.js';
 import { NAME_PROGRAM } from './stream.js';

@@ -2,32 +2,32 @@ import type { Worker } from 'bullmq';
 import type { LookupFunction } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { SubdomainCache } from '../core/cache/subdomain-cache.js';
-import type { Config } from '../core/config.js';
+import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import type { Config } from '../src/core/config.js';
 import { buildOpsApp } from './ops-app.js';
-import type { Metrics } from '../core/metrics.js';
+import type { Metrics } from '../src/core/metrics.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
   REFRESH_QUEUE,
   refreshQueueCounts,
-} from '../core/queue/refresh-queue.js';
-import type { RedisAccess, RedisClient, RedisErrorLog } from '../core/redis.js';
+} from '../src/core/queue/refresh-queue.js';
+import type { RedisAccess, RedisClient, RedisErrorLog } from '../src/core/redis.js';
 import { RpcClient } from './rpc/client.js';
 import { CreditMeter } from './rpc/credits.js';
-import { CreditBudget } from '../core/rpc/budget.js';
-import { EndpointSelector } from '../core/rpc/endpoint.js';
-import { SlotClock } from '../core/rpc/slot.js';
+import { CreditBudget } from '../src/core/rpc/budget.js';
+import { EndpointSelector } from '../src/core/rpc/endpoint.js';
+import { SlotClock } from '../src/core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
-import type { Readiness } from '../core/http/ops-routes.js';
+import type { Readiness } from '../src/core/http/ops-routes.js';
 import { SteadyWorker } from './steady-worker.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
-import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
-import { redisKeys } from '../core/redis-keys.js';
-import { publishRefreshEvent } from '../core/queue/refresh-events.js';
-import { addRefreshJob } from '../core/queue/refresh-queue.js';
-import { topHotParents } from '../core/cache/hot-parents.js';
+import { createRuntimeKit, type RuntimeKit } from '../src/core/runtime/kit.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { addRefreshJob } from '../src/core/queue/refresh-queue.js';
+import { topHotParents } from '../src/core/cache/hot-parents.js';
 import { costOf } from './rpc/client.js';
 import { cacheStore } from './follow/cache-store.js';
 import { Follower } from './follow/follower.js';
@@ -74,7 +74,7 @@ type LaneLimits = {
 
 /**
  * The heap of a decode thread, in MiB: 24 times the largest reply, at least 64, at most 2048.
- * Within the bounds of src/worker/rpc/bounded-json.ts the worst body found (objects of one distinct key
+ * Within the bounds of worker/rpc/bounded-json.ts the worst body found (objects of one distinct key
  * each, at the value cap, padded with a long string) keeps about 10 times its bytes after the
  * parse, a little more during it; the limit must stay well above that, because a thread that
  * reaches its heap limit while it is being terminated aborts the whole process (V8's fatal

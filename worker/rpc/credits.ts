@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { EndpointLabel, Metrics } from '../../core/metrics.js';
-import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../core/rpc/budget.js';
-import type { RedisClient } from '../../core/redis.js';
-import { redisKeys } from '../../core/redis-keys.js';
+import type { EndpointLabel, Metrics } from '../../src/core/metrics.js';
+import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../src/core/rpc/budget.js';
+import type { RedisClient } from '../../src/core/redis.js';
+import { redisKeys } from '../../src/core/redis-keys.js';
 
 /**
  * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`. Final: a retry before

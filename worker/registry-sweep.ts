@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
+import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 
 /** How often the followed-parents registry is swept. */
 export const SWEEP_EVERY_MS = 60_000;

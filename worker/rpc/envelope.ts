@@ -1,4 +1,4 @@
-import type { RpcOutcome } from '../../core/metrics.js';
+import type { RpcOutcome } from '../../src/core/metrics.js';
 import {
   JsonBoundsError,
   JsonHeapError,

@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
-import { occasionalWarning } from '../../core/logger.js';
+import { occasionalWarning } from '../../src/core/logger.js';
 import {
   WS_NOTIFICATION_OUTCOME,
   type Metrics,
   type WsNotificationOutcome,
-} from '../../core/metrics.js';
-import type { SlotClock } from '../../core/rpc/slot.js';
-import { fromBase58, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+} from '../../src/core/metrics.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import { fromBase58, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import { classifyChange, type Change } from '../sns/change.js';
 import { scanSliceOf } from './stream.js';
 import type { AccountNote, Clock, FollowStore, Member, Reread } from './types.js';

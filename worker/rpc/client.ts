@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import type { Metrics, RpcOutcome } from '../../core/metrics.js';
-import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
+import type { Metrics, RpcOutcome } from '../../src/core/metrics.js';
+import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import { CreditMeter } from './credits.js';
 import { RpcCallError } from './envelope.js';
 import { postJson, TransportError, type Agents, type HttpReply } from './transport.js';

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { occasionalWarning } from '../../core/logger.js';
-import { WS_NOTIFICATION_OUTCOME, type Metrics } from '../../core/metrics.js';
-import { isSlot } from '../../core/rpc/slot.js';
-import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../core/sns/pda.js';
+import { occasionalWarning } from '../../src/core/logger.js';
+import { WS_NOTIFICATION_OUTCOME, type Metrics } from '../../src/core/metrics.js';
+import { isSlot } from '../../src/core/rpc/slot.js';
+import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/core/sns/pda.js';
 import { parseBoundedJson } from '../rpc/bounded-json.js';
 import { SCAN_SLICE } from '../sns/discovery-decode.js';
 import type { AccountNote, Clock } from './types.js';
@@ -12,14 +12,14 @@ export const NAME_PROGRAM = toBase58(NAME_PROGRAM_ID);
 /**
  * The `dataSlice` of the stream's `programSubscribe`: from byte 0 (the parent, which the
  * whole-program subscription filters on in process) to the end of the scan's slice, so the rest
- * is exactly what a scan classifies (src/worker/sns/change.ts). 130 bytes, 176 base64 characters.
+ * is exactly what a scan classifies (worker/sns/change.ts). 130 bytes, 176 base64 characters.
  */
 export const HEAD_SLICE = Object.freeze({
   offset: 0,
   length: SCAN_SLICE.offset + SCAN_SLICE.length,
 });
 
-/** The {@link SCAN_SLICE} part of a head, as src/worker/sns/change.ts reads it. */
+/** The {@link SCAN_SLICE} part of a head, as worker/sns/change.ts reads it. */
 export const scanSliceOf = (head: Buffer): Buffer => head.subarray(SCAN_SLICE.offset);
 
 /** How long a subscribe request may go unanswered before it counts as refused. */

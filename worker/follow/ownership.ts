@@ -1,5 +1,5 @@
 import { Redlock } from '@sesamecare-oss/redlock';
-import { databaseOf, type RedisClient } from '../../core/redis.js';
+import { databaseOf, type RedisClient } from '../../src/core/redis.js';
 import type { Clock } from './types.js';
 
 /** A held lease. */

@@ -1,8 +1,8 @@
 import type { ConnectionOptions, Worker } from 'bullmq';
 import type { Logger } from 'pino';
-import type { Config } from '../core/config.js';
-import { REFRESH_OUTCOME, type Metrics } from '../core/metrics.js';
-import { refreshBackoff, type RefreshJobData } from '../core/queue/refresh-queue.js';
+import type { Config } from '../src/core/config.js';
+import { REFRESH_OUTCOME, type Metrics } from '../src/core/metrics.js';
+import { refreshBackoff, type RefreshJobData } from '../src/core/queue/refresh-queue.js';
 import {
   createRefreshProcessor,
   type RefreshProcessorDeps,

@@ -6,13 +6,13 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import type { Registry } from 'prom-client';
-import { ERROR_TEXT, errorEnvelope } from '../core/errors.js';
+import { ERROR_TEXT, errorEnvelope } from '../src/core/errors.js';
 import {
   clientErrorHandler,
   frameworkErrorDetail,
   installErrorHandling,
-} from '../core/http/error-handler.js';
-import { opsRoutes, type Readiness } from '../core/http/ops-routes.js';
+} from '../src/core/http/error-handler.js';
+import { opsRoutes, type Readiness } from '../src/core/http/ops-routes.js';
 
 /** See `requestTimeout` below, in milliseconds. */
 const OPS_REQUEST_TIMEOUT_MS = 60_000;

@@ -1,5 +1,5 @@
-import { fromBase58 } from '../../core/sns/pda.js';
-import { isSlot } from '../../core/rpc/slot.js';
+import { fromBase58 } from '../../src/core/sns/pda.js';
+import { isSlot } from '../../src/core/rpc/slot.js';
 import { NAME_PROGRAM } from './stream.js';
 
 /**

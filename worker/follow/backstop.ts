@@ -1,6 +1,6 @@
-import { DELETION_CHECK_OUTCOME, type Metrics } from '../../core/metrics.js';
-import type { SlotClock } from '../../core/rpc/slot.js';
-import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import { DELETION_CHECK_OUTCOME, type Metrics } from '../../src/core/metrics.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import type { FollowRpc } from './rpc.js';
 import type { Clock, FollowStore, Reread } from './types.js';
 

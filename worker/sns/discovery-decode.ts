@@ -1,6 +1,6 @@
 import { decodeEnvelope, malformed } from '../rpc/envelope.js';
-import { isSlot } from '../../core/rpc/slot.js';
-import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import { isSlot } from '../../src/core/rpc/slot.js';
+import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 
 /**
  * The heavy half of discovery, run in the discovery thread so a reply of megabytes never stalls

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { Metrics } from '../../core/metrics.js';
-import type { SlotClock } from '../../core/rpc/slot.js';
-import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../core/sns/pda.js';
+import type { Metrics } from '../../src/core/metrics.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import type { FollowRpc } from './rpc.js';
 import type { LogsNote } from './stream.js';
 import { logsDelete, nameWrites } from './transaction.js';

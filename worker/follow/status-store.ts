@@ -1,6 +1,6 @@
-import { readFollowStatus, writeFollowStatus } from '../../core/cache/follow-status.js';
-import type { RedisClient } from '../../core/redis.js';
-import { redisKeys } from '../../core/redis-keys.js';
+import { readFollowStatus, writeFollowStatus } from '../../src/core/cache/follow-status.js';
+import type { RedisClient } from '../../src/core/redis.js';
+import { redisKeys } from '../../src/core/redis-keys.js';
 import type { FollowStatus } from './follower.js';
 
 /** How long the last signature is kept: a stream stopped longer than this starts a new epoch. */

@@ -1,11 +1,11 @@
 import { Queue, type ConnectionOptions, type Worker } from 'bullmq';
-import type { RedisClient } from '../core/redis.js';
-import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
-import { addRefreshJob, type RefreshJobData } from '../core/queue/refresh-queue.js';
-import { redisKeys } from '../core/redis-keys.js';
-import { topHotParents } from '../core/cache/hot-parents.js';
-import type { CreditBudget } from '../core/rpc/budget.js';
-import { followedFresh, readFollowStatus } from '../core/cache/follow-status.js';
+import type { RedisClient } from '../src/core/redis.js';
+import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { addRefreshJob, type RefreshJobData } from '../src/core/queue/refresh-queue.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { topHotParents } from '../src/core/cache/hot-parents.js';
+import type { CreditBudget } from '../src/core/rpc/budget.js';
+import { followedFresh, readFollowStatus } from '../src/core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
 
 /**

@@ -1,15 +1,15 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { SubdomainCache } from '../core/cache/subdomain-cache.js';
-import { occasionalWarning } from '../core/logger.js';
-import type { Metrics } from '../core/metrics.js';
-import { publishRefreshEvent } from '../core/queue/refresh-events.js';
-import type { RefreshJobData } from '../core/queue/refresh-queue.js';
+import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { occasionalWarning } from '../src/core/logger.js';
+import type { Metrics } from '../src/core/metrics.js';
+import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import type { RefreshJobData } from '../src/core/queue/refresh-queue.js';
 import { RpcCallError } from './rpc/client.js';
 import { CreditBudgetRefusal } from './rpc/credits.js';
-import { overrideEndpoint, type RpcEndpoint } from '../core/rpc/endpoint.js';
-import type { RedisClient } from '../core/redis.js';
-import { isSlot, type SlotClock } from '../core/rpc/slot.js';
+import { overrideEndpoint, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
+import type { RedisClient } from '../src/core/redis.js';
+import { isSlot, type SlotClock } from '../src/core/rpc/slot.js';
 import {
   discoverSubdomains,
   type Discovery,
