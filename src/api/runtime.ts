@@ -2,6 +2,12 @@ import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { FollowStatusReader } from '../core/cache/follow-status.js';
+import {
+  RegistryIndex,
+  REGISTRY_SERVING_VALUE,
+  type RegistryServing,
+} from '../core/cache/registry-index.js';
+import { RegistrySource } from './subdomains/registry-source.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
 import { buildApp } from './http/app.js';
@@ -143,6 +149,17 @@ async function openApi(
     onError: (err) => kit.reportError(asError(err), 'api entry touch'),
   });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
+  // Every parent from the index of the whole registry while it serves (docs/design.md, "The
+  // registry index").
+  const registry =
+    config.SUBDOMAIN_INDEX === 'registry'
+      ? new RegistrySource({
+          index: new RegistryIndex(command, config.QUEUE_PREFIX),
+          status: () => follow.current(),
+          onError: (err) => kit.reportError(asError(err), 'api registry state'),
+          onState: (state) => metrics.registryState.set(REGISTRY_SERVING_VALUE[state]),
+        })
+      : undefined;
   const lookup = new SubdomainLookup({
     cache,
     queues: { default: queue, override: overrideQueue },
@@ -164,6 +181,7 @@ async function openApi(
     }),
     follow,
     touches,
+    registry,
   });
   const details = new DetailsViews({
     cache,
@@ -183,6 +201,7 @@ async function openApi(
   const readiness = kit.readiness(command, () => ({
     rpc: config.RPC_URL ? 'configured' : 'unset',
     websocket: config.RPC_WS_URL ? 'configured' : 'off',
+    ...(registry ? { index: registryPart(registry.serving()) } : {}),
   }));
   metrics.setRedisUpSource(async () => (await readiness()).parts.redis);
   const app = kit.closes(
@@ -208,5 +227,8 @@ async function openApi(
   await app.listen({ port: config.PORT, host: config.HOST });
   return { app, close: () => kit.close() };
 }
+
+/** `/readyz`'s `index` part: `off` never shows (the part is absent then), `none` covers it. */
+const registryPart = (state: RegistryServing) => (state === 'off' ? 'none' : state);
 
 const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

@@ -259,6 +259,26 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Unix time of the last notification the follow stream delivered to this worker.',
       registers,
     }),
+    registryState: new Gauge({
+      name: 'sns_registry_state',
+      help: 'The registry index as this process sees it: 0 off or none, 1 building, 2 complete and served, 3 complete but not served (stream not followed whole), 4 behind (a rebuild is due).',
+      registers,
+    }),
+    registryShardsDone: new Gauge({
+      name: 'sns_registry_shards_done',
+      help: 'Bootstrap pieces of the registry index build under way that are done.',
+      registers,
+    }),
+    registryAuditMismatches: new Counter({
+      name: 'sns_registry_audit_mismatches_total',
+      help: 'Subdomains the registry audit found differing from getProgramAccounts (each repaired).',
+      registers,
+    }),
+    registryAudits: new Counter({
+      name: 'sns_registry_audited_parents_total',
+      help: 'Parents the registry audit read with getProgramAccounts and compared with the index.',
+      registers,
+    }),
     watchedParents: new Gauge({
       name: 'sns_watched_parents',
       help: 'Parents this worker holds the watch lease of.',

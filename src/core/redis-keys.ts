@@ -29,8 +29,15 @@
  * - `<prefix>:readyz`: the readiness write probe.
  * - `<prefix>:rpc-credits:<UTC day>`: credits the configured endpoint spent that day, over all
  *   replicas (docs/design.md, "Budget").
- * - `<prefix>:subdomain-refresh[-override]:*`, `<prefix>:hot-parent-scans:*`: BullMQ's own keys of
- *   the queues.
+ * - `<prefix>:registry:p:<parent key>`: the registry index's subdomains of one parent (a hash,
+ *   subdomain name account -> `slot|owner|label`; docs/design.md, "The registry index").
+ * - `<prefix>:registry:accounts`: subdomain and reverse-record accounts of the index -> their parent
+ *   key (a hash).
+ * - `<prefix>:registry:state`: the index's build (a hash: run, status, shards, times).
+ * - `<prefix>:registry:shards:<run>`: the shards of build `run` done so far (a hash).
+ * - `<prefix>:registry:journal`: what the stream saw during a build of accounts no piece wrote yet.
+ * - `<prefix>:subdomain-refresh[-override]:*`, `<prefix>:hot-parent-scans:*`,
+ *   `<prefix>:registry-build:*`: BullMQ's own keys of the queues.
  *
  * Channel: `<prefix>:db<N>:refresh-events`, the refresh events of the deployment on database N.
  * Keys live in the connection's database; pub/sub channels are global to a Redis server (and to a
@@ -81,6 +88,28 @@ export function redisKeys(prefix: string) {
     memberParents: (endpointId: string) => `${prefix}:member-parents:${endpointId}`,
     /** The cached parents of an endpoint: a sorted set, parent -> last asked or scanned (ms). */
     followedParents: (endpointId: string) => `${prefix}:followed-parents:${endpointId}`,
+    /**
+     * The registry index's subdomains of the parent whose name account is `parentKey` (base58): a
+     * hash, subdomain name account -> `slot|owner|label` (owner or label empty while unknown or
+     * deleted; both empty: a tombstone). Everything before the key is {@link registryParentPrefix}.
+     */
+    registryParent: (parentKey: string) => `${prefix}:registry:p:${parentKey}`,
+    /** What the keys of {@link registryParent} start with. */
+    registryParentPrefix: `${prefix}:registry:p:`,
+    /**
+     * The index's accounts: a hash, subdomain name account -> its parent key, reverse record ->
+     * `<parent key> <subdomain name account>` (how a Delete finds its member).
+     */
+    registryAccounts: `${prefix}:registry:accounts`,
+    /** The index's build: a hash (run, status, shards, startedAt, completedAt). */
+    registryState: `${prefix}:registry:state`,
+    /** The shards of build number `run` done: a hash, shard -> `slot count`. */
+    registryShards: (run: number) => `${prefix}:registry:shards:${run}`,
+    /**
+     * Facts the stream saw during a build for accounts no piece had written: a hash, account ->
+     * `slot|del` or `slot|<parent key>|<owner>`; deleted when the build completes.
+     */
+    registryJournal: `${prefix}:registry:journal`,
     /** How the worker follows the chain: JSON `{epoch, healthyUntil, mode}`. */
     followStatus: `${prefix}:follow-status`,
     /** The lease of the worker that owns the follow stream (a redlock resource). */
