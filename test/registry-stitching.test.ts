@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { RegistryIndex, type PieceMember } from '../src/core/cache/registry-index.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { toBase58 } from '../src/core/sns/pda.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 
 /**
@@ -120,6 +122,32 @@ describe('registry index stitching', () => {
     // A rebuild is a new run; the old run's pieces are then refused.
     expect((await index.start(2, true)).run).toBe(2);
     expect(await index.writePiece(1, '00', 500, 500, [member(11)])).toBeNull();
+    await deletePrefix(redis, prefix);
+  });
+
+  it('holds a subdomain in at most 300 bytes of Redis', async () => {
+    // Real-sized keys: 44-character base58 accounts and owners, labels of 6 to 9 characters, one
+    // parent of 600 and 2,400 more over 900 parents (the benchmark's registry, a third of it).
+    const key = () => toBase58(randomBytes(32));
+    const parents = Array.from({ length: 901 }, key);
+    const members: PieceMember[] = [];
+    for (let i = 0; i < 3_000; i++) {
+      members.push({
+        parentKey: (i < 600 ? parents[0] : parents[1 + (i % 900)]) as string,
+        account: key(),
+        reverse: key(),
+        label: `label${i}`,
+        owner: key(),
+      });
+    }
+    for (let i = 0; i < members.length; i += 500) {
+      await index.writePiece(1, undefined, 350_000_000, 350_000_000, members.slice(i, i + 500));
+    }
+    let bytes = 0;
+    for (const k of await redis.keys(`${prefix}:registry:*`)) {
+      bytes += Number(await redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));
+    }
+    expect(bytes / members.length).toBeLessThanOrEqual(300);
     await deletePrefix(redis, prefix);
   });
 });

@@ -658,6 +658,28 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
   {
     kind: 'timeseries',
     row: 'Following the chain',
+    id: 35,
+    title: 'Registry index',
+    description:
+      'SUBDOMAIN_INDEX=registry: the index state (0 none, 1 building, 2 serving every parent, 3 built but the stream not followed whole, 4 behind: a rebuild is due), bootstrap pieces done (of 256), and per minute the parents audited and the subdomains the audit found differing from getProgramAccounts (each repaired).',
+    unit: 'short',
+    width: 8,
+    queries: [
+      { expr: 'max(sns_registry_state)', legend: 'state' },
+      { expr: 'max(sns_registry_shards_done)', legend: 'pieces done' },
+      {
+        expr: 'sum(rate(sns_registry_audited_parents_total[$__rate_interval])) * 60',
+        legend: 'parents audited',
+      },
+      {
+        expr: 'sum(rate(sns_registry_audit_mismatches_total[$__rate_interval])) * 60',
+        legend: 'audit mismatches',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
     id: 29,
     title: 'Websocket reconnects per minute',
     description:

@@ -29,10 +29,10 @@
  * - `<prefix>:readyz`: the readiness write probe.
  * - `<prefix>:rpc-credits:<UTC day>`: credits the configured endpoint spent that day, over all
  *   replicas (docs/design.md, "Budget").
- * - `<prefix>:registry:p:<parent key>`: the registry index's subdomains of one parent (a hash,
+ * - `<prefix>:registry:p:<parent id>`: the registry index's subdomains of one parent (a hash,
  *   subdomain name account -> `slot|owner|label`; docs/design.md, "The registry index").
- * - `<prefix>:registry:accounts`: subdomain and reverse-record accounts of the index -> their parent
- *   key (a hash).
+ * - `<prefix>:registry:a:<2 characters>`: subdomain and reverse-record accounts of the index by
+ *   their first characters -> their parent id (hashes).
  * - `<prefix>:registry:state`: the index's build (a hash: run, status, shards, times).
  * - `<prefix>:registry:shards:<run>`: the shards of build `run` done so far (a hash).
  * - `<prefix>:registry:journal`: what the stream saw during a build of accounts no piece wrote yet.
@@ -89,18 +89,22 @@ export function redisKeys(prefix: string) {
     /** The cached parents of an endpoint: a sorted set, parent -> last asked or scanned (ms). */
     followedParents: (endpointId: string) => `${prefix}:followed-parents:${endpointId}`,
     /**
-     * The registry index's subdomains of the parent whose name account is `parentKey` (base58): a
-     * hash, subdomain name account -> `slot|owner|label` (owner or label empty while unknown or
-     * deleted; both empty: a tombstone). Everything before the key is {@link registryParentPrefix}.
+     * What every key of the registry index starts with; its Lua scripts name the parents' hashes
+     * and the accounts' buckets from it (one hash tag on a cluster, as every key here).
      */
-    registryParent: (parentKey: string) => `${prefix}:registry:p:${parentKey}`,
-    /** What the keys of {@link registryParent} start with. */
-    registryParentPrefix: `${prefix}:registry:p:`,
+    registryPrefix: `${prefix}:registry:`,
     /**
-     * The index's accounts: a hash, subdomain name account -> its parent key, reverse record ->
-     * `<parent key> <subdomain name account>` (how a Delete finds its member).
+     * The registry index's subdomains of the parent whose name account's base58 key starts with
+     * `parentId` (its first 16 characters): a hash, subdomain name account -> `slot|owner|label`
+     * (the slot in base 36; owner or label empty while unknown, `-` once deleted).
      */
-    registryAccounts: `${prefix}:registry:accounts`,
+    registryParent: (parentId: string) => `${prefix}:registry:p:${parentId}`,
+    /**
+     * The index's accounts whose base58 key starts with `bucket` (2 characters): a hash, the next
+     * 14 characters -> the parent id (a subdomain name account), or `<parent id> <first 16
+     * characters of the subdomain name account>` (its reverse record): how a Delete finds its member.
+     */
+    registryAccounts: (bucket: string) => `${prefix}:registry:a:${bucket}`,
     /** The index's build: a hash (run, status, shards, startedAt, completedAt). */
     registryState: `${prefix}:registry:state`,
     /** The shards of build number `run` done: a hash, shard -> `slot count`. */

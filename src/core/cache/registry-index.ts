@@ -103,16 +103,55 @@ export function registryServing(
   return 'serving';
 }
 
+/** Base58 characters of a parent key naming its hash, and of an account naming it in the index. */
+export const ID_CHARS = 16;
+/** Base58 characters of an account naming its bucket of the accounts index. */
+export const BUCKET_CHARS = 2;
+
+/** The id a parent key's hash is named by: its first {@link ID_CHARS} characters. */
+export const parentIdOf = (parentKey: string): string => parentKey.slice(0, ID_CHARS);
+
 const LUA_MEMBER = `
-local P = ARGV[1]
+local R = ARGV[1]
+local function pkey(pid) return R .. 'p:' .. pid end
+local function bucket(acct) return R .. 'a:' .. string.sub(acct, 1, ${BUCKET_CHARS}) end
+local function aget(acct)
+  return redis.call('HGET', bucket(acct), string.sub(acct, ${BUCKET_CHARS + 1}, ${ID_CHARS}))
+end
+local function index_member(pid, acct, rev)
+  redis.call('HSET', bucket(acct), string.sub(acct, ${BUCKET_CHARS + 1}, ${ID_CHARS}), pid)
+  redis.call('HSET', bucket(rev), string.sub(rev, ${BUCKET_CHARS + 1}, ${ID_CHARS}),
+    pid .. ' ' .. string.sub(acct, 1, ${ID_CHARS}))
+end
+-- The member of parent \`pid\` whose name account starts with \`prefix\` (a reverse record's entry
+-- keeps that much of it): one field in the parent's hash.
+local function find_sub(pid, prefix)
+  local cursor = '0'
+  repeat
+    local r = redis.call('HSCAN', pkey(pid), cursor, 'MATCH', prefix .. '*', 'COUNT', 1000)
+    cursor = r[1]
+    if r[2][1] then return r[2][1] end
+  until cursor == '0'
+  return nil
+end
+local DIGITS = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function b36(n)
+  local out = ''
+  repeat
+    local r = n % 36
+    out = string.sub(DIGITS, r + 1, r + 1) .. out
+    n = math.floor(n / 36)
+  until n == 0
+  return out
+end
 local function parse(v)
   if not v then return nil end
-  local s, o, l = string.match(v, '^(%d+)|([^|]*)|(.*)$')
+  local s, o, l = string.match(v, '^(%w+)|([^|]*)|(.*)$')
   if not s then return nil end
-  return { slot = tonumber(s), owner = o, label = l }
+  return { slot = tonumber(s, 36), owner = o, label = l }
 end
 local function encode(m)
-  return string.format('%.0f', m.slot) .. '|' .. m.owner .. '|' .. m.label
+  return b36(m.slot) .. '|' .. m.owner .. '|' .. m.label
 end
 local function listed(m)
   return m ~= nil and m.owner ~= '' and m.owner ~= '-' and string.sub(m.label, 1, 1) == '+'
@@ -133,65 +172,69 @@ local function jslot(j) return j and tonumber(string.match(j, '^(%d+)|')) end
 `;
 
 /**
- * Facts from the stream. KEYS: 1 accounts, 2 journal, 3 state. ARGV: 1 the parent hashes' prefix,
- * then six per fact: kind (L, O, D), slot, then L: parent key, account, reverse, label; O: parent
- * key, account, owner, ''; D: account, '', '', ''. Returns `{changed parent keys, accounts whose
+ * Facts from the stream. KEYS: 1 journal, 2 state. ARGV: 1 the index's prefix
+ * (`<prefix>:registry:`), then six per fact: kind (L, O, D), slot, then L: parent id, account,
+ * reverse, label; O: parent id, account, owner, ''; D: account, '', '', ''. Returns `{changed parent keys, accounts whose
  * owner is unknown}`.
  */
 const APPLY = `${LUA_MEMBER}
-local building = redis.call('HGET', KEYS[3], 'status') == 'building'
+local building = redis.call('HGET', KEYS[2], 'status') == 'building'
 local changed, need, seen = {}, {}, {}
 local function put(pk, acct, m, before)
-  redis.call('HSET', P .. pk, acct, encode(m))
+  redis.call('HSET', pkey(pk), acct, encode(m))
   if listed(m) ~= before or listed(m) then
     if not seen[pk] then seen[pk] = true; changed[#changed + 1] = pk end
   end
 end
 local function journal(acct, value, slot)
-  local js = jslot(redis.call('HGET', KEYS[2], acct))
+  local js = jslot(redis.call('HGET', KEYS[1], acct))
   if js and js > slot then return end
-  redis.call('HSET', KEYS[2], acct, value)
+  redis.call('HSET', KEYS[1], acct, value)
 end
 for i = 2, #ARGV, 6 do
   local kind, slot = ARGV[i], tonumber(ARGV[i + 1])
   local a, b, c, d = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if kind == 'L' then
     local pk, acct, rev, label = a, b, c, '+' .. d
-    local m = parse(redis.call('HGET', P .. pk, acct))
+    local m = parse(redis.call('HGET', pkey(pk), acct))
     local fresh = m == nil
     m = m or { slot = slot, owner = '', label = '' }
     local before = listed(m) and not fresh
     local moved = merge(m, 'label', label, slot)
     if m.owner == '' then
-      local j = redis.call('HGET', KEYS[2], acct)
+      local j = redis.call('HGET', KEYS[1], acct)
       local jp, jo = string.match(j or '', '^%d+|([^|]+)|(.+)$')
       if jp == pk then m.owner = jo; moved = true end
     end
     if moved or fresh then
       put(pk, acct, m, before)
-      redis.call('HSET', KEYS[1], acct, pk, rev, pk .. ' ' .. acct)
+      index_member(pk, acct, rev)
     else
-      redis.call('HSET', P .. pk, acct, encode(m))
+      redis.call('HSET', pkey(pk), acct, encode(m))
     end
     if m.owner == '' and string.sub(m.label, 1, 1) == '+' then need[#need + 1] = acct end
   elseif kind == 'O' then
     local pk, acct, owner = a, b, c
-    local m = parse(redis.call('HGET', P .. pk, acct))
+    local m = parse(redis.call('HGET', pkey(pk), acct))
     if m then
       local before = listed(m)
       if merge(m, 'owner', owner, slot) then put(pk, acct, m, before)
-      else redis.call('HSET', P .. pk, acct, encode(m)) end
+      else redis.call('HSET', pkey(pk), acct, encode(m)) end
     elseif building then
       journal(acct, string.format('%.0f', slot) .. '|' .. pk .. '|' .. owner, slot)
     end
   elseif kind == 'D' then
     local acct = a
-    local idx = redis.call('HGET', KEYS[1], acct)
+    local idx = aget(acct)
+    local pk, sub, f
     if idx then
-      local pk, sub = string.match(idx, '^(%S+) (%S+)$')
-      local f = 'label'
-      if not pk then pk, sub, f = idx, acct, 'owner' end
-      local m = parse(redis.call('HGET', P .. pk, sub))
+      local prefix
+      pk, prefix = string.match(idx, '^(%S+) (%S+)$')
+      f = 'label'
+      if pk then sub = find_sub(pk, prefix) else pk, sub, f = idx, acct, 'owner' end
+    end
+    if sub then
+      local m = parse(redis.call('HGET', pkey(pk), sub))
       if m then
         local before = listed(m)
         if merge(m, f, '-', slot) then put(pk, sub, m, before) end
@@ -205,8 +248,8 @@ return { changed, need }
 `;
 
 /**
- * A bootstrap page. KEYS: 1 accounts, 2 journal, 3 state, 4 the run's shards. ARGV: 1 the parent
- * hashes' prefix, 2 run, 3 shard ('' while more pages follow), 4 the page's slot P, 5 the slot its
+ * A bootstrap page. KEYS: 1 journal, 2 state, 3 the run's shards. ARGV: 1 the index's prefix, 2
+ * run, 3 shard ('' while more pages follow), 4 the page's slot P, 5 the slot its
  * owners were read at Q, 6 now (ms), then five per member: parent key, account, reverse, label, owner ('' when
  * the name account is missing). Each member is written at P unless the stream wrote it at a later
  * slot (then only its unknown facts are filled); the journal's later facts win over the page's. A
@@ -214,38 +257,38 @@ return { changed, need }
  * deleted). Returns `{written, done}`, or `{-1, 0}` when `run` is not the current build.
  */
 const APPLY_PIECE = `${LUA_MEMBER}
-local state = redis.call('HMGET', KEYS[3], 'run', 'status', 'shards')
+local state = redis.call('HMGET', KEYS[2], 'run', 'status', 'shards')
 if state[1] ~= ARGV[2] or state[2] ~= 'building' then return { -1, 0 } end
 local P_slot, Q_slot = tonumber(ARGV[4]), tonumber(ARGV[5])
 local written = 0
 for i = 7, #ARGV, 5 do
   local pk, acct, rev, label, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], '+' .. ARGV[i + 3], ARGV[i + 4]
   if owner == '' then owner = '-' end
-  local ja = redis.call('HGET', KEYS[2], acct)
-  local jr = redis.call('HGET', KEYS[2], rev)
+  local ja = redis.call('HGET', KEYS[1], acct)
+  local jr = redis.call('HGET', KEYS[1], rev)
   local jas = jslot(ja)
   if ja and string.match(ja, '|del$') and jas > P_slot then owner = '-' end
   local jp, jo = string.match(ja or '', '^%d+|([^|]+)|(.+)$')
   if jp == pk and jas > Q_slot then owner = jo end
   if jr and string.match(jr, '|del$') and jslot(jr) > P_slot then label = '-' end
-  local m = parse(redis.call('HGET', P .. pk, acct))
+  local m = parse(redis.call('HGET', pkey(pk), acct))
   if m and m.slot > P_slot then
     if m.owner == '' then m.owner = owner end
     if m.label == '' then m.label = label end
   else
     m = { slot = P_slot, owner = owner, label = label }
   end
-  redis.call('HSET', P .. pk, acct, encode(m))
-  redis.call('HSET', KEYS[1], acct, pk, rev, pk .. ' ' .. acct)
+  redis.call('HSET', pkey(pk), acct, encode(m))
+  index_member(pk, acct, rev)
   written = written + 1
 end
-local done = redis.call('HLEN', KEYS[4])
+local done = redis.call('HLEN', KEYS[3])
 if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[3], ARGV[4])
-  done = redis.call('HLEN', KEYS[4])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+  done = redis.call('HLEN', KEYS[3])
   if done >= tonumber(state[3]) then
-    redis.call('HSET', KEYS[3], 'status', 'complete', 'completedAt', ARGV[6])
-    redis.call('DEL', KEYS[2])
+    redis.call('HSET', KEYS[2], 'status', 'complete', 'completedAt', ARGV[6])
+    redis.call('DEL', KEYS[1])
   end
 end
 return { written, done }
@@ -275,8 +318,8 @@ type Commands = {
 function commands(redis: RedisClient): Commands {
   const defined = redis as unknown as Partial<Commands>;
   if (!defined.snsRegistryApply) {
-    redis.defineCommand('snsRegistryApply', { numberOfKeys: 3, lua: APPLY });
-    redis.defineCommand('snsRegistryPiece', { numberOfKeys: 4, lua: APPLY_PIECE });
+    redis.defineCommand('snsRegistryApply', { numberOfKeys: 2, lua: APPLY });
+    redis.defineCommand('snsRegistryPiece', { numberOfKeys: 3, lua: APPLY_PIECE });
     redis.defineCommand('snsRegistryStart', { numberOfKeys: 1, lua: START });
   }
   return redis as unknown as Commands;
@@ -309,7 +352,7 @@ export class RegistryIndex {
    * account's owner, a deletion); after it, an owner of an account the index does not hold is
    * dropped (top-level names, records).
    *
-   * @returns the parent keys whose listed subdomains changed, and the subdomain accounts whose
+   * @returns the parent ids ({@link parentIdOf}) whose listed subdomains changed, and the subdomain accounts whose
    *   label is known but owner unknown (the caller reads them).
    * @throws TypeError for a slot that is not one.
    */
@@ -318,15 +361,16 @@ export class RegistryIndex {
     const args: string[] = [];
     for (const o of ops) {
       const slot = slotArg(o.slot);
-      if (o.op === 'label') args.push('L', slot, o.parentKey, o.account, o.reverse, o.label);
-      else if (o.op === 'owner') args.push('O', slot, o.parentKey, o.account, o.owner, '');
-      else args.push('D', slot, o.account, '', '', '');
+      if (o.op === 'label') {
+        args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
+      } else if (o.op === 'owner') {
+        args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
+      } else args.push('D', slot, o.account, '', '', '');
     }
     const [changed, needOwner] = await this.commands.snsRegistryApply(
-      this.keys.registryAccounts,
       this.keys.registryJournal,
       this.keys.registryState,
-      this.keys.registryParentPrefix,
+      this.keys.registryPrefix,
       ...args,
     );
     return { changed, needOwner };
@@ -350,14 +394,13 @@ export class RegistryIndex {
   ): Promise<{ written: number; done: number } | null> {
     const args: string[] = [];
     for (const m of members) {
-      args.push(m.parentKey, m.account, m.reverse, m.label, m.owner ?? '');
+      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, m.owner ?? '');
     }
     const [written, done] = await this.commands.snsRegistryPiece(
-      this.keys.registryAccounts,
       this.keys.registryJournal,
       this.keys.registryState,
       this.keys.registryShards(run),
-      this.keys.registryParentPrefix,
+      this.keys.registryPrefix,
       String(run),
       shard ?? '',
       slotArg(slot),
@@ -433,7 +476,7 @@ export class RegistryIndex {
    * label as answers list them, and the highest slot among its members (undefined: none).
    */
   async members(parentKey: string): Promise<{ members: RegistryMember[]; slot?: number }> {
-    const raw = await this.redis.hgetall(this.keys.registryParent(parentKey));
+    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
     const members: RegistryMember[] = [];
     let slot: number | undefined;
     for (const [account, value] of Object.entries(raw)) {
@@ -455,7 +498,7 @@ export class RegistryIndex {
     parentKey: string,
     account: string,
   ): Promise<{ slot: number; owner: string; label: string } | null> {
-    const raw = await this.redis.hget(this.keys.registryParent(parentKey), account);
+    const raw = await this.redis.hget(this.keys.registryParent(parentIdOf(parentKey)), account);
     return raw === null ? null : parseValue(raw);
   }
 }
@@ -464,7 +507,8 @@ function parseValue(value: string): { slot: number; owner: string; label: string
   const a = value.indexOf('|');
   const b = a < 0 ? -1 : value.indexOf('|', a + 1);
   if (b < 0) return null;
-  const slot = Number(value.slice(0, a));
+  const digits = value.slice(0, a);
+  const slot = /^[0-9a-z]{1,11}$/.test(digits) ? Number.parseInt(digits, 36) : NaN;
   if (!isSlot(slot)) return null;
   return { slot, owner: value.slice(a + 1, b), label: value.slice(b + 1) };
 }
