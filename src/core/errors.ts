@@ -66,7 +66,13 @@ export class NotConfiguredError extends InternalError {
  * under load or attack, counted and never logged one line each.
  */
 export type RefusalReason =
-  'cold_miss_limit' | 'client_share' | 'stream_limit' | 'budget' | 'overloaded' | 'shutting_down';
+  | 'cold_miss_limit'
+  | 'client_share'
+  | 'stream_limit'
+  | 'budget'
+  | 'overloaded'
+  | 'unavailable'
+  | 'shutting_down';
 
 /** An answer with `Retry-After` (RFC 9110 §10.2.3): a refusal, not a fault. */
 export abstract class RetryLaterError extends GatewayError {
@@ -111,6 +117,7 @@ export class UnavailableError extends RetryLaterError {
   override readonly name = 'UnavailableError';
   readonly statusCode = 503;
   readonly publicMessage = 'Service unavailable';
+  readonly reason = 'unavailable';
 }
 
 /** 503: the daily credit budget is spent; `Retry-After` runs to the next UTC day. */

@@ -48,6 +48,7 @@ export const REFUSAL_REASONS: readonly RefusalReason[] = Object.freeze([
   'stream_limit',
   'budget',
   'overloaded',
+  'unavailable',
   'shutting_down',
 ]);
 
@@ -277,7 +278,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     }),
     httpRefusals: new Counter({
       name: 'sns_http_refusals_total',
-      help: 'Requests refused with 429 or 503 by reason: cold_miss_limit, client_share, stream_limit, budget, overloaded, shutting_down.',
+      help: 'Requests refused with 429 or 503 by reason: cold_miss_limit, client_share, stream_limit, budget, overloaded, unavailable, shutting_down.',
       labelNames: ['reason'] as const,
       registers,
     }),
@@ -370,7 +371,7 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
     id: 35,
     title: 'Refusals per minute by reason',
     description:
-      'Requests answered 429 or 503 with Retry-After, by reason: cold_miss_limit and client_share (the client started too many refreshes, or spent its share of the day), stream_limit, budget (the day is spent), overloaded (queue full), shutting_down. Counted, never logged one line each.',
+      'Requests answered 429 or 503 with Retry-After, by reason: cold_miss_limit and client_share (the client started too many refreshes, or spent its share of the day), stream_limit, budget (the day is spent), overloaded (queue full), unavailable (Redis dropped during the wait), shutting_down. Counted, never logged one line each.',
     unit: 'short',
     width: 24,
     queries: [
