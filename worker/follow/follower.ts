@@ -204,7 +204,13 @@ export class Follower {
 
   /** Whether the stream vouches for the entries now (the status says so). */
   get healthy(): boolean {
-    return this.owner && this.stream.mode === 'program' && this.stream.subscribed && this.healed;
+    return (
+      this.owner &&
+      this.stream.mode === 'program' &&
+      this.stream.subscribed &&
+      this.healed &&
+      this.probe.verified
+    );
   }
 
   start(): void {
