@@ -1,7 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
 import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
-import { FakeRpc, fakeFollower, quietDeps } from './support/follow-fakes.js';
+import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
+import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
+import {
+  FakeClock,
+  FakeRpc,
+  FakeStore,
+  fakeFollower,
+  quietDeps,
+  settle,
+  trustingSlots,
+  tx,
+} from './support/follow-fakes.js';
 
 /**
  * An entry is marked fresh only when the follower can prove it (docs/design.md, "Freshness"): a
@@ -82,5 +93,91 @@ describe('a gap read', () => {
     const lost = new FakeRpc();
     lost.sigs = sigs(4);
     expect((await healGap(deps(lost), 'anchor')).healed).toBe(false);
+  });
+});
+
+describe('reads for Deletes', () => {
+  const make = (affordable = () => true) => {
+    const store = new FakeStore();
+    const rpc = new FakeRpc();
+    const clock = new FakeClock();
+    const lost: string[] = [];
+    const deletions = new Deletions({
+      rpc,
+      store,
+      clock,
+      slots: trustingSlots(),
+      affordable,
+      reread: () => undefined,
+      changed: () => undefined,
+      lost: (s) => lost.push(s),
+      ...quietDeps(),
+    });
+    return { store, rpc, clock, lost, deletions };
+  };
+  const forged = (signature: string) => ({
+    slot: 60,
+    signature,
+    failed: false,
+    logs: [
+      'Program namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX invoke [1]',
+      'Program log: Instruction: Delete Name',
+    ],
+  });
+
+  it('spends at most MAX_READS_PER_MINUTE on a flood of forged Delete lines', async () => {
+    const { rpc, clock, lost, deletions } = make();
+    // 600 forged lines in 30 s, each naming a transaction no node has.
+    for (let i = 0; i < 600; i++) {
+      deletions.onLogs(forged(`forged${i}`));
+      if (i % 20 === 19) await clock.advance(1_000);
+    }
+    await clock.advance(60_000);
+    await deletions.idle();
+    const reads = rpc.count('getTransaction');
+    expect(reads).toBeLessThanOrEqual(2 * MAX_READS_PER_MINUTE);
+    // Every one is given up, never taken for "nothing deleted".
+    expect(new Set(lost).size).toBe(600);
+  });
+
+  it('reads a signature reported again once, and none the budget cannot pay for', async () => {
+    const { store, rpc, deletions } = make();
+    store.put('p1', 10, { acct1: ['a', 'o'] });
+    rpc.setTx('once', tx(61, [[3, 'acct1']]));
+    deletions.onLogs(forged('once'));
+    await deletions.idle();
+    deletions.onLogs(forged('once'));
+    await deletions.idle();
+    expect(rpc.count('getTransaction once')).toBe(1);
+    expect(store.labels('p1')).toEqual([]);
+    const poor = make(() => false);
+    poor.deletions.onLogs(forged('dear'));
+    await settle();
+    await poor.deletions.idle();
+    expect(poor.rpc.count('getTransaction')).toBe(0);
+    expect(poor.lost).toEqual(['dear']);
+  });
+
+  it('refuses a reply of more instructions than a transaction runs, and looks Deletes up at once', async () => {
+    const many = Array.from({ length: MAX_INSTRUCTIONS + 1 }, (_, i): [number, string] => [
+      3,
+      `acct${i}`,
+    ]);
+    expect(nameWrites(tx(70, many))).toBeUndefined();
+    const fits = many.slice(0, 60);
+    const writes = nameWrites(tx(70, fits));
+    expect(writes === undefined || writes === 'failed' ? [] : writes.deleted).toHaveLength(60);
+    const { store, deletions } = make();
+    const members: Record<string, string[]> = {};
+    for (const [, account] of fits) members[account] = [account, 'o'];
+    store.put('p2', 10, members);
+    await deletions.removeDeleted(
+      fits.map(([, a]) => a),
+      71,
+    );
+    expect(store.labels('p2')).toEqual([]);
+    expect(store.calls.filter((c) => c.startsWith('parentsOfMembers'))).toEqual([
+      'parentsOfMembers 60',
+    ]);
   });
 });

@@ -4,6 +4,8 @@ import { createMetrics } from '../../src/core/metrics.js';
 import { Follower, type FollowerDeps, type FollowStatus } from '../../worker/follow/follower.js';
 import type { Lease } from '../../worker/follow/ownership.js';
 import type { FollowRpc } from '../../worker/follow/rpc.js';
+import { NAME_PROGRAM } from '../../worker/follow/stream.js';
+import { toBase58 } from '../../src/core/sns/pda.js';
 import type {
   ApplyOutcome,
   Clock,
@@ -128,6 +130,11 @@ export class FakeStore implements FollowStore {
 
   async parentOfMember(account: string) {
     return this.memberParents.get(account);
+  }
+
+  async parentsOfMembers(accounts: readonly string[]) {
+    this.calls.push(`parentsOfMembers ${accounts.length}`);
+    return accounts.map((a) => this.memberParents.get(a));
   }
 
   /** When each parent was last asked for or written (the registry's scores). */
@@ -324,5 +331,31 @@ export function fakeFollower(opts: {
     logs,
     reconnect,
     hooks: () => hooks,
+  };
+}
+
+/**
+ * A `getTransaction` result of the name program at `slot`: top-level instructions (tag, name
+ * account) and inner ones under the first; tags as the program's (0 Create, 3 Delete, 4 Realloc).
+ */
+export function tx(
+  slot: number,
+  top: Array<[tag: number, account: string]>,
+  inner: Array<[number, string]> = [],
+) {
+  const keys = [NAME_PROGRAM, 'payer111', ...top.map(([, a]) => a), ...inner.map(([, a]) => a)];
+  const ix = (tag: number, account: string) => ({
+    programIdIndex: 0,
+    accounts: tag === 0 || tag === 4 ? [1, 1, keys.indexOf(account)] : [keys.indexOf(account), 1],
+    data: toBase58(Buffer.from([tag, 1, 2, 3])),
+  });
+  return {
+    slot,
+    meta: {
+      err: null,
+      innerInstructions: [{ index: 0, instructions: inner.map(([t, a]) => ix(t, a)) }],
+      loadedAddresses: { writable: [], readonly: [] },
+    },
+    transaction: { message: { accountKeys: keys, instructions: top.map(([t, a]) => ix(t, a)) } },
   };
 }
