@@ -85,6 +85,23 @@ export class ShuttingDownError extends RetryLaterError {
   readonly publicMessage = 'Shutting down';
 }
 
+/**
+ * How long a client told {@link UnavailableError} waits before retrying, in seconds: Redis
+ * reconnects within a second or two of coming back, and the refresh the request waited on is a
+ * job in Redis that a worker then completes.
+ */
+export const REDIS_RETRY_AFTER_S = 5;
+
+/**
+ * 503: Redis dropped while the request waited on its refresh. Not the request's fault, nor one of
+ * the gateway's own: a retry after `Retry-After` finds the refresh done once Redis is back.
+ */
+export class UnavailableError extends RetryLaterError {
+  override readonly name = 'UnavailableError';
+  readonly statusCode = 503;
+  readonly publicMessage = 'Service unavailable';
+}
+
 /** 503: the daily credit budget is spent; `Retry-After` runs to the next UTC day. */
 export class BudgetExhaustedError extends RetryLaterError {
   override readonly name = 'BudgetExhaustedError';
