@@ -3,8 +3,8 @@
 
 # The newest LTS line, the release CI runs the whole suite on. Names are lower-cased with the
 # Unicode tables of the running Node's ICU and derivations are cached as immutable, so the build
-# and every start refuse a Node whose tables differ from the documented ones (README, "Names and
-# Unicode"): another base image is fine as long as its tables are those.
+# and every start refuse a Node whose tables differ from the documented ones (docs/operations.md, "Node
+# and the Unicode tables"): another base image is fine as long as its tables are those.
 ARG NODE_IMAGE=node:26.12.1-slim
 
 # --- build: compile TypeScript with the dev dependencies ----------------------------------------

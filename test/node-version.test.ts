@@ -2,8 +2,8 @@
  * The Node lines the gateway runs on. Names are lower-cased with the Unicode tables of the running
  * Node's ICU and derivations are cached as immutable, so what decides is the tables, not the
  * release line: the API refuses at start a Node whose lower-casing or trimming differs from the
- * Unicode 17.0 tables (src/api/sns/name-tables.ts). `engines`, CI's Node lines, the image and the
- * README name the supported LTS lines whose Node releases carry those tables.
+ * Unicode 17.0 tables (src/api/sns/name-tables.ts). `engines`, CI's Node lines, the image and
+ * docs/operations.md name the supported LTS lines whose Node releases carry those tables.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -55,7 +55,7 @@ describe('the Unicode tables of names', () => {
     // A character cased only since Unicode 16.0 (U+1C89 CYRILLIC CAPITAL LETTER TJE): an older
     // Node leaves it as it is, so the same name would derive another key there.
     expect(normalizeName('\u1C89')).toBe('\u1C8A');
-    expect(read('README.md')).toContain(`Unicode ${NAME_UNICODE}`);
+    expect(read('docs/operations.md')).toContain(`Unicode ${NAME_UNICODE}`);
   });
 
   it('tell apart one changed mapping, one changed space and one changed context rule', () => {
@@ -89,7 +89,7 @@ describe('the Unicode tables of names', () => {
     );
     expect(code).toBe(2);
     expect(output).toContain('not those of Unicode 17.0');
-    expect(output).toContain('README, "Names and Unicode"');
+    expect(output).toContain('docs/operations.md, "Node and the Unicode tables"');
     expect(output).not.toContain('sns-gateway started');
   });
 });

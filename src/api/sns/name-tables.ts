@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
 
 /**
- * The Unicode version whose case and white-space tables {@link normalizeName} follows (README,
- * "Names and Unicode"). Derivations are cached as immutable, so every replica must lower-case with
- * these tables, whatever its Node release line.
- *
- * [normalizeName]: ./names.ts
+ * The Unicode version whose case and white-space tables `normalizeName` (./names.ts) follows
+ * (docs/operations.md, "Node and the Unicode tables"). Derivations are cached as immutable, so
+ * every replica must lower-case with these tables, whatever its Node release line.
  */
 export const NAME_UNICODE = '17.0';
 
@@ -60,7 +58,7 @@ let checked: string | undefined;
 /**
  * Refuses a runtime whose lower-casing or trimming differs from the {@link NAME_UNICODE} tables:
  * the same name would derive another key there, and derivations are cached as immutable. The
- * check is on behaviour, not on the release line (README, "Names and Unicode"). Computed once
+ * check is on behaviour, not on the release line (docs/operations.md, "Node and the Unicode tables"). Computed once
  * per process; later calls are free.
  *
  * @param fingerprint the digest of the runtime under test (tests pass another one).
@@ -74,7 +72,7 @@ export function checkNameTables(fingerprint: () => string = nameTablesFingerprin
     `Node ${process.version} lower-cases names with the tables of Unicode ` +
       `${process.versions.unicode ?? 'unknown'}, not those of Unicode ${NAME_UNICODE} that ` +
       `derivations are made and cached with. Run a Node whose process.versions.unicode is ` +
-      `${NAME_UNICODE} (22.22.1 or later 22.x, 24.13.1 or later 24.x, or 26.x; see README, ` +
-      `"Names and Unicode")`,
+      `${NAME_UNICODE} (22.22.1 or later 22.x, 24.13.1 or later 24.x, or 26.x; see docs/operations.md, ` +
+      `"Node and the Unicode tables")`,
   );
 }
