@@ -14,6 +14,7 @@ import {
 } from '../core/queue/refresh-queue.js';
 import { waitReady, type RedisAccess, type RedisErrorLog } from '../core/redis.js';
 import { EndpointSelector, type HostResolver } from '../core/rpc/endpoint.js';
+import { checkNameTables } from './sns/name-tables.js';
 import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
@@ -43,6 +44,8 @@ export type ApiRuntime = {
  * most `redisStartWaitMs` for Redis, then starts anyway: derivations answer without it, and the
  * subdomain route fails fast until it is back. A failed start closes what it had opened.
  *
+ * @throws NameTablesError before opening anything, on a Node that lower-cases names with other
+ *   Unicode tables than the documented ones (./sns/name-tables.ts).
  * @param opts.resolveHost DNS resolution for the `?rpc=` policy check (tests pass a stub).
  * @param opts.redisErrors the process's Redis error log (shared with the worker); a new one if
  *   absent.
@@ -62,6 +65,7 @@ export async function startApi(
     redisStartWaitMs?: number;
   } = {},
 ): Promise<ApiRuntime> {
+  checkNameTables();
   const kit = createRuntimeKit({
     name: 'api',
     config,
