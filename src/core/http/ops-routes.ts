@@ -29,6 +29,11 @@ export type ReadinessParts = {
    * parent is answered from it; otherwise the per-parent path answers). Never makes it unready.
    */
   index?: 'none' | 'building' | 'serving' | 'unfollowed' | 'behind';
+  /**
+   * Whether hot parents are refreshed ahead (src/core/queue/hot-parent-scans.ts): `stopped` when
+   * their scheduler is missing or no worker runs it; `off` when not configured.
+   */
+  refreshAhead?: 'running' | 'stopped' | 'off';
 };
 
 /** `ready`: Redis answers, no shutdown began; refused writes leave it ready (derivations work). */
@@ -76,6 +81,14 @@ const partsSchema = Type.Object(
         description:
           'the worker only: it takes jobs (its Redis connections up, every BullMQ worker running, ' +
           'its last fetch succeeded)',
+      }),
+    ),
+    refreshAhead: Type.Optional(
+      Type.Union([Type.Literal('running'), Type.Literal('stopped'), Type.Literal('off')], {
+        description:
+          'hot parents refreshed ahead: running, stopped (the scans are not scheduled, e.g. ' +
+          'after Redis lost its data, or no worker runs them; the worker is then not ready), or ' +
+          'off (HOT_KEYS_TOP_N=0 or no RPC_URL)',
       }),
     ),
   },
