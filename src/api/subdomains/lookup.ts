@@ -187,6 +187,9 @@ export class SubdomainLookup {
     metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
     if (endpoint.kind === 'default' && this.deps.budget?.state() === 'exhausted') {
+      // Charged like the refresh it would have started: a client asking on past its limit gets
+      // 429s, not a 503 per request.
+      await requester.charge();
       throw this.budgetSpent(parent);
     }
     let fetched: EntryRead<CacheEntry>;
@@ -385,10 +388,11 @@ export class SubdomainLookup {
         waitingRefreshes(queue),
       ]);
       if (joined === null) {
+        // Charged first: a shed miss (503) costs its client a unit too.
+        await admitNewRefresh();
         if (waiting >= this.deps.maxWaiting) {
           throw new OverloadedError(`${waiting} refreshes waiting`, 5);
         }
-        await admitNewRefresh();
       }
       await addRefreshJob(queue, jobData(key, parent, endpoint), 'coldMiss');
     } catch (err) {
