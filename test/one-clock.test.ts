@@ -2,7 +2,6 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readFollowStatus, writeFollowStatus } from '../src/core/cache/follow-status.js';
 import { RedisTime } from '../src/core/redis-time.js';
-import { redisKeys } from '../src/core/redis-keys.js';
 import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
 import { FOLLOW, PARENT, watched } from './support/freshness.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
@@ -65,14 +64,15 @@ describe('one clock', () => {
       const status = await readFollowStatus(g.redis, config.QUEUE_PREFIX);
       return status?.mode === 'program' && status.healthyUntil > Date.now();
     }, 15_000);
-    // The scan takes 1.5 s; the stream misses a change (a new epoch) while it runs.
-    sim.setFaults([{ kind: 'delay', ms: 1_500, method: 'getProgramAccounts' }]);
+    // The scan takes 3 s; the stream misses a change (a new epoch) while it runs, 1.5 s after the
+    // job is seen active (so after the scan began, even on a loaded machine).
+    sim.setFaults([{ kind: 'delay', ms: 3_000, method: 'getProgramAccounts' }]);
     const asked = g.get(`/subdomains/${PARENT}`);
     const active = `${config.QUEUE_PREFIX}:${REFRESH_QUEUE}:active`;
     await waitFor(async () => (await g.redis.llen(active)) > 0);
     const status = await readFollowStatus(g.redis, config.QUEUE_PREFIX);
     await writeFollowStatus(g.redis, config.QUEUE_PREFIX, {
-      epoch: Date.now() + 200,
+      epoch: Date.now() + 1_500,
       healthyUntil: status?.healthyUntil ?? 0,
       mode: 'program',
     });
@@ -83,6 +83,5 @@ describe('one clock', () => {
       async () => (await g.get(`/subdomains/${PARENT}`)).headers.get('x-cache') !== 'HIT',
       8_000,
     );
-    void redisKeys;
   });
 });
