@@ -3,6 +3,8 @@
  * getProgramAccounts answered from the chain's indexes (the same accounts as a scan), and
  * getProgramAccountsV2 in Helius's wire format, or refused as most providers refuse it.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import {
   CENTRAL_STATE,
   NAME_PROGRAM_ID,
@@ -21,6 +23,7 @@ import {
   startRpcSimulator,
 } from '../tools/rpc-sim/index.js';
 import type { RpcSimulator, SeededRegistry } from '../tools/rpc-sim/index.js';
+import { until } from './support/sim-ws.js';
 
 const PROGRAM = NAME_PROGRAM_ID.toBase58();
 const SMALL = {
@@ -389,4 +392,60 @@ describe('getProgramAccountsV2', () => {
       await refusing.close();
     }
   });
+});
+
+describe('npm run rpc:sim registry options', () => {
+  const cli = (args: string[]) =>
+    spawn(process.execPath, ['--import', 'tsx', 'tools/rpc-sim/cli.ts', ...args], {
+      env: { ...process.env, RPC_SIM_PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+
+  it('writes the registry the counts ask for, refuses V2 and lags', async () => {
+    const child = cli([
+      ...['--top-level', '80', '--subdomains', '30', '--subdomain-parents', '6'],
+      ...['--largest-parent', '10', '--records', '12', '--v1-records', '6'],
+      ...['--orphan-reverses', '4', '--seed', '5'],
+      ...['--refuse', 'getProgramAccountsV2', '--http-lag-ms', '100'],
+    ]);
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    try {
+      await until(() => (out.includes('Ctrl-C') ? true : undefined), 'the banner', 60_000);
+      expect(out).toContain('Registry (seed 5): 242 accounts');
+      expect(out).toContain('HTTP reads see the chain as of 100 ms ago');
+      expect(out).toContain('Refused with -32601 (--refuse): getProgramAccountsV2');
+      const url = /listening on (http:\/\/\S+)/.exec(out)?.[1] ?? '';
+      const largest = /largest parent: (\S+)\.sol \(10 subdomains\)/.exec(out)?.[1] ?? '';
+      // The same seed, in this process: the CLI's registry is seedRegistry's.
+      const expected = seedRegistry(new SimChain(), {
+        ...{ topLevel: 80, subdomains: 30, parents: 6, largest: 10 },
+        ...{ records: 12, v1Records: 6, orphanReverses: 4, seed: 5 },
+      });
+      expect(largest).toBe(expected.largestParent);
+      const connection = new Connection(url, 'confirmed');
+      const labels = await findSubdomains(connection, getDomainKeySync(largest).pubkey);
+      expect(labels.sort()).toEqual(expected.subdomains.get(largest));
+      const reply = await call(url, 'getProgramAccountsV2', [PROGRAM, { limit: 1 }]);
+      expect(reply.error?.code).toBe(-32601);
+    } finally {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    }
+  }, 90_000);
+
+  it('refuses a count that is not a whole number and a method it does not serve', async () => {
+    for (const [args, says] of [
+      [['--top-level', 'many'], '--top-level must be a whole number >= 0'],
+      [['--refuse', 'simAddSubdomain'], '--refuse takes read methods'],
+      [['--registry', 'huge'], '--registry takes "target"'],
+    ] as const) {
+      const child = cli([...args]);
+      let err = '';
+      child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+      const [code] = (await once(child, 'exit')) as [number];
+      expect(code, says).not.toBe(0);
+      expect(err).toContain(says);
+    }
+  }, 60_000);
 });
