@@ -13,6 +13,7 @@ import type { RedisClient } from '../../src/core/redis.js';
 import { startApi, type ApiRuntime } from '../../src/api/runtime.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
+export { waitFor } from './wait.js';
 import { inDatabase } from './shared-redis.js';
 import {
   seedDemoChain,
@@ -172,16 +173,4 @@ export function seedDemo(): SimChain {
   const chain = new SimChain();
   seedDemoChain(chain);
   return chain;
-}
-
-/** Polls `check` every 25 ms until it returns true, or throws after `timeoutMs`. */
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
