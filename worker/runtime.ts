@@ -34,7 +34,8 @@ import { Follower } from './follow/follower.js';
 import { laneRpc } from './follow/lane-rpc.js';
 import { redlockLocker } from './follow/ownership.js';
 import { followStatusStore } from './follow/status-store.js';
-import { systemClock } from './follow/types.js';
+import { systemClock, type Clock } from './follow/types.js';
+import { CLOCK_START_WAIT_MS, RedisTime } from '../src/core/redis-time.js';
 import { WsConnection } from './follow/ws-connection.js';
 import { Rereads } from './follow/rereads.js';
 import { startRegistrySweep } from './registry-sweep.js';
@@ -128,6 +129,8 @@ export async function startWorker(
     lookup?: LookupFunction;
     redisErrors?: RedisErrorLog;
     redisAccess?: RedisAccess;
+    /** This process's own clock, Unix ms (`Date.now`; tests skew it). */
+    clock?: () => number;
   },
 ): Promise<WorkerRuntime> {
   const kit = createRuntimeKit({
@@ -150,7 +153,7 @@ async function openWorker(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { serveMetrics: boolean; lookup?: LookupFunction },
+  opts: { serveMetrics: boolean; lookup?: LookupFunction; clock?: () => number },
 ): Promise<WorkerRuntime> {
   const workerConnection = kit.redis('worker', 'worker blocking connection');
   const command = kit.redis('command', 'worker command connection');
@@ -218,12 +221,20 @@ async function openWorker(
       await Promise.all(all.map((t) => t.close().catch(() => undefined)));
     },
   );
+  // Every time written for freshness (a scan's start, the stream's epoch and healthyUntil, a
+  // check's start) is on Redis's clock, the one the API reads them with (docs/design.md,
+  // "Freshness").
+  const time = kit.closes('worker clock', new RedisTime(command, opts.clock), (t) => t.stop());
+  time.start(undefined, (err) => kit.reportError(asError(err), 'worker clock'));
+  await time.syncWithin(CLOCK_START_WAIT_MS);
+  const clock: Clock = { now: time.now, after: (ms, fn) => systemClock.after(ms, fn) };
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
     config.CACHE_FRESH_MS,
     config.CACHE_STALE_MS,
     { ttlMs: config.RPC_OVERRIDE_CACHE_MS, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
+    time.now,
   );
   // The newest slot the configured RPC has shown, shared by its refreshes and the follower.
   const slots = new SlotClock();
@@ -237,17 +248,20 @@ async function openWorker(
   const hotParentScan =
     config.HOT_KEYS_TOP_N > 0 && defaultEndpoint
       ? () =>
-          runHotParentScan({
-            redis: command,
-            cache,
-            queue,
-            prefix: config.QUEUE_PREFIX,
-            freshMs,
-            topN: config.HOT_KEYS_TOP_N,
-            minClients: config.HOT_KEYS_MIN_CLIENTS,
-            defaultEndpointId: defaultEndpoint.id,
-            budget,
-          })
+          runHotParentScan(
+            {
+              redis: command,
+              cache,
+              queue,
+              prefix: config.QUEUE_PREFIX,
+              freshMs,
+              topN: config.HOT_KEYS_TOP_N,
+              minClients: config.HOT_KEYS_MIN_CLIENTS,
+              defaultEndpointId: defaultEndpoint.id,
+              budget,
+            },
+            time.now(),
+          )
       : undefined;
   const hotParentScans = hotParentScan
     ? kit.closes(
@@ -301,6 +315,7 @@ async function openWorker(
     logger,
     defaultEndpoint: endpoints.defaultEndpoint,
     onError: (err: Error) => kit.reportError(err, 'refresh worker'),
+    now: time.now,
   };
   const workers: Worker[] = [
     createRefreshWorker(
@@ -514,7 +529,7 @@ async function openWorker(
           new Follower({
             store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
             rpc: laneRpc(defaultLane, defaultEndpoint, slots),
-            clock: systemClock,
+            clock,
             slots,
             metrics,
             logger,
@@ -572,3 +587,5 @@ async function openWorker(
     close: () => kit.close(),
   };
 }
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

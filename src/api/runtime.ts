@@ -29,6 +29,7 @@ import { CreditBudget } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
+import { CLOCK_START_WAIT_MS, RedisTime } from '../core/redis-time.js';
 import type { Readiness } from '../core/http/ops-routes.js';
 import {
   createHotParentScanQueue,
@@ -69,6 +70,8 @@ export async function startApi(
     sseHeartbeatMs?: number;
     redisAccess?: RedisAccess;
     redisStartWaitMs?: number;
+    /** This process's own clock, Unix ms (`Date.now`; tests skew it). */
+    clock?: () => number;
   } = {},
 ): Promise<ApiRuntime> {
   checkNameTables();
@@ -92,7 +95,12 @@ async function openApi(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { resolveHost?: HostResolver; sseHeartbeatMs?: number; redisStartWaitMs?: number },
+  opts: {
+    resolveHost?: HostResolver;
+    sseHeartbeatMs?: number;
+    redisStartWaitMs?: number;
+    clock?: () => number;
+  },
 ): Promise<ApiRuntime> {
   const command = kit.redis('command', 'api command connection');
   const queueConnection = kit.redis('queue', 'api queue connection');
@@ -128,11 +136,17 @@ async function openApi(
   listener
     .start()
     .catch((err: unknown) => logger.error({ err }, 'could not subscribe to refresh events'));
+  // Freshness compares times the workers wrote: all on Redis's clock (docs/design.md, "Freshness").
+  const time = kit.closes('api clock', new RedisTime(command, opts.clock), (t) => t.stop());
+  time.start(undefined, (err) => kit.reportError(asError(err), 'api clock'));
+  await time.syncWithin(CLOCK_START_WAIT_MS);
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
     config.CACHE_FRESH_MS,
     config.CACHE_STALE_MS,
+    undefined,
+    time.now,
   );
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
 

@@ -231,7 +231,11 @@ export class DetailsViews {
     if (sameRevision(view.entry, found.entry) || found.state === 'MISS') {
       return { view, entry: view.entry, state: found.state };
     }
-    const fresh = this.opts.cache.freshness(view.entry, Date.now(), this.opts.status?.());
+    const fresh = this.opts.cache.freshness(
+      view.entry,
+      this.opts.cache.now(),
+      this.opts.status?.(),
+    );
     const state = fresh === 'fresh' ? 'HIT' : 'STALE';
     return { view, entry: view.entry, state };
   }

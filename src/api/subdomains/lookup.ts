@@ -131,6 +131,11 @@ export class SubdomainLookup {
     }
   }
 
+  /** The deployment's one clock (the cache's), Unix ms: what every freshness here is decided on. */
+  now(): number {
+    return this.deps.cache.now();
+  }
+
   /**
    * The answer from this process's copy of fresh entries, synchronously, or `undefined` when the
    * copy has none (or events are not flowing, or `endpoint` is not the default one): then
@@ -145,7 +150,7 @@ export class SubdomainLookup {
     parent: string,
     endpoint: RpcEndpoint,
     client: string,
-    now = Date.now(),
+    now = this.now(),
   ): LookupResult | undefined {
     // The index's answers are read from Redis each time: the copy follows refresh events, which
     // the index's changes do not send.
@@ -180,7 +185,7 @@ export class SubdomainLookup {
     const { entry } = read;
     if (entry) {
       this.counted(parent, endpoint, requester);
-      if (cache.freshness(entry, Date.now(), status) === 'fresh') {
+      if (cache.freshness(entry, this.now(), status) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
