@@ -53,6 +53,7 @@ import {
 } from '../src/core/cache/registry-index.js';
 import { readFollowStatus } from '../src/core/cache/follow-status.js';
 import { RegistryFeed } from './registry/feed.js';
+import { AUDIT_EVERY_MS, auditRound } from './registry/audit.js';
 import {
   createRegistryBuildQueue,
   createRegistryBuildWorker,
@@ -386,21 +387,40 @@ async function openWorker(
               (err) => kit.reportError(err, 'registry build worker'),
             ),
           );
-          return { index, feed, buildQueue };
+          return { index, feed, buildQueue, endpoint: defaultEndpoint, rpc: followRpc };
         })()
       : undefined;
   kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
+  // Whether this worker owns the follow stream (set once the follower exists): it alone audits.
+  let streamOwner = () => false;
   if (registry) {
     let supervising: Promise<void> | undefined;
+    let auditedAt = Date.now();
     const supervise = () => {
       supervising ??= readFollowStatus(command, config.QUEUE_PREFIX)
         .then(async (status) => {
           await superviseBuild(registry.index, registry.buildQueue, { status, logger });
           const state = await registry.index.state();
-          metrics.registryState.set(
-            REGISTRY_SERVING_VALUE[registryServing(state, status, Date.now())],
-          );
+          const serving = registryServing(state, status, Date.now());
+          metrics.registryState.set(REGISTRY_SERVING_VALUE[serving]);
           metrics.registryShardsDone.set(state.done);
+          // The audit: proactive spend, by the stream's owner, while the index serves.
+          if (
+            serving === 'serving' &&
+            streamOwner() &&
+            budget.state() === 'normal' &&
+            Date.now() - auditedAt >= AUDIT_EVERY_MS
+          ) {
+            auditedAt = Date.now();
+            await auditRound({
+              index: registry.index,
+              rpc: registry.rpc,
+              lane: defaultLane,
+              endpoint: registry.endpoint,
+              metrics,
+              logger,
+            });
+          }
         })
         .catch((err: unknown) => logger.warn({ err: String(err) }, 'registry: supervision'))
         .finally(() => (supervising = undefined));
@@ -577,6 +597,7 @@ async function openWorker(
         )
       : undefined;
   follower?.start();
+  if (follower) streamOwner = () => follower.owner;
 
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });

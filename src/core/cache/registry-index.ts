@@ -33,7 +33,9 @@ export type RegistryOp =
   /** The name account `account` under `parentKey` is owned by `owner`. */
   | { op: 'owner'; slot: number; parentKey: string; account: string; owner: string }
   /** `account` (a name account or a reverse record) was deleted. */
-  | { op: 'delete'; slot: number; account: string };
+  | { op: 'delete'; slot: number; account: string }
+  /** The chain does not list `account` under `parentKey` (the audit): its label is gone. */
+  | { op: 'unlist'; slot: number; parentKey: string; account: string };
 
 /** One member a bootstrap piece read: its reverse record's label and (when found) its owner. */
 export type PieceMember = {
@@ -173,8 +175,9 @@ local function jslot(j) return j and tonumber(string.match(j, '^(%d+)|')) end
 
 /**
  * Facts from the stream. KEYS: 1 journal, 2 state. ARGV: 1 the index's prefix
- * (`<prefix>:registry:`), then six per fact: kind (L, O, D), slot, then L: parent id, account,
- * reverse, label; O: parent id, account, owner, ''; D: account, '', '', ''. Returns `{changed parent keys, accounts whose
+ * (`<prefix>:registry:`), then six per fact: kind (L, O, D), slot, then L: parent key, account,
+ * reverse, label; O: parent key, account, owner, ''; D: account, '', '', ''; U (a member the chain
+ * does not list, found by the audit): parent key, account, '', ''. Returns `{changed parent keys, accounts whose
  * owner is unknown}`.
  */
 const APPLY = `${LUA_MEMBER}
@@ -195,7 +198,8 @@ for i = 2, #ARGV, 6 do
   local kind, slot = ARGV[i], tonumber(ARGV[i + 1])
   local a, b, c, d = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if kind == 'L' then
-    local pk, acct, rev, label = a, b, c, '+' .. d
+    local full, acct, rev, label = a, b, c, '+' .. d
+    local pk = string.sub(full, 1, ${ID_CHARS})
     local m = parse(redis.call('HGET', pkey(pk), acct))
     local fresh = m == nil
     m = m or { slot = slot, owner = '', label = '' }
@@ -214,7 +218,7 @@ for i = 2, #ARGV, 6 do
     end
     if m.owner == '' and string.sub(m.label, 1, 1) == '+' then need[#need + 1] = acct end
   elseif kind == 'O' then
-    local pk, acct, owner = a, b, c
+    local pk, acct, owner = string.sub(a, 1, ${ID_CHARS}), b, c
     local m = parse(redis.call('HGET', pkey(pk), acct))
     if m then
       local before = listed(m)
@@ -222,6 +226,13 @@ for i = 2, #ARGV, 6 do
       else redis.call('HSET', pkey(pk), acct, encode(m)) end
     elseif building then
       journal(acct, string.format('%.0f', slot) .. '|' .. pk .. '|' .. owner, slot)
+    end
+  elseif kind == 'U' then
+    local pk = string.sub(a, 1, ${ID_CHARS})
+    local m = parse(redis.call('HGET', pkey(pk), b))
+    if m then
+      local before = listed(m)
+      if merge(m, 'label', '-', slot) then put(pk, b, m, before) end
     end
   elseif kind == 'D' then
     local acct = a
@@ -262,7 +273,8 @@ if state[1] ~= ARGV[2] or state[2] ~= 'building' then return { -1, 0 } end
 local P_slot, Q_slot = tonumber(ARGV[4]), tonumber(ARGV[5])
 local written = 0
 for i = 7, #ARGV, 5 do
-  local pk, acct, rev, label, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], '+' .. ARGV[i + 3], ARGV[i + 4]
+  local full, acct, rev, label, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], '+' .. ARGV[i + 3], ARGV[i + 4]
+  local pk = string.sub(full, 1, ${ID_CHARS})
   if owner == '' then owner = '-' end
   local ja = redis.call('HGET', KEYS[1], acct)
   local jr = redis.call('HGET', KEYS[1], rev)
@@ -362,9 +374,11 @@ export class RegistryIndex {
     for (const o of ops) {
       const slot = slotArg(o.slot);
       if (o.op === 'label') {
-        args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
+        args.push('L', slot, o.parentKey, o.account, o.reverse, o.label);
       } else if (o.op === 'owner') {
-        args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
+        args.push('O', slot, o.parentKey, o.account, o.owner, '');
+      } else if (o.op === 'unlist') {
+        args.push('U', slot, o.parentKey, o.account, '', '');
       } else args.push('D', slot, o.account, '', '', '');
     }
     const [changed, needOwner] = await this.commands.snsRegistryApply(
@@ -394,7 +408,7 @@ export class RegistryIndex {
   ): Promise<{ written: number; done: number } | null> {
     const args: string[] = [];
     for (const m of members) {
-      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, m.owner ?? '');
+      args.push(m.parentKey, m.account, m.reverse, m.label, m.owner ?? '');
     }
     const [written, done] = await this.commands.snsRegistryPiece(
       this.keys.registryJournal,
@@ -488,6 +502,52 @@ export class RegistryIndex {
     }
     members.sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
     return slot === undefined ? { members } : { members, slot };
+  }
+
+  /**
+   * Up to `count` parents of the index, walking its keys from where the last call of this object
+   * stopped (a rolling sample: every parent comes round). Each as its id ({@link parentIdOf}) and
+   * a few of its name accounts (the audit reads one to learn the parent's whole key).
+   */
+  async sampleParents(count: number): Promise<Array<{ parentId: string; accounts: string[] }>> {
+    const out: Array<{ parentId: string; accounts: string[] }> = [];
+    const prefix = `${this.keys.registryPrefix}p:`;
+    for (let rounds = 0; rounds < 100 && out.length < count; rounds++) {
+      const [next, keys] = await this.redis.scan(
+        this.sampleCursor,
+        'MATCH',
+        `${prefix}*`,
+        'COUNT',
+        500,
+      );
+      this.sampleCursor = next;
+      for (const key of keys) {
+        if (out.length >= count) break;
+        const [, fields] = await this.redis.hscan(key, '0', 'COUNT', 8);
+        const accounts = fields.filter((_, i) => i % 2 === 0).slice(0, 4);
+        if (accounts.length > 0) out.push({ parentId: key.slice(prefix.length), accounts });
+      }
+      if (next === '0') break;
+    }
+    return out;
+  }
+
+  private sampleCursor = '0';
+
+  /**
+   * Every member of the parent whose key is `parentKey` as stored, listed or not (the audit): name
+   * account -> slot, owner (`''` unknown, `-` gone) and label (`+label`, `''` unknown, `-` gone).
+   */
+  async storedMembers(
+    parentKey: string,
+  ): Promise<Map<string, { slot: number; owner: string; label: string }>> {
+    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
+    const out = new Map<string, { slot: number; owner: string; label: string }>();
+    for (const [account, value] of Object.entries(raw)) {
+      const m = parseValue(value);
+      if (m) out.set(account, m);
+    }
+    return out;
   }
 
   /**
