@@ -4,6 +4,7 @@ import type { EndpointLabel, Metrics } from '../../src/core/metrics.js';
 import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../src/core/rpc/budget.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
+import { LuaScript, replyList, replyNumber, replyString } from '../../src/core/lua-script.js';
 
 /**
  * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`. Final: a retry before
@@ -43,26 +44,11 @@ export type CreditMeterOptions = {
   now?: () => number;
 };
 
-/**
- * KEYS[1] today's counter; ARGV budget, credits, expiry ms. Adds unless past the budget; returns
- * {1|0, total}, total as a string (a float reply would be truncated).
- */
-const RESERVE = `
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-if spent + tonumber(ARGV[2]) > tonumber(ARGV[1]) + 1e-9 then return {0, tostring(spent)} end
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, total}
-`;
-
-type ReserveCommand = {
-  snsReserveCredits(
-    key: string,
-    budget: number,
-    credits: number,
-    ttlMs: number,
-  ): Promise<[number, string]>;
-};
+/** Adds a call's credits to today's counter unless past the budget: added (1 or 0), and the total. */
+const RESERVE = new LuaScript(new URL('../lua/reserve-credits.lua', import.meta.url), (raw) => {
+  const [added, total] = replyList(raw);
+  return { added: replyNumber(added), total: Number(replyString(total)) };
+});
 
 /**
  * Counts worker credit spends: `sns_rpc_credits_total`, and for the configured endpoint today's
@@ -111,14 +97,13 @@ export class CreditMeter {
     const { redis } = this.opts;
     if (budget === undefined || !redis || !this.keys || credits <= 0) return undefined;
     const day = utcDay(this.now());
-    const [added, total] = await reserveCommand(redis).snsReserveCredits(
-      this.keys.rpcCredits(day),
-      budget,
-      credits,
-      BUDGET_COUNTER_TTL_MS,
+    const { added, total } = await RESERVE.run(
+      redis,
+      [this.keys.rpcCredits(day)],
+      [budget, credits, BUDGET_COUNTER_TTL_MS],
     );
-    this.opts.budget?.observe(day, Number(total));
-    if (added !== 1) throw new CreditBudgetRefusal(method, credits, Number(total), budget);
+    this.opts.budget?.observe(day, total);
+    if (added !== 1) throw new CreditBudgetRefusal(method, credits, total, budget);
     return { day, credits };
   }
 
@@ -180,12 +165,4 @@ export class CreditMeter {
     this.warned = true;
     this.opts.logger?.warn({ err: String(err) }, 'could not add RPC credits to the daily counter');
   }
-}
-
-function reserveCommand(redis: RedisClient): ReserveCommand {
-  const commands = redis as unknown as Partial<ReserveCommand>;
-  if (!commands.snsReserveCredits) {
-    redis.defineCommand('snsReserveCredits', { numberOfKeys: 1, lua: RESERVE });
-  }
-  return redis as unknown as ReserveCommand;
 }
