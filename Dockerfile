@@ -3,7 +3,7 @@
 
 # One Node release everywhere, the one CI tests: names are lower-cased with the Unicode tables of
 # the running Node's ICU, and derivations are cached as immutable, so two replicas on Node releases
-# with different tables could give two keys for one name (README, "Names and Unicode").
+# with different tables could give two keys for one name (docs/operations.md, "Node and the Unicode tables").
 ARG NODE_IMAGE=node:20.20.2-slim
 
 # --- build: compile TypeScript with the dev dependencies ----------------------------------------
@@ -20,8 +20,8 @@ RUN npm run build
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
-# Refuse to build on a Node whose Unicode version is not the one the README documents.
-RUN node -e "const u=process.versions.unicode;if(u!=='17.0'){console.error('Unicode '+u+', expected 17.0: see README, Names and Unicode');process.exit(1)}"
+# Refuse to build on a Node whose Unicode version is not the one docs/operations.md documents.
+RUN node -e "const u=process.versions.unicode;if(u!=='17.0'){console.error('Unicode '+u+', expected 17.0: see docs/operations.md, Node and the Unicode tables');process.exit(1)}"
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist

@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   // One rate-limited log of Redis errors for every connection of the process.
   const redisErrors = createRedisErrorLog(logger);
   // The Redis user's permissions, before anything uses them: a missing command is an error naming
-  // it, here, not a queue failing later (README, "Redis permissions"). Its wait for Redis counts
+  // it, here, not a queue failing later (docs/operations.md, "Redis permissions"). Its wait for Redis counts
   // toward the API's.
   const checkStarted = Date.now();
   const redisAccess = await checkRedisAtStart(config, logger, redisErrors, REDIS_START_WAIT_MS);

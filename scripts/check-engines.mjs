@@ -10,7 +10,7 @@ import semver from 'semver';
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
 const bad = [];
 // The project's own range first: it names the one Node release line the gateway runs on
-// (README, "Names and Unicode").
+// (docs/operations.md, "Node and the Unicode tables").
 const own = JSON.parse(readFileSync('package.json', 'utf8')).engines?.node;
 if (own && !semver.satisfies(process.version, own)) bad.push(`sns-gateway itself: node ${own}`);
 for (const [path, meta] of Object.entries(lock.packages ?? {})) {

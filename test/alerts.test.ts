@@ -1,7 +1,7 @@
 /**
  * The alert rules of the compose Prometheus (prometheus/alerts.yml): Prometheus' own `promtool`
  * checks them and runs their unit tests (prometheus/alerts.test.yml), and every alert carries what
- * the README's "Alerts" section promises: a severity, a summary and a description with its value,
+ * docs/operations.md's "Alerts" section promises: a severity, a summary and a description with its value,
  * and a runbook entry there.
  */
 import { spawnSync } from 'node:child_process';
@@ -44,17 +44,19 @@ function promtool(...args: string[]): string {
 }
 
 describe('prometheus/alerts.yml', () => {
-  it('has the alerts the README documents, each with a severity, a summary and its value', () => {
+  it('has the alerts docs/operations.md documents, each with a severity, a summary and its value', () => {
     expect(alerts.length).toBeGreaterThanOrEqual(12);
-    const readme = read('README.md');
-    const section = readme.slice(readme.indexOf('\n## Alerts'));
-    expect(section.length, 'README has no "## Alerts" section').toBeLessThan(readme.length);
+    const doc = read('docs/operations.md');
+    const section = doc.slice(doc.indexOf('\n## Alerts'));
+    expect(section.length, 'docs/operations.md has no "## Alerts" section').toBeLessThan(
+      doc.length,
+    );
     for (const rule of alerts) {
       expect(rule.alert).toMatch(/^Sns[A-Z][A-Za-z0-9]+$/);
       expect(['critical', 'warning'], rule.alert).toContain(rule.labels?.severity);
       expect(rule.annotations?.summary, rule.alert).toBeTruthy();
       expect(rule.annotations?.description, rule.alert).toMatch(/\{\{ \$value/);
-      expect(section, `README "Alerts" has no entry for ${rule.alert}`).toContain(
+      expect(section, `docs/operations.md "Alerts" has no entry for ${rule.alert}`).toContain(
         `\`${rule.alert}\``,
       );
     }

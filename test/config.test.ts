@@ -213,10 +213,10 @@ describe('loadConfig', () => {
   });
 });
 
-/** The rows of the README's configuration table, header and rule included. */
+/** The rows of docs/configuration.md's table of variables, header and rule included. */
 function configurationRows(): string[] {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const table = readme.slice(readme.indexOf('## Configuration'));
+  const doc = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
+  const table = doc.slice(doc.indexOf('## Variables'));
   return table
     .slice(0, table.indexOf('\n## '))
     .split('\n')
@@ -227,7 +227,7 @@ function configurationRows(): string[] {
 const quoted = (cell: string) => [...cell.matchAll(/`([^`]*)`/g)].map((m) => m[1] as string);
 
 /**
- * Variables whose README default is prose rather than a value, and how the schema's default is
+ * Variables whose documented default is prose rather than a value, and how the schema's default is
  * held against it instead.
  */
 const PROSE_DEFAULTS: Record<string, { prose: string; check: (value: unknown) => boolean }> = {
@@ -251,8 +251,8 @@ const PROSE_DEFAULTS: Record<string, { prose: string; check: (value: unknown) =>
   },
 };
 
-describe('README', () => {
-  it('documents every variable of the schema in its configuration table', () => {
+describe('docs/configuration.md', () => {
+  it('documents every variable of the schema in its table', () => {
     const rows = configurationRows();
     for (const name of Object.keys(configSchema.in.shape)) {
       expect(
@@ -275,10 +275,10 @@ describe('README', () => {
           expect(given.trim(), name).toBe(prose.prose);
           expect(prose.check(defaults[name]), name).toBe(true);
         } else {
-          // Parsed the way a deployment's own value would be: the README's form (bytes, seconds,
+          // Parsed the way a deployment's own value would be: the documented form (bytes, seconds,
           // a cost list) then compares with the schema's default whatever its parsed type.
           const value = values[i];
-          expect(value, `${name}: no default in the README`).toBeDefined();
+          expect(value, `${name}: no default in docs/configuration.md`).toBeDefined();
           expect(loadConfig({ [name]: value })[name as keyof Config], name).toEqual(defaults[name]);
         }
         checked.add(name);

@@ -1,15 +1,15 @@
 /**
  * One Node release everywhere: names are lower-cased with the Unicode tables of the running
  * Node's ICU and derivations are cached as immutable, so the Node that CI tests, the one the image
- * runs and the Unicode version the README documents must be one and the same. Moving to another
- * Node makes this fail until the README, the docstring of normalizeName and the Dockerfile say so.
+ * runs and the Unicode version docs/operations.md documents must be one and the same. Moving to another
+ * Node makes this fail until docs/operations.md, the docstring of normalizeName and the Dockerfile say so.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { normalizeName } from '../src/api/sns/names.js';
 
-/** The Unicode version the normalization follows, as the README states it. */
+/** The Unicode version the normalization follows, as docs/operations.md states it. */
 const UNICODE = '17.0';
 
 // semver (a dev dependency, the one scripts/check-engines.mjs uses) ships no types.
@@ -20,9 +20,9 @@ const semver = createRequire(import.meta.url)('semver') as {
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 
 describe('Node release and Unicode version', () => {
-  it('runs on the Unicode version the README and normalizeName document', () => {
+  it('runs on the Unicode version docs/operations.md and normalizeName document', () => {
     expect(process.versions.unicode).toBe(UNICODE);
-    expect(read('README.md')).toContain(`Unicode ${UNICODE}`);
+    expect(read('docs/operations.md')).toContain(`Unicode ${UNICODE}`);
     expect(read('src/api/sns/names.ts')).toContain(`Unicode ${UNICODE}`);
     // A character cased only since Unicode 16.0 (U+1C89 CYRILLIC CAPITAL LETTER TJE): an older
     // Node leaves it as it is, so the same name would derive another key there.

@@ -89,11 +89,11 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-/** The example user of the README ("Redis permissions"), for `prefix`. */
-function readmeExampleRules(prefix: string): string[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+/** The example user of docs/operations.md ("Redis permissions"), for `prefix`. */
+function documentedExampleRules(prefix: string): string[] {
+  const readme = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
   const line = /^ACL SETUSER sns-gateway on >CHANGE-ME (.+)$/m.exec(readme)?.[1];
-  if (!line) throw new Error('README: no example ACL SETUSER line');
+  if (!line) throw new Error('docs/operations.md: no example ACL SETUSER line');
   return line.split(' ').map((rule) => rule.replace(/^([~&])sns:/, `$1${prefix}:`));
 }
 
@@ -165,8 +165,8 @@ describe('the list of Redis commands', () => {
     }
   });
 
-  it('is the list the README gives', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  it('is the list docs/operations.md gives', () => {
+    const readme = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
     const section = readme.split('## Redis permissions')[1]?.split('\n## ')[0] ?? '';
     for (const need of REDIS_NEEDS) {
       for (const command of need.commands)
@@ -293,7 +293,7 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
     expect(out).toContain(`the Redis user "${noScripts.name}" may not run`);
     expect(out).toMatch(/EVAL \([^)]*@scripting/);
     expect(out).toContain(`ACL SETUSER ${noScripts.name} +evalsha +eval\n`);
-    expect(out).toContain('README, "Redis permissions"');
+    expect(out).toContain('docs/operations.md, "Redis permissions"');
 
     const wrongKeys = await aclUser(['+@all', '-@dangerous', '~elsewhere:*', `&${prefix}:*`]);
     const wrongKeysRun = await runToExit({
@@ -310,9 +310,9 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
 });
 
 describe.skipIf(!aclCheck)('a Redis user without INFO (+@all -@dangerous)', () => {
-  it("the README's example user: ready, refreshes a cold miss, idle, and ends on SIGTERM", async () => {
+  it('the documented example user: ready, refreshes a cold miss, idle, and ends on SIGTERM', async () => {
     const prefix = newPrefix();
-    const user = await aclUser(readmeExampleRules(prefix));
+    const user = await aclUser(documentedExampleRules(prefix));
     expect(user.name).toBeTruthy();
     const sim = await startRpcSimulator({ chain: seedChain() });
     const port = await freePort();

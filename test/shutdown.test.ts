@@ -2,9 +2,11 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { closeSteps, SAME_SIGNAL_MS } from '../src/core/runtime/shutdown.js';
-import { startGateway, waitFor } from './support/gateway.js';
+import { deletePrefix, startGateway, uniquePrefix, waitFor } from './support/gateway.js';
+import { spawnMain } from './support/main-process.js';
+import { freePort } from './support/ports.js';
 import { startPrivateRedis } from './support/private-redis.js';
 
 const silent = pino({ level: 'silent' });
@@ -129,6 +131,52 @@ describe('a shutdown that cannot finish', () => {
       expect(stuck.output()).toContain('second signal: exiting now');
     } finally {
       stuck.child.kill('SIGKILL');
+    }
+  }, 40_000);
+});
+
+describe('SIGHUP', () => {
+  // logrotate's `kill -HUP` and a closed terminal send it: the gateway logs to stdout, so it has no
+  // file to reopen, and it must not stop (a clean exit is not restarted by `Restart=on-failure`).
+  it('is logged and ignored: the gateway keeps answering, and SIGTERM still stops it with 0', async () => {
+    const prefix = uniquePrefix();
+    const port = await freePort();
+    const child = await spawnMain({
+      ROLE: 'all',
+      REDIS_URL: inject('redisUrl'),
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      QUEUE_PREFIX: prefix,
+      RPC_URL: '',
+    });
+    try {
+      process.kill(child.pid, 'SIGHUP');
+      await waitFor(() => child.output().includes('SIGHUP'), 10_000);
+      const line = child
+        .output()
+        .split('\n')
+        .find((l) => l.includes('SIGHUP'));
+      expect(JSON.parse(line ?? '{}')).toMatchObject({ level: 30, signal: 'SIGHUP' });
+      expect(child.output()).not.toContain('shutting down');
+      const health = await fetch(`http://127.0.0.1:${port}/readyz`);
+      expect(health.status).toBe(200);
+      // A second SIGHUP is not a "second signal" either.
+      process.kill(child.pid, 'SIGHUP');
+      await waitFor(
+        () =>
+          child
+            .output()
+            .split('\n')
+            .filter((l) => l.includes('SIGHUP')).length >= 2,
+        10_000,
+      );
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      expect(await child.kill('SIGTERM')).toEqual({ code: 0, signal: null });
+      expect(child.output()).toContain('shut down cleanly');
+    } finally {
+      await child.kill('SIGKILL');
+      const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+      await deletePrefix(redis, prefix).finally(() => redis.disconnect());
     }
   }, 40_000);
 });

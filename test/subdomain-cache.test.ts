@@ -468,6 +468,15 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect(await cache.parentOfMember('e', 'Z1')).toBeNull();
     expect(await cache.parentOfMember('e', 'C1')).toEqual({ parent: 'split', subdomain: 'C1' });
     expect(await cache.parentOfMember('e', 'O1')).toEqual({ parent: 'other', subdomain: 'O1' });
+    // The Deletes of one transaction are looked up in one HMGET, in their order.
+    expect(await cache.parentsOfMembers('e', ['O1', 'Z1', reverseOf('split', 'C1'), 'C1'])).toEqual(
+      [
+        { parent: 'other', subdomain: 'O1' },
+        null,
+        { parent: 'split', subdomain: 'C1' },
+        { parent: 'split', subdomain: 'C1' },
+      ],
+    );
     expect((await cache.get(cache.key('e', 'split')))?.labels).toEqual(['alpha', 'gamma']);
     expect(Object.keys(await index()).sort()).toEqual(
       [

@@ -179,7 +179,7 @@ const trustProxy = z.preprocess(
  */
 export const DEFAULT_RPC_CREDITS = 'getProgramAccounts=10,wsConnection=1,wsMegabyte=20,*=1';
 
-/** The environment schema (names and meanings: README, "Configuration"); validated once, frozen. */
+/** The environment schema (names and meanings: docs/configuration.md); validated once, frozen. */
 export const configSchema = z
   .object({
     ROLE: z.preprocess(unsetIfEmpty, z.enum(['api', 'worker', 'all']).default('all')),

@@ -61,9 +61,24 @@ export class NotConfiguredError extends InternalError {
   override readonly name = 'NotConfiguredError';
 }
 
-/** An answer with `Retry-After` (RFC 9110 §10.2.3). */
-abstract class RetryLaterError extends GatewayError {
+/**
+ * Why a request was refused with 429 or 503 (`sns_http_refusals_total{reason}`): expected answers
+ * under load or attack, counted and never logged one line each.
+ */
+export type RefusalReason =
+  | 'cold_miss_limit'
+  | 'client_share'
+  | 'stream_limit'
+  | 'budget'
+  | 'overloaded'
+  | 'unavailable'
+  | 'shutting_down';
+
+/** An answer with `Retry-After` (RFC 9110 §10.2.3): a refusal, not a fault. */
+export abstract class RetryLaterError extends GatewayError {
   override readonly headers: Readonly<Record<string, string>>;
+  /** The refusal's label in `sns_http_refusals_total`. */
+  abstract readonly reason: RefusalReason;
   /** @param retryAfterSeconds seconds until a retry may succeed (rounded up, at least 1). */
   constructor(message: string, retryAfterSeconds: number, options?: GatewayErrorOptions) {
     super(message, options);
@@ -76,6 +91,7 @@ export class OverloadedError extends RetryLaterError {
   override readonly name = 'OverloadedError';
   readonly statusCode = 503;
   readonly publicMessage = 'Service overloaded';
+  readonly reason = 'overloaded';
 }
 
 /** 503: the process is shutting down; another replica can answer. */
@@ -83,6 +99,25 @@ export class ShuttingDownError extends RetryLaterError {
   override readonly name = 'ShuttingDownError';
   readonly statusCode = 503;
   readonly publicMessage = 'Shutting down';
+  readonly reason = 'shutting_down';
+}
+
+/**
+ * How long a client told {@link UnavailableError} waits before retrying, in seconds: Redis
+ * reconnects within a second or two of coming back, and the refresh the request waited on is a
+ * job in Redis that a worker then completes.
+ */
+export const REDIS_RETRY_AFTER_S = 5;
+
+/**
+ * 503: Redis dropped while the request waited on its refresh. Not the request's fault, nor one of
+ * the gateway's own: a retry after `Retry-After` finds the refresh done once Redis is back.
+ */
+export class UnavailableError extends RetryLaterError {
+  override readonly name = 'UnavailableError';
+  readonly statusCode = 503;
+  readonly publicMessage = 'Service unavailable';
+  readonly reason = 'unavailable';
 }
 
 /** 503: the daily credit budget is spent; `Retry-After` runs to the next UTC day. */
@@ -90,13 +125,26 @@ export class BudgetExhaustedError extends RetryLaterError {
   override readonly name = 'BudgetExhaustedError';
   readonly statusCode = 503;
   readonly publicMessage = 'Budget exhausted';
+  readonly reason = 'budget';
 }
 
-/** 429: this client started too many refreshes (cold misses) in the window. */
+/**
+ * 429: this client started too many refreshes (cold misses) in the window (`cold_miss_limit`),
+ * spent its share of the day's credits (`client_share`), or holds too many streams.
+ */
 export class RateLimitedError extends RetryLaterError {
   override readonly name = 'RateLimitedError';
   readonly statusCode = 429;
   readonly publicMessage = 'Too many requests';
+  readonly reason: RefusalReason;
+  constructor(
+    message: string,
+    retryAfterSeconds: number,
+    options: GatewayErrorOptions & { reason?: RefusalReason } = {},
+  ) {
+    super(message, retryAfterSeconds, options);
+    this.reason = options.reason ?? 'cold_miss_limit';
+  }
 }
 
 /** Builds an error envelope; `detail` is left out when undefined. */

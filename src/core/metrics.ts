@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Registry } from 'prom-client';
 import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
+import type { RefusalReason } from './errors.js';
 
 /** Which endpoint a call went to; never the URL itself (docs/observability.md, "The metrics"). */
 export type EndpointLabel = 'default' | 'override';
@@ -39,6 +40,17 @@ export const DELETION_CHECK_OUTCOME = Object.freeze({
   dropped: 'dropped',
   scanned: 'scanned',
 } as const);
+
+/** `sns_http_refusals_total{reason}`: every reason a 429 or 503 refusal carries. */
+export const REFUSAL_REASONS: readonly RefusalReason[] = Object.freeze([
+  'cold_miss_limit',
+  'client_share',
+  'stream_limit',
+  'budget',
+  'overloaded',
+  'unavailable',
+  'shutting_down',
+]);
 
 /** What `sns_rpc_budget_spent_credits` and `sns_rpc_budget_state` read at scrape time. */
 export type BudgetSource = () => Promise<{ spent: number; state: number }>;
@@ -264,6 +276,12 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Parents this worker holds the watch lease of.',
       registers,
     }),
+    httpRefusals: new Counter({
+      name: 'sns_http_refusals_total',
+      help: 'Requests refused with 429 or 503 by reason: cold_miss_limit, client_share, stream_limit, budget, overloaded, unavailable, shutting_down.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     httpDuration: new Histogram({
       name: 'http_request_duration_seconds',
       help: 'HTTP request duration by method, route pattern and status code.',
@@ -279,6 +297,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
   for (const outcome of Object.values(DELETION_CHECK_OUTCOME)) {
     metrics.deletionChecks.inc({ outcome }, 0);
   }
+  for (const reason of REFUSAL_REASONS) metrics.httpRefusals.inc({ reason }, 0);
   return metrics;
 }
 
@@ -345,6 +364,22 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
     unit: 's',
     width: 12,
     queries: quantiles('http_request_duration_seconds', ['route', 'status_code']),
+  },
+  {
+    kind: 'timeseries',
+    row: 'HTTP API',
+    id: 35,
+    title: 'Refusals per minute by reason',
+    description:
+      'Requests answered 429 or 503 with Retry-After, by reason: cold_miss_limit and client_share (the client started too many refreshes, or spent its share of the day), stream_limit, budget (the day is spent), overloaded (queue full), unavailable (Redis dropped during the wait), shutting_down. Counted, never logged one line each.',
+    unit: 'short',
+    width: 24,
+    queries: [
+      {
+        expr: 'sum by (reason) (rate(sns_http_refusals_total[$__rate_interval])) * 60',
+        legend: '{{reason}}',
+      },
+    ],
   },
   {
     kind: 'timeseries',

@@ -14,7 +14,7 @@ import { loadLua } from './lua-script.js';
 import { redisKeys } from './redis-keys.js';
 
 /**
- * Redis commands the gateway needs, by sender (README, "Redis permissions"); calls inside Lua
+ * Redis commands the gateway needs, by sender (docs/operations.md, "Redis permissions"); calls inside Lua
  * scripts count. BullMQ's list is what its scripts call (test/redis-permissions.test.ts).
  */
 export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[] = [
@@ -287,7 +287,7 @@ export async function permissionErrorMessage(
       `Grant them: ACL SETUSER ${user} ~${p}:* &${p}:*`,
     );
   }
-  lines.push('The commands and an example user: README, "Redis permissions".');
+  lines.push('The commands and an example user: docs/operations.md, "Redis permissions".');
   return lines.join('\n  ');
 }
 

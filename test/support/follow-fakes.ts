@@ -1,7 +1,11 @@
 import { Registry } from 'prom-client';
 import { createLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
+import { Follower, type FollowerDeps, type FollowStatus } from '../../worker/follow/follower.js';
+import type { Lease } from '../../worker/follow/ownership.js';
 import type { FollowRpc } from '../../worker/follow/rpc.js';
+import { NAME_PROGRAM } from '../../worker/follow/stream.js';
+import { toBase58 } from '../../src/core/sns/pda.js';
 import type {
   ApplyOutcome,
   Clock,
@@ -128,6 +132,11 @@ export class FakeStore implements FollowStore {
     return this.memberParents.get(account);
   }
 
+  async parentsOfMembers(accounts: readonly string[]) {
+    this.calls.push(`parentsOfMembers ${accounts.length}`);
+    return accounts.map((a) => this.memberParents.get(a));
+  }
+
   /** When each parent was last asked for or written (the registry's scores). */
   readonly touched = new Map<string, number>();
   async followedParents(sinceMs?: number) {
@@ -173,15 +182,25 @@ export class FakeRpc implements FollowRpc {
     if (!answers) return null;
     return answers.length > 1 ? answers.shift() : answers[0];
   }
-  async signatures(opts: { until?: string; limit: number }) {
-    this.calls.push(`getSignaturesForAddress ${opts.until ?? ''} ${opts.limit}`);
+  /** A provider that caps `limit` (a hostile or stingy one): pages of at most this many. */
+  pageCap = Infinity;
+  async signatures(opts: { until?: string; before?: string; limit: number }) {
+    this.calls.push(
+      `getSignaturesForAddress ${opts.until ?? ''} ${opts.limit}` +
+        (opts.before === undefined ? '' : ` before ${opts.before}`),
+    );
     if (this.failSignatures) throw new Error('refused');
+    let from = 0;
+    if (opts.before !== undefined) {
+      from = this.sigs.findIndex((s) => s.signature === opts.before) + 1;
+      if (from === 0) return [];
+    }
     const out: typeof this.sigs = [];
-    for (const s of this.sigs) {
+    for (const s of this.sigs.slice(from)) {
       if (s.signature === opts.until) break;
       out.push(s);
     }
-    return out.slice(0, opts.limit);
+    return out.slice(0, Math.min(opts.limit, this.pageCap));
   }
   async accounts(keys: readonly string[]) {
     this.calls.push(`getMultipleAccounts ${keys.length}`);
@@ -209,3 +228,134 @@ export const quietDeps = () => ({
   metrics: createMetrics(new Registry()),
   logger: createLogger('silent'),
 });
+
+type FollowerHooks = Parameters<FollowerDeps['connect']>[0];
+
+/**
+ * A follower on fakes (clock, store, RPC, lease always granted, a socket whose frames the test
+ * sends): what test files drive the follower with. `statuses` collects every status written;
+ * `confirm` answers every subscription sent; `reconnect` drops the socket and opens another,
+ * `logs` signatures arriving on it; `logs` sends one logs notification.
+ */
+export function fakeFollower(opts: {
+  store?: FakeStore;
+  rpc?: FakeRpc;
+  clock?: FakeClock;
+  stored?: FollowStatus;
+  deps?: Partial<FollowerDeps>;
+}) {
+  const clock = opts.clock ?? new FakeClock();
+  const store = opts.store ?? new FakeStore();
+  const rpc = opts.rpc ?? new FakeRpc();
+  const statuses: FollowStatus[] = [];
+  const sent: Array<{ id: number; method: string }> = [];
+  const rereads: Array<[string, number | undefined]> = [];
+  const changed: string[] = [];
+  let hooks: FollowerHooks | undefined;
+  const follower = new Follower({
+    store,
+    rpc,
+    clock,
+    slots: trustingSlots(),
+    ...quietDeps(),
+    reread: (parent, slot) => rereads.push([parent, slot]),
+    changed: (parent) => changed.push(parent),
+    status: { read: async () => opts.stored, write: async (s) => void statuses.push(s) },
+    locker: {
+      acquire: async () => {
+        const lease: Lease = { extend: async () => lease, release: async () => 1 };
+        return lease;
+      },
+    },
+    leaseResource: 'p:follow-lease',
+    leaseMs: 1_500,
+    freshMs: 60_000,
+    checkCost: 1,
+    scanCost: 10,
+    hotParents: async () => [],
+    connect: (h) => {
+      hooks = h;
+      return {
+        start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
+        connected: true,
+        reconnect: () => undefined,
+        close: async () => undefined,
+      };
+    },
+    ...opts.deps,
+  });
+  const confirm = () => {
+    for (const m of sent.splice(0)) {
+      hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
+    }
+  };
+  let logsId = 0;
+  const logs = (signature: string, slot = 95, lines: string[] = []) =>
+    hooks?.onMessage(
+      Buffer.from(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'logsNotification',
+          params: {
+            subscription: logsId,
+            result: { context: { slot }, value: { signature, err: null, logs: lines } },
+          },
+        }),
+      ),
+    );
+  /** Opens the first socket (the lease is taken within a second) and confirms it. */
+  const open = async () => {
+    follower.start();
+    await clock.advance(1_000);
+    logsId = sent.find((m) => m.method === 'logsSubscribe')?.id ?? 0;
+    confirm();
+  };
+  const reconnect = (signatures: string[]) => {
+    hooks?.onClose();
+    hooks?.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string }));
+    logsId = sent.find((m) => m.method === 'logsSubscribe')?.id ?? 0;
+    confirm();
+    for (const signature of signatures) logs(signature);
+  };
+  return {
+    follower,
+    clock,
+    store,
+    rpc,
+    statuses,
+    sent,
+    rereads,
+    changed,
+    confirm,
+    open,
+    logs,
+    reconnect,
+    hooks: () => hooks,
+  };
+}
+
+/**
+ * A `getTransaction` result of the name program at `slot`: top-level instructions (tag, name
+ * account) and inner ones under the first; tags as the program's (0 Create, 3 Delete, 4 Realloc).
+ */
+export function tx(
+  slot: number,
+  top: Array<[tag: number, account: string]>,
+  inner: Array<[number, string]> = [],
+) {
+  const keys = [NAME_PROGRAM, 'payer111', ...top.map(([, a]) => a), ...inner.map(([, a]) => a)];
+  const ix = (tag: number, account: string) => ({
+    programIdIndex: 0,
+    accounts: tag === 0 || tag === 4 ? [1, 1, keys.indexOf(account)] : [keys.indexOf(account), 1],
+    data: toBase58(Buffer.from([tag, 1, 2, 3])),
+  });
+  return {
+    slot,
+    meta: {
+      err: null,
+      innerInstructions: [{ index: 0, instructions: inner.map(([t, a]) => ix(t, a)) }],
+      loadedAddresses: { writable: [], readonly: [] },
+    },
+    transaction: { message: { accountKeys: keys, instructions: top.map(([t, a]) => ix(t, a)) } },
+  };
+}

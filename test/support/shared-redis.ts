@@ -34,7 +34,7 @@ export function inDatabase(url: string, db: number): string {
 }
 
 /**
- * Finds the Redis the tests use (README, "The two commands"): `REDIS_URL` if set, else
+ * Finds the Redis the tests use (CONTRIBUTING.md, "Run"): `REDIS_URL` if set, else
  * 127.0.0.1:6379 if it answers, else a Redis container started through testcontainers (machines
  * with Docker); in {@link TEST_DATABASE} unless `REDIS_URL` names a database. The one place the
  * suites' Redis URL is chosen: every test file gets it through `inject('redisUrl')`.

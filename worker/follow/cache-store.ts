@@ -30,6 +30,10 @@ export function cacheStore(
     async parentOfMember(account) {
       return (await cache.parentOfMember(endpointId, account)) ?? undefined;
     },
+    async parentsOfMembers(accounts) {
+      const found = await cache.parentsOfMembers(endpointId, accounts);
+      return found.map((f) => f ?? undefined);
+    },
     async followedParents(sinceMs) {
       // One range read: the registry's scores are the parents' last use (Unix ms).
       return sinceMs === undefined

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { occasionalWarning } from '../../src/core/logger.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
@@ -15,10 +16,26 @@ export const TRANSACTION_BACKOFF_MS = 250;
 export const MAX_QUEUED = 1_000;
 /** Transactions read at once. */
 const CONCURRENCY = 4;
+/**
+ * `getTransaction` calls for Deletes per minute at most, tries included: Deletes are a few
+ * percent of the name program's transactions (a few hundred a day), so this is far above a real
+ * chain's rate, and a stream forging "Instruction: Delete Name" lines (or a chain flooded with
+ * Deletes) costs at most this many credits a minute. Past it a Delete is given up as lost: one new
+ * epoch covers all of them, rather than a credit each.
+ */
+export const MAX_READS_PER_MINUTE = 60;
+/** Signatures read (or given up) remembered, so one reported again is not read again. */
+const RECENT_MAX = 4_096;
 
 export type DeletionsDeps = {
   rpc: Pick<FollowRpc, 'transaction'>;
-  store: Pick<FollowStore, 'parentOfMember' | 'applyChanges'>;
+  store: Pick<FollowStore, 'parentsOfMembers' | 'applyChanges'>;
+  /**
+   * Whether the daily credit budget pays for a proactive read now (docs/design.md, "Budget");
+   * always when absent. A Delete it cannot pay for is given up as lost (a new epoch), never taken
+   * for "nothing deleted".
+   */
+  affordable?: () => boolean;
   clock: Clock;
   slots: Pick<SlotClock, 'trusts' | 'newest'>;
   reread: Reread;
@@ -39,15 +56,27 @@ export type DeletionsDeps = {
  * (`getTransaction`, 1 credit): the first account of each Delete, inner instructions included,
  * maps to its parent through the store's member index, and the member is removed at the
  * transaction's slot. A node that has not seen the transaction yet answers null: tried again with
- * back-off, {@link TRANSACTION_TRIES} times, then given up as lost.
+ * back-off, {@link TRANSACTION_TRIES} times, then given up as lost. Bounded whatever the stream
+ * reports: a signature is read once (remembered among the last {@link RECENT_MAX}), reads are
+ * capped at {@link MAX_READS_PER_MINUTE}, and each must be affordable.
  */
 export class Deletions {
   private readonly queue: string[] = [];
   private readonly queued = new Set<string>();
   private running = 0;
   private readonly waiters: Array<() => void> = [];
+  /** Signatures read or given up lately, oldest first. */
+  private readonly recent = new Set<string>();
+  /** Reads made in the current minute, and when it began. */
+  private reads = 0;
+  private minuteFrom = -Infinity;
 
-  constructor(private readonly deps: DeletionsDeps) {}
+  /** A flood of unreadable Deletes writes one line a minute, not one each. */
+  private readonly warn: ReturnType<typeof occasionalWarning>;
+
+  constructor(private readonly deps: DeletionsDeps) {
+    this.warn = occasionalWarning(deps.logger, 60_000, () => deps.clock.now());
+  }
 
   /** A logs notification: reads the transaction when it deleted a name. Synchronous. */
   onLogs(note: LogsNote): void {
@@ -57,7 +86,7 @@ export class Deletions {
 
   /** Reads the transaction `signature` for Deletes (a gap heal found it). */
   enqueue(signature: string): void {
-    if (this.queued.has(signature)) return;
+    if (this.queued.has(signature) || this.recent.has(signature)) return;
     if (this.queued.size >= MAX_QUEUED) {
       this.deps.lost(signature);
       return;
@@ -83,15 +112,15 @@ export class Deletions {
   async removeDeleted(accounts: readonly string[], slot: number): Promise<number> {
     const { store, slots } = this.deps;
     const byParent = new Map<string, Map<string, string>>();
-    for (const account of accounts) {
-      const found = await store.parentOfMember(account);
-      if (!found) continue;
-      const changes = byParent.get(found.parent) ?? new Map<string, string>();
+    const found = await store.parentsOfMembers(accounts);
+    for (const member of found) {
+      if (!member) continue;
+      const changes = byParent.get(member.parent) ?? new Map<string, string>();
       changes.set(
-        found.subdomain,
-        toBase58(reverseKeyFromDomainKey(found.subdomain, domainKey(found.parent))),
+        member.subdomain,
+        toBase58(reverseKeyFromDomainKey(member.subdomain, domainKey(member.parent))),
       );
-      byParent.set(found.parent, changes);
+      byParent.set(member.parent, changes);
     }
     let changed = 0;
     for (const [parent, members] of byParent) {
@@ -118,15 +147,17 @@ export class Deletions {
       this.running++;
       void this.read(signature)
         .catch((err: unknown) => {
-          this.deps.logger.warn(
-            { err: String(err), signature },
-            'follow: a deletion was not applied',
-          );
+          this.warn({ err: String(err), signature }, 'follow: a deletion was not applied');
           this.deps.lost(signature);
         })
         .finally(() => {
           this.running--;
           this.queued.delete(signature);
+          this.recent.add(signature);
+          if (this.recent.size > RECENT_MAX) {
+            const oldest = this.recent.values().next();
+            if (!oldest.done) this.recent.delete(oldest.value);
+          }
           this.pump();
           if (this.queued.size === 0) for (const w of this.waiters.splice(0)) w();
         });
@@ -137,6 +168,10 @@ export class Deletions {
     const { rpc, clock } = this.deps;
     let wait = TRANSACTION_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
+      if (!this.mayRead()) {
+        this.deps.lost(signature);
+        return;
+      }
       const tx = await rpc.transaction(signature).catch(() => undefined);
       const writes = nameWrites(tx);
       // A transaction that failed changed nothing.
@@ -148,12 +183,28 @@ export class Deletions {
       // Null (a lagging node), a failed call, or a reply that is not a transaction (a broken
       // node): which names it deleted is unknown, tried again and then given up as lost.
       if (attempt >= TRANSACTION_TRIES) {
-        this.deps.logger.warn({ signature }, 'follow: a deleting transaction stayed unreadable');
+        this.warn({ signature }, 'follow: a deleting transaction stayed unreadable');
         this.deps.lost(signature);
         return;
       }
       await new Promise<void>((resolve) => clock.after(wait, resolve));
       wait *= 2;
     }
+  }
+
+  /**
+   * Takes one read of this minute's allowance if the budget pays for it; false when either is
+   * spent.
+   */
+  private mayRead(): boolean {
+    const now = this.deps.clock.now();
+    if (now - this.minuteFrom >= 60_000) {
+      this.minuteFrom = now;
+      this.reads = 0;
+    }
+    if (this.reads >= MAX_READS_PER_MINUTE) return false;
+    if (this.deps.affordable && !this.deps.affordable()) return false;
+    this.reads++;
+    return true;
   }
 }

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { occasionalWarning } from '../../src/core/logger.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { CreditBudget } from '../../src/core/rpc/budget.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
@@ -120,8 +121,12 @@ export class Follower {
   private closed = false;
   private lastEventAt = 0;
 
+  /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
+  private readonly warnEpoch: ReturnType<typeof occasionalWarning>;
+
   constructor(private readonly deps: FollowerDeps) {
     const { clock, metrics, logger } = deps;
+    this.warnEpoch = occasionalWarning(logger, 60_000, () => clock.now());
     this.index = new ParentIndex(clock);
     this.patcher = new Patcher({
       store: deps.store,
@@ -134,6 +139,7 @@ export class Follower {
     });
     this.deletions = new Deletions({
       rpc: deps.rpc,
+      affordable: () => deps.budget?.state() !== 'exhausted',
       store: deps.store,
       clock,
       slots: deps.slots,
@@ -204,7 +210,13 @@ export class Follower {
 
   /** Whether the stream vouches for the entries now (the status says so). */
   get healthy(): boolean {
-    return this.owner && this.stream.mode === 'program' && this.stream.subscribed && this.healed;
+    return (
+      this.owner &&
+      this.stream.mode === 'program' &&
+      this.stream.subscribed &&
+      this.healed &&
+      this.probe.verified
+    );
   }
 
   start(): void {
@@ -540,7 +552,7 @@ export class Follower {
 
   /** A change was missed for good: entries fetched before now are stale (re-read when asked). */
   private newEpoch(why: string): void {
-    this.deps.logger.warn({ why }, 'follow: a new epoch');
+    this.warnEpoch({ why }, 'follow: a new epoch');
     this.epoch = this.deps.clock.now();
   }
 

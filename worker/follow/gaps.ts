@@ -35,6 +35,57 @@ export type GapDeps = {
 
 /** Tries of a transaction a lagging node does not have yet, within a gap. */
 const GAP_TRANSACTION_TRIES = 4;
+/**
+ * Pages of `getSignaturesForAddress` a gap read asks at most: a provider that caps `limit` (a
+ * stingy or hostile one) answers short pages, each 1 credit; past this many the gap is given up
+ * (a new epoch) rather than read for ever.
+ */
+export const GAP_MAX_PAGES = 20;
+
+/**
+ * The name program's signatures newer than `anchor`, newest first, or why they could not be known.
+ * The pages are read with `before` (no `until`) until one holds the anchor itself: a page shorter
+ * than asked proves nothing (a provider may cap `limit`, or lag), only seeing the anchor proves
+ * that nothing between it and the newest was left out. More than `max` signatures, more than
+ * {@link GAP_MAX_PAGES} pages, an empty page before the anchor (a node that does not know it, or
+ * a refusal) or a failed call: the gap cannot be read.
+ */
+async function signaturesSince(
+  deps: GapDeps,
+  anchor: string,
+  max: number,
+): Promise<Array<{ signature: string; slot: number; failed: boolean }> | string> {
+  const out: Array<{ signature: string; slot: number; failed: boolean }> = [];
+  const seen = new Set<string>();
+  let before: string | undefined;
+  for (let page = 0; page < GAP_MAX_PAGES; page++) {
+    let rows;
+    try {
+      rows = await deps.rpc.signatures({
+        // One more than may be read: the anchor itself ends the page.
+        limit: Math.min(SIGNATURES_PAGE_MAX, max + 1 - out.length),
+        ...(before === undefined ? {} : { before }),
+        ...(deps.minContextSlot === undefined ? {} : { minContextSlot: deps.minContextSlot }),
+      });
+    } catch (err) {
+      return `signatures: ${String(err)}`;
+    }
+    if (rows.length === 0) return 'the anchor was not reached (an empty page)';
+    for (const row of rows) {
+      if (row.signature === anchor) return out;
+      // A provider repeating itself would otherwise loop within the bound for nothing.
+      if (seen.has(row.signature)) return 'a page repeated a signature';
+      seen.add(row.signature);
+      out.push(row);
+      if (out.length > max) return `more than ${max} transactions`;
+    }
+    before = rows[rows.length - 1]?.signature;
+  }
+  return `the anchor was not reached in ${GAP_MAX_PAGES} pages`;
+}
+
+/** The largest `limit` of `getSignaturesForAddress` (agave's). */
+const SIGNATURES_PAGE_MAX = 1_000;
 
 /**
  * Heals a gap in the stream (a reconnect, a silent stream, a worker taking over): the name
@@ -46,17 +97,9 @@ const GAP_TRANSACTION_TRIES = 4;
 export async function healGap(deps: GapDeps, until: string | undefined): Promise<GapOutcome> {
   if (until === undefined) return { healed: false, why: 'no transaction seen before the gap' };
   const max = deps.maxSignatures ?? GAP_MAX_SIGNATURES;
-  let signatures;
-  try {
-    signatures = await deps.rpc.signatures({
-      until,
-      limit: max + 1,
-      ...(deps.minContextSlot === undefined ? {} : { minContextSlot: deps.minContextSlot }),
-    });
-  } catch (err) {
-    return { healed: false, why: `signatures: ${String(err)}` };
-  }
-  if (signatures.length > max) return { healed: false, why: `more than ${max} transactions` };
+  const read = await signaturesSince(deps, until, max);
+  if (typeof read === 'string') return { healed: false, why: read };
+  const signatures = read;
   const deleted: Array<{ accounts: string[]; slot: number }> = [];
   const written = new Set<string>();
   let top = 0;

@@ -35,7 +35,7 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
         { decode: envelope() },
       );
     },
-    async signatures({ until, limit, minContextSlot }) {
+    async signatures({ until, before, limit, minContextSlot }) {
       const result = await lane.rpc.call<unknown>(
         endpoint,
         'getSignaturesForAddress',
@@ -45,6 +45,7 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
             limit,
             commitment: 'confirmed',
             ...(until ? { until } : {}),
+            ...(before ? { before } : {}),
             ...(minContextSlot === undefined ? {} : { minContextSlot }),
           },
         ],

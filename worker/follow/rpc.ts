@@ -20,13 +20,15 @@ export interface FollowRpc {
    */
   transaction(signature: string): Promise<unknown>;
   /**
-   * `getSignaturesForAddress(name program, {until, limit, minContextSlot})`, newest first. With
+   * `getSignaturesForAddress(name program, {until, before, limit, minContextSlot})`, newest first
+   * (`before`: older than that signature, the next page). With
    * `minContextSlot` a node behind that slot answers -32016, retried by the client.
    *
    * @throws RpcCallError when the call fails.
    */
   signatures(opts: {
     until?: string;
+    before?: string;
     limit: number;
     minContextSlot?: number;
   }): Promise<Array<{ signature: string; slot: number; failed: boolean }>>;

@@ -26,6 +26,12 @@ const MAX_DATA_CHARS = 4096;
  * minutes. Past it the reply is not believed (as a transaction that could not be read).
  */
 const MAX_DECODE_WORK = 4 * MAX_DATA_CHARS * MAX_DATA_CHARS;
+/**
+ * Instructions of one transaction read at most, top-level and inner together: the runtime runs at
+ * most 64 per transaction (its instruction trace limit), so a reply holding more is not a
+ * transaction (a hostile one of 100,000 Deletes would otherwise cost 100,000 look-ups).
+ */
+export const MAX_INSTRUCTIONS = 256;
 
 /** What one transaction did to name accounts (both lists without repeats, in order). */
 export type NameWrites = {
@@ -47,8 +53,8 @@ type Instruction = {
  * Reads a `getTransaction` result (encoding `json` or `jsonParsed`, legacy or version 0) for the
  * name program's instructions, top level and inner. Returns `failed` for a transaction that
  * failed (it changed nothing), undefined for a result that cannot be read as a transaction: null
- * (not found yet, a lagging node), no slot or no status, no message, or more decoding than
- * {@link MAX_DECODE_WORK}. The callers treat undefined as unknown (tried again, then a new
+ * (not found yet, a lagging node), no slot or no status, no message, more instructions than
+ * {@link MAX_INSTRUCTIONS}, or more decoding than {@link MAX_DECODE_WORK}. The callers treat undefined as unknown (tried again, then a new
  * epoch), never as "nothing deleted".
  */
 export function nameWrites(tx: unknown): NameWrites | 'failed' | undefined {
@@ -75,15 +81,21 @@ export function nameWrites(tx: unknown): NameWrites | 'failed' | undefined {
   ];
   // In the order they ran: each top-level instruction, then the inner ones it invoked (a CPI
   // of instruction i runs before instruction i + 1), so the last write of an account wins.
+  const topLevel = list<Instruction>(message?.instructions);
+  let count = topLevel.length;
+  if (count > MAX_INSTRUCTIONS) return undefined;
   const innerOf = new Map<number, Instruction[]>();
   for (const inner of list<{ index?: unknown; instructions?: unknown }>(
     t.meta?.innerInstructions,
   )) {
     const at = typeof inner?.index === 'number' ? inner.index : -1;
-    innerOf.set(at, [...(innerOf.get(at) ?? []), ...list<Instruction>(inner?.instructions)]);
+    const instructions = list<Instruction>(inner?.instructions);
+    count += instructions.length + 1;
+    if (count > MAX_INSTRUCTIONS) return undefined;
+    innerOf.set(at, [...(innerOf.get(at) ?? []), ...instructions]);
   }
   const all: Instruction[] = [];
-  list<Instruction>(message?.instructions).forEach((ix, i) => {
+  topLevel.forEach((ix, i) => {
     all.push(ix, ...(innerOf.get(i) ?? []));
     innerOf.delete(i);
   });

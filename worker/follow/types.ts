@@ -41,6 +41,13 @@ export interface FollowStore {
   /** The parent and subdomain name account of a subdomain or reverse-record account. */
   parentOfMember(account: string): Promise<{ parent: string; subdomain: string } | undefined>;
   /**
+   * {@link parentOfMember} of each of `accounts`, in their order, in one round trip (the Deletes of
+   * one transaction).
+   */
+  parentsOfMembers(
+    accounts: readonly string[],
+  ): Promise<Array<{ parent: string; subdomain: string } | undefined>>;
+  /**
    * The parents the follower follows (the registry of cached parents): all of them, or with
    * `sinceMs` only those asked for or written at or after that time (Unix ms).
    */

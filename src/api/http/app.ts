@@ -122,7 +122,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   countUnrouted = instrumentRequests(app, deps.metrics);
-  installErrorHandling(app);
+  installErrorHandling(app, {
+    countRefusal: (reason) => deps.metrics.httpRefusals.inc({ reason }),
+  });
 
   let closing = false;
   app.addHook('preClose', async () => {

@@ -143,6 +143,7 @@ export class LiveUpdates {
     const held = this.perClient.get(client) ?? 0;
     if (held >= this.opts.maxPerClient) {
       throw new RateLimitedError(`client holds ${held} streams`, 5, {
+        reason: 'stream_limit',
         detail: `at most ${this.opts.maxPerClient} open event streams per client (SSE_MAX_PER_CLIENT): close one first`,
       });
     }

@@ -9,7 +9,9 @@ import {
   OverloadedError,
   RateLimitedError,
   RpcUnavailableError,
+  REDIS_RETRY_AFTER_S,
   ShuttingDownError,
+  UnavailableError,
 } from '../../core/errors.js';
 import type { Metrics } from '../../core/metrics.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
@@ -147,7 +149,8 @@ export class SubdomainLookup {
    * @throws BudgetExhaustedError (503) for a miss of the configured endpoint once the day's
    *   credit budget is spent, or whose refresh the worker refused for it.
    * @throws RateLimitedError (from `requester.charge`) when this client started too many.
-   * @throws InternalError for Redis or worker faults.
+   * @throws UnavailableError (503) when Redis dropped while the request waited on its refresh.
+   * @throws InternalError for other Redis or worker faults.
    */
   async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
     const kept = this.peek(parent, endpoint, requester.client);
@@ -179,6 +182,9 @@ export class SubdomainLookup {
     metrics.countCacheLookup('miss');
     if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
     if (endpoint.kind === 'default' && this.deps.budget?.state() === 'exhausted') {
+      // Charged like the refresh it would have started: a client asking on past its limit gets
+      // 429s, not a 503 per request.
+      await requester.charge();
       throw this.budgetSpent(parent);
     }
     let fetched: EntryRead<CacheEntry>;
@@ -318,7 +324,10 @@ export class SubdomainLookup {
         throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
       if (outcome.reason === 'budget') throw this.budgetSpent(parent);
       if (outcome.reason === 'disconnected') {
-        throw new InternalError(`lost the refresh events of ${parent}: Redis connection closed`);
+        throw new UnavailableError(
+          `lost the refresh events of ${parent}: Redis connection closed`,
+          REDIS_RETRY_AFTER_S,
+        );
       }
       throw new InternalError(`refresh of ${parent} failed in the worker`);
     }
@@ -374,10 +383,11 @@ export class SubdomainLookup {
         waitingRefreshes(queue),
       ]);
       if (joined === null) {
+        // Charged first: a shed miss (503) costs its client a unit too.
+        await admitNewRefresh();
         if (waiting >= this.deps.maxWaiting) {
           throw new OverloadedError(`${waiting} refreshes waiting`, 5);
         }
-        await admitNewRefresh();
       }
       await addRefreshJob(queue, jobData(key, parent, endpoint), 'coldMiss');
     } catch (err) {

@@ -1,7 +1,14 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ERROR_TEXT, errorEnvelope, GatewayError, NotConfiguredError } from '../errors.js';
+import {
+  ERROR_TEXT,
+  errorEnvelope,
+  GatewayError,
+  NotConfiguredError,
+  RetryLaterError,
+  type RefusalReason,
+} from '../errors.js';
 import { CORS_HEADERS } from './cors.js';
 import { PAGE_PARAM_ACCEPTED } from './page-params.js';
 
@@ -22,17 +29,43 @@ const DETAIL_OF_STATUS: Readonly<Record<number, string>> = {
   431: 'the URL or the headers are over the 16 KiB limit',
 };
 
+/** Least time between two summary lines of refusals, in milliseconds. */
+export const REFUSAL_SUMMARY_MS = 60_000;
+
+/** Options of {@link installErrorHandling}. */
+export type ErrorHandlingOptions = {
+  /** Counts a 429 or 503 refusal (`sns_http_refusals_total`); none when absent. */
+  countRefusal?: (reason: RefusalReason) => void;
+  /** The clock of the summary line, in milliseconds. */
+  now?: () => number;
+};
+
 /**
  * The one error handler: typed errors to their status and text, schema and framework errors to
- * their 4xx, the rest to 500. Upstream messages and stacks go to the log only.
+ * their 4xx, the rest to 500. Upstream messages and stacks go to the log only. Refusals (429,
+ * 503 with `Retry-After`) are answers, not faults: counted by reason, never a line each (a flood
+ * wrote megabytes of log a second), and summed up in one warning a minute at most.
  */
-export function installErrorHandling(app: FastifyInstance): void {
+export function installErrorHandling(app: FastifyInstance, opts: ErrorHandlingOptions = {}): void {
+  const now = opts.now ?? Date.now;
+  let summaryAt = Number.NEGATIVE_INFINITY;
+  let unsummed: Partial<Record<RefusalReason, number>> = {};
+  const refused = (log: FastifyRequest['log'], reason: RefusalReason) => {
+    opts.countRefusal?.(reason);
+    unsummed[reason] = (unsummed[reason] ?? 0) + 1;
+    const t = now();
+    if (t - summaryAt < REFUSAL_SUMMARY_MS) return;
+    log.warn({ refused: unsummed }, 'requests refused since the last summary');
+    summaryAt = t;
+    unsummed = {};
+  };
   app.setErrorHandler(
     (err: FastifyError | GatewayError, req: FastifyRequest, reply: FastifyReply) => {
       // Hot routes set CORS on success only; a page on another origin must read errors too.
       reply.headers(CORS_HEADERS);
       if (err instanceof GatewayError) {
-        if (err instanceof NotConfiguredError) req.log.debug(err.message);
+        if (err instanceof RetryLaterError) refused(req.log, err.reason);
+        else if (err instanceof NotConfiguredError) req.log.debug(err.message);
         else if (err.statusCode >= 500) req.log.error({ err }, 'request failed');
         else req.log.info({ reason: err.message }, 'request refused');
         return reply

@@ -69,8 +69,9 @@ export const SAME_SIGNAL_MS = 500;
 
 /**
  * Installs the shutdown handlers (close-with-grace; docs/design.md, "Shutdown, liveness and
- * readiness"): call it before connecting anything. SIGTERM, SIGINT, SIGHUP and an uncaught
- * exception run every step in order ({@link closeSteps}); exit 0 when all closed, 1 otherwise. A
+ * readiness"): call it before connecting anything. SIGTERM, SIGINT and an uncaught exception run
+ * every step in order ({@link closeSteps}); exit 0 when all closed, 1 otherwise. SIGHUP is logged
+ * and ignored ({@link ignoreHangup}). A
  * second signal (not the first repeated within {@link SAME_SIGNAL_MS}), or `timeoutMs` without the
  * steps done, ends it at once ({@link exitNow}). Unhandled rejections are left to the caller.
  */
@@ -82,8 +83,9 @@ export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
       delay: timeoutMs,
       // Failures are logged here, with pino; the library would write to the console.
       logger: false,
-      // SIGINT and SIGTERM are handled below, to tell a repeated signal from a second one.
-      skip: ['unhandledRejection', 'SIGINT', 'SIGTERM'],
+      // SIGINT and SIGTERM are handled below, to tell a repeated signal from a second one; SIGHUP
+      // does not stop the gateway at all.
+      skip: ['unhandledRejection', 'SIGINT', 'SIGTERM', 'SIGHUP'],
       onSecondSignal: (signal) => exitNow(logger, { signal }, 'second signal: exiting now'),
       onTimeout: (delay) => exitNow(logger, { timeoutMs: delay }, 'shutdown timed out: exiting'),
     },
@@ -105,5 +107,21 @@ export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  ignoreHangup(logger);
   return { add: (step) => steps.push(step) };
+}
+
+/**
+ * SIGHUP is logged and otherwise ignored. It is what logrotate's `kill -HUP` and a closed terminal
+ * send; the gateway writes its log to stdout (the supervisor owns the file, so there is nothing to
+ * reopen), and stopping on it, even cleanly, would take the gateway down where a supervisor
+ * restarts only failures (`Restart=on-failure`).
+ */
+export function ignoreHangup(logger: Logger): void {
+  process.on('SIGHUP', () =>
+    logger.info(
+      { signal: 'SIGHUP' },
+      'SIGHUP ignored: the log goes to stdout, nothing to reopen; SIGTERM stops the gateway',
+    ),
+  );
 }

@@ -148,7 +148,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
           500: errorResponse(INTERNAL, 'Internal error'),
           502: errorResponse('`RPC unavailable`: as for `/subdomains/:parent`.', 'RPC unavailable'),
           503: errorResponse(
-            '`Service overloaded` or `Budget exhausted`: as for `/subdomains/:parent`; ' +
+            '`Service overloaded`, `Budget exhausted` or `Service unavailable`: as for ' +
+              '`/subdomains/:parent`; ' +
               '`Service overloaded` also while the entry was written ' +
               'by an earlier release, without the accounts (until its next refresh).',
             'Service overloaded',

@@ -131,6 +131,8 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
               'shed (with Retry-After). `Budget exhausted`: the daily RPC credit budget ' +
               '(RPC_CREDITS_PER_DAY) is spent, so a cold miss of the configured RPC is not ' +
               'refreshed (Retry-After: the next UTC day; cached answers are still served). ' +
+              '`Service unavailable`: Redis dropped while the request waited on its refresh ' +
+              '(Retry-After: a few seconds; the refresh completes once Redis is back). ' +
               `Or ${SHUTTING_DOWN}`,
             'Service overloaded',
             { 'Retry-After': HEADER.retryAfter },

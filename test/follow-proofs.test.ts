@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
+import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
+import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
+import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
+import {
+  FakeClock,
+  FakeRpc,
+  FakeStore,
+  fakeFollower,
+  quietDeps,
+  settle,
+  trustingSlots,
+  tx,
+} from './support/follow-fakes.js';
+
+/**
+ * An entry is marked fresh only when the follower can prove it (docs/design.md, "Freshness"): a
+ * refused or short read is never taken for "nothing new". Units on fakes: no socket, no Redis.
+ */
+
+const sigs = (n: number, prefix = 's') =>
+  Array.from({ length: n }, (_, i) => ({
+    signature: `${prefix}${n - i}`,
+    slot: 100 - i,
+    failed: false,
+  }));
+
+describe('a refused silence probe', () => {
+  it('stops the status vouching until a probe succeeds again', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const f = fakeFollower({ rpc });
+    await f.open();
+    await f.clock.advance(2_500);
+    expect(f.follower.healthy).toBe(true);
+    expect(f.statuses.at(-1)?.healthyUntil).toBeGreaterThan(f.clock.now());
+    // The provider refuses the probe: that is not "nothing new".
+    rpc.failSignatures = true;
+    await f.clock.advance(PROBE_EVERY_MS);
+    await f.clock.advance(1_000);
+    expect(f.follower.healthy).toBe(false);
+    expect(f.statuses.at(-1)?.healthyUntil).toBe(0);
+    // Tried again sooner; once it answers (with what the stream brought) the status vouches again.
+    rpc.failSignatures = false;
+    const calls = rpc.count('getSignaturesForAddress');
+    await f.clock.advance(PROBE_RETRY_MS + 1_000);
+    expect(rpc.count('getSignaturesForAddress')).toBe(calls + 1);
+    expect(f.follower.healthy).toBe(true);
+    expect(f.statuses.at(-1)?.healthyUntil).toBeGreaterThan(f.clock.now());
+    await f.follower.close();
+  });
+});
+
+describe('a gap read', () => {
+  const deps = (rpc: FakeRpc) => ({
+    rpc,
+    deletions: { removeDeleted: async () => 0 },
+    feed: () => undefined,
+    logger: quietDeps().logger,
+  });
+
+  it('pages with `before` past a provider that caps `limit`, until it sees its anchor', async () => {
+    const rpc = new FakeRpc();
+    rpc.pageCap = 3;
+    // Six transactions in the gap, then the anchor: pages of 3 would lose three of them.
+    rpc.sigs = [...sigs(6), { signature: 'anchor', slot: 1, failed: false }];
+    for (const s of rpc.sigs)
+      rpc.setTx(s.signature, {
+        slot: s.slot,
+        meta: { err: null },
+        transaction: { message: { accountKeys: [], instructions: [] } },
+      });
+    const outcome = await healGap(deps(rpc), 'anchor');
+    expect(outcome).toEqual({ healed: true, newest: 's6' });
+    expect(rpc.count('getTransaction')).toBe(6);
+    expect(rpc.calls.filter((c) => c.startsWith('getSignaturesForAddress'))).toEqual([
+      'getSignaturesForAddress  501',
+      'getSignaturesForAddress  498 before s4',
+      'getSignaturesForAddress  495 before s1',
+    ]);
+  });
+
+  it('gives the entries up when the anchor is never reached, within a bound of pages', async () => {
+    const rpc = new FakeRpc();
+    rpc.pageCap = 1;
+    rpc.sigs = [...sigs(GAP_MAX_PAGES + 5), { signature: 'anchor', slot: 1, failed: false }];
+    const outcome = await healGap(deps(rpc), 'anchor');
+    expect(outcome.healed).toBe(false);
+    expect(rpc.count('getSignaturesForAddress')).toBe(GAP_MAX_PAGES);
+    expect(rpc.count('getTransaction')).toBe(0);
+    // A node that does not know the anchor answers pages that end without it.
+    const lost = new FakeRpc();
+    lost.sigs = sigs(4);
+    expect((await healGap(deps(lost), 'anchor')).healed).toBe(false);
+  });
+});
+
+describe('reads for Deletes', () => {
+  const make = (affordable = () => true) => {
+    const store = new FakeStore();
+    const rpc = new FakeRpc();
+    const clock = new FakeClock();
+    const lost: string[] = [];
+    const deletions = new Deletions({
+      rpc,
+      store,
+      clock,
+      slots: trustingSlots(),
+      affordable,
+      reread: () => undefined,
+      changed: () => undefined,
+      lost: (s) => lost.push(s),
+      ...quietDeps(),
+    });
+    return { store, rpc, clock, lost, deletions };
+  };
+  const forged = (signature: string) => ({
+    slot: 60,
+    signature,
+    failed: false,
+    logs: [
+      'Program namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX invoke [1]',
+      'Program log: Instruction: Delete Name',
+    ],
+  });
+
+  it('spends at most MAX_READS_PER_MINUTE on a flood of forged Delete lines', async () => {
+    const { rpc, clock, lost, deletions } = make();
+    // 600 forged lines in 30 s, each naming a transaction no node has.
+    for (let i = 0; i < 600; i++) {
+      deletions.onLogs(forged(`forged${i}`));
+      if (i % 20 === 19) await clock.advance(1_000);
+    }
+    await clock.advance(60_000);
+    await deletions.idle();
+    const reads = rpc.count('getTransaction');
+    expect(reads).toBeLessThanOrEqual(2 * MAX_READS_PER_MINUTE);
+    // Every one is given up, never taken for "nothing deleted".
+    expect(new Set(lost).size).toBe(600);
+  });
+
+  it('reads a signature reported again once, and none the budget cannot pay for', async () => {
+    const { store, rpc, deletions } = make();
+    store.put('p1', 10, { acct1: ['a', 'o'] });
+    rpc.setTx('once', tx(61, [[3, 'acct1']]));
+    deletions.onLogs(forged('once'));
+    await deletions.idle();
+    deletions.onLogs(forged('once'));
+    await deletions.idle();
+    expect(rpc.count('getTransaction once')).toBe(1);
+    expect(store.labels('p1')).toEqual([]);
+    const poor = make(() => false);
+    poor.deletions.onLogs(forged('dear'));
+    await settle();
+    await poor.deletions.idle();
+    expect(poor.rpc.count('getTransaction')).toBe(0);
+    expect(poor.lost).toEqual(['dear']);
+  });
+
+  it('refuses a reply of more instructions than a transaction runs, and looks Deletes up at once', async () => {
+    const many = Array.from({ length: MAX_INSTRUCTIONS + 1 }, (_, i): [number, string] => [
+      3,
+      `acct${i}`,
+    ]);
+    expect(nameWrites(tx(70, many))).toBeUndefined();
+    const fits = many.slice(0, 60);
+    const writes = nameWrites(tx(70, fits));
+    expect(writes === undefined || writes === 'failed' ? [] : writes.deleted).toHaveLength(60);
+    const { store, deletions } = make();
+    const members: Record<string, string[]> = {};
+    for (const [, account] of fits) members[account] = [account, 'o'];
+    store.put('p2', 10, members);
+    await deletions.removeDeleted(
+      fits.map(([, a]) => a),
+      71,
+    );
+    expect(store.labels('p2')).toEqual([]);
+    expect(store.calls.filter((c) => c.startsWith('parentsOfMembers'))).toEqual([
+      'parentsOfMembers 60',
+    ]);
+  });
+});
