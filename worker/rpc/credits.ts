@@ -44,11 +44,19 @@ export type CreditMeterOptions = {
   now?: () => number;
 };
 
-/** Adds a call's credits to today's counter unless past the budget: added (1 or 0), and the total. */
+/**
+ * Adds a call's credits to today's counter unless past the budget (after putting back a counter
+ * Redis lost: the floor, see the file): added (1 or 0), and the total.
+ */
 const RESERVE = new LuaScript(new URL('../lua/reserve-credits.lua', import.meta.url), (raw) => {
   const [added, total] = replyList(raw);
   return { added: replyNumber(added), total: Number(replyString(total)) };
 });
+
+/** Adds credits (negative: given back) to a day's counter, the floor first: the total. */
+const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (raw) =>
+  Number(replyString(raw)),
+);
 
 /**
  * Counts worker credit spends: `sns_rpc_credits_total`, and for the configured endpoint today's
@@ -100,7 +108,7 @@ export class CreditMeter {
     const { added, total } = await RESERVE.run(
       redis,
       [this.keys.rpcCredits(day)],
-      [budget, credits, BUDGET_COUNTER_TTL_MS],
+      [this.floorOf(day), BUDGET_COUNTER_TTL_MS, budget, credits],
     );
     this.opts.budget?.observe(day, total);
     if (added !== 1) throw new CreditBudgetRefusal(method, credits, total, budget);
@@ -110,9 +118,17 @@ export class CreditMeter {
   /** Gives back an unspent reservation. */
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
-    this.opts.redis
-      .incrbyfloat(this.keys.rpcCredits(reservation.day), -reservation.credits)
-      .catch((err: unknown) => this.warn(err));
+    const { day, credits } = reservation;
+    ADD.run(
+      this.opts.redis,
+      [this.keys.rpcCredits(day)],
+      [this.floorOf(day), BUDGET_COUNTER_TTL_MS, -credits],
+    ).catch((err: unknown) => this.warn(err));
+  }
+
+  /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
+  private floorOf(day: string): number {
+    return this.opts.budget?.floorOf(day) ?? 0;
   }
 
   /** Writes pending spends; one write at a time. */
@@ -144,14 +160,12 @@ export class CreditMeter {
     for (const [day, credits] of days) {
       const key = this.keys.rpcCredits(day);
       try {
-        const replies = await redis
-          .pipeline()
-          .incrbyfloat(key, credits)
-          .pexpire(key, BUDGET_COUNTER_TTL_MS)
-          .exec();
-        const [error, total] = replies?.[0] ?? [new Error('no reply')];
-        if (error) throw error;
-        this.opts.budget?.observe(day, Number(total));
+        const total = await ADD.run(
+          redis,
+          [key],
+          [this.floorOf(day), BUDGET_COUNTER_TTL_MS, credits],
+        );
+        this.opts.budget?.observe(day, total);
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
         this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
