@@ -44,24 +44,48 @@ export type CreditMeterOptions = {
 };
 
 /**
- * KEYS[1] today's counter; ARGV budget, credits, expiry ms. Adds unless past the budget; returns
- * {1|0, total}, total as a string (a float reply would be truncated).
+ * Puts back a day's counter Redis lost (KEYS[1] missing while this process knew a spend, ARGV[1]):
+ * a restart of a Redis without persistence must not grant a fresh budget. The counter is never
+ * missing otherwise within its day (it outlives the day, and given-back reservations leave 0).
  */
-const RESERVE = `
+const RESTORE = `
+local floor = tonumber(ARGV[1])
+if floor > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+`;
+
+/**
+ * KEYS[1] today's counter; ARGV floor ({@link RESTORE}), expiry ms, budget, credits. Adds unless
+ * past the budget; returns {1|0, total}, total as a string (a float reply would be truncated).
+ */
+const RESERVE = `${RESTORE}
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-if spent + tonumber(ARGV[2]) > tonumber(ARGV[1]) + 1e-9 then return {0, tostring(spent)} end
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if spent + tonumber(ARGV[4]) > tonumber(ARGV[3]) + 1e-9 then return {0, tostring(spent)} end
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, total}
 `;
 
-type ReserveCommand = {
+/**
+ * KEYS[1] a day's counter; ARGV floor ({@link RESTORE}), expiry ms, credits (negative: given
+ * back). Returns the total as a string.
+ */
+const ADD = `${RESTORE}
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return total
+`;
+
+type CreditCommands = {
   snsReserveCredits(
     key: string,
+    floor: number,
+    ttlMs: number,
     budget: number,
     credits: number,
-    ttlMs: number,
   ): Promise<[number, string]>;
+  snsAddCredits(key: string, floor: number, ttlMs: number, credits: number): Promise<string>;
 };
 
 /**
@@ -111,11 +135,12 @@ export class CreditMeter {
     const { redis } = this.opts;
     if (budget === undefined || !redis || !this.keys || credits <= 0) return undefined;
     const day = utcDay(this.now());
-    const [added, total] = await reserveCommand(redis).snsReserveCredits(
+    const [added, total] = await creditCommands(redis).snsReserveCredits(
       this.keys.rpcCredits(day),
+      this.floorOf(day),
+      BUDGET_COUNTER_TTL_MS,
       budget,
       credits,
-      BUDGET_COUNTER_TTL_MS,
     );
     this.opts.budget?.observe(day, Number(total));
     if (added !== 1) throw new CreditBudgetRefusal(method, credits, Number(total), budget);
@@ -125,9 +150,15 @@ export class CreditMeter {
   /** Gives back an unspent reservation. */
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
-    this.opts.redis
-      .incrbyfloat(this.keys.rpcCredits(reservation.day), -reservation.credits)
+    const { day, credits } = reservation;
+    creditCommands(this.opts.redis)
+      .snsAddCredits(this.keys.rpcCredits(day), this.floorOf(day), BUDGET_COUNTER_TTL_MS, -credits)
       .catch((err: unknown) => this.warn(err));
+  }
+
+  /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
+  private floorOf(day: string): number {
+    return this.opts.budget?.floorOf(day) ?? 0;
   }
 
   /** Writes pending spends; one write at a time. */
@@ -159,13 +190,12 @@ export class CreditMeter {
     for (const [day, credits] of days) {
       const key = this.keys.rpcCredits(day);
       try {
-        const replies = await redis
-          .pipeline()
-          .incrbyfloat(key, credits)
-          .pexpire(key, BUDGET_COUNTER_TTL_MS)
-          .exec();
-        const [error, total] = replies?.[0] ?? [new Error('no reply')];
-        if (error) throw error;
+        const total = await creditCommands(redis).snsAddCredits(
+          key,
+          this.floorOf(day),
+          BUDGET_COUNTER_TTL_MS,
+          credits,
+        );
         this.opts.budget?.observe(day, Number(total));
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
@@ -182,10 +212,13 @@ export class CreditMeter {
   }
 }
 
-function reserveCommand(redis: RedisClient): ReserveCommand {
-  const commands = redis as unknown as Partial<ReserveCommand>;
+function creditCommands(redis: RedisClient): CreditCommands {
+  const commands = redis as unknown as Partial<CreditCommands>;
   if (!commands.snsReserveCredits) {
     redis.defineCommand('snsReserveCredits', { numberOfKeys: 1, lua: RESERVE });
   }
-  return redis as unknown as ReserveCommand;
+  if (!commands.snsAddCredits) {
+    redis.defineCommand('snsAddCredits', { numberOfKeys: 1, lua: ADD });
+  }
+  return redis as unknown as CreditCommands;
 }
