@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -63,6 +64,14 @@ describe('npm start', () => {
       expect(spawnSync(process.execPath, [BUILD_IF_STALE, '--check'], { cwd: ROOT }).status).toBe(
         0,
       );
+      // The Lua scripts are beside the compiled modules that read them.
+      const lua = ['src', 'worker'].flatMap((dir) =>
+        readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+          .filter((f) => f.endsWith('.lua'))
+          .map((f) => join(dir, f)),
+      );
+      expect(lua).not.toEqual([]);
+      for (const file of lua) expect(existsSync(join(ROOT, 'dist', file)), file).toBe(true);
     } finally {
       killGroup(run.child);
       await deletePrefix(redis, prefix);
@@ -98,14 +107,16 @@ describe('scripts/build-if-stale.mjs', () => {
       utimesSync(join(dir, path), t, t);
     };
     try {
-      for (const sub of ['src/api/http', 'worker', 'dist'])
+      for (const sub of ['src/api/http', 'src/core/lua', 'worker', 'dist'])
         mkdirSync(join(dir, sub), { recursive: true });
       for (const file of [
         'main.ts',
         'src/api/http/app.ts',
+        'src/core/lua/touch-entry.lua',
         'worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
+        'package.json',
         'package-lock.json',
       ]) {
         writeFileSync(join(dir, file), '');
@@ -116,10 +127,14 @@ describe('scripts/build-if-stale.mjs', () => {
         'src/api',
         'src/api/http',
         'src/api/http/app.ts',
+        'src/core',
+        'src/core/lua',
+        'src/core/lua/touch-entry.lua',
         'worker',
         'worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
+        'package.json',
         'package-lock.json',
       ];
       const builtAfterAll = () => {
@@ -135,8 +150,10 @@ describe('scripts/build-if-stale.mjs', () => {
       for (const path of [
         'main.ts',
         'src/api/http/app.ts',
+        'src/core/lua/touch-entry.lua',
         'worker/runtime.ts',
         'tsconfig.build.json',
+        'package.json',
         'package-lock.json',
       ]) {
         builtAfterAll();
