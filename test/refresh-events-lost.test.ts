@@ -37,13 +37,13 @@ function refusingPublisher(refusals: number): Redis {
   const redis = connect();
   const publish = redis.publish.bind(redis);
   let left = refusals;
-  redis.publish = ((channel: string, message: string) => {
+  redis.publish = (channel: string, message: string) => {
     if (left > 0) {
       left--;
       return Promise.reject(new Error('ERR PUBLISH refused'));
     }
     return publish(channel, message);
-  });
+  };
   return redis;
 }
 

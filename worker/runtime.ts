@@ -47,6 +47,21 @@ import {
   watchHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+import {
+  RegistryIndex,
+  REGISTRY_SERVING_VALUE,
+  registryServing,
+} from '../src/core/cache/registry-index.js';
+import { readFollowStatus } from '../src/core/cache/follow-status.js';
+import { RegistryFeed } from './registry/feed.js';
+import {
+  createRegistryBuildQueue,
+  createRegistryBuildWorker,
+  superviseBuild,
+} from './registry/build.js';
+
+/** How often the registry index's build is supervised (started, resumed, rebuilt), in ms. */
+const REGISTRY_SUPERVISE_MS = 5_000;
 
 /** How long the start waits for the hot-parent scans' scheduling (Redis), in milliseconds. */
 const SCHEDULE_START_WAIT_MS = 5_000;
@@ -332,7 +347,73 @@ async function openWorker(
       ),
     );
   }
+  // The registry index (docs/design.md, "The registry index"): built in pieces once the stream is
+  // followed whole, fed by the stream from then on.
+  const registry =
+    config.SUBDOMAIN_INDEX === 'registry' && config.RPC_WS_URL && defaultEndpoint
+      ? (() => {
+          const index = new RegistryIndex(command, config.QUEUE_PREFIX);
+          const buildQueue = kit.closes(
+            'worker registry build queue',
+            kit.watchErrors(
+              createRegistryBuildQueue(queueConnection, config.QUEUE_PREFIX),
+              'worker registry build queue',
+            ),
+            (q) => q.close().catch(() => undefined),
+          );
+          const followRpc = laneRpc(defaultLane, defaultEndpoint, slots);
+          const feed = new RegistryFeed({
+            index,
+            rpc: followRpc,
+            logger,
+            lost: (why) => {
+              logger.warn({ why }, 'registry: the stream lost facts; the index is behind');
+              void index.markBehind().catch(() => undefined);
+            },
+          });
+          workers.push(
+            createRegistryBuildWorker(
+              workerConnection,
+              config.QUEUE_PREFIX,
+              {
+                index,
+                lane: defaultLane,
+                endpoint: defaultEndpoint,
+                slots,
+                budget,
+                followStatus: () => readFollowStatus(command, config.QUEUE_PREFIX),
+                logger,
+              },
+              (err) => kit.reportError(err, 'registry build worker'),
+            ),
+          );
+          return { index, feed, buildQueue };
+        })()
+      : undefined;
   kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
+  if (registry) {
+    let supervising: Promise<void> | undefined;
+    const supervise = () => {
+      supervising ??= readFollowStatus(command, config.QUEUE_PREFIX)
+        .then(async (status) => {
+          await superviseBuild(registry.index, registry.buildQueue, { status, logger });
+          const state = await registry.index.state();
+          metrics.registryState.set(
+            REGISTRY_SERVING_VALUE[registryServing(state, status, Date.now())],
+          );
+          metrics.registryShardsDone.set(state.done);
+        })
+        .catch((err: unknown) => logger.warn({ err: String(err) }, 'registry: supervision'))
+        .finally(() => (supervising = undefined));
+    };
+    supervise();
+    const timer = setInterval(supervise, REGISTRY_SUPERVISE_MS);
+    timer.unref();
+    kit.closes('worker registry supervision', timer, async (t) => {
+      clearInterval(t);
+      await supervising;
+    });
+  }
   // Installed at start and kept installed: a Redis that lost its data lost the scheduler too.
   const scanWatch = hotParentScans
     ? kit.closes(
@@ -487,6 +568,7 @@ async function openWorker(
                     config.HOT_KEYS_MIN_CLIENTS,
                   )
                 : Promise.resolve([]),
+            ...(registry ? { registry: registry.feed } : {}),
             connect: (hooks) =>
               new WsConnection({
                 url: config.RPC_WS_URL as string,

@@ -2,6 +2,12 @@ import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { FollowStatusReader } from '../core/cache/follow-status.js';
+import {
+  RegistryIndex,
+  REGISTRY_SERVING_VALUE,
+  type RegistryServing,
+} from '../core/cache/registry-index.js';
+import { RegistrySource } from './subdomains/registry-source.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
 import { buildApp } from './http/app.js';
@@ -168,6 +174,17 @@ async function openApi(
     onError: (err) => kit.reportError(asError(err), 'api entry touch'),
   });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
+  // Every parent from the index of the whole registry while it serves (docs/design.md, "The
+  // registry index").
+  const registry =
+    config.SUBDOMAIN_INDEX === 'registry'
+      ? new RegistrySource({
+          index: new RegistryIndex(command, config.QUEUE_PREFIX),
+          status: () => follow.current(),
+          onError: (err) => kit.reportError(asError(err), 'api registry state'),
+          onState: (state) => metrics.registryState.set(REGISTRY_SERVING_VALUE[state]),
+        })
+      : undefined;
   const lookup = new SubdomainLookup({
     cache,
     queues: { default: queue, override: overrideQueue },
@@ -189,6 +206,7 @@ async function openApi(
     }),
     follow,
     touches,
+    registry,
     eventsSent: async () =>
       Number(await command.get(redisKeys(config.QUEUE_PREFIX).refreshEventsSent)) || 0,
   });
@@ -210,6 +228,7 @@ async function openApi(
   const redisReady = kit.readiness(command, () => ({
     rpc: config.RPC_URL ? 'configured' : 'unset',
     websocket: config.RPC_WS_URL ? 'configured' : 'off',
+    ...(registry ? { index: registryPart(registry.serving()) } : {}),
   }));
   // Whether the workers refresh hot parents ahead, read from the scans' scheduler (a part only:
   // the API answers without it).
@@ -257,6 +276,9 @@ async function openApi(
   await app.listen({ port: config.PORT, host: config.HOST });
   return { app, close: () => kit.close() };
 }
+
+/** `/readyz`'s `index` part: `off` never shows (the part is absent then), `none` covers it. */
+const registryPart = (state: RegistryServing) => (state === 'off' ? 'none' : state);
 
 /** Least time between two reads of the scans' scheduler for `/readyz`, in milliseconds. */
 const READINESS_READ_MS = 1_000;
