@@ -104,6 +104,8 @@ export async function startGateway(
     lookup?: LookupFunction;
     /** Milliseconds between the event streams' heartbeats (15 s when absent). */
     sseHeartbeatMs?: number;
+    /** Each process's own clock (`Date.now` when absent): tests skew them. */
+    clocks?: { api?: () => number; worker?: () => number };
   } = {},
 ): Promise<Gateway> {
   const ownSim = !opts.sim;
@@ -123,11 +125,16 @@ export async function startGateway(
   const api = await startApi(config, metrics, logger, {
     resolveHost: opts.resolveHost,
     sseHeartbeatMs: opts.sseHeartbeatMs,
+    clock: opts.clocks?.api,
   });
   const worker =
     opts.worker === false
       ? undefined
-      : await startWorker(config, metrics, logger, { serveMetrics: false, lookup: opts.lookup });
+      : await startWorker(config, metrics, logger, {
+          serveMetrics: false,
+          lookup: opts.lookup,
+          clock: opts.clocks?.worker,
+        });
   const redis: RedisClient = config.REDIS_CLUSTER_NODES
     ? new Cluster([...config.REDIS_CLUSTER_NODES])
     : new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1 });
