@@ -24,6 +24,15 @@ export const REFRESH_OUTCOME = Object.freeze({
   failed: 'failed',
   retried: 'retried',
 } as const);
+/**
+ * `sns_refresh_events_lost_total{stage}`: `publish` = a worker's publish of an entry's change
+ * failed after its retries; `receive` = an API process found it received fewer events than were
+ * counted, and dropped its in-process copy.
+ */
+export const REFRESH_EVENT_LOSS = Object.freeze({
+  publish: 'publish',
+  receive: 'receive',
+} as const);
 /** `sns_ws_notifications_total{outcome}`: what one notification did. */
 export const WS_NOTIFICATION_OUTCOME = Object.freeze({
   patched: 'patched',
@@ -255,6 +264,12 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       labelNames: ['outcome'] as const,
       registers,
     }),
+    refreshEventsLost: new Counter({
+      name: 'sns_refresh_events_lost_total',
+      help: 'Refresh events lost: a publish that failed after its retries (publish), or a loss an API process noticed and made good by dropping its in-process copy (receive).',
+      labelNames: ['stage'] as const,
+      registers,
+    }),
     deletionChecks: new Counter({
       name: 'sns_deletion_checks_total',
       help: 'Watched parents checked for closed accounts, by outcome: unchanged, dropped or scanned.',
@@ -269,6 +284,26 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     followLastEvent: new Gauge({
       name: 'sns_follow_last_event_timestamp_seconds',
       help: 'Unix time of the last notification the follow stream delivered to this worker.',
+      registers,
+    }),
+    registryState: new Gauge({
+      name: 'sns_registry_state',
+      help: 'The registry index as this process sees it: 0 off or none, 1 building, 2 complete and served, 3 complete but not served (stream not followed whole), 4 behind (a rebuild is due).',
+      registers,
+    }),
+    registryShardsDone: new Gauge({
+      name: 'sns_registry_shards_done',
+      help: 'Bootstrap pieces of the registry index build under way that are done.',
+      registers,
+    }),
+    registryAuditMismatches: new Counter({
+      name: 'sns_registry_audit_mismatches_total',
+      help: 'Subdomains the registry audit found differing from getProgramAccounts (each repaired).',
+      registers,
+    }),
+    registryAudits: new Counter({
+      name: 'sns_registry_audited_parents_total',
+      help: 'Parents the registry audit read with getProgramAccounts and compared with the index.',
       registers,
     }),
     watchedParents: new Gauge({
@@ -298,6 +333,8 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     metrics.deletionChecks.inc({ outcome }, 0);
   }
   for (const reason of REFUSAL_REASONS) metrics.httpRefusals.inc({ reason }, 0);
+  for (const stage of Object.values(REFRESH_EVENT_LOSS))
+    metrics.refreshEventsLost.inc({ stage }, 0);
   return metrics;
 }
 
@@ -644,13 +681,17 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
     id: 27,
     title: 'Notifications per minute by outcome',
     description:
-      'programSubscribe notifications: patched into the entry (a new subdomain proven by its reverse record), re-read at their slot, or ignored.',
+      'programSubscribe notifications: patched into the entry (a new subdomain proven by its reverse record), re-read at their slot, or ignored; and refresh events lost (a failed publish, or a loss an API process noticed).',
     unit: 'short',
     width: 8,
     queries: [
       {
         expr: 'sum by (outcome) (rate(sns_ws_notifications_total[$__rate_interval])) * 60',
         legend: '{{outcome}}',
+      },
+      {
+        expr: 'sum by (stage) (rate(sns_refresh_events_lost_total[$__rate_interval])) * 60',
+        legend: 'refresh events lost: {{stage}}',
       },
     ],
   },
@@ -667,6 +708,28 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
       {
         expr: 'sum by (outcome) (rate(sns_deletion_checks_total[$__rate_interval])) * 60',
         legend: '{{outcome}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 36,
+    title: 'Registry index',
+    description:
+      'SUBDOMAIN_INDEX=registry: the index state (0 none, 1 building, 2 serving every parent, 3 built but the stream not followed whole, 4 behind: a rebuild is due), bootstrap pieces done (of 256), and per minute the parents audited and the subdomains the audit found differing from getProgramAccounts (each repaired).',
+    unit: 'short',
+    width: 8,
+    queries: [
+      { expr: 'max(sns_registry_state)', legend: 'state' },
+      { expr: 'max(sns_registry_shards_done)', legend: 'pieces done' },
+      {
+        expr: 'sum(rate(sns_registry_audited_parents_total[$__rate_interval])) * 60',
+        legend: 'parents audited',
+      },
+      {
+        expr: 'sum(rate(sns_registry_audit_mismatches_total[$__rate_interval])) * 60',
+        legend: 'audit mismatches',
       },
     ],
   },
