@@ -1,13 +1,35 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { EndpointLabel, Metrics } from '../../src/core/metrics.js';
-import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../src/core/rpc/budget.js';
+import {
+  BUDGET_COUNTER_TTL_MS,
+  clientFields,
+  clientShareFields,
+  SHARE_FIELD,
+  shareCaps,
+  utcDay,
+  type CreditBudget,
+} from '../../src/core/rpc/budget.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
 
 /**
- * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`. Final: a retry before
- * the next UTC day meets the same refusal.
+ * Who a call is charged to (docs/design.md, "Budget"): a client (a refresh its request started),
+ * or the proactive share (everything no request asked for: refreshes ahead, following the chain,
+ * the websocket). `reserve`: the client's cold miss is of a parent known to exist, so it may
+ * spend the reserve once the client pool is spent; set by the refresh once it knows.
+ */
+export type CreditAccount =
+  | { readonly kind: 'proactive' }
+  | { readonly kind: 'client'; readonly client: string; reserve: boolean };
+
+/** Why a reservation was refused: the day or the pools (`budget`), the client's share, the proactive share. */
+export type RefusalKind = 'budget' | 'client' | 'proactive';
+
+/**
+ * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`, or its account past
+ * its share. Final: a retry before the next UTC day meets the same refusal.
  */
 export class CreditBudgetRefusal extends Error {
   override readonly name = 'CreditBudgetRefusal';
@@ -16,18 +38,42 @@ export class CreditBudgetRefusal extends Error {
     readonly credits: number,
     readonly spent: number,
     readonly budget: number,
+    readonly kind: RefusalKind = 'budget',
   ) {
     super(
-      `${method} (${credits} credits) refused: ${spent} of the ${budget} credits of RPC_CREDITS_PER_DAY spent today`,
+      kind === 'budget'
+        ? `${method} (${credits} credits) refused: ${spent} of the ${budget} credits of RPC_CREDITS_PER_DAY spent today`
+        : `${method} (${credits} credits) refused: the ${kind === 'client' ? "client's" : 'proactive'} share of RPC_CREDITS_PER_DAY is spent today (${spent} of ${budget} in all)`,
     );
   }
 }
 
+const accounts = new AsyncLocalStorage<CreditAccount>();
+const PROACTIVE: CreditAccount = Object.freeze({ kind: 'proactive' });
+
+/**
+ * Runs `fn` with every credit it spends charged to `account`; whatever runs outside is charged
+ * to the proactive share, so no credit is charged to nobody.
+ */
+export function chargedTo<T>(account: CreditAccount, fn: () => T): T {
+  return accounts.run(account, fn);
+}
+
+/** The account the current call is charged to. */
+export const currentAccount = (): CreditAccount => accounts.getStore() ?? PROACTIVE;
+
 /** Longest shutdown wait for the last spends. */
 const CLOSE_WRITE_MS = 1_000;
 
-/** Credits held in today's counter before a call ({@link CreditMeter.reserve}). */
-export type Reservation = { readonly day: string; readonly credits: number };
+/**
+ * Credits held in today's counter and its account's share fields before a call
+ * ({@link CreditMeter.reserve}).
+ */
+export type Reservation = {
+  readonly day: string;
+  readonly credits: number;
+  readonly fields: readonly string[];
+};
 
 /** Options of {@link CreditMeter}. */
 export type CreditMeterOptions = {
@@ -44,24 +90,54 @@ export type CreditMeterOptions = {
 };
 
 /**
- * KEYS[1] today's counter; ARGV budget, credits, expiry ms. Adds unless past the budget; returns
- * {1|0, total}, total as a string (a float reply would be truncated).
+ * KEYS[1] today's counter, KEYS[2] today's shares hash. ARGV: budget, credits, expiry ms, the
+ * account (`p` proactive, `c` client), the proactive, pool and reserve caps, whether the reserve
+ * may pay (`1`), then the client's fields and caps in pairs. Adds the credits to the counter and
+ * to the account's fields unless the day, the client's own fields, or every pool it may use would
+ * go past its cap: a client pays from the pool, then (a parent known to exist) from the reserve.
+ * Returns {1, total, fields joined by spaces (a client key holds none)} or {0, total, why}; totals as strings (a float
+ * reply would be truncated).
  */
 const RESERVE = `
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-if spent + tonumber(ARGV[2]) > tonumber(ARGV[1]) + 1e-9 then return {0, tostring(spent)} end
+local credits = tonumber(ARGV[2])
+local eps = 1e-9
+if spent + credits > tonumber(ARGV[1]) + eps then return {0, tostring(spent), 'budget'} end
+local function used(field) return tonumber(redis.call('HGET', KEYS[2], field) or '0') end
+local fields = {}
+if ARGV[4] == 'p' then
+  if used('proactive') + credits > tonumber(ARGV[5]) + eps then
+    return {0, tostring(spent), 'proactive'}
+  end
+  fields[1] = 'proactive'
+else
+  for i = 9, #ARGV, 2 do
+    if used(ARGV[i]) + credits > tonumber(ARGV[i + 1]) + eps then
+      return {0, tostring(spent), 'client'}
+    end
+    fields[#fields + 1] = ARGV[i]
+  end
+  if used('pool') + credits <= tonumber(ARGV[6]) + eps then
+    fields[#fields + 1] = 'pool'
+  elseif ARGV[8] == '1' and used('reserve') + credits <= tonumber(ARGV[7]) + eps then
+    fields[#fields + 1] = 'reserve'
+  else
+    return {0, tostring(spent), 'budget'}
+  end
+end
 local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[2])
+for _, field in ipairs(fields) do redis.call('HINCRBYFLOAT', KEYS[2], field, ARGV[2]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, total}
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {1, total, table.concat(fields, ' ')}
 `;
 
 type ReserveCommand = {
   snsReserveCredits(
-    key: string,
-    budget: number,
-    credits: number,
-    ttlMs: number,
-  ): Promise<[number, string]>;
+    counter: string,
+    shares: string,
+    ...args: Array<string | number>
+  ): Promise<[number, string, string]>;
 };
 
 /**
@@ -72,8 +148,8 @@ type ReserveCommand = {
 export class CreditMeter {
   private readonly keys: ReturnType<typeof redisKeys> | undefined;
   private readonly now: () => number;
-  /** Unwritten spends by UTC day. */
-  private readonly pending = new Map<string, number>();
+  /** Unwritten spends by UTC day, and by share field. */
+  private readonly pending = new Map<string, { total: number; fields: Map<string, number> }>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private warned = false;
@@ -91,7 +167,8 @@ export class CreditMeter {
     this.opts.metrics.rpcCredits.inc({ method, endpoint }, credits);
     if (endpoint !== 'default' || reserved || credits <= 0 || !this.opts.redis) return;
     const day = utcDay(this.now());
-    this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
+    const fields = this.unreservedFields(currentAccount());
+    this.addPending(day, credits, fields);
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
       void this.flush();
@@ -107,27 +184,72 @@ export class CreditMeter {
    * @throws the Redis error when the counter cannot be written (the call is not made).
    */
   async reserve(method: string, credits: number): Promise<Reservation | undefined> {
-    const budget = this.opts.budget?.creditsPerDay;
+    const budgetView = this.opts.budget;
+    const budget = budgetView?.creditsPerDay;
     const { redis } = this.opts;
-    if (budget === undefined || !redis || !this.keys || credits <= 0) return undefined;
-    const day = utcDay(this.now());
-    const [added, total] = await reserveCommand(redis).snsReserveCredits(
+    if (!budgetView || budget === undefined || !redis || !this.keys || credits <= 0) {
+      return undefined;
+    }
+    const now = this.now();
+    const day = utcDay(now);
+    const account = currentAccount();
+    const caps = shareCaps(budget, budgetView.shares, now);
+    const clientFields =
+      account.kind === 'client' ? clientShareFields(account.client, budget, budgetView.shares) : [];
+    const [added, total, detail] = await reserveCommand(redis).snsReserveCredits(
       this.keys.rpcCredits(day),
+      this.keys.rpcCreditShares(day),
       budget,
       credits,
       BUDGET_COUNTER_TTL_MS,
+      account.kind === 'client' ? 'c' : 'p',
+      caps.proactive,
+      caps.pool,
+      caps.reserve,
+      account.kind === 'client' && account.reserve ? '1' : '0',
+      ...clientFields.flatMap((f) => [f.field, f.cap]),
     );
-    this.opts.budget?.observe(day, Number(total));
-    if (added !== 1) throw new CreditBudgetRefusal(method, credits, Number(total), budget);
-    return { day, credits };
+    budgetView.observe(day, Number(total));
+    if (added !== 1) {
+      const kind: RefusalKind = detail === 'client' || detail === 'proactive' ? detail : 'budget';
+      throw new CreditBudgetRefusal(method, credits, Number(total), budget, kind);
+    }
+    return { day, credits, fields: detail === '' ? [] : detail.split(' ') };
   }
 
-  /** Gives back an unspent reservation. */
+  /** Gives back an unspent reservation, to the counter and to the fields it was charged to. */
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
-    this.opts.redis
-      .incrbyfloat(this.keys.rpcCredits(reservation.day), -reservation.credits)
+    const shares = this.keys.rpcCreditShares(reservation.day);
+    const pipeline = this.opts.redis
+      .pipeline()
+      .incrbyfloat(this.keys.rpcCredits(reservation.day), -reservation.credits);
+    for (const field of reservation.fields)
+      pipeline.hincrbyfloat(shares, field, -reservation.credits);
+    pipeline
+      .exec()
+      .then((replies) => {
+        const failed = replies?.find(([error]) => error)?.[0];
+        if (failed) throw failed;
+      })
       .catch((err: unknown) => this.warn(err));
+  }
+
+  /**
+   * The share fields an unreserved spend of `account` goes to (the websocket's, or any spend
+   * without a budget): the proactive share, or the client's own fields and the pool.
+   */
+  private unreservedFields(account: CreditAccount): string[] {
+    if (account.kind === 'proactive') return [SHARE_FIELD.proactive];
+    return [...clientFields(account.client), SHARE_FIELD.pool];
+  }
+
+  private addPending(day: string, credits: number, fields: readonly string[]): void {
+    let pending = this.pending.get(day);
+    if (!pending) this.pending.set(day, (pending = { total: 0, fields: new Map() }));
+    pending.total += credits;
+    for (const field of fields)
+      pending.fields.set(field, (pending.fields.get(field) ?? 0) + credits);
   }
 
   /** Writes pending spends; one write at a time. */
@@ -156,20 +278,26 @@ export class CreditMeter {
     if (!redis || !this.keys) return;
     const days = [...this.pending];
     this.pending.clear();
-    for (const [day, credits] of days) {
+    for (const [day, { total: credits, fields }] of days) {
       const key = this.keys.rpcCredits(day);
+      const shares = this.keys.rpcCreditShares(day);
       try {
-        const replies = await redis
+        const pipeline = redis
           .pipeline()
           .incrbyfloat(key, credits)
-          .pexpire(key, BUDGET_COUNTER_TTL_MS)
-          .exec();
+          .pexpire(key, BUDGET_COUNTER_TTL_MS);
+        for (const [field, added] of fields) pipeline.hincrbyfloat(shares, field, added);
+        const replies = await pipeline.pexpire(shares, BUDGET_COUNTER_TTL_MS).exec();
         const [error, total] = replies?.[0] ?? [new Error('no reply')];
         if (error) throw error;
         this.opts.budget?.observe(day, Number(total));
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
-        this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
+        const kept = this.pending.get(day) ?? { total: 0, fields: new Map<string, number>() };
+        kept.total += credits;
+        for (const [field, added] of fields)
+          kept.fields.set(field, (kept.fields.get(field) ?? 0) + added);
+        this.pending.set(day, kept);
         this.warn(err);
       }
     }
@@ -185,7 +313,7 @@ export class CreditMeter {
 function reserveCommand(redis: RedisClient): ReserveCommand {
   const commands = redis as unknown as Partial<ReserveCommand>;
   if (!commands.snsReserveCredits) {
-    redis.defineCommand('snsReserveCredits', { numberOfKeys: 1, lua: RESERVE });
+    redis.defineCommand('snsReserveCredits', { numberOfKeys: 2, lua: RESERVE });
   }
   return redis as unknown as ReserveCommand;
 }
