@@ -6,6 +6,7 @@ import { createMetrics } from './src/core/metrics.js';
 import { createRedisErrorLog } from './src/core/redis.js';
 import { checkRedisAtStart } from './src/core/redis-permissions.js';
 import { REDIS_START_WAIT_MS, startApi, type ApiRuntime } from './src/api/runtime.js';
+import { checkNameTables, NameTablesError } from './src/api/sns/name-tables.js';
 import { installShutdown } from './src/core/runtime/shutdown.js';
 
 /**
@@ -18,8 +19,11 @@ async function main(): Promise<void> {
   let config;
   try {
     config = loadConfig();
+    // Before waiting on Redis: a Node that would derive other keys is refused at once (startApi
+    // checks again, for free).
+    if (config.ROLE !== 'worker') checkNameTables();
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof NameTablesError) {
       process.stderr.write(`sns-gateway: ${err.message}\n`);
       process.exit(2);
     }

@@ -9,8 +9,8 @@ import semver from 'semver';
 
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
 const bad = [];
-// The project's own range first: it names the one Node release line the gateway runs on
-// (docs/operations.md, "Node and the Unicode tables").
+// The project's own range first: the supported LTS lines, from their first release with the
+// Unicode tables names are lower-cased with (docs/operations.md, "Node and the Unicode tables").
 const own = JSON.parse(readFileSync('package.json', 'utf8')).engines?.node;
 if (own && !semver.satisfies(process.version, own)) bad.push(`sns-gateway itself: node ${own}`);
 for (const [path, meta] of Object.entries(lock.packages ?? {})) {

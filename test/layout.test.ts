@@ -97,6 +97,50 @@ describe('the layout', () => {
   });
 });
 
+describe('the runtime dependencies', () => {
+  type Manifest = {
+    dependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+  };
+  const manifest = (path: string) =>
+    JSON.parse(readFileSync(join(ROOT, path, 'package.json'), 'utf8')) as Manifest;
+  const runtime = Object.keys(manifest('.').dependencies ?? {});
+  /** The packages the code that runs loads (type-only imports load nothing), with who loads them. */
+  const loaded = new Map<string, string[]>();
+  for (const file of files.filter((f) => !f.startsWith('tools/'))) {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    const specs = text.matchAll(
+      /^\s*import\s+(?!type\b)[^;]*?\bfrom\s+'([^'./][^']*)'|^\s*import\s+'([^'./][^']*)'|\bimport\(\s*'([^'./][^']*)'/gm,
+    );
+    for (const m of specs) {
+      const spec = m[1] ?? m[2] ?? m[3] ?? '';
+      if (spec.startsWith('node:')) continue;
+      const name = spec
+        .split('/')
+        .slice(0, spec.startsWith('@') ? 2 : 1)
+        .join('/');
+      loaded.set(name, [...(loaded.get(name) ?? []), file]);
+    }
+  }
+
+  it('are every package the code of main.ts, src/ and worker/ loads', () => {
+    const missing = [...loaded].filter(([name]) => !runtime.includes(name));
+    expect(missing.map(([name, by]) => `${name} (${by.join(', ')})`)).toEqual([]);
+    // What the image leaves out: the SDK and web3.js serve the tests and the simulator only.
+    expect(loaded.has('@solana/web3.js')).toBe(false);
+    expect(loaded.has('@bonfida/spl-name-service')).toBe(false);
+  });
+
+  it('are nothing else, bar the peers of those packages', () => {
+    const peers = new Set(
+      [...loaded.keys()].flatMap((name) =>
+        Object.keys(manifest(`node_modules/${name}`).peerDependencies ?? {}),
+      ),
+    );
+    expect(runtime.filter((name) => !loaded.has(name) && !peers.has(name))).toEqual([]);
+  });
+});
+
 describe('what the repository cites', () => {
   /** Every text file a reader meets: code, tests, benches, tools, scripts and the documents. */
   const texts = (): string[] => {

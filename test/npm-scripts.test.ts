@@ -1,16 +1,26 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
+import { DEMO_PREFIX, GET_A_REDIS, shownUrl } from '../tools/demo/redis.js';
 import { deletePrefix, uniquePrefix, waitFor } from './support/gateway.js';
 import { freePort } from './support/ports.js';
+import { hasBinary } from './support/programs.js';
 
 /**
- * `npm start` and `npm run rpc:sim` as a process manager runs them: a SIGTERM to npm reaches the
+ * `npm start`, `npm run rpc:sim` and `npm run demo` as a process manager (or a terminal) runs them: a SIGTERM to npm reaches the
  * program (no shell left in between to swallow it), which shuts down and frees its port; and
  * `npm start` compiles only when a source changed since the last build.
  */
@@ -194,4 +204,156 @@ describe('scripts/build-if-stale.mjs', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+/** Live processes whose command line, and environment (NUL-separated), pass `test`. */
+function processesWhere(test: (cmdline: string, environ: string) => boolean): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      const environ = `\0${readFileSync(`/proc/${entry}/environ`, 'utf8')}`;
+      if (test(cmdline, environ)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
+/** The lines of the demo's banner between `heading` and the next blank line, trimmed. */
+function bannerLines(output: string, heading: string): string[] {
+  const after = output.split(`\n${heading}\n`)[1] ?? '';
+  return after
+    .split('\n\n')[0]!
+    .split('\n')
+    .map((l) => l.trim());
+}
+
+/** Runs one printed command with bash, as a user pastes it. */
+function sh(command: string): string {
+  const done = spawnSync('bash', ['-o', 'pipefail', '-c', command], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return done.stdout.trim();
+}
+
+/** The loopback port of `host:port`. */
+const portOf = (hostPort: string) => Number(hostPort.split(':').at(-1));
+
+describe('npm run demo', () => {
+  it.skipIf(!hasBinary('redis-server'))(
+    'starts redis-server, the simulator and the gateway; its printed commands answer; SIGTERM to npm stops all',
+    async () => {
+      const [api, metrics, sim, redisPort] = [
+        await freePort(),
+        await freePort(),
+        await freePort(),
+        await freePort(),
+      ];
+      const run = npmRun('demo', {
+        PORT: String(api),
+        WORKER_METRICS_PORT: String(metrics),
+        RPC_SIM_PORT: String(sim),
+        // Nothing listens there: the demo starts a redis-server of its own on that port.
+        REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+      });
+      try {
+        await waitFor(() => /Ctrl-C stops everything|demo: stopped/.test(run.output()), 150_000);
+        const output = run.output();
+        expect(output).toContain(`Redis at redis://127.0.0.1:${redisPort} (started for the demo)`);
+
+        const urls = bannerLines(output, 'Open:').map((l) => l.split(' ')[0] as string);
+        expect(urls).toEqual([
+          `http://localhost:${api}/`,
+          `http://localhost:${api}/docs`,
+          `http://localhost:${metrics}/metrics`,
+        ]);
+        for (const url of urls) {
+          const res = await fetch(url.replace('localhost', '127.0.0.1'));
+          expect(res.status, url).toBe(200);
+        }
+
+        const commands = bannerLines(output, 'Try:');
+        expect(commands).toHaveLength(4);
+        const [list, derive, create, again] = commands as [string, string, string, string];
+        expect(sh(list)).toBe('{"s":"ok","result":["bullish","hollaaa","testing"]}');
+        expect(sh(derive)).toBe(
+          '{"s":"ok","result":"ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6"}',
+        );
+        expect(sh(create)).toContain('"subdomain":"GSpPmrfxMFuN2JtAqdSygLtWTvYc6kztXHGuMz3mwxSC"');
+        await waitFor(() => sh(again).includes('"fresh"'), 20_000);
+        expect(sh(again)).toBe('{"s":"ok","result":["bullish","fresh","hollaaa","testing"]}');
+
+        // What runs: the gateway and the redis-server, each once; the simulator's two ports.
+        const simPort = portOf(/curl -s (\S+) -H/.exec(create)?.[1] ?? '');
+        const gateway = processesWhere(
+          (cmd, env) => cmd.includes('dist/main.js') && env.includes(`\0PORT=${api}\0`),
+        );
+        const redis = processesWhere(
+          (cmd) => cmd.startsWith('redis-server') && cmd.includes(`:${redisPort}`),
+        );
+        expect(gateway).toHaveLength(1);
+        expect(redis).toHaveLength(1);
+        const ports = [api, metrics, simPort, simPort + 1, redisPort];
+        for (const port of ports) expect(await listening(port), String(port)).toBe(true);
+
+        run.child.kill('SIGTERM');
+        expect(await run.exited).toBe(0);
+        await waitFor(() => [...gateway, ...redis].every((pid) => !alive(pid)), 10_000);
+        for (const port of ports) expect(await listening(port), String(port)).toBe(false);
+        expect(run.output()).toContain('demo: stopped');
+      } finally {
+        killGroup(run.child);
+      }
+    },
+    240_000,
+  );
+
+  it('uses a Redis that answers, leaves none of its keys there, and stops on Ctrl-C', async () => {
+    const [api, metrics, sim] = [await freePort(), await freePort(), await freePort()];
+    const redisUrl = inject('redisUrl');
+    const run = npmRun('demo', {
+      PORT: String(api),
+      WORKER_METRICS_PORT: String(metrics),
+      RPC_SIM_PORT: String(sim),
+      REDIS_URL: redisUrl,
+    });
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    const demoKeys = async () => (await redis.keys(`${DEMO_PREFIX}:*`)).length;
+    try {
+      await waitFor(() => /Ctrl-C stops everything|demo: stopped/.test(run.output()), 150_000);
+      expect(run.output()).toContain(`Redis at ${shownUrl(redisUrl)}\n`);
+      const [list] = bannerLines(run.output(), 'Try:');
+      expect(sh(list ?? '')).toBe('{"s":"ok","result":["bullish","hollaaa","testing"]}');
+      expect(await demoKeys()).toBeGreaterThan(0);
+
+      // Ctrl-C: the terminal signals the whole foreground group, npm and the demo alike.
+      process.kill(-(run.child.pid as number), 'SIGINT');
+      expect(await run.exited).toBe(0);
+      expect(await demoKeys()).toBe(0);
+      for (const port of [api, metrics]) expect(await listening(port), String(port)).toBe(false);
+    } finally {
+      killGroup(run.child);
+      redis.disconnect();
+    }
+  }, 240_000);
+
+  it('says in one line how to get a Redis when none answers and redis-server is missing', async () => {
+    const port = await freePort();
+    const demo = spawnSync(process.execPath, ['--import', 'tsx', 'tools/demo/cli.ts'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+      // No PATH: no redis-server to start.
+      env: { ...process.env, PATH: '', REDIS_URL: `redis://127.0.0.1:${port}` },
+    });
+    expect(demo.status).toBe(1);
+    const said = demo.stderr.split('\n').filter((l) => l.includes('redis-server'));
+    expect(said).toEqual([
+      `demo: no Redis answers at redis://127.0.0.1:${port} and redis-server is not on the PATH: ${GET_A_REDIS}`,
+    ]);
+  }, 90_000);
 });

@@ -212,7 +212,8 @@ describe('readiness is the ability to do the job (what the compose health checks
       expect((await getJson(workerUrl, '/readyz')).body).toEqual({
         s: 'error',
         result: 'Not ready',
-        parts: { ...ALL_READY, queue: false },
+        // The scheduler of the hot-parent scans was installed before the refusal.
+        parts: { ...ALL_READY, queue: false, refreshAhead: 'running' },
       });
       // Redis itself answers: the API (no scripts on its readiness path) stays ready.
       expect(await redisUp(workerUrl)).toBe(1);

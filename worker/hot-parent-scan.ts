@@ -1,4 +1,10 @@
-import { Queue, type ConnectionOptions, type Worker } from 'bullmq';
+import type { ConnectionOptions, Queue, Worker } from 'bullmq';
+import {
+  createHotParentScanQueue,
+  HOT_PARENT_SCAN_QUEUE,
+  HOT_PARENT_SCHEDULER_ID,
+  hotParentScanIntervalMs,
+} from '../src/core/queue/hot-parent-scans.js';
 import type { RedisClient } from '../src/core/redis.js';
 import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/core/queue/refresh-queue.js';
@@ -8,19 +14,8 @@ import type { CreditBudget } from '../src/core/rpc/budget.js';
 import { followedFresh, readFollowStatus } from '../src/core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
 
-/**
- * The queue of hot-parent scans, apart from the refresh queues: a scan is bookkeeping (a few Redis
- * reads), and on a refresh queue it took a start of the RPC rate limiter each time.
- */
-export const HOT_PARENT_SCAN_QUEUE = 'hot-parent-scans';
+export { HOT_PARENT_SCAN_QUEUE, createHotParentScanQueue, hotParentScanIntervalMs };
 const HOT_PARENT_SCAN_JOB = 'hot-scan';
-const SCHEDULER_ID = 'hot-parents';
-
-/**
- * How often the hot parents are checked: six times per freshness window (at least every
- * 500 ms), so an entry is refreshed within its last third of freshness, before it goes stale.
- */
-export const hotParentScanIntervalMs = (freshMs: number) => Math.max(500, Math.floor(freshMs / 6));
 
 /**
  * Installs (or updates) the BullMQ job scheduler of hot-parent scans on {@link HOT_PARENT_SCAN_QUEUE}, and
@@ -33,16 +28,84 @@ export async function scheduleHotParentScans(
   freshMs: number,
 ): Promise<void> {
   await queue.upsertJobScheduler(
-    SCHEDULER_ID,
+    HOT_PARENT_SCHEDULER_ID,
     { every: hotParentScanIntervalMs(freshMs) },
     { name: HOT_PARENT_SCAN_JOB, opts: { removeOnComplete: true, removeOnFail: 100 } },
   );
-  await refreshQueue.removeJobScheduler(SCHEDULER_ID);
+  await refreshQueue.removeJobScheduler(HOT_PARENT_SCHEDULER_ID);
 }
 
-/** The queue of hot-parent scans (for its scheduler). */
-export function createHotParentScanQueue(connection: ConnectionOptions, prefix: string): Queue {
-  return new Queue(HOT_PARENT_SCAN_QUEUE, { connection, prefix });
+/** The most time between two checks of the scheduler ({@link watchHotParentScans}). */
+const WATCH_MAX_MS = 10_000;
+
+/** What {@link watchHotParentScans} returns. */
+export type HotParentScanWatch = {
+  /** The first install (at start), settled: true when it succeeded. */
+  readonly installed: Promise<boolean>;
+  /** `running` once the scheduler was installed, or found by the last check; else `stopped`. */
+  state(): 'running' | 'stopped';
+  /** Stops the checks; waits for one under way. */
+  stop(): Promise<void>;
+};
+
+/**
+ * Installs the scans' job scheduler ({@link scheduleHotParentScans}) and keeps it installed:
+ * BullMQ keeps it in Redis only, so a Redis that loses its data (restarted without persistence, a
+ * failover to an empty replica) loses it, and refresh-ahead stopped in silence until the next
+ * worker start. Then checks every scan interval (10 s at most) that it exists, and installs it
+ * again when it does not. One check at a time; one that fails (Redis away) is tried again at the
+ * next tick, as is a failed first install.
+ *
+ * @param opts.onMissing called each time a check found the scheduler missing (a warning).
+ * @param opts.onError called with a check's or an install's failure.
+ */
+export function watchHotParentScans(opts: {
+  queue: Queue;
+  refreshQueue: Queue<RefreshJobData>;
+  freshMs: number;
+  onMissing: () => void;
+  onError: (err: unknown) => void;
+}): HotParentScanWatch {
+  let state: 'running' | 'stopped' = 'stopped';
+  let checking: Promise<boolean> | undefined;
+  let stopped = false;
+  const install = () => scheduleHotParentScans(opts.queue, opts.refreshQueue, opts.freshMs);
+  const check = async (): Promise<boolean> => {
+    try {
+      if (state === 'stopped') {
+        await install();
+      } else if ((await opts.queue.getJobScheduler(HOT_PARENT_SCHEDULER_ID)) == null) {
+        state = 'stopped';
+        if (stopped) return false;
+        opts.onMissing();
+        await install();
+      }
+      state = 'running';
+      return true;
+    } catch (err) {
+      if (!stopped) opts.onError(err);
+      return false;
+    }
+  };
+  const tick = () => {
+    checking ??= check().finally(() => (checking = undefined));
+    return checking;
+  };
+  const installed = tick();
+  const timer = setInterval(
+    () => void tick(),
+    Math.min(WATCH_MAX_MS, hotParentScanIntervalMs(opts.freshMs)),
+  );
+  timer.unref();
+  return {
+    installed,
+    state: () => state,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await checking;
+    },
+  };
 }
 
 /**

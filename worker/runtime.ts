@@ -42,7 +42,7 @@ import {
   createHotParentScanQueue,
   createHotParentScanWorker,
   runHotParentScan,
-  scheduleHotParentScans,
+  watchHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
 
@@ -260,7 +260,14 @@ async function openWorker(
       workerConnection.status === 'ready' &&
       queueConnection.status === 'ready' &&
       workers.every((w) => w.isRunning() && !(w instanceof SteadyWorker && w.fetchFailing));
-    return { ready: ready && takesJobs, parts: { ...parts, queue: takesJobs } };
+    // Refresh-ahead is part of the job when configured: not ready while its scheduler is missing
+    // and could not be installed again.
+    // Said only while Redis answers, as the API does: the last check is all it knows otherwise.
+    const refreshAhead = scanWatch ? scanWatch.state() : 'off';
+    return {
+      ready: ready && takesJobs && refreshAhead !== 'stopped',
+      parts: { ...parts, queue: takesJobs, ...(parts.redis ? { refreshAhead } : {}) },
+    };
   };
   metrics.setRedisUpSource(async () => (await redisReady()).parts.redis);
   // The API's ops routes, in the same shapes. Opened before the jobs so it closes after them:
@@ -317,18 +324,32 @@ async function openWorker(
     );
   }
   kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
-  if (hotParentScans) {
+  // Installed at start and kept installed: a Redis that lost its data lost the scheduler too.
+  const scanWatch = hotParentScans
+    ? kit.closes(
+        'worker hot-parent scan schedule',
+        watchHotParentScans({
+          queue: hotParentScans,
+          refreshQueue: queue,
+          freshMs,
+          onMissing: () =>
+            logger.warn(
+              'the hot-parent scans were no longer scheduled (Redis lost its data?): scheduled again',
+            ),
+          onError: (err) =>
+            logger.warn({ err: String(err) }, 'could not schedule hot-parent scans (retried)'),
+        }),
+        (w) => w.stop(),
+      )
+    : undefined;
+  if (scanWatch) {
     // Bounded, as the API's wait for Redis: BullMQ waits for a ready connection for ever, and a
     // Redis that refuses the worker (protected mode, a bad password) must not keep its ops port,
     // so its health check and /metrics, closed. The scheduling goes on in the background.
-    const scheduling = scheduleHotParentScans(hotParentScans, queue, freshMs).catch(
-      (err: unknown) =>
-        logger.warn(
-          { err: String(err) },
-          'could not schedule hot-parent scans (retried at next start)',
-        ),
-    );
-    await Promise.race([scheduling, sleep(SCHEDULE_START_WAIT_MS, undefined, { ref: false })]);
+    await Promise.race([
+      scanWatch.installed,
+      sleep(SCHEDULE_START_WAIT_MS, undefined, { ref: false }),
+    ]);
   }
 
   /**

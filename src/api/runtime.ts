@@ -14,6 +14,7 @@ import {
 } from '../core/queue/refresh-queue.js';
 import { waitReady, type RedisAccess, type RedisErrorLog } from '../core/redis.js';
 import { EndpointSelector, type HostResolver } from '../core/rpc/endpoint.js';
+import { checkNameTables } from './sns/name-tables.js';
 import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
@@ -22,6 +23,12 @@ import { CreditBudget, creditSharesOf } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
+import type { Readiness } from '../core/http/ops-routes.js';
+import {
+  createHotParentScanQueue,
+  readRefreshAhead,
+  type RefreshAheadState,
+} from '../core/queue/hot-parent-scans.js';
 
 /** How long the API waits for Redis at start before it listens without it, in milliseconds. */
 export const REDIS_START_WAIT_MS = 5_000;
@@ -37,6 +44,8 @@ export type ApiRuntime = {
  * most `redisStartWaitMs` for Redis, then starts anyway: derivations answer without it, and the
  * subdomain route fails fast until it is back. A failed start closes what it had opened.
  *
+ * @throws NameTablesError before opening anything, on a Node that lower-cases names with other
+ *   Unicode tables than the documented ones (./sns/name-tables.ts).
  * @param opts.resolveHost DNS resolution for the `?rpc=` policy check (tests pass a stub).
  * @param opts.redisErrors the process's Redis error log (shared with the worker); a new one if
  *   absent.
@@ -56,6 +65,7 @@ export async function startApi(
     redisStartWaitMs?: number;
   } = {},
 ): Promise<ApiRuntime> {
+  checkNameTables();
   const kit = createRuntimeKit({
     name: 'api',
     config,
@@ -181,11 +191,33 @@ async function openApi(
     maxStreams: config.SSE_MAX_STREAMS,
     heartbeatMs: opts.sseHeartbeatMs,
   });
-  const readiness = kit.readiness(command, () => ({
+  const redisReady = kit.readiness(command, () => ({
     rpc: config.RPC_URL ? 'configured' : 'unset',
     websocket: config.RPC_WS_URL ? 'configured' : 'off',
   }));
-  metrics.setRedisUpSource(async () => (await readiness()).parts.redis);
+  // Whether the workers refresh hot parents ahead, read from the scans' scheduler (a part only:
+  // the API answers without it).
+  const scans =
+    config.HOT_KEYS_TOP_N > 0 && config.RPC_URL
+      ? kit.closes(
+          'api hot-parent scan queue',
+          kit.watchErrors(
+            createHotParentScanQueue(queueConnection, config.QUEUE_PREFIX),
+            'api hot-parent scan queue',
+          ),
+          closeQueue,
+        )
+      : undefined;
+  const refreshAhead = memoized(READINESS_READ_MS, async (): Promise<RefreshAheadState> => {
+    if (!scans) return 'off';
+    return readRefreshAhead(scans, config.CACHE_FRESH_MS).catch(() => 'stopped' as const);
+  });
+  const readiness = async (): Promise<Readiness> => {
+    const state = await redisReady();
+    if (!state.parts.redis) return state;
+    return { ...state, parts: { ...state.parts, refreshAhead: await refreshAhead() } };
+  };
+  metrics.setRedisUpSource(async () => (await redisReady()).parts.redis);
   const app = kit.closes(
     'api http server',
     buildApp({
@@ -208,6 +240,22 @@ async function openApi(
   kit.closes('api waiting requests', lookup, (l) => l.close(config.SHUTDOWN_TIMEOUT_MS * 0.25));
   await app.listen({ port: config.PORT, host: config.HOST });
   return { app, close: () => kit.close() };
+}
+
+/** Least time between two reads of the scans' scheduler for `/readyz`, in milliseconds. */
+const READINESS_READ_MS = 1_000;
+
+/** `read`, asked at most every `everyMs` (one read in flight; the last answer in between). */
+function memoized<T>(everyMs: number, read: () => Promise<T>): () => Promise<T> {
+  let last: Promise<T> | undefined;
+  let at = 0;
+  return () => {
+    if (!last || Date.now() - at >= everyMs) {
+      at = Date.now();
+      last = read();
+    }
+    return last;
+  };
 }
 
 const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root (this file is test/support/main-process.ts). */
@@ -20,6 +20,37 @@ export type MainProcess = {
   kill(signal: NodeJS.Signals): Promise<Exit>;
 };
 
+/** A child running the entry file, with its output gathered as it comes. */
+type Launched = {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<Exit>;
+};
+
+/**
+ * Spawns `node [nodeArgs] --import tsx main.ts`, the program of `npm start`, gathering stdout and
+ * stderr into one text; SIGKILLed when the test process exits first.
+ */
+function launch(env: Record<string, string>, nodeArgs: readonly string[]): Launched {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<Exit>((resolve) =>
+    child.once('exit', (code, signal) => {
+      process.off('exit', reap);
+      resolve({ code, signal });
+    }),
+  );
+  return { child, output: () => out, exited };
+}
+
 /**
  * Runs the entry file `main.ts` (through tsx) in a child process, the same program as
  * `npm start` and its `start:*` variants, and resolves once it has logged `sns-gateway started`.
@@ -36,23 +67,10 @@ export async function spawnMain(
   startTimeoutMs = 20_000,
   until = STARTED,
 ): Promise<MainProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const reap = () => child.kill('SIGKILL');
-  process.once('exit', reap);
-  child.once('exit', () => process.off('exit', reap));
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<Exit>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
+  const { child, output, exited } = launch(env, []);
   // Whole lines only: the last one may still be arriving.
   const startedLine = () =>
-    out
+    output()
       .split('\n')
       .slice(0, -1)
       .find((line) => line.includes(until));
@@ -61,11 +79,11 @@ export async function spawnMain(
     const onData = () => {
       if (startedLine() !== undefined) {
         clearTimeout(timer);
-        child.stdout.off('data', onData);
+        child.stdout?.off('data', onData);
         resolve(true);
       }
     };
-    child.stdout.on('data', onData);
+    child.stdout?.on('data', onData);
     void exited.then(() => {
       clearTimeout(timer);
       resolve(startedLine() !== undefined);
@@ -74,11 +92,11 @@ export async function spawnMain(
   if (!started) {
     child.kill('SIGKILL');
     await exited;
-    throw new Error(`main.ts did not start:\n${out.slice(-3000)}`);
+    throw new Error(`main.ts did not start:\n${output().slice(-3000)}`);
   }
   return {
     pid: child.pid as number,
-    output: () => out,
+    output,
     started: JSON.parse(startedLine() as string) as Record<string, unknown>,
     exited,
     async kill(signal) {
@@ -86,6 +104,24 @@ export async function spawnMain(
       return exited;
     },
   };
+}
+
+/**
+ * Runs the entry file to its exit (a start that fails), as {@link spawnMain} starts it, bounded:
+ * SIGKILLed after `timeoutMs`.
+ *
+ * @param opts.nodeArgs flags for node before the entry file (`--import` of a test module).
+ * @returns its exit code (null when killed) and everything it wrote.
+ */
+export async function runMain(
+  env: Record<string, string>,
+  opts: { timeoutMs?: number; nodeArgs?: readonly string[] } = {},
+): Promise<{ code: number | null; output: string }> {
+  const { child, output, exited } = launch(env, opts.nodeArgs ?? []);
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+  const { code } = await exited;
+  clearTimeout(timer);
+  return { code, output: output() };
 }
 
 /** {@link spawnMain} with `ROLE=worker`: the refresh worker alone (`npm run start:worker`). */

@@ -90,54 +90,80 @@ export type CreditMeterOptions = {
 };
 
 /**
- * KEYS[1] today's counter, KEYS[2] today's shares hash. ARGV: budget, credits, expiry ms, the
- * account (`p` proactive, `c` client), the proactive, pool and reserve caps, whether the reserve
- * may pay (`1`), then the client's fields and caps in pairs. Adds the credits to the counter and
- * to the account's fields unless the day, the client's own fields, or every pool it may use would
- * go past its cap: a client pays from the pool, then (a parent known to exist) from the reserve.
- * Returns {1, total, fields joined by spaces (a client key holds none)} or {0, total, why}; totals as strings (a float
- * reply would be truncated).
+ * Puts back a day's counter Redis lost (KEYS[1] missing while this process knew a spend, ARGV[1]):
+ * a restart of a Redis without persistence must not grant a fresh budget. The counter is never
+ * missing otherwise within its day (it outlives the day, and given-back reservations leave 0).
  */
-const RESERVE = `
+const RESTORE = `
+local floor = tonumber(ARGV[1])
+if floor > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+`;
+
+/**
+ * KEYS[1] today's counter, KEYS[2] today's shares hash. ARGV: floor ({@link RESTORE}), expiry ms,
+ * budget, credits, the account (`p` proactive, `c` client), the proactive, pool and reserve caps,
+ * whether the reserve may pay (`1`), then the client's fields and caps in pairs. Adds the credits
+ * to the counter and to the account's fields unless the day, the client's own fields, or every
+ * pool it may use would go past its cap: a client pays from the pool, then (a parent known to
+ * exist) from the reserve. Returns {1, total, fields joined by spaces (a client key holds none)}
+ * or {0, total, why}; totals as strings (a float reply would be truncated).
+ */
+const RESERVE = `${RESTORE}
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-local credits = tonumber(ARGV[2])
+local credits = tonumber(ARGV[4])
 local eps = 1e-9
-if spent + credits > tonumber(ARGV[1]) + eps then return {0, tostring(spent), 'budget'} end
+if spent + credits > tonumber(ARGV[3]) + eps then return {0, tostring(spent), 'budget'} end
 local function used(field) return tonumber(redis.call('HGET', KEYS[2], field) or '0') end
 local fields = {}
-if ARGV[4] == 'p' then
-  if used('proactive') + credits > tonumber(ARGV[5]) + eps then
+if ARGV[5] == 'p' then
+  if used('proactive') + credits > tonumber(ARGV[6]) + eps then
     return {0, tostring(spent), 'proactive'}
   end
   fields[1] = 'proactive'
 else
-  for i = 9, #ARGV, 2 do
+  for i = 10, #ARGV, 2 do
     if used(ARGV[i]) + credits > tonumber(ARGV[i + 1]) + eps then
       return {0, tostring(spent), 'client'}
     end
     fields[#fields + 1] = ARGV[i]
   end
-  if used('pool') + credits <= tonumber(ARGV[6]) + eps then
+  if used('pool') + credits <= tonumber(ARGV[7]) + eps then
     fields[#fields + 1] = 'pool'
-  elseif ARGV[8] == '1' and used('reserve') + credits <= tonumber(ARGV[7]) + eps then
+  elseif ARGV[9] == '1' and used('reserve') + credits <= tonumber(ARGV[8]) + eps then
     fields[#fields + 1] = 'reserve'
   else
     return {0, tostring(spent), 'budget'}
   end
 end
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[2])
-for _, field in ipairs(fields) do redis.call('HINCRBYFLOAT', KEYS[2], field, ARGV[2]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[4])
+for _, field in ipairs(fields) do redis.call('HINCRBYFLOAT', KEYS[2], field, ARGV[4]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return {1, total, table.concat(fields, ' ')}
 `;
 
-type ReserveCommand = {
+/**
+ * KEYS[1] a day's counter, KEYS[2] its shares hash; ARGV floor ({@link RESTORE}), expiry ms,
+ * credits (negative: given back), then share fields and their credits in pairs. Returns the
+ * total as a string.
+ */
+const ADD = `${RESTORE}
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[2], ARGV[i], ARGV[i + 1]) end
+if #ARGV >= 4 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+return total
+`;
+
+type CreditCommands = {
   snsReserveCredits(
     counter: string,
     shares: string,
     ...args: Array<string | number>
   ): Promise<[number, string, string]>;
+  snsAddCredits(counter: string, shares: string, ...args: Array<string | number>): Promise<string>;
 };
 
 /**
@@ -167,8 +193,7 @@ export class CreditMeter {
     this.opts.metrics.rpcCredits.inc({ method, endpoint }, credits);
     if (endpoint !== 'default' || reserved || credits <= 0 || !this.opts.redis) return;
     const day = utcDay(this.now());
-    const fields = this.unreservedFields(currentAccount());
-    this.addPending(day, credits, fields);
+    this.addPending(day, credits, this.unreservedFields(currentAccount()));
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
       void this.flush();
@@ -196,12 +221,13 @@ export class CreditMeter {
     const caps = shareCaps(budget, budgetView.shares, now);
     const clientFields =
       account.kind === 'client' ? clientShareFields(account.client, budget, budgetView.shares) : [];
-    const [added, total, detail] = await reserveCommand(redis).snsReserveCredits(
+    const [added, total, detail] = await creditCommands(redis).snsReserveCredits(
       this.keys.rpcCredits(day),
       this.keys.rpcCreditShares(day),
+      this.floorOf(day),
+      BUDGET_COUNTER_TTL_MS,
       budget,
       credits,
-      BUDGET_COUNTER_TTL_MS,
       account.kind === 'client' ? 'c' : 'p',
       caps.proactive,
       caps.pool,
@@ -220,19 +246,22 @@ export class CreditMeter {
   /** Gives back an unspent reservation, to the counter and to the fields it was charged to. */
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
-    const shares = this.keys.rpcCreditShares(reservation.day);
-    const pipeline = this.opts.redis
-      .pipeline()
-      .incrbyfloat(this.keys.rpcCredits(reservation.day), -reservation.credits);
-    for (const field of reservation.fields)
-      pipeline.hincrbyfloat(shares, field, -reservation.credits);
-    pipeline
-      .exec()
-      .then((replies) => {
-        const failed = replies?.find(([error]) => error)?.[0];
-        if (failed) throw failed;
-      })
+    const { day, credits, fields } = reservation;
+    creditCommands(this.opts.redis)
+      .snsAddCredits(
+        this.keys.rpcCredits(day),
+        this.keys.rpcCreditShares(day),
+        this.floorOf(day),
+        BUDGET_COUNTER_TTL_MS,
+        -credits,
+        ...fields.flatMap((field) => [field, -credits]),
+      )
       .catch((err: unknown) => this.warn(err));
+  }
+
+  /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
+  private floorOf(day: string): number {
+    return this.opts.budget?.floorOf(day) ?? 0;
   }
 
   /**
@@ -244,12 +273,18 @@ export class CreditMeter {
     return [...clientFields(account.client), SHARE_FIELD.pool];
   }
 
-  private addPending(day: string, credits: number, fields: readonly string[]): void {
+  private addPending(
+    day: string,
+    credits: number,
+    fields: Iterable<[string, number]> | readonly string[],
+  ): void {
     let pending = this.pending.get(day);
     if (!pending) this.pending.set(day, (pending = { total: 0, fields: new Map() }));
     pending.total += credits;
-    for (const field of fields)
-      pending.fields.set(field, (pending.fields.get(field) ?? 0) + credits);
+    for (const item of fields) {
+      const [field, added] = typeof item === 'string' ? [item, credits] : item;
+      pending.fields.set(field, (pending.fields.get(field) ?? 0) + added);
+    }
   }
 
   /** Writes pending spends; one write at a time. */
@@ -279,25 +314,19 @@ export class CreditMeter {
     const days = [...this.pending];
     this.pending.clear();
     for (const [day, { total: credits, fields }] of days) {
-      const key = this.keys.rpcCredits(day);
-      const shares = this.keys.rpcCreditShares(day);
       try {
-        const pipeline = redis
-          .pipeline()
-          .incrbyfloat(key, credits)
-          .pexpire(key, BUDGET_COUNTER_TTL_MS);
-        for (const [field, added] of fields) pipeline.hincrbyfloat(shares, field, added);
-        const replies = await pipeline.pexpire(shares, BUDGET_COUNTER_TTL_MS).exec();
-        const [error, total] = replies?.[0] ?? [new Error('no reply')];
-        if (error) throw error;
+        const total = await creditCommands(redis).snsAddCredits(
+          this.keys.rpcCredits(day),
+          this.keys.rpcCreditShares(day),
+          this.floorOf(day),
+          BUDGET_COUNTER_TTL_MS,
+          credits,
+          ...[...fields].flat(),
+        );
         this.opts.budget?.observe(day, Number(total));
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
-        const kept = this.pending.get(day) ?? { total: 0, fields: new Map<string, number>() };
-        kept.total += credits;
-        for (const [field, added] of fields)
-          kept.fields.set(field, (kept.fields.get(field) ?? 0) + added);
-        this.pending.set(day, kept);
+        this.addPending(day, credits, fields);
         this.warn(err);
       }
     }
@@ -310,10 +339,13 @@ export class CreditMeter {
   }
 }
 
-function reserveCommand(redis: RedisClient): ReserveCommand {
-  const commands = redis as unknown as Partial<ReserveCommand>;
+function creditCommands(redis: RedisClient): CreditCommands {
+  const commands = redis as unknown as Partial<CreditCommands>;
   if (!commands.snsReserveCredits) {
     redis.defineCommand('snsReserveCredits', { numberOfKeys: 2, lua: RESERVE });
   }
-  return redis as unknown as ReserveCommand;
+  if (!commands.snsAddCredits) {
+    redis.defineCommand('snsAddCredits', { numberOfKeys: 2, lua: ADD });
+  }
+  return redis as unknown as CreditCommands;
 }

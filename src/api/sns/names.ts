@@ -4,10 +4,10 @@ import { echoInput, InvalidInputError } from '../../core/errors.js';
 export type DomainName = { readonly name: string; readonly labels: readonly string[] };
 
 /**
- * Trims and lower-cases a path parameter (README, "Routes"). `toLowerCase` follows ICU's Unicode
- * tables (Unicode 17.0 on the pinned Node), which change across Node releases; derivations are
- * cached as immutable, so every replica runs the one Node pinned in package.json `engines`
- * (test/node-version.test.ts).
+ * Trims and lower-cases a path parameter (README, "Routes"). `toLowerCase` follows the Unicode
+ * tables of the running Node's ICU, which change across Node releases; derivations are cached as
+ * immutable, so the API refuses to start on a Node whose lower-casing or trimming differs from
+ * the Unicode 17.0 tables (`checkNameTables` in ./name-tables.ts, test/node-version.test.ts).
  */
 export function normalizeName(raw: string): string {
   return raw.trim().toLowerCase();

@@ -1,5 +1,5 @@
-import type { Record } from '@bonfida/spl-name-service';
 import type { DomainName } from './names.js';
+import type { RecordType } from './records.js';
 import { domainKey, recordKeyV2, recordKeyV2Under, toBase58 } from '../../core/sns/pda.js';
 
 /**
@@ -11,7 +11,7 @@ export class RecordKeyDeriver {
    * @returns the base58 record-account key of `domain.name + ".sol"`.
    * @throws RangeError for more than two labels, as the SDK does (the route answers 500).
    */
-  derive(domain: DomainName, record: Record): string {
+  derive(domain: DomainName, record: RecordType): string {
     return toBase58(recordKeyV2(domain.name, record));
   }
 
@@ -20,7 +20,7 @@ export class RecordKeyDeriver {
    *
    * @throws RangeError as {@link derive} does.
    */
-  deriveAll(domain: DomainName, records: readonly Record[]): string[] {
+  deriveAll(domain: DomainName, records: readonly RecordType[]): string[] {
     if (records.length === 0) return [];
     const parent = domainKey(domain.name);
     return records.map((record) => toBase58(recordKeyV2Under(parent, record)));

@@ -24,6 +24,11 @@ export type ReadinessParts = {
   websocket: 'configured' | 'off';
   /** Worker only: it takes jobs (Redis up, every BullMQ worker running, last fetch ok). */
   queue?: boolean;
+  /**
+   * Whether hot parents are refreshed ahead (src/core/queue/hot-parent-scans.ts): `stopped` when
+   * their scheduler is missing or no worker runs it; `off` when not configured.
+   */
+  refreshAhead?: 'running' | 'stopped' | 'off';
 };
 
 /** `ready`: Redis answers, no shutdown began; refused writes leave it ready (derivations work). */
@@ -54,6 +59,14 @@ const partsSchema = Type.Object(
         description:
           'the worker only: it takes jobs (its Redis connections up, every BullMQ worker running, ' +
           'its last fetch succeeded)',
+      }),
+    ),
+    refreshAhead: Type.Optional(
+      Type.Union([Type.Literal('running'), Type.Literal('stopped'), Type.Literal('off')], {
+        description:
+          'hot parents refreshed ahead: running, stopped (the scans are not scheduled, e.g. ' +
+          'after Redis lost its data, or no worker runs them; the worker is then not ready), or ' +
+          'off (HOT_KEYS_TOP_N=0 or no RPC_URL)',
       }),
     ),
   },

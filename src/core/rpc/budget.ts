@@ -264,6 +264,16 @@ export class CreditBudget {
     return fields.some((f, i) => Number(spent[i] ?? 0) >= f.cap - 1e-9);
   }
 
+  /**
+   * The spend of `day` this process knows of (0 for another day), in credits: what a writer puts
+   * back into the day's counter when Redis lost it, so a restart of a Redis without persistence
+   * does not grant a fresh budget. Reservations another replica gave back after this process last
+   * saw the counter may be counted again: the error is on the side of spending less.
+   */
+  floorOf(day: string): number {
+    return day === this.day ? this.spentToday : 0;
+  }
+
   /** Takes a total of `day`'s counter learned from a write of it (INCRBYFLOAT's answer). */
   observe(day: string, total: number): void {
     this.observed++;
@@ -292,6 +302,10 @@ export class CreditBudget {
       const day = utcDay(now);
       const observed = this.observed;
       const raw = await this.opts.redis.get(this.keys.rpcCredits(day));
+      // No counter within a day that had one is Redis having lost its data (the counter outlives
+      // its day, and reservations given back leave it at 0, not gone): not a fresh budget. The
+      // spend known is kept, and the worker writes it back (`floorOf`).
+      if (raw === null && day === this.day && this.spentToday > 0) return;
       // A write's total that arrived meanwhile may be newer than this read's.
       this.take(day, raw === null ? 0 : Number(raw), this.observed === observed);
     })().finally(() => (this.reading = undefined));

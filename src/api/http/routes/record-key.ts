@@ -1,10 +1,9 @@
-import type { Record } from '@bonfida/spl-name-service';
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { AdmittedLru } from '../../cache/admitted-lru.js';
 import { InternalError, InvalidInputError } from '../../../core/errors.js';
 import { parseDerivationDomain } from '../../sns/names.js';
-import { parseRecord, parseRecordList } from '../../sns/records.js';
+import { parseRecord, parseRecordList, type RecordType } from '../../sns/records.js';
 import type { RecordKeyDeriver } from '../../sns/record-key.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
@@ -47,7 +46,7 @@ const KEY_START = renderOk('').body.length - 2;
 const keyOfAnswer = (answer: RenderedAnswer): string => answer.body.slice(KEY_START, -2);
 
 /** Unambiguous: a valid record never holds NUL. */
-const cacheKey = (rawDomain: string, record: Record): string => `${record}\u0000${rawDomain}`;
+const cacheKey = (rawDomain: string, record: RecordType): string => `${record}\u0000${rawDomain}`;
 
 const recordKey = okEnvelope(
   'RecordKey',
@@ -81,7 +80,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   useSchemas(app, [errorEnvelopeSchema, recordKey, recordKeys]);
 
   /** @throws InvalidInputError for a bad name; InternalError if the derivation fails. */
-  const answer = (rawDomain: string, record: Record): RenderedAnswer => {
+  const answer = (rawDomain: string, record: RecordType): RenderedAnswer => {
     const domain = parseDerivationDomain(rawDomain);
     try {
       return renderOk(deriver.derive(domain, record));
