@@ -341,7 +341,11 @@ describe('the daily credit budget of a gateway', () => {
     await g.redis.set(counterKey(g), '850');
     const cold = await g.get('/subdomains/67679');
     expect(cold.headers.get('x-cache')).toBe('MISS');
-    const fetchedAt = Date.now();
+    // The windows count from when the scan began (its `fetchedAt`), not from the answer.
+    const head = await g.redis.get(
+      redisKeys(g.config.QUEUE_PREFIX).entryMeta(endpointId(g.sim.url), '67679'),
+    );
+    const fetchedAt = (JSON.parse(head ?? '{}') as { fetchedAt: number }).fetchedAt;
     expect(await metric(g, 'sns_rpc_budget_state')).toBe(1);
     g.sim.resetCalls();
     // Stale, but within four fresh windows: served stale, no refresh.

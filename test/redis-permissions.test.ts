@@ -17,7 +17,7 @@ import { createLogger } from '../src/core/logger.js';
 import { databaseOf } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { deletePrefix, getJson, uniquePrefix, waitFor } from './support/gateway.js';
-import { spawnMain, type MainProcess } from './support/main-process.js';
+import { runMain, spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 
@@ -98,32 +98,6 @@ function documentedExampleRules(prefix: string): string[] {
 }
 
 const keysAndChannel = (prefix: string) => [`~${prefix}:*`, `&${prefix}:*`];
-
-/**
- * Runs the entry file to its exit (a start that fails), bounded by `timeoutMs`.
- *
- * @returns its exit code and everything it wrote.
- */
-async function runToExit(
-  env: Record<string, string>,
-  timeoutMs = 30_000,
-): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const reap = () => child.kill('SIGKILL');
-  process.once('exit', reap);
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const timer = setTimeout(reap, timeoutMs);
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  clearTimeout(timer);
-  process.off('exit', reap);
-  return { code, output };
-}
 
 describe('the list of Redis commands', () => {
   /** The commands a Lua text calls (`redis.call('X'` and BullMQ's `rcall("X"`). */
@@ -279,7 +253,7 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
       ...keysAndChannel(prefix),
     ]);
     const started = Date.now();
-    const noScriptsRun = await runToExit({
+    const noScriptsRun = await runMain({
       ...env,
       REDIS_URL: noScripts.url,
       QUEUE_PREFIX: prefix,
@@ -296,7 +270,7 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
     expect(out).toContain('docs/operations.md, "Redis permissions"');
 
     const wrongKeys = await aclUser(['+@all', '-@dangerous', '~elsewhere:*', `&${prefix}:*`]);
-    const wrongKeysRun = await runToExit({
+    const wrongKeysRun = await runMain({
       ...env,
       REDIS_URL: wrongKeys.url,
       QUEUE_PREFIX: prefix,

@@ -51,6 +51,12 @@ export type RefreshProcessorDeps = {
    * and only a parent known to exist may spend the reserve. The configured endpoint with a budget.
    */
   checkParents?: boolean;
+  /**
+   * The deployment's one clock (src/core/redis-time.ts), Unix ms: what a scan's `fetchedAt` is
+   * written on, so it compares with the stream owner's epoch on the same clock. `Date.now` when
+   * absent.
+   */
+  now?: () => number;
 };
 
 /** How long a parent found on chain is known to exist (its key lives that long), ms. */
@@ -100,6 +106,7 @@ function jobEndpoint(
  */
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   const warnAhead = occasionalWarning(deps.logger);
+  const now = deps.now ?? Date.now;
   const warnRefused = occasionalWarning(deps.logger);
   const keys = redisKeys(deps.prefix);
   /**
@@ -174,7 +181,10 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       let minContextSlot = isSlot(job.data.minContextSlot) ? job.data.minContextSlot : undefined;
       let found: Discovery;
       for (let scan = 1; ; scan++) {
-        const scannedAt = Date.now();
+        // A scan counts from when it began: a change made while it ran may be missing from it, so
+        // `fetchedAt` (what the window and the stream's epoch compare with) is its start, never
+        // its end (docs/design.md, "Freshness").
+        const scannedAt = now();
         const checked =
           deps.checkParents && !override && scan === 1
             ? await existence(endpoint, parent, minContextSlot, signal)
@@ -195,7 +205,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         }
         const entry = {
           labels: found.labels,
-          fetchedAt: Date.now(),
+          fetchedAt: scannedAt,
           slot: found.slot,
           scanSlot: found.slot,
           scannedAt,

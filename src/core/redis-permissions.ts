@@ -24,7 +24,7 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
       ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall', 'hscan'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
-      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall'],
+      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall', 'time'],
     ],
   },
   {

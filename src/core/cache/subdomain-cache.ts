@@ -305,6 +305,11 @@ export class SubdomainCache {
     private readonly freshMs: number,
     private readonly staleMs: number,
     private readonly overrides: OverrideBudget = { ttlMs: staleMs, maxBytes: 32 * 1024 * 1024 },
+    /**
+     * The deployment's one clock, Unix ms (src/core/redis-time.ts): what freshness compares a
+     * `fetchedAt` written by a worker with. `Date.now` when absent.
+     */
+    readonly now: () => number = Date.now,
   ) {
     this.commands = entryCommands(redis);
     this.keys = redisKeys(prefix);
@@ -710,7 +715,7 @@ export class SubdomainCache {
    * `fetchedAt`, or while the chain is followed and nothing was missed since the entry was fetched
    * ({@link followedFresh}; pass `status` for the configured endpoint's entries only).
    */
-  freshness(entry: CacheEntry, now = Date.now(), status?: FollowStatus | null): Freshness {
+  freshness(entry: CacheEntry, now = this.now(), status?: FollowStatus | null): Freshness {
     return this.freshMsLeft(entry, now, status) > 0 ? 'fresh' : 'stale';
   }
 
@@ -718,7 +723,7 @@ export class SubdomainCache {
    * Milliseconds of freshness left (0 once stale): the window's, or while the entry is fresh by
    * following the chain, until the status's `healthyUntil` if that is later.
    */
-  freshMsLeft(entry: CacheEntry, now = Date.now(), status?: FollowStatus | null): number {
+  freshMsLeft(entry: CacheEntry, now = this.now(), status?: FollowStatus | null): number {
     const windowLeft = Math.max(0, entry.fetchedAt + this.freshMs - now);
     if (!status || !followedFresh(entry, status, now)) return windowLeft;
     return Math.max(windowLeft, status.healthyUntil - now);
