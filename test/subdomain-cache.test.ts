@@ -19,6 +19,7 @@ import { createRefreshQueue } from '../src/core/queue/refresh-queue.js';
 import { databaseOf } from '../src/core/redis.js';
 import { SubdomainLookup } from '../src/api/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
+import { LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
 
@@ -125,7 +126,10 @@ describe('SubdomainCache.put', () => {
       await expect(cache.markChecked('e', 'unsafe', check)).rejects.toThrow(TypeError);
     }
     // The scripts refuse them too, as the text a caller that skipped the check would send.
-    const script = redis as unknown as { snsPutSplitEntry(args: string[]): Promise<number> };
+    const putSplit = new LuaScript(
+      new URL('../src/core/lua/put-split-entry.lua', import.meta.url),
+      replyNumber,
+    );
     const k = redisKeys(prefix);
     const keys = [
       k.entryMeta('e', 'unsafe'),
@@ -136,7 +140,7 @@ describe('SubdomainCache.put', () => {
     ];
     for (const slot of ['Infinity', 'inf', 'nan', '-1', '1.5', '9223372036854775808', '1e3']) {
       await expect(
-        script.snsPutSplitEntry([...keys, slot, '9', '', '', '60000', '', '9', 'unsafe', 'l']),
+        putSplit.run(redis, keys, [slot, '9', '', '', '60000', '', '9', 'unsafe', 'l']),
       ).rejects.toThrow(/not a safe integer/);
     }
     expect(await stored('unsafe')).toEqual(entry(1, 'x', 5));

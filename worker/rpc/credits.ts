@@ -13,6 +13,7 @@ import {
 } from '../../src/core/rpc/budget.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
+import { LuaScript, replyList, replyNumber, replyString } from '../../src/core/lua-script.js';
 
 /**
  * Who a call is charged to (docs/design.md, "Budget"): a client (a refresh its request started),
@@ -90,81 +91,26 @@ export type CreditMeterOptions = {
 };
 
 /**
- * Puts back a day's counter Redis lost (KEYS[1] missing while this process knew a spend, ARGV[1]):
- * a restart of a Redis without persistence must not grant a fresh budget. The counter is never
- * missing otherwise within its day (it outlives the day, and given-back reservations leave 0).
+ * Adds a call's credits to today's counter and its account's share fields unless past the budget
+ * or a share (after putting back a counter Redis lost: the floor, see the file): added (1 or 0),
+ * the total, and the fields charged or why not.
  */
-const RESTORE = `
-local floor = tonumber(ARGV[1])
-if floor > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
-`;
+const RESERVE = new LuaScript(new URL('../lua/reserve-credits.lua', import.meta.url), (raw) => {
+  const [added, total, detail] = replyList(raw);
+  return {
+    added: replyNumber(added),
+    total: Number(replyString(total)),
+    detail: replyString(detail),
+  };
+});
 
 /**
- * KEYS[1] today's counter, KEYS[2] today's shares hash. ARGV: floor ({@link RESTORE}), expiry ms,
- * budget, credits, the account (`p` proactive, `c` client), the proactive, pool and reserve caps,
- * whether the reserve may pay (`1`), then the client's fields and caps in pairs. Adds the credits
- * to the counter and to the account's fields unless the day, the client's own fields, or every
- * pool it may use would go past its cap: a client pays from the pool, then (a parent known to
- * exist) from the reserve. Returns {1, total, fields joined by spaces (a client key holds none)}
- * or {0, total, why}; totals as strings (a float reply would be truncated).
+ * Adds credits (negative: given back) to a day's counter and share fields, the floor first: the
+ * total.
  */
-const RESERVE = `${RESTORE}
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-local credits = tonumber(ARGV[4])
-local eps = 1e-9
-if spent + credits > tonumber(ARGV[3]) + eps then return {0, tostring(spent), 'budget'} end
-local function used(field) return tonumber(redis.call('HGET', KEYS[2], field) or '0') end
-local fields = {}
-if ARGV[5] == 'p' then
-  if used('proactive') + credits > tonumber(ARGV[6]) + eps then
-    return {0, tostring(spent), 'proactive'}
-  end
-  fields[1] = 'proactive'
-else
-  for i = 10, #ARGV, 2 do
-    if used(ARGV[i]) + credits > tonumber(ARGV[i + 1]) + eps then
-      return {0, tostring(spent), 'client'}
-    end
-    fields[#fields + 1] = ARGV[i]
-  end
-  if used('pool') + credits <= tonumber(ARGV[7]) + eps then
-    fields[#fields + 1] = 'pool'
-  elseif ARGV[9] == '1' and used('reserve') + credits <= tonumber(ARGV[8]) + eps then
-    fields[#fields + 1] = 'reserve'
-  else
-    return {0, tostring(spent), 'budget'}
-  end
-end
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[4])
-for _, field in ipairs(fields) do redis.call('HINCRBYFLOAT', KEYS[2], field, ARGV[4]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return {1, total, table.concat(fields, ' ')}
-`;
-
-/**
- * KEYS[1] a day's counter, KEYS[2] its shares hash; ARGV floor ({@link RESTORE}), expiry ms,
- * credits (negative: given back), then share fields and their credits in pairs. Returns the
- * total as a string.
- */
-const ADD = `${RESTORE}
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-for i = 4, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[2], ARGV[i], ARGV[i + 1]) end
-if #ARGV >= 4 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
-return total
-`;
-
-type CreditCommands = {
-  snsReserveCredits(
-    counter: string,
-    shares: string,
-    ...args: Array<string | number>
-  ): Promise<[number, string, string]>;
-  snsAddCredits(counter: string, shares: string, ...args: Array<string | number>): Promise<string>;
-};
+const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (raw) =>
+  Number(replyString(raw)),
+);
 
 /**
  * Counts worker credit spends: `sns_rpc_credits_total`, and for the configured endpoint today's
@@ -221,24 +167,26 @@ export class CreditMeter {
     const caps = shareCaps(budget, budgetView.shares, now);
     const clientFields =
       account.kind === 'client' ? clientShareFields(account.client, budget, budgetView.shares) : [];
-    const [added, total, detail] = await creditCommands(redis).snsReserveCredits(
-      this.keys.rpcCredits(day),
-      this.keys.rpcCreditShares(day),
-      this.floorOf(day),
-      BUDGET_COUNTER_TTL_MS,
-      budget,
-      credits,
-      account.kind === 'client' ? 'c' : 'p',
-      caps.proactive,
-      caps.pool,
-      caps.reserve,
-      account.kind === 'client' && account.reserve ? '1' : '0',
-      ...clientFields.flatMap((f) => [f.field, f.cap]),
+    const { added, total, detail } = await RESERVE.run(
+      redis,
+      [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
+      [
+        this.floorOf(day),
+        BUDGET_COUNTER_TTL_MS,
+        budget,
+        credits,
+        account.kind === 'client' ? 'c' : 'p',
+        caps.proactive,
+        caps.pool,
+        caps.reserve,
+        account.kind === 'client' && account.reserve ? '1' : '0',
+        ...clientFields.flatMap((f) => [f.field, f.cap]),
+      ],
     );
-    budgetView.observe(day, Number(total));
+    budgetView.observe(day, total);
     if (added !== 1) {
       const kind: RefusalKind = detail === 'client' || detail === 'proactive' ? detail : 'budget';
-      throw new CreditBudgetRefusal(method, credits, Number(total), budget, kind);
+      throw new CreditBudgetRefusal(method, credits, total, budget, kind);
     }
     return { day, credits, fields: detail === '' ? [] : detail.split(' ') };
   }
@@ -247,16 +195,16 @@ export class CreditMeter {
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
     const { day, credits, fields } = reservation;
-    creditCommands(this.opts.redis)
-      .snsAddCredits(
-        this.keys.rpcCredits(day),
-        this.keys.rpcCreditShares(day),
+    ADD.run(
+      this.opts.redis,
+      [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
+      [
         this.floorOf(day),
         BUDGET_COUNTER_TTL_MS,
         -credits,
         ...fields.flatMap((field) => [field, -credits]),
-      )
-      .catch((err: unknown) => this.warn(err));
+      ],
+    ).catch((err: unknown) => this.warn(err));
   }
 
   /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
@@ -273,6 +221,7 @@ export class CreditMeter {
     return [...clientFields(account.client), SHARE_FIELD.pool];
   }
 
+  /** Adds a spend to the day's pending writes: `credits` to each field, or each pair's own. */
   private addPending(
     day: string,
     credits: number,
@@ -315,15 +264,12 @@ export class CreditMeter {
     this.pending.clear();
     for (const [day, { total: credits, fields }] of days) {
       try {
-        const total = await creditCommands(redis).snsAddCredits(
-          this.keys.rpcCredits(day),
-          this.keys.rpcCreditShares(day),
-          this.floorOf(day),
-          BUDGET_COUNTER_TTL_MS,
-          credits,
-          ...[...fields].flat(),
+        const total = await ADD.run(
+          redis,
+          [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
+          [this.floorOf(day), BUDGET_COUNTER_TTL_MS, credits, ...[...fields].flat()],
         );
-        this.opts.budget?.observe(day, Number(total));
+        this.opts.budget?.observe(day, total);
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
         this.addPending(day, credits, fields);
@@ -337,15 +283,4 @@ export class CreditMeter {
     this.warned = true;
     this.opts.logger?.warn({ err: String(err) }, 'could not add RPC credits to the daily counter');
   }
-}
-
-function creditCommands(redis: RedisClient): CreditCommands {
-  const commands = redis as unknown as Partial<CreditCommands>;
-  if (!commands.snsReserveCredits) {
-    redis.defineCommand('snsReserveCredits', { numberOfKeys: 2, lua: RESERVE });
-  }
-  if (!commands.snsAddCredits) {
-    redis.defineCommand('snsAddCredits', { numberOfKeys: 2, lua: ADD });
-  }
-  return redis as unknown as CreditCommands;
 }
