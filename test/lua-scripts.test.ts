@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BUCKET_CHARS, ID_CHARS } from '../src/core/cache/registry-index.js';
 import { loadLua, LuaIncludeError, LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 
@@ -59,6 +60,14 @@ describe('Lua scripts', () => {
     // the script uses at load time, fails here.
     const sha = await redis.script('LOAD', text);
     expect(sha).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it("holds the registry index's id lengths equal in Lua and TypeScript", () => {
+    const lua = readFileSync(join(ROOT, 'src/core/lua/includes/registry-member.lua'), 'utf8');
+    const constant = (name: string) =>
+      Number(new RegExp(`^local ${name} = (\\d+)$`, 'm').exec(lua)?.[1]);
+    expect(constant('ID_CHARS')).toBe(ID_CHARS);
+    expect(constant('BUCKET_CHARS')).toBe(BUCKET_CHARS);
   });
 
   it('includes a shared part once, however many parts include it', () => {

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js';
+import { LuaScript, replyList, replyNumber, replyStrings } from '../lua-script.js';
 import { redisKeys, type RedisKeys } from '../redis-keys.js';
 import { isSlot } from '../rpc/slot.js';
 import type { FollowStatus } from './follow-status.js';
@@ -111,219 +112,24 @@ export const BUCKET_CHARS = 2;
 /** The id a parent key's hash is named by: its first {@link ID_CHARS} characters. */
 export const parentIdOf = (parentKey: string): string => parentKey.slice(0, ID_CHARS);
 
-const LUA_MEMBER = `
-local R = ARGV[1]
-local function pkey(pid) return R .. 'p:' .. pid end
-local function bucket(acct) return R .. 'a:' .. string.sub(acct, 1, ${BUCKET_CHARS}) end
-local function aget(acct)
-  return redis.call('HGET', bucket(acct), string.sub(acct, ${BUCKET_CHARS + 1}, ${ID_CHARS}))
-end
-local function index_member(pid, acct, rev)
-  redis.call('HSET', bucket(acct), string.sub(acct, ${BUCKET_CHARS + 1}, ${ID_CHARS}), pid)
-  redis.call('HSET', bucket(rev), string.sub(rev, ${BUCKET_CHARS + 1}, ${ID_CHARS}),
-    pid .. ' ' .. string.sub(acct, 1, ${ID_CHARS}))
-end
--- The member of parent \`pid\` whose name account starts with \`prefix\` (a reverse record's entry
--- keeps that much of it): one field in the parent's hash.
-local function find_sub(pid, prefix)
-  local cursor = '0'
-  repeat
-    local r = redis.call('HSCAN', pkey(pid), cursor, 'MATCH', prefix .. '*', 'COUNT', 1000)
-    cursor = r[1]
-    if r[2][1] then return r[2][1] end
-  until cursor == '0'
-  return nil
-end
-local DIGITS = '0123456789abcdefghijklmnopqrstuvwxyz'
-local function b36(n)
-  local out = ''
-  repeat
-    local r = n % 36
-    out = string.sub(DIGITS, r + 1, r + 1) .. out
-    n = math.floor(n / 36)
-  until n == 0
-  return out
-end
-local function parse(v)
-  if not v then return nil end
-  local s, o, l = string.match(v, '^(%w+)|([^|]*)|(.*)$')
-  if not s then return nil end
-  return { slot = tonumber(s, 36), owner = o, label = l }
-end
-local function encode(m)
-  return b36(m.slot) .. '|' .. m.owner .. '|' .. m.label
-end
-local function listed(m)
-  return m ~= nil and m.owner ~= '' and m.owner ~= '-' and string.sub(m.label, 1, 1) == '+'
-end
--- A fact at \`slot\` for field \`f\` of member m: fills an unknown one whatever the slot, changes a
--- known or deleted one only from a slot no lower than the member's.
-local function merge(m, f, value, slot)
-  if m[f] == value then
-    if slot > m.slot then m.slot = slot end
-    return false
-  end
-  if m[f] ~= '' and slot < m.slot then return false end
-  m[f] = value
-  if slot > m.slot then m.slot = slot end
-  return true
-end
-local function jslot(j) return j and tonumber(string.match(j, '^(%d+)|')) end
-`;
-
-/**
- * Facts from the stream. KEYS: 1 journal, 2 state. ARGV: 1 the index's prefix
- * (`<prefix>:registry:`), then six per fact: kind (L, O, D), slot, then L: parent id, account,
- * reverse, label; O: parent id, account, owner, ''; D: account, '', '', ''. Returns `{changed parent keys, accounts whose
- * owner is unknown}`.
- */
-const APPLY = `${LUA_MEMBER}
-local building = redis.call('HGET', KEYS[2], 'status') == 'building'
-local changed, need, seen = {}, {}, {}
-local function put(pk, acct, m, before)
-  redis.call('HSET', pkey(pk), acct, encode(m))
-  if listed(m) ~= before or listed(m) then
-    if not seen[pk] then seen[pk] = true; changed[#changed + 1] = pk end
-  end
-end
-local function journal(acct, value, slot)
-  local js = jslot(redis.call('HGET', KEYS[1], acct))
-  if js and js > slot then return end
-  redis.call('HSET', KEYS[1], acct, value)
-end
-for i = 2, #ARGV, 6 do
-  local kind, slot = ARGV[i], tonumber(ARGV[i + 1])
-  local a, b, c, d = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  if kind == 'L' then
-    local pk, acct, rev, label = a, b, c, '+' .. d
-    local m = parse(redis.call('HGET', pkey(pk), acct))
-    local fresh = m == nil
-    m = m or { slot = slot, owner = '', label = '' }
-    local before = listed(m) and not fresh
-    local moved = merge(m, 'label', label, slot)
-    if m.owner == '' then
-      local j = redis.call('HGET', KEYS[1], acct)
-      local jp, jo = string.match(j or '', '^%d+|([^|]+)|(.+)$')
-      if jp == pk then m.owner = jo; moved = true end
-    end
-    if moved or fresh then
-      put(pk, acct, m, before)
-      index_member(pk, acct, rev)
-    else
-      redis.call('HSET', pkey(pk), acct, encode(m))
-    end
-    if m.owner == '' and string.sub(m.label, 1, 1) == '+' then need[#need + 1] = acct end
-  elseif kind == 'O' then
-    local pk, acct, owner = a, b, c
-    local m = parse(redis.call('HGET', pkey(pk), acct))
-    if m then
-      local before = listed(m)
-      if merge(m, 'owner', owner, slot) then put(pk, acct, m, before)
-      else redis.call('HSET', pkey(pk), acct, encode(m)) end
-    elseif building then
-      journal(acct, string.format('%.0f', slot) .. '|' .. pk .. '|' .. owner, slot)
-    end
-  elseif kind == 'D' then
-    local acct = a
-    local idx = aget(acct)
-    local pk, sub, f
-    if idx then
-      local prefix
-      pk, prefix = string.match(idx, '^(%S+) (%S+)$')
-      f = 'label'
-      if pk then sub = find_sub(pk, prefix) else pk, sub, f = idx, acct, 'owner' end
-    end
-    if sub then
-      local m = parse(redis.call('HGET', pkey(pk), sub))
-      if m then
-        local before = listed(m)
-        if merge(m, f, '-', slot) then put(pk, sub, m, before) end
-      end
-    elseif building then
-      journal(acct, string.format('%.0f', slot) .. '|del', slot)
-    end
-  end
-end
-return { changed, need }
-`;
-
-/**
- * A bootstrap page. KEYS: 1 journal, 2 state, 3 the run's shards. ARGV: 1 the index's prefix, 2
- * run, 3 shard ('' while more pages follow), 4 the page's slot P, 5 the slot its
- * owners were read at Q, 6 now (ms), then five per member: parent key, account, reverse, label, owner ('' when
- * the name account is missing). Each member is written at P unless the stream wrote it at a later
- * slot (then only its unknown facts are filled); the journal's later facts win over the page's. A
- * shard given is marked done; the last one completes the build (status `complete`, the journal
- * deleted). Returns `{written, done}`, or `{-1, 0}` when `run` is not the current build.
- */
-const APPLY_PIECE = `${LUA_MEMBER}
-local state = redis.call('HMGET', KEYS[2], 'run', 'status', 'shards')
-if state[1] ~= ARGV[2] or state[2] ~= 'building' then return { -1, 0 } end
-local P_slot, Q_slot = tonumber(ARGV[4]), tonumber(ARGV[5])
-local written = 0
-for i = 7, #ARGV, 5 do
-  local pk, acct, rev, label, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], '+' .. ARGV[i + 3], ARGV[i + 4]
-  if owner == '' then owner = '-' end
-  local ja = redis.call('HGET', KEYS[1], acct)
-  local jr = redis.call('HGET', KEYS[1], rev)
-  local jas = jslot(ja)
-  if ja and string.match(ja, '|del$') and jas > P_slot then owner = '-' end
-  local jp, jo = string.match(ja or '', '^%d+|([^|]+)|(.+)$')
-  if jp == pk and jas > Q_slot then owner = jo end
-  if jr and string.match(jr, '|del$') and jslot(jr) > P_slot then label = '-' end
-  local m = parse(redis.call('HGET', pkey(pk), acct))
-  if m and m.slot > P_slot then
-    if m.owner == '' then m.owner = owner end
-    if m.label == '' then m.label = label end
-  else
-    m = { slot = P_slot, owner = owner, label = label }
-  end
-  redis.call('HSET', pkey(pk), acct, encode(m))
-  index_member(pk, acct, rev)
-  written = written + 1
-end
-local done = redis.call('HLEN', KEYS[3])
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
-  done = redis.call('HLEN', KEYS[3])
-  if done >= tonumber(state[3]) then
-    redis.call('HSET', KEYS[2], 'status', 'complete', 'completedAt', ARGV[6])
-    redis.call('DEL', KEYS[1])
-  end
-end
-return { written, done }
-`;
-
-/**
- * Starts build `run + 1` unless one is under way (or complete, when `force` is not set). KEYS: 1
- * state. ARGV: 1 shards, 2 now (ms), 3 force ('1' or ''). Returns the run under way or started,
- * and whether it was started now.
- */
-const START = `
-local s = redis.call('HMGET', KEYS[1], 'run', 'status')
-local run = tonumber(s[1]) or 0
-if s[2] == 'building' or (s[2] == 'complete' and ARGV[3] ~= '1') then return { run, 0 } end
-run = run + 1
-redis.call('HSET', KEYS[1], 'run', run, 'status', 'building', 'shards', ARGV[1],
-  'startedAt', ARGV[2], 'completedAt', 0)
-return { run, 1 }
-`;
-
-type Commands = {
-  snsRegistryApply(...args: string[]): Promise<[string[], string[]]>;
-  snsRegistryPiece(...args: string[]): Promise<[number, number]>;
-  snsRegistryStart(...args: string[]): Promise<[number, number]>;
+/** A reply `{a, b}` of two numbers. */
+const twoNumbers = (raw: unknown): [number, number] => {
+  const [a, b] = replyList(raw);
+  return [replyNumber(a), replyNumber(b)];
 };
 
-function commands(redis: RedisClient): Commands {
-  const defined = redis as unknown as Partial<Commands>;
-  if (!defined.snsRegistryApply) {
-    redis.defineCommand('snsRegistryApply', { numberOfKeys: 2, lua: APPLY });
-    redis.defineCommand('snsRegistryPiece', { numberOfKeys: 3, lua: APPLY_PIECE });
-    redis.defineCommand('snsRegistryStart', { numberOfKeys: 1, lua: START });
-  }
-  return redis as unknown as Commands;
-}
+/** The index's Lua scripts, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
+const SCRIPTS = {
+  /** Facts from the stream: the parent ids changed, the accounts whose owner is unknown. */
+  apply: new LuaScript(new URL('../lua/registry-apply.lua', import.meta.url), (raw) => {
+    const [changed, needOwner] = replyList(raw);
+    return { changed: replyStrings(changed), needOwner: replyStrings(needOwner) };
+  }),
+  /** A bootstrap page: written, and shards done (written -1: not the current build). */
+  piece: new LuaScript(new URL('../lua/registry-piece.lua', import.meta.url), twoNumbers),
+  /** Starts a build: the run, and 1 when started now. */
+  start: new LuaScript(new URL('../lua/registry-start.lua', import.meta.url), twoNumbers),
+};
 
 const slotArg = (slot: number): string => {
   if (!isSlot(slot)) throw new TypeError(`slot ${String(slot)} is not a slot`);
@@ -336,14 +142,12 @@ const slotArg = (slot: number): string => {
  */
 export class RegistryIndex {
   private readonly keys: RedisKeys;
-  private readonly commands: Commands;
 
   constructor(
     private readonly redis: RedisClient,
     prefix: string,
   ) {
     this.keys = redisKeys(prefix);
-    this.commands = commands(redis);
   }
 
   /**
@@ -367,13 +171,11 @@ export class RegistryIndex {
         args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
       } else args.push('D', slot, o.account, '', '', '');
     }
-    const [changed, needOwner] = await this.commands.snsRegistryApply(
-      this.keys.registryJournal,
-      this.keys.registryState,
-      this.keys.registryPrefix,
-      ...args,
+    return SCRIPTS.apply.run(
+      this.redis,
+      [this.keys.registryJournal, this.keys.registryState],
+      [this.keys.registryPrefix, ...args],
     );
-    return { changed, needOwner };
   }
 
   /**
@@ -396,17 +198,18 @@ export class RegistryIndex {
     for (const m of members) {
       args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, m.owner ?? '');
     }
-    const [written, done] = await this.commands.snsRegistryPiece(
-      this.keys.registryJournal,
-      this.keys.registryState,
-      this.keys.registryShards(run),
-      this.keys.registryPrefix,
-      String(run),
-      shard ?? '',
-      slotArg(slot),
-      slotArg(Math.max(slot, ownersSlot)),
-      String(now),
-      ...args,
+    const [written, done] = await SCRIPTS.piece.run(
+      this.redis,
+      [this.keys.registryJournal, this.keys.registryState, this.keys.registryShards(run)],
+      [
+        this.keys.registryPrefix,
+        run,
+        shard ?? '',
+        slotArg(slot),
+        slotArg(Math.max(slot, ownersSlot)),
+        now,
+        ...args,
+      ],
     );
     return written < 0 ? null : { written, done };
   }
@@ -421,13 +224,12 @@ export class RegistryIndex {
     force = false,
     now = Date.now(),
   ): Promise<{ run: number; started: boolean }> {
-    const [run, started] = await this.commands.snsRegistryStart(
-      this.keys.registryState,
-      String(shards),
-      String(now),
-      force ? '1' : '',
+    const [run, started] = await SCRIPTS.start.run(
+      this.redis,
+      [this.keys.registryState],
+      [shards, now, force ? '1' : ''],
     );
-    return { run: Number(run), started: Number(started) === 1 };
+    return { run, started: started === 1 };
   }
 
   /**
