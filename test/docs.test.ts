@@ -42,9 +42,7 @@ const CODE = [
   'Dockerfile',
   'docker-compose.yml',
   '.ci/run',
-  ...['src', 'worker', 'tools', 'bench', 'scripts', 'prometheus', 'grafana', 'test'].flatMap(
-    under,
-  ),
+  ...['src', 'worker', 'tools', 'bench', 'scripts', 'prometheus', 'grafana', 'test'].flatMap(under),
 ]
   .filter((f) => /\.(ts|mjs|lua|sh|yml|yaml)$|^Dockerfile$|^main\.ts$|^\.ci\/run$/.test(f))
   // Not this file: its own lists would vouch for themselves.
@@ -212,6 +210,30 @@ describe('the numbers in prose', () => {
     const limit = new RegExp(PAGE_LIMIT_PATTERN);
     expect(limit.test(String(stated))).toBe(true);
     expect(limit.test(String(stated + 1))).toBe(false);
+  });
+});
+
+/** The routes a table names in its first column: `GET /a/:b[?x]`, `/c` -> /a/:b, /c. */
+function tableRoutes(text: string): Set<string> {
+  const routes = new Set<string>();
+  for (const row of text.split('\n').filter((l) => l.startsWith('| `'))) {
+    for (const [, cell] of (row.split('|')[1] ?? '').matchAll(/`([^`]+)`/g)) {
+      routes.add(cell!.replace(/^GET /, '').replace(/[[?].*$/, ''));
+    }
+  }
+  return routes;
+}
+
+describe('the routes', () => {
+  it("are the same in docs/design.md's endpoints table as in the README's", () => {
+    const section = (text: string, heading: string) => {
+      const from = text.slice(text.indexOf(`\n## ${heading}\n`) + 1);
+      return from.slice(0, from.indexOf('\n## ', 1));
+    };
+    const readme = tableRoutes(section(read('README.md'), 'Routes'));
+    const design = tableRoutes(section(read('docs/design.md'), 'Endpoints and the error contract'));
+    expect(readme.size).toBeGreaterThan(10);
+    expect([...design].filter((r) => r.startsWith('/')).sort()).toEqual([...readme].sort());
   });
 });
 
