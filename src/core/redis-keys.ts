@@ -148,6 +148,12 @@ export function redisKeys(prefix: string) {
      * float written by INCRBYFLOAT, expiring two days after its last write.
      */
     rpcCredits: (day: string) => `${prefix}:rpc-credits:${day}`,
+    /**
+     * How many "entry written" refresh events were published (an integer, INCR before each
+     * PUBLISH): an API process that received fewer than were counted lost one, and drops its
+     * in-process copy (docs/design.md, "The subdomain cache").
+     */
+    refreshEventsSent: `${prefix}:refresh-events-sent`,
     /** The pub/sub channel of refresh events of the deployment on database `db` (0 on a cluster). */
     refreshEvents: (db: number) => `${prefix}:db${db}:refresh-events`,
     /**
