@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import type { Config } from '../src/core/config.js';
 import { buildOpsApp } from './ops-app.js';
-import type { Metrics } from '../src/core/metrics.js';
+import { REFRESH_EVENT_LOSS, type Metrics } from '../src/core/metrics.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
@@ -25,7 +25,8 @@ import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { createRuntimeKit, type RuntimeKit } from '../src/core/runtime/kit.js';
 import { redisKeys } from '../src/core/redis-keys.js';
-import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { publishChange } from '../src/core/queue/refresh-events.js';
+import { occasionalWarning } from '../src/core/logger.js';
 import { addRefreshJob } from '../src/core/queue/refresh-queue.js';
 import { topHotParents } from '../src/core/cache/hot-parents.js';
 import { costOf } from './rpc/client.js';
@@ -529,6 +530,7 @@ async function openWorker(
   // Every cached parent follows the chain through one stream, owned by one worker at a time
   // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh. Declared
   // last, so it closes first: its lease goes back at once to another worker.
+  const warnPublish = occasionalWarning(logger);
   const follower =
     config.RPC_WS_URL && defaultEndpoint
       ? kit.closes(
@@ -542,12 +544,21 @@ async function openWorker(
             logger,
             budget,
             reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
+            owed: () => rereads?.size ?? 0,
             changed: (parent) =>
-              void publishRefreshEvent(command, config.QUEUE_PREFIX, {
-                endpointId: defaultEndpoint.id,
-                parent,
-                ok: true,
-              }).catch(() => undefined),
+              void publishChange(
+                command,
+                config.QUEUE_PREFIX,
+                { endpointId: defaultEndpoint.id, parent, ok: true },
+                (err, attempt, final) => {
+                  if (!final) return;
+                  metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.publish });
+                  warnPublish(
+                    { err: String(err), parent, attempts: attempt },
+                    "could not publish a followed change: API processes see it by the events' count",
+                  );
+                },
+              ),
             status: followStatusStore(command, config.QUEUE_PREFIX),
             locker: redlockLocker(command),
             leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,

@@ -30,6 +30,7 @@ import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../core/redis-time.js';
+import { redisKeys } from '../core/redis-keys.js';
 import type { Readiness } from '../core/http/ops-routes.js';
 import {
   createHotParentScanQueue,
@@ -207,6 +208,8 @@ async function openApi(
     follow,
     touches,
     registry,
+    eventsSent: async () =>
+      Number(await command.get(redisKeys(config.QUEUE_PREFIX).refreshEventsSent)) || 0,
   });
   const details = new DetailsViews({
     cache,

@@ -160,6 +160,12 @@ export function redisKeys(prefix: string) {
      */
     parentExists: (endpointId: string, parent: string) =>
       `${prefix}:parent-exists:${endpointId}:${parent}`,
+    /**
+     * How many "entry written" refresh events were published (an integer, INCR before each
+     * PUBLISH): an API process that received fewer than were counted lost one, and drops its
+     * in-process copy (docs/design.md, "The subdomain cache").
+     */
+    refreshEventsSent: `${prefix}:refresh-events-sent`,
     /** The pub/sub channel of refresh events of the deployment on database `db` (0 on a cluster). */
     refreshEvents: (db: number) => `${prefix}:db${db}:refresh-events`,
     /**

@@ -17,7 +17,7 @@ import {
   ShuttingDownError,
   UnavailableError,
 } from '../../core/errors.js';
-import type { Metrics } from '../../core/metrics.js';
+import { REFRESH_EVENT_LOSS, type Metrics } from '../../core/metrics.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
 import {
   addRefreshJob,
@@ -89,6 +89,11 @@ export type SubdomainLookupDeps = {
    * while it is followed (docs/design.md, "Freshness"). Window only when absent.
    */
   follow?: FollowStatusReader;
+  /**
+   * Reads how many "entry written" events the workers published (`<prefix>:refresh-events-sent`):
+   * the in-process copy drops itself when fewer came. None: the copy trusts the events alone.
+   */
+  eventsSent?: () => Promise<number>;
   /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
   touches?: ParentTouches;
   /**
@@ -127,6 +132,9 @@ export class SubdomainLookup {
         endpointId: deps.localEndpointId,
         maxBytes,
         status: follow ? () => follow.current() : undefined,
+        sent: deps.eventsSent,
+        onLost: () => deps.metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.receive }),
+        onError: (err) => deps.logger.warn({ err }, 'could not read the count of refresh events'),
       });
     }
   }
