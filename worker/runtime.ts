@@ -15,7 +15,7 @@ import {
 import type { RedisAccess, RedisClient, RedisErrorLog } from '../src/core/redis.js';
 import { RpcClient } from './rpc/client.js';
 import { CreditMeter } from './rpc/credits.js';
-import { CreditBudget } from '../src/core/rpc/budget.js';
+import { CreditBudget, creditSharesOf } from '../src/core/rpc/budget.js';
 import { EndpointSelector } from '../src/core/rpc/endpoint.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
@@ -169,6 +169,7 @@ async function openWorker(
     redis: command,
     prefix: config.QUEUE_PREFIX,
     creditsPerDay: config.RPC_CREDITS_PER_DAY,
+    shares: creditSharesOf(config),
     freshMs: config.CACHE_FRESH_MS,
     metrics,
   });
@@ -328,7 +329,13 @@ async function openWorker(
         concurrency: config.WORKER_CONCURRENCY,
         maxPerSecond: config.RPC_MAX_PER_SECOND,
       },
-      { ...processorDeps, lane: defaultLane, slots },
+      {
+        ...processorDeps,
+        lane: defaultLane,
+        slots,
+        // With a budget, a parent's existence is checked (1 credit) before its scan (10).
+        checkParents: config.RPC_CREDITS_PER_DAY !== undefined,
+      },
     ),
     createRefreshWorker(
       workerConnection,
@@ -557,6 +564,7 @@ async function openWorker(
             logger,
             budget,
             reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
+            owed: () => rereads?.size ?? 0,
             changed: (parent) =>
               void publishChange(
                 command,
