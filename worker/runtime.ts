@@ -537,6 +537,7 @@ async function openWorker(
             logger,
             budget,
             reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
+            owed: () => rereads?.size ?? 0,
             changed: (parent) =>
               void publishChange(
                 command,
