@@ -6,13 +6,17 @@ export type RefreshEvent = { endpointId: string; parent: string } & (
   { ok: true } | { ok: false; reason: FailureReason }
 );
 
-/** Why an attempt failed; `budget`: not made (docs/design.md, "Budget"). */
-type FailureReason = 'rpc' | 'internal' | 'disconnected' | 'budget';
+/**
+ * Why an attempt failed; `budget`: not made, the day or its pools spent; `share`: not made, the
+ * client that started it spent its share of the day (docs/design.md, "Budget").
+ */
+type FailureReason = 'rpc' | 'internal' | 'disconnected' | 'budget' | 'share';
 const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'rpc',
   'internal',
   'disconnected',
   'budget',
+  'share',
 ]);
 
 /** Waiters' and live topics' key of (endpoint, parent); a parent label never holds a space. */
