@@ -205,6 +205,16 @@ describe('the numbers in prose', () => {
     expect(Number(stated!.replaceAll(',', ''))).toBe(value);
   });
 
+  it('docs/observability.md states the scrape interval prometheus.yml has', () => {
+    const config = parseYaml(read('prometheus/prometheus.yml')) as {
+      global: { scrape_interval: string };
+    };
+    const stated = /`prometheus` scrapes both every (\d+) s/.exec(
+      read('docs/observability.md'),
+    )?.[1];
+    expect(`${stated}s`).toBe(config.global.scrape_interval);
+  });
+
   it("docs/api.md states the page limit the route's schema has", () => {
     const stated = Number(/`N` is 1 to (\d+) written in decimal/.exec(read('docs/api.md'))?.[1]);
     const limit = new RegExp(PAGE_LIMIT_PATTERN);
@@ -234,6 +244,14 @@ describe('the routes', () => {
     const design = tableRoutes(section(read('docs/design.md'), 'Endpoints and the error contract'));
     expect(readme.size).toBeGreaterThan(10);
     expect([...design].filter((r) => r.startsWith('/')).sort()).toEqual([...readme].sort());
+  });
+});
+
+describe('the history the documents tell', () => {
+  it('is dated by commits and releases, not by who worked when', () => {
+    for (const doc of [...DOCUMENTS, 'BENCHMARKS.md']) {
+      expect(read(doc), doc).not.toMatch(/\bsessions?\b|\bthis branch\b/i);
+    }
   });
 });
 
