@@ -82,6 +82,17 @@ export function redisKeys(prefix: string) {
         members: `${prefix}:entry-members:${endpointId}:`,
       }),
     /**
+     * The endpoint and parent of an {@link entryMeta} key, or null for any other key (an
+     * override's {@link subdomainEntry}). Endpoint ids hold no colon; the parent is the rest.
+     */
+    entryOfMeta: (key: string): { endpointId: string; parent: string } | null => {
+      const start = `${prefix}:entry:`;
+      if (!key.startsWith(start)) return null;
+      const rest = key.slice(start.length);
+      const colon = rest.indexOf(':');
+      return colon < 0 ? null : { endpointId: rest.slice(0, colon), parent: rest.slice(colon + 1) };
+    },
+    /**
      * Which parent lists an account: a hash, subdomain name account -> `<parent> <account>
      * <reverse record>`, its reverse record -> `<parent> <account>`.
      */
