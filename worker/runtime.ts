@@ -419,7 +419,6 @@ async function openWorker(
         'worker hot-parent scan schedule',
         watchHotParentScans({
           queue: hotParentScans,
-          refreshQueue: queue,
           freshMs,
           onMissing: () =>
             logger.warn(

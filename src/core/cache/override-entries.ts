@@ -72,8 +72,8 @@ function parseEntry(raw: string | null): CacheEntry | null {
   try {
     const entry = JSON.parse(raw) as Record<string, unknown>;
     if (!Array.isArray(entry.labels) || typeof entry.fetchedAt !== 'number') return null;
-    // A slot that is not one (an earlier release stored what the provider sent) is none: the
-    // entry is still served, and the next scan replaces it (the scripts do not honour it).
+    // A slot that is not one (never written: the write script refuses it) is none: the entry is
+    // still served, and the next scan replaces it (the scripts do not honour it).
     for (const field of ['slot', 'scanSlot']) if (!isSlot(entry[field])) delete entry[field];
     if (typeof entry.scannedAt !== 'number') delete entry.scannedAt;
     if (entry.accounts !== undefined && !checkedAccounts(entry.accounts)) delete entry.accounts;

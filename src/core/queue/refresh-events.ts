@@ -24,21 +24,18 @@ export const refreshChannel = (redis: RedisClient, prefix: string) =>
 
 /**
  * Publishes an event (at most once, as pub/sub is), naming `prefix` and `db` for the listener to
- * check. Also published on the former channel with the entry's `key`, which API processes of the
- * previous release need during a rolling upgrade; drop it once none can be running.
+ * check.
  */
 export async function publishRefreshEvent(
   redis: RedisClient,
   prefix: string,
   event: RefreshEvent,
 ): Promise<void> {
-  const keys = redisKeys(prefix);
   const db = databaseOf(redis);
-  const key = keys.subdomainEntry(event.endpointId, event.parent);
-  await Promise.all([
-    redis.publish(keys.refreshEvents(db), JSON.stringify({ ...event, prefix, db })),
-    redis.publish(keys.legacyRefreshEvents, JSON.stringify({ ...event, key })),
-  ]);
+  await redis.publish(
+    redisKeys(prefix).refreshEvents(db),
+    JSON.stringify({ ...event, prefix, db }),
+  );
 }
 
 /**
