@@ -14,7 +14,7 @@ import {
 import type { RedisClient } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { runHotParentScan } from '../worker/hot-parent-scan.js';
-import { CreditBudgetRefusal, CreditMeter } from '../worker/rpc/credits.js';
+import { chargedTo, CreditBudgetRefusal, CreditMeter } from '../worker/rpc/credits.js';
 import { RpcClient } from '../worker/rpc/client.js';
 import { Agents } from '../worker/rpc/transport.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
@@ -30,11 +30,10 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import { startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 const HOUR = 3_600_000;
 const MIDNIGHT = Date.UTC(2026, 10, 24);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe('the budget rule', () => {
   it('stretches from the even pace plus a fifth of the budget, at most 80%, and is exhausted at 100%', () => {
     expect(softThreshold(1000, MIDNIGHT)).toBeCloseTo(200);
@@ -77,7 +76,7 @@ describe('the budget view and the credit meter on Redis', () => {
         if (prop !== 'get') return Reflect.get(target, prop, receiver) as unknown;
         return async (key: string) => {
           reads++;
-          await sleep(30);
+          await elapse(30);
           return target.get(key);
         };
       },
@@ -133,8 +132,19 @@ describe('the budget view and the credit meter on Redis', () => {
   it("counts the configured endpoint's spend in the day's counter, never an override's, and refuses a call past the budget", async () => {
     prefix = uniquePrefix();
     const metrics = createMetrics(new Registry(), { defaultMetrics: false });
-    const budget = new CreditBudget({ redis, prefix, creditsPerDay: 25, freshMs: 1000, metrics });
+    // One client may spend the whole pool here, which is nearly the whole day.
+    const shares = { client: 1, network: 1, proactive: 0.01, reserve: 0.01 };
+    const budget = new CreditBudget({
+      redis,
+      prefix,
+      creditsPerDay: 25,
+      shares,
+      freshMs: 1000,
+      metrics,
+    });
     const meter = new CreditMeter({ metrics, redis, prefix, budget, flushMs: 10 });
+    const client = { kind: 'client', client: '10.0.0.1', reserve: false } as const;
+    const reserve = () => chargedTo({ ...client }, () => meter.reserve('getProgramAccounts', 10));
     const key = redisKeys(prefix).rpcCredits(utcDay(Date.now()));
     meter.spend('wsConnection', 'default', 1);
     meter.spend('wsMegabyte', 'default', 0.5);
@@ -143,16 +153,14 @@ describe('the budget view and the credit meter on Redis', () => {
     expect(Number(await redis.get(key))).toBeCloseTo(1.5);
     expect(await redis.pttl(key)).toBeGreaterThan(86_400_000);
 
-    const held = await meter.reserve('getProgramAccounts', 10);
+    const held = await reserve();
     meter.spend('getProgramAccounts', 'default', 10, held);
     expect(Number(await redis.get(key))).toBeCloseTo(11.5);
-    const given = await meter.reserve('getProgramAccounts', 10);
+    const given = await reserve();
     meter.release(given);
     await waitFor(async () => Number(await redis.get(key)) < 12);
-    await meter.reserve('getProgramAccounts', 10);
-    await expect(meter.reserve('getProgramAccounts', 10)).rejects.toBeInstanceOf(
-      CreditBudgetRefusal,
-    );
+    await reserve();
+    await expect(reserve()).rejects.toBeInstanceOf(CreditBudgetRefusal);
     expect(Number(await redis.get(key))).toBeCloseTo(21.5);
     expect(budget.spent()).toBeCloseTo(21.5);
     await meter.close();
@@ -192,15 +200,13 @@ describe('the budget view and the credit meter on Redis', () => {
       await expect(
         client(8).call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
       ).rejects.toThrow();
-      await sleep(50);
-      expect(await counter()).toBe(3);
+      await waitFor(async () => (await counter()) === 3, 2_000);
       // Sent, unanswered in time: the provider may well have served it.
       sim.setFaults([{ kind: 'hang' }]);
       await expect(
         client(1 << 20).call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
       ).rejects.toThrow();
-      await sleep(50);
-      expect(await counter()).toBe(6);
+      await waitFor(async () => (await counter()) === 6, 2_000);
       await credits.close();
     } finally {
       agents.destroy();
@@ -291,7 +297,7 @@ describe('the daily credit budget of a gateway', () => {
     );
     expect(override.status).toBe(200);
     await waitFor(async () => (await counter(first)) >= spent);
-    await sleep(400);
+    await elapse(400);
     expect(await counter(first)).toBeCloseTo(spent);
     expect((await defaultCredits(first)) + (await defaultCredits(second))).toBeCloseTo(spent);
     const overrideCredits = async (g: Gateway) =>
@@ -321,6 +327,8 @@ describe('the daily credit budget of a gateway', () => {
     const g = await startGateway({
       env: {
         RPC_CREDITS_PER_DAY: '1000',
+        // One client asks throughout: its share is not what is tested.
+        RPC_CREDITS_CLIENT_SHARE: '1',
         CACHE_FRESH_SECONDS: '1',
         CACHE_STALE_SECONDS: '600',
         HOT_KEYS_TOP_N: '0',
@@ -338,15 +346,15 @@ describe('the daily credit budget of a gateway', () => {
     expect(await metric(g, 'sns_rpc_budget_state')).toBe(1);
     g.sim.resetCalls();
     // Stale, but within four fresh windows: served stale, no refresh.
-    await sleep(1_200);
+    await elapse(1_200);
     while (Date.now() - fetchedAt < BUDGET_STRETCH_FACTOR * 1000 - 600) {
       expect((await g.get('/subdomains/67679')).headers.get('x-cache')).toBe('STALE');
-      await sleep(100);
+      await elapse(100);
     }
-    await sleep(300);
+    await elapse(300);
     expect(g.sim.callCount('getProgramAccounts')).toBe(0);
     // Past them: the stale hit refreshes it.
-    await sleep(600);
+    await elapse(600);
     await waitFor(async () => {
       await g.get('/subdomains/67679');
       return g.sim.callCount('getProgramAccounts') === 1;
@@ -357,6 +365,8 @@ describe('the daily credit budget of a gateway', () => {
     const g = await startGateway({
       env: {
         RPC_CREDITS_PER_DAY: '1000',
+        // One client asks throughout: its share is not what is tested.
+        RPC_CREDITS_CLIENT_SHARE: '1',
         CACHE_FRESH_SECONDS: '1',
         CACHE_STALE_SECONDS: '600',
         HOT_KEYS_TOP_N: '0',
@@ -366,7 +376,7 @@ describe('the daily credit budget of a gateway', () => {
     expect((await g.get('/subdomains/bonfida')).status).toBe(200);
     await g.redis.set(counterKey(g), '1000');
     // The API reads the counter at most every second.
-    await sleep(1_100);
+    await elapse(1_100);
     g.sim.resetCalls();
     await waitFor(async () => (await g.get('/subdomains/67679')).status === 503, 3_000);
     const refused = await g.get('/subdomains/67679');
@@ -381,7 +391,7 @@ describe('the daily credit budget of a gateway', () => {
     const cached = await g.get('/subdomains/bonfida');
     expect(cached.status).toBe(200);
     expect(cached.headers.get('x-cache')).toBe('STALE');
-    await sleep(500);
+    await elapse(500);
     expect(g.sim.callCount()).toBe(0);
     expect(await metric(g, 'sns_rpc_budget_state')).toBe(2);
     expect(await metric(g, 'sns_rpc_budget_spent_credits')).toBe(1000);
@@ -392,6 +402,10 @@ describe('the daily credit budget of a gateway', () => {
       env: {
         RPC_CREDITS_PER_DAY: '25',
         RPC_CREDITS: 'getProgramAccounts=10,*=1',
+        // The client may spend the pool, nearly the whole day: the day's bound is tested.
+        RPC_CREDITS_CLIENT_SHARE: '1',
+        RPC_CREDITS_PROACTIVE_SHARE: '0.01',
+        RPC_CREDITS_RESERVE_SHARE: '0.01',
         HOT_KEYS_TOP_N: '0',
         JOB_ATTEMPTS: '5',
       },
@@ -402,10 +416,11 @@ describe('the daily credit budget of a gateway', () => {
     for (const parent of ['67679', 'bonfida', 'demo', 'madeup1', 'madeup2']) {
       statuses.push((await g.get(`/subdomains/${parent}`)).status);
     }
-    // Two scans fit in 25 credits; the third would take the day to 30.
-    expect(statuses.slice(0, 2)).toEqual([200, 200]);
-    expect(statuses.slice(2)).toEqual([503, 503, 503]);
-    await sleep(1_000);
+    // Two checks and scans fit in 25 credits (11 each); the third check takes the day to 23 and
+    // its scan would take it to 33. A made-up parent costs its check alone (an empty list), until
+    // the pool (24.5) cannot pay for one.
+    expect(statuses).toEqual([200, 200, 503, 200, 503]);
+    await elapse(1_000);
     const calls = g.sim.callCount('getProgramAccounts');
     expect(calls).toBe(2);
     expect(10 * calls + (g.sim.callCount() - calls)).toBeLessThanOrEqual(25);

@@ -4,7 +4,6 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
@@ -20,6 +19,7 @@ import { deletePrefix, getJson, uniquePrefix, waitFor } from './support/gateway.
 import { runMain, spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 /**
  * The Redis users the gateway really meets: managed Redis without `INFO` (`+@all -@dangerous`),
@@ -230,10 +230,10 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       await waitFor(async () => (await admin.exists(redisKeys(prefix).followLease)) === 1);
-      await sleep(2_500);
+      await elapse(2_500);
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/readyz')).status).toBe(200);
-      await sleep(1_000);
+      await elapse(1_000);
       expect((await child.kill('SIGTERM')).code).toBe(0);
       expect(child.output()).not.toContain('failed to start');
       expect(await aclLog(user.name)).toEqual([]);
@@ -310,7 +310,7 @@ describe.skipIf(!aclCheck)('a Redis user without INFO (+@all -@dangerous)', () =
       expect(child.output()).toContain('Redis refuses INFO');
       // Idle: no loop retrying a refused command (it took a whole core).
       const before = cpuSeconds(child.pid);
-      await sleep(2_000);
+      await elapse(2_000);
       expect(cpuSeconds(child.pid) - before).toBeLessThan(0.5);
       const signalled = Date.now();
       expect(await child.kill('SIGTERM')).toEqual({ code: 0, signal: null });
@@ -416,7 +416,7 @@ describe('secrets in the log', () => {
       await getJson(base, `/nowhere?x=1&RPC=https://h.example/${rpcSecret}`);
       // Reconnects fail with the AUTH error meanwhile; the subscription of refresh events often
       // fails with it too (and logs it), when it was queued before a failed AUTH.
-      await sleep(3_000);
+      await elapse(3_000);
       await child.kill('SIGTERM');
       const out = child.output();
       expect(out).toContain('WRONGPASS');

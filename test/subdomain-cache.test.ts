@@ -22,6 +22,7 @@ import { deletePrefix, uniquePrefix } from './support/gateway.js';
 import { LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
+import { elapse } from './support/wait.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();
@@ -278,7 +279,7 @@ describe('SubdomainCache.putOverride', () => {
     const entry = (i: number): CacheEntry => ({ labels: ['y'.repeat(900)], fetchedAt: i });
     await cache.putOverride('o', 'a', entry(1));
     await cache.putOverride('o', 'b', entry(2));
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await elapse(80);
     await cache.putOverride('o', 'c', entry(3));
     expect(await redis.zcard(redisKeys(`${prefix}:b`).overrideEntries.byExpiry)).toBe(1);
     expect(Number(await redis.get(redisKeys(`${prefix}:b`).overrideEntries.bytes))).toBeLessThan(
@@ -698,7 +699,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     await local.put('e', 'live', scan(1), { L1: ['l', 'o'] });
     // 'live' is used meanwhile, which keeps the index alive past 'gone''s keys.
     for (let i = 0; i < 3; i++) {
-      await new Promise((r) => setTimeout(r, 120));
+      await elapse(120);
       expect(await local.touch('e', 'live')).toBe(true);
     }
     expect(await redis.exists(redisKeys(`${prefix}:orphans`).entryMembers('e', 'gone'))).toBe(0);

@@ -77,6 +77,11 @@ export type FollowerDeps = {
   metrics: Metrics;
   logger: Logger;
   reread: Reread;
+  /**
+   * How many parents still owe a re-read at a slot (./rereads.ts): while the budget is spent none
+   * can be made, and the entries they would correct are not vouched for (a new epoch).
+   */
+  owed?: () => number;
   changed: (parent: string) => void;
   status: { read(): Promise<FollowStatus | undefined>; write(status: FollowStatus): Promise<void> };
   locker: Locker;
@@ -135,12 +140,18 @@ export class Follower {
   constructor(private readonly deps: FollowerDeps) {
     const { clock, metrics, logger } = deps;
     this.warnEpoch = occasionalWarning(logger, 60_000, () => clock.now());
+    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
+    // re-read will be refused, so the entries fetched before it stop being vouched for.
+    const reread: Reread = (parent, minContextSlot) => {
+      if (this.budgetSpent()) this.newEpoch('a re-read the spent budget cannot pay for');
+      deps.reread(parent, minContextSlot);
+    };
     this.index = new ParentIndex(clock);
     this.patcher = new Patcher({
       store: deps.store,
       clock,
       slots: deps.slots,
-      reread: deps.reread,
+      reread,
       changed: deps.changed,
       metrics,
       logger,
@@ -151,7 +162,7 @@ export class Follower {
       store: deps.store,
       clock,
       slots: deps.slots,
-      reread: deps.reread,
+      reread,
       changed: deps.changed,
       lost: (signature) => this.newEpoch(`deleting transaction ${signature} unreadable`),
       metrics,
@@ -168,7 +179,7 @@ export class Follower {
       freshMs: deps.freshMs,
       checkCost: deps.checkCost,
       scanCost: deps.scanCost,
-      reread: deps.reread,
+      reread,
       changed: deps.changed,
       metrics,
     });
@@ -568,8 +579,15 @@ export class Follower {
     this.epoch = this.deps.clock.now();
   }
 
+  private budgetSpent(): boolean {
+    return this.deps.budget?.state() === 'exhausted';
+  }
+
   private async writeStatus(): Promise<void> {
     this.checkAccounts();
+    if (this.owner && this.budgetSpent() && (this.deps.owed?.() ?? 0) > 0) {
+      this.newEpoch('re-reads owed while the budget is spent');
+    }
     const healthy = this.healthy;
     this.deps.metrics.followHealthy.set(healthy ? 1 : 0);
     if (!this.owner) return;
