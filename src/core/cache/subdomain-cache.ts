@@ -20,6 +20,7 @@ export type { MemberParent } from './member-index.js';
 export type { OverrideBudget } from './override-entries.js';
 export type {
   ApplyOutcome,
+  ApplyVerdict,
   CheckOutcome,
   FollowedParent,
   MemberChange,
