@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { toBase58 } from '../src/core/sns/pda.js';
 import { Deletions } from '../worker/follow/deletions.js';
-import type { FollowStatus } from '../worker/follow/follower.js';
+import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
@@ -50,7 +50,7 @@ function tx(
 }
 
 /** {@link fakeFollower}, its logs notifications given slot first. */
-function followerWith(opts: { rpc?: FakeRpc; stored?: FollowStatus } = {}) {
+function followerWith(opts: { rpc?: FakeRpc; stored?: FollowRecord } = {}) {
   const f = fakeFollower(opts);
   return {
     ...f,

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
 import { Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
-import type { FollowStatus } from '../worker/follow/follower.js';
+import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
@@ -637,7 +637,7 @@ describe('follower', () => {
 });
 
 describe('follower taking the stream over', () => {
-  const start = (stored: FollowStatus | undefined, rpc: FakeRpc, store: FakeStore) =>
+  const start = (stored: FollowRecord | undefined, rpc: FakeRpc, store: FakeStore) =>
     fakeFollower({ stored, rpc, store });
 
   it("heals the gap from the last owner's signature and keeps its epoch", async () => {
