@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { FollowMode, FollowRecord } from '../../src/core/cache/follow-status.js';
 import { occasionalWarning } from '../../src/core/logger.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { CreditBudget } from '../../src/core/rpc/budget.js';
@@ -12,22 +13,9 @@ import { ParentIndex } from './parent-index.js';
 import { Patcher } from './patcher.js';
 import type { FollowRpc } from './rpc.js';
 import { PROBE_GRACE_MS, SilenceProbe } from './silence.js';
-import { FollowStream, HEAD_SLICE, type LogsNote, type StreamMode } from './stream.js';
+import { FollowStream, HEAD_SLICE, type LogsNote } from './stream.js';
 import { logsWrite } from './transaction.js';
 import type { AccountNote, Clock, FollowStore, Reread } from './types.js';
-
-/**
- * `<prefix>:follow-status`, written by the worker that owns the stream every second: entries of
- * the configured endpoint fetched at or after `epoch` are fresh while `mode` is `program` and
- * `healthyUntil` has not passed (docs/design.md, "Freshness"). `lastSignature` is the newest
- * transaction of the name program the stream reported: a worker taking over heals the gap from it.
- */
-export type FollowStatus = {
-  epoch: number;
-  healthyUntil: number;
-  mode: StreamMode;
-  lastSignature?: string;
-};
 
 /** How long a status written now vouches for the stream: three writes. */
 export const HEALTHY_FOR_MS = 3_000;
@@ -83,7 +71,7 @@ export type FollowerDeps = {
    */
   owed?: () => number;
   changed: (parent: string) => void;
-  status: { read(): Promise<FollowStatus | undefined>; write(status: FollowStatus): Promise<void> };
+  status: { read(): Promise<FollowRecord | undefined>; write(status: FollowRecord): Promise<void> };
   locker: Locker;
   /** `<prefix>:follow-lease`. */
   leaseResource: string;
@@ -454,7 +442,7 @@ export class Follower {
     for (const parent of this.index.parents()) this.patcher.forget(parent);
   }
 
-  private onMode(mode: StreamMode): void {
+  private onMode(mode: FollowMode): void {
     this.healed = false;
     if (mode !== 'program') this.probe.stop();
     if (mode === 'parents') void this.updateHotParents();
@@ -475,7 +463,7 @@ export class Follower {
   }
 
   /** Every subscription is confirmed on a new socket: heal what was missed meanwhile. */
-  private onSubscribed(mode: StreamMode): void {
+  private onSubscribed(mode: FollowMode): void {
     if (mode === 'parents') {
       // As before the whole-program stream: each hot parent is read again after its gap.
       void this.deps.hotParents().then((parents) =>
