@@ -98,6 +98,33 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
     for (const key of waiting) expect(await gw.redis.llen(key)).toBe(0);
   });
 
+  it('sends live updates of a parent nobody asked for from the index', async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${gw.baseUrl}/subdomains/beta/events`, { signal: abort.signal });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    /** Reads until the stream has sent a list event holding exactly `labels`, at most 10 s. */
+    const until = async (labels: string[]) => {
+      const want = `data: ${JSON.stringify({ s: 'ok', result: labels })}`;
+      const deadline = Date.now() + 10_000;
+      while (!text.includes(want)) {
+        if (Date.now() > deadline) throw new Error(`no event of ${want} in ${text}`);
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the stream ended');
+        text += decoder.decode(value, { stream: true });
+      }
+    };
+    try {
+      await until(['solo']);
+      gw.sim.chain.addSubdomain('beta', 'live');
+      await until(['live', 'solo']);
+    } finally {
+      abort.abort();
+    }
+  });
+
   it('shows a subdomain created, transferred and deleted under a parent nobody asked for', async () => {
     const chain = gw.sim.chain;
     chain.addSubdomain('lonely', 'fresh');
