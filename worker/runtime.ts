@@ -462,7 +462,6 @@ async function openWorker(
         'worker hot-parent scan schedule',
         watchHotParentScans({
           queue: hotParentScans,
-          refreshQueue: queue,
           freshMs,
           onMissing: () =>
             logger.warn(
