@@ -15,7 +15,7 @@ import { parse as parseYaml } from 'yaml';
 import { MAX_BATCH_RECORDS } from '../src/api/http/routes/record-key.js';
 import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { HEARTBEAT_MS } from '../src/api/subdomains/live-updates.js';
-import { configSchema } from '../src/core/config.js';
+import { configSchema, loadConfig } from '../src/core/config.js';
 import { MAX_ECHO_CHARS } from '../src/core/errors.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { DEFAULT_HOST_CHECK_LIMITS } from '../src/core/rpc/endpoint.js';
@@ -106,11 +106,12 @@ function alertRules(): AlertRule[] {
   return file.groups.flatMap((g) => g.rules);
 }
 
-/** `5m` -> `5 min`, `1h` -> `60 min`, as the alert table writes durations. */
-function minutes(duration: string): string {
+/** The ways the alert table writes a rule's `for`: `5m` -> `5 min`; `1h` -> `1 h` or `60 min`. */
+function durations(duration: string): string[] {
   const match = /^(\d+)([mh])$/.exec(duration);
   if (!match) throw new Error(`unexpected alert duration ${duration}`);
-  return `${Number(match[1]) * (match[2] === 'h' ? 60 : 1)} min`;
+  const n = Number(match[1]);
+  return match[2] === 'h' ? [`${n} h`, `${n * 60} min`] : [`${n} min`];
 }
 
 describe('docs/operations.md, "Alerts"', () => {
@@ -124,7 +125,9 @@ describe('docs/operations.md, "Alerts"', () => {
       const row = rows.find((r) => r.startsWith(`| \`${rule.alert}\` `)) ?? '';
       const [, , severity = '', when = ''] = row.split('|').map((c) => c.trim());
       expect(severity, rule.alert).toBe(rule.labels?.severity);
-      expect(when, rule.alert).toMatch(new RegExp(`\\(${minutes(rule.for ?? '0m')}\\)`));
+      // Without `for`, a rule fires at its first evaluation: the row then names no duration.
+      if (rule.for === undefined) expect(when, rule.alert).not.toMatch(/\(\d+ (min|h)\)/);
+      else expect(when, rule.alert).toMatch(new RegExp(`\\((${durations(rule.for).join('|')})\\)`));
     }
   });
 });
@@ -205,6 +208,23 @@ describe('the numbers in prose', () => {
     expect(Number(stated!.replaceAll(',', ''))).toBe(value);
   });
 
+  it("the README's first screen names the ports the configuration defaults to", () => {
+    const defaults = loadConfig({});
+    const line = /^npm ci && npm run demo .*$/m.exec(read('README.md'))?.[0] ?? '';
+    expect(line).toContain(`the API on :${defaults.PORT},`);
+    expect(line).toContain(`the worker's metrics on :${defaults.WORKER_METRICS_PORT},`);
+  });
+
+  it('docs/observability.md states the scrape interval prometheus.yml has', () => {
+    const config = parseYaml(read('prometheus/prometheus.yml')) as {
+      global: { scrape_interval: string };
+    };
+    const stated = /`prometheus` scrapes both every (\d+) s/.exec(
+      read('docs/observability.md'),
+    )?.[1];
+    expect(`${stated}s`).toBe(config.global.scrape_interval);
+  });
+
   it("docs/api.md states the page limit the route's schema has", () => {
     const stated = Number(/`N` is 1 to (\d+) written in decimal/.exec(read('docs/api.md'))?.[1]);
     const limit = new RegExp(PAGE_LIMIT_PATTERN);
@@ -234,6 +254,14 @@ describe('the routes', () => {
     const design = tableRoutes(section(read('docs/design.md'), 'Endpoints and the error contract'));
     expect(readme.size).toBeGreaterThan(10);
     expect([...design].filter((r) => r.startsWith('/')).sort()).toEqual([...readme].sort());
+  });
+});
+
+describe('the history the documents tell', () => {
+  it('is dated by commits and releases, not by who worked when', () => {
+    for (const doc of [...DOCUMENTS, 'BENCHMARKS.md']) {
+      expect(read(doc), doc).not.toMatch(/\bsessions?\b|\bthis branch\b/i);
+    }
   });
 });
 
