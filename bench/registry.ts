@@ -480,7 +480,16 @@ async function measureMode(
       (m) => !truth.get(parent)?.has(m.label) || answer.owners?.get(m.label) === m.owner,
     );
     if (answer.status !== 200) refused++;
-    else if (!same(answer.labels, expected) || !ownersRight) lost++;
+    else if (!same(answer.labels, expected) || !ownersRight) {
+      lost++;
+      const extra = answer.labels?.filter((l) => !expected.includes(l)) ?? [];
+      const missing = expected.filter((l) => !answer.labels?.includes(l));
+      const kinds = made.filter((m) => m.parent === parent).map((m) => `${m.kind} ${m.label}`);
+      log(
+        `[${mode}] ${parent}: after ${kinds.join(', ')}: listed but gone ${JSON.stringify(extra)}, ` +
+          `missing ${JSON.stringify(missing)}${ownersRight ? '' : ', an owner not the new one'}`,
+      );
+    }
   }
   log(
     `[${mode}] ${CHANGES} changes under ${changed.length} parents: ${lost} parents wrong, ` +
@@ -556,8 +565,10 @@ async function measureMode(
         }
         await sleep(50);
       }
-      if (ms === undefined) result.never++;
-      else result.ms.push(ms);
+      if (ms === undefined) {
+        result.never++;
+        log(`[${mode}] ${kind} of ${label} under ${parent} not shown in ${SHOW_TIMEOUT_MS} ms`);
+      } else result.ms.push(ms);
     }
     shown.push(result);
   }
