@@ -3,6 +3,7 @@ import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
 import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
 import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
 import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
+import { every } from '../worker/follow/types.js';
 import {
   FakeClock,
   FakeRpc,
@@ -48,6 +49,32 @@ describe('a refused silence probe', () => {
     expect(rpc.count('getSignaturesForAddress')).toBe(calls + 1);
     expect(f.follower.healthy).toBe(true);
     expect(f.statuses.at(-1)?.healthyUntil).toBeGreaterThan(f.clock.now());
+    await f.follower.close();
+  });
+});
+
+describe('a spent budget', () => {
+  it('stops vouching for entries whose re-read it cannot pay for', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    let state: 'normal' | 'exhausted' = 'normal';
+    let owed = 0;
+    const f = fakeFollower({ rpc, deps: { budget: { state: () => state }, owed: () => owed } });
+    await f.open();
+    await f.clock.advance(2_500);
+    expect(f.follower.healthy).toBe(true);
+    const epoch = f.statuses.at(-1)?.epoch ?? Infinity;
+    // A re-read is owed while the budget is normal: it will be made, the epoch stays.
+    owed = 1;
+    await f.clock.advance(1_000);
+    expect(f.statuses.at(-1)?.epoch).toBe(epoch);
+    // The budget is spent: the re-read will be refused, so the entries it would correct (and,
+    // not knowing which, all fetched before now) are no longer vouched for.
+    state = 'exhausted';
+    await f.clock.advance(1_000);
+    const spent = f.statuses.at(-1)?.epoch ?? 0;
+    expect(spent).toBeGreaterThan(epoch);
+    expect(spent).toBeGreaterThanOrEqual(f.clock.now() - 1_000);
     await f.follower.close();
   });
 });
@@ -179,5 +206,37 @@ describe('reads for Deletes', () => {
     expect(store.calls.filter((c) => c.startsWith('parentsOfMembers'))).toEqual([
       'parentsOfMembers 60',
     ]);
+  });
+});
+
+describe('the one scheduler', () => {
+  it('runs every beat on the clock, never two runs at once, and stops when told', async () => {
+    const clock = new FakeClock();
+    let runs = 0;
+    let release = () => {};
+    const errors: unknown[] = [];
+    const stop = every(
+      clock,
+      1_000,
+      () => {
+        runs++;
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+      (err) => errors.push(err),
+    );
+    await clock.advance(1_000);
+    expect(runs).toBe(1);
+    // The run is still under way: the next beats are skipped, not piled up.
+    await clock.advance(3_000);
+    expect(runs).toBe(1);
+    release();
+    await clock.advance(1_000);
+    expect(runs).toBe(2);
+    stop();
+    release();
+    await clock.advance(5_000);
+    expect(runs).toBe(2);
+    expect(clock.pending).toBe(0);
+    expect(errors).toEqual([]);
   });
 });

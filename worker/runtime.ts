@@ -15,7 +15,7 @@ import {
 import type { RedisAccess, RedisClient, RedisErrorLog } from '../src/core/redis.js';
 import { RpcClient } from './rpc/client.js';
 import { CreditMeter } from './rpc/credits.js';
-import { CreditBudget } from '../src/core/rpc/budget.js';
+import { CreditBudget, creditSharesOf } from '../src/core/rpc/budget.js';
 import { EndpointSelector } from '../src/core/rpc/endpoint.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
@@ -49,11 +49,13 @@ import {
 import { createRefreshWorker } from './refresh-worker.js';
 import {
   RegistryIndex,
+  REGISTRY_EVENTS,
   REGISTRY_SERVING_VALUE,
   registryServing,
 } from '../src/core/cache/registry-index.js';
 import { readFollowStatus } from '../src/core/cache/follow-status.js';
 import { RegistryFeed } from './registry/feed.js';
+import { AUDIT_EVERY_MS, auditRound } from './registry/audit.js';
 import {
   createRegistryBuildQueue,
   createRegistryBuildWorker,
@@ -168,6 +170,7 @@ async function openWorker(
     redis: command,
     prefix: config.QUEUE_PREFIX,
     creditsPerDay: config.RPC_CREDITS_PER_DAY,
+    shares: creditSharesOf(config),
     freshMs: config.CACHE_FRESH_MS,
     metrics,
   });
@@ -327,7 +330,13 @@ async function openWorker(
         concurrency: config.WORKER_CONCURRENCY,
         maxPerSecond: config.RPC_MAX_PER_SECOND,
       },
-      { ...processorDeps, lane: defaultLane, slots },
+      {
+        ...processorDeps,
+        lane: defaultLane,
+        slots,
+        // With a budget, a parent's existence is checked (1 credit) before its scan (10).
+        checkParents: config.RPC_CREDITS_PER_DAY !== undefined,
+      },
     ),
     createRefreshWorker(
       workerConnection,
@@ -366,6 +375,20 @@ async function openWorker(
             index,
             rpc: followRpc,
             logger,
+            // The API's live updates of those parents read them again.
+            changed: (parentIds) => {
+              for (const parent of parentIds) {
+                void publishChange(
+                  command,
+                  config.QUEUE_PREFIX,
+                  { endpointId: REGISTRY_EVENTS, parent, ok: true },
+                  (err, attempt, final) => {
+                    if (final)
+                      logger.warn({ err: String(err), attempt }, 'registry: an event was lost');
+                  },
+                );
+              }
+            },
             lost: (why) => {
               logger.warn({ why }, 'registry: the stream lost facts; the index is behind');
               void index.markBehind().catch(() => undefined);
@@ -387,21 +410,40 @@ async function openWorker(
               (err) => kit.reportError(err, 'registry build worker'),
             ),
           );
-          return { index, feed, buildQueue };
+          return { index, feed, buildQueue, endpoint: defaultEndpoint, rpc: followRpc };
         })()
       : undefined;
   kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
+  // Whether this worker owns the follow stream (set once the follower exists): it alone audits.
+  let streamOwner = () => false;
   if (registry) {
     let supervising: Promise<void> | undefined;
+    let auditedAt = Date.now();
     const supervise = () => {
       supervising ??= readFollowStatus(command, config.QUEUE_PREFIX)
         .then(async (status) => {
           await superviseBuild(registry.index, registry.buildQueue, { status, logger });
           const state = await registry.index.state();
-          metrics.registryState.set(
-            REGISTRY_SERVING_VALUE[registryServing(state, status, Date.now())],
-          );
+          const serving = registryServing(state, status, Date.now());
+          metrics.registryState.set(REGISTRY_SERVING_VALUE[serving]);
           metrics.registryShardsDone.set(state.done);
+          // The audit: proactive spend, by the stream's owner, while the index serves.
+          if (
+            serving === 'serving' &&
+            streamOwner() &&
+            budget.state() === 'normal' &&
+            Date.now() - auditedAt >= AUDIT_EVERY_MS
+          ) {
+            auditedAt = Date.now();
+            await auditRound({
+              index: registry.index,
+              rpc: registry.rpc,
+              lane: defaultLane,
+              endpoint: registry.endpoint,
+              metrics,
+              logger,
+            });
+          }
         })
         .catch((err: unknown) => logger.warn({ err: String(err) }, 'registry: supervision'))
         .finally(() => (supervising = undefined));
@@ -420,7 +462,6 @@ async function openWorker(
         'worker hot-parent scan schedule',
         watchHotParentScans({
           queue: hotParentScans,
-          refreshQueue: queue,
           freshMs,
           onMissing: () =>
             logger.warn(
@@ -537,6 +578,7 @@ async function openWorker(
             logger,
             budget,
             reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
+            owed: () => rereads?.size ?? 0,
             changed: (parent) =>
               void publishChange(
                 command,
@@ -587,6 +629,7 @@ async function openWorker(
         )
       : undefined;
   follower?.start();
+  if (follower) streamOwner = () => follower.owner;
 
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });

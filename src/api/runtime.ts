@@ -25,7 +25,7 @@ import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
-import { CreditBudget } from '../core/rpc/budget.js';
+import { CreditBudget, creditSharesOf } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
@@ -201,6 +201,7 @@ async function openApi(
       redis: command,
       prefix: config.QUEUE_PREFIX,
       creditsPerDay: config.RPC_CREDITS_PER_DAY,
+      shares: creditSharesOf(config),
       freshMs: config.CACHE_FRESH_MS,
       metrics,
     }),
@@ -221,6 +222,7 @@ async function openApi(
     listener,
     hotParents,
     touch: defaultId === undefined ? undefined : (parent) => touches.used(defaultId, parent),
+    ...(registry ? { registry } : {}),
     maxPerClient: config.SSE_MAX_PER_CLIENT,
     maxStreams: config.SSE_MAX_STREAMS,
     heartbeatMs: opts.sseHeartbeatMs,
