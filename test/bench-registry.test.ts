@@ -12,7 +12,20 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const TINY = [
   ...['--top-level', '300', '--subdomains', '120', '--parents', '80', '--largest', '10'],
   ...['--records', '20', '--v1-records', '10', '--orphans', '5'],
-  ...['--changes', '6', '--asked', '20', '--watch', '1', '--lag', '200', '--write', 'no'],
+  ...[
+    '--changes',
+    '6',
+    '--asked',
+    '20',
+    '--watch',
+    '1',
+    '--lag',
+    '200',
+    '--write',
+    'no',
+    '--give-up',
+    '3',
+  ],
 ];
 
 type Run = { code: number; stdout: string; stderr: string };
