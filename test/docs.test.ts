@@ -15,7 +15,7 @@ import { parse as parseYaml } from 'yaml';
 import { MAX_BATCH_RECORDS } from '../src/api/http/routes/record-key.js';
 import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { HEARTBEAT_MS } from '../src/api/subdomains/live-updates.js';
-import { configSchema } from '../src/core/config.js';
+import { configSchema, loadConfig } from '../src/core/config.js';
 import { MAX_ECHO_CHARS } from '../src/core/errors.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { DEFAULT_HOST_CHECK_LIMITS } from '../src/core/rpc/endpoint.js';
@@ -208,6 +208,13 @@ describe('the numbers in prose', () => {
     expect(Number(stated!.replaceAll(',', ''))).toBe(value);
   });
 
+  it("the README's first screen names the ports the configuration defaults to", () => {
+    const defaults = loadConfig({});
+    const line = /^npm ci && npm run demo .*$/m.exec(read('README.md'))?.[0] ?? '';
+    expect(line).toContain(`the API on :${defaults.PORT},`);
+    expect(line).toContain(`the worker's metrics on :${defaults.WORKER_METRICS_PORT},`);
+  });
+
   it('docs/observability.md states the scrape interval prometheus.yml has', () => {
     const config = parseYaml(read('prometheus/prometheus.yml')) as {
       global: { scrape_interval: string };
@@ -253,7 +260,10 @@ describe('the routes', () => {
 describe('the history the documents tell', () => {
   it('is dated by commits and releases, not by who worked when', () => {
     for (const doc of [...DOCUMENTS, 'BENCHMARKS.md']) {
-      expect(read(doc), doc).not.toMatch(/\bsessions?\b|\bthis branch\b/i);
+      // A socket's session (worker/follow/session.ts) is a thing of the code, not of history.
+      expect(read(doc), doc).not.toMatch(
+        /\bsession[ -]\d|\bsession's start\b|\b(this|that|all|in some) sessions?\b|\bthis branch\b/i,
+      );
     }
   });
 });

@@ -69,6 +69,9 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
   afterAll(() => gw.close());
 
   it('answers every parent, never asked before, from the index: as findSubdomains, with no RPC call', async () => {
+    // Built with getProgramAccountsV2 pages (the simulator offers them), a piece per shard.
+    expect((await index.state()).status).toBe('complete');
+    expect(gw.sim.callCount('getProgramAccountsV2')).toBeGreaterThanOrEqual(SHARDS.length);
     gw.sim.resetCalls();
     for (const parent of ['alpha', 'beta', 'gamma', 'delta', 'lonely']) {
       const got = await labels(gw, parent);
@@ -237,7 +240,13 @@ describe('the registry index while it is built', () => {
   beforeAll(async () => {
     // HTTP reads a second behind the websocket: a piece reads an older slot than the stream
     // has already delivered, the case stitching is for.
-    sim = await startRpcSimulator({ chain: registryChain(), httpLagMs: 1_000 });
+    // And a provider without getProgramAccountsV2 (-32601, as most answer): pieces fall back to
+    // getProgramAccounts (the other suites' simulator pages with V2).
+    sim = await startRpcSimulator({
+      chain: registryChain(),
+      httpLagMs: 1_000,
+      refusedMethods: ['getProgramAccountsV2'],
+    });
     // Slow scans, so the build is caught half done.
     sim.setFaults([{ kind: 'delay', ms: 60, method: 'getProgramAccounts' }]);
     gw = await startGateway({ sim, env: REGISTRY });
@@ -284,6 +293,8 @@ describe('the registry index while it is built', () => {
           (c.method === 'getProgramAccounts' && JSON.stringify(c.params).includes('"offset":64')),
       ).length;
       expect(pieces).toBeLessThanOrEqual(2 * (SHARDS.length - before.done) + 1);
+      // Each piece asked for V2 once, was refused, and read with getProgramAccounts.
+      expect(sim.callCount('getProgramAccountsV2')).toBeGreaterThan(0);
 
       for (const parent of ['alpha', 'beta', 'gamma', 'delta']) {
         expect(await labels(gw, parent)).toEqual((await sdkSubdomains(sim.url, parent)).sort());
