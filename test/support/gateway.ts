@@ -86,6 +86,9 @@ export function testConfig(env: Record<string, string> = {}): Config {
     // Each test that follows the chain turns it on (test/freshness.test.ts); the others count
     // the RPC calls of clock-driven refreshes, and keep the behaviour of a provider without one.
     RPC_WS: 'off',
+    // The per-parent path, whose calls and queue most tests count; the registry index's tests
+    // (test/registry-index.test.ts) set `registry`, the default, themselves.
+    SUBDOMAIN_INDEX: 'parents',
     ...env,
   });
 }
