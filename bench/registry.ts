@@ -160,8 +160,9 @@ const TARGETS = {
   bytesPerSubdomain: 300,
   rssBytes: 300e6,
 };
-/** Helius's prices: `getProgramAccounts` 10 credits, every other call 1 (V2 is not listed apart). */
-const HELIUS_CREDITS = (method: string) => (method === 'getProgramAccounts' ? 10 : 1);
+/** Helius's prices: `getProgramAccounts` and each `getProgramAccountsV2` page 10, every other call 1. */
+const HELIUS_CREDITS = (method: string) =>
+  method === 'getProgramAccounts' || method === 'getProgramAccountsV2' ? 10 : 1;
 /** Requests of the never-asked parents at once, all from one address (the bench's). */
 const ASK_CONCURRENCY = 4;
 /** How long the index may take to serve, and a change to show, before the bench gives up. */
@@ -894,7 +895,7 @@ function report(
       `among them in the registry run, ${Math.round(ASKED * 0.3)} without, the rest made up), ` +
       `${ASK_CONCURRENCY} at a time from the bench's one address, each answer compared with the ` +
       "SDK's `findSubdomains` run against the simulator afterwards. Credits: Helius's prices " +
-      '(`getProgramAccounts` 10, every other call 1; `getProgramAccountsV2` is not priced apart).',
+      '(`getProgramAccounts` and each `getProgramAccountsV2` page 10, every other call 1).',
     '',
     targets,
     '',
