@@ -30,11 +30,10 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import { startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 const HOUR = 3_600_000;
 const MIDNIGHT = Date.UTC(2026, 10, 24);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe('the budget rule', () => {
   it('stretches from the even pace plus a fifth of the budget, at most 80%, and is exhausted at 100%', () => {
     expect(softThreshold(1000, MIDNIGHT)).toBeCloseTo(200);
@@ -77,7 +76,7 @@ describe('the budget view and the credit meter on Redis', () => {
         if (prop !== 'get') return Reflect.get(target, prop, receiver) as unknown;
         return async (key: string) => {
           reads++;
-          await sleep(30);
+          await elapse(30);
           return target.get(key);
         };
       },
@@ -192,15 +191,13 @@ describe('the budget view and the credit meter on Redis', () => {
       await expect(
         client(8).call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
       ).rejects.toThrow();
-      await sleep(50);
-      expect(await counter()).toBe(3);
+      await waitFor(async () => (await counter()) === 3, 2_000);
       // Sent, unanswered in time: the provider may well have served it.
       sim.setFaults([{ kind: 'hang' }]);
       await expect(
         client(1 << 20).call(endpoint, 'getSlot', [], { decode: thread.envelope<number>() }),
       ).rejects.toThrow();
-      await sleep(50);
-      expect(await counter()).toBe(6);
+      await waitFor(async () => (await counter()) === 6, 2_000);
       await credits.close();
     } finally {
       agents.destroy();
@@ -291,7 +288,7 @@ describe('the daily credit budget of a gateway', () => {
     );
     expect(override.status).toBe(200);
     await waitFor(async () => (await counter(first)) >= spent);
-    await sleep(400);
+    await elapse(400);
     expect(await counter(first)).toBeCloseTo(spent);
     expect((await defaultCredits(first)) + (await defaultCredits(second))).toBeCloseTo(spent);
     const overrideCredits = async (g: Gateway) =>
@@ -330,19 +327,23 @@ describe('the daily credit budget of a gateway', () => {
     await g.redis.set(counterKey(g), '850');
     const cold = await g.get('/subdomains/67679');
     expect(cold.headers.get('x-cache')).toBe('MISS');
-    const fetchedAt = Date.now();
+    // The windows count from when the scan began (its `fetchedAt`), not from the answer.
+    const head = await g.redis.get(
+      redisKeys(g.config.QUEUE_PREFIX).entryMeta(endpointId(g.sim.url), '67679'),
+    );
+    const fetchedAt = (JSON.parse(head ?? '{}') as { fetchedAt: number }).fetchedAt;
     expect(await metric(g, 'sns_rpc_budget_state')).toBe(1);
     g.sim.resetCalls();
     // Stale, but within four fresh windows: served stale, no refresh.
-    await sleep(1_200);
+    await elapse(1_200);
     while (Date.now() - fetchedAt < BUDGET_STRETCH_FACTOR * 1000 - 600) {
       expect((await g.get('/subdomains/67679')).headers.get('x-cache')).toBe('STALE');
-      await sleep(100);
+      await elapse(100);
     }
-    await sleep(300);
+    await elapse(300);
     expect(g.sim.callCount('getProgramAccounts')).toBe(0);
     // Past them: the stale hit refreshes it.
-    await sleep(600);
+    await elapse(600);
     await waitFor(async () => {
       await g.get('/subdomains/67679');
       return g.sim.callCount('getProgramAccounts') === 1;
@@ -362,7 +363,7 @@ describe('the daily credit budget of a gateway', () => {
     expect((await g.get('/subdomains/bonfida')).status).toBe(200);
     await g.redis.set(counterKey(g), '1000');
     // The API reads the counter at most every second.
-    await sleep(1_100);
+    await elapse(1_100);
     g.sim.resetCalls();
     await waitFor(async () => (await g.get('/subdomains/67679')).status === 503, 3_000);
     const refused = await g.get('/subdomains/67679');
@@ -377,7 +378,7 @@ describe('the daily credit budget of a gateway', () => {
     const cached = await g.get('/subdomains/bonfida');
     expect(cached.status).toBe(200);
     expect(cached.headers.get('x-cache')).toBe('STALE');
-    await sleep(500);
+    await elapse(500);
     expect(g.sim.callCount()).toBe(0);
     expect(await metric(g, 'sns_rpc_budget_state')).toBe(2);
     expect(await metric(g, 'sns_rpc_budget_spent_credits')).toBe(1000);
@@ -401,7 +402,7 @@ describe('the daily credit budget of a gateway', () => {
     // Two scans fit in 25 credits; the third would take the day to 30.
     expect(statuses.slice(0, 2)).toEqual([200, 200]);
     expect(statuses.slice(2)).toEqual([503, 503, 503]);
-    await sleep(1_000);
+    await elapse(1_000);
     const calls = g.sim.callCount('getProgramAccounts');
     expect(calls).toBe(2);
     expect(10 * calls + (g.sim.callCount() - calls)).toBeLessThanOrEqual(25);

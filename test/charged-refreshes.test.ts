@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { clientKeyOf } from '../src/api/http/subdomain-answers.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { elapse } from './support/wait.js';
 
 /**
  * Every RPC credit spent for a request is charged to a client (docs/design.md, "Admission" and
@@ -29,8 +30,6 @@ async function ask(
   const cache = res.headers['x-cache'];
   return { status: res.statusCode, cache: typeof cache === 'string' ? cache : undefined };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const FLOODER = '127.0.0.9';
 
@@ -61,10 +60,10 @@ describe('refreshes charged to the client that asks', () => {
     for (let i = 0; Date.now() - started < floodMs; i++) {
       const parent = parents[i % parents.length] as string;
       answers.get(parent)?.push(await ask(gw, `/subdomains/${parent}`, FLOODER));
-      await sleep(10);
+      await elapse(10);
     }
     // Whatever the flood queued has had time to run.
-    await sleep(2_000);
+    await elapse(2_000);
     const elapsed = Date.now() - started;
     const scans = gw.sim.callCount('getProgramAccounts');
     // The limit's windows begin at the address's first charge: the flood touched at most this
@@ -109,16 +108,16 @@ describe('refreshes charged to the client that asks', () => {
       cache: 'MISS',
     });
     expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
-    await sleep(1_200);
+    await elapse(1_200);
     // Stale, and the client's one refresh of the window is spent: served, not refreshed.
     for (let i = 0; i < 5; i++) {
       expect(await ask(gw, `/subdomains/${parent}`, '127.0.0.2')).toEqual({
         status: 200,
         cache: 'STALE',
       });
-      await sleep(300);
+      await elapse(300);
     }
-    await sleep(1_000);
+    await elapse(1_000);
     expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
     // Another client's stale hit starts the refresh, charged to it.
     expect(await ask(gw, `/subdomains/${parent}`, '127.0.0.3')).toEqual({
@@ -152,7 +151,7 @@ describe('refreshes charged to the client that asks', () => {
         for (const address of ['127.0.0.2', '127.0.0.3']) {
           expect((await ask(g, `/subdomains/${parent}`, address)).status).toBe(200);
         }
-        await sleep(500);
+        await elapse(500);
       }
     })();
     try {
@@ -167,7 +166,7 @@ describe('refreshes charged to the client that asks', () => {
           samples++;
           if ((await g.redis.exists(lease)) === 0) leaseLost++;
         }
-        await sleep(5);
+        await elapse(5);
       }
       expect(samples).toBeGreaterThan(20);
       expect(leaseLost).toBe(0);
@@ -183,7 +182,7 @@ describe('refreshes charged to the client that asks', () => {
           remoteAddress: '127.0.0.2',
         });
         shown = (res.json<{ result: string[] }>().result ?? []).includes('duringflood');
-        await sleep(100);
+        await elapse(100);
       }
       expect(shown).toBe(true);
     } finally {
@@ -265,7 +264,7 @@ describe('refreshes charged to the client that asks', () => {
     // Each asks for the other's parents too: every parent has two clients, so it is hot.
     while (Date.now() - started < 8_000) {
       for (const p of parents) for (const c of clients) await ask(g, `/subdomains/${p}`, c);
-      await sleep(250);
+      await elapse(250);
     }
     const elapsed = Date.now() - started;
     // Charged: both limits. Uncharged: at most HOT_KEYS_TOP_N parents per window, each at most

@@ -4,6 +4,7 @@ import { startLocalCluster, type LocalCluster } from './support/redis-cluster.js
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
+import { untilStale } from './support/freshness.js';
 
 const available = hasBinary('redis-server') && hasBinary('redis-cli');
 if (!available) console.warn('cluster tests skipped: redis-server or redis-cli is not installed');
@@ -62,7 +63,7 @@ describe.skipIf(!available)('on a Redis Cluster', () => {
 
   it('serves stale while revalidating', async () => {
     await gw.get('/subdomains/67679');
-    await new Promise((r) => setTimeout(r, 1100));
+    await untilStale(gw, '67679');
     gw.sim.setFaults([{ kind: 'delay', ms: 300, times: 1 }]);
     expect((await gw.get('/subdomains/67679')).headers.get('x-cache')).toBe('STALE');
     await expect

@@ -18,6 +18,7 @@ import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway
 import { binary, hasBinary } from './support/programs.js';
 import { labelSets, scrape, type Exposition } from './support/prometheus.js';
 import { freePort } from './support/ports.js';
+import { untilStale } from './support/freshness.js';
 
 const root = new URL('..', import.meta.url);
 const readText = (path: string) => readFileSync(new URL(path, root), 'utf8');
@@ -128,7 +129,7 @@ async function traffic(gw: Gateway): Promise<void> {
   await gw.get('/record-key-v2/bonfida/SOL');
   await gw.get('/subdomains/a.b'); // 400
   // Past CACHE_FRESH_SECONDS=1: a stale hit, and its background refresh.
-  await new Promise((r) => setTimeout(r, 1_100));
+  await untilStale(gw, 'dashstale');
   await gw.get('/subdomains/dashstale');
   await waitFor(
     async () => (await gw.get('/subdomains/dashstale')).headers.get('x-cache') === 'HIT',

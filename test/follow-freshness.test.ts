@@ -3,6 +3,7 @@ import { writeFollowStatus } from '../src/core/cache/follow-status.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { elapse } from './support/wait.js';
 
 /**
  * The API's freshness rule with the chain followed (docs/design.md, "Freshness"): an entry older
@@ -101,7 +102,7 @@ describe('freshness while the chain is followed', () => {
       healthyUntil: Date.now() + 120_000,
       mode: 'parents',
     });
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await elapse(600);
     const res = await gw.get('/subdomains/hotonly');
     expect(res.headers.get('x-cache')).toBe('STALE');
     expect(Number(res.headers.get('age'))).toBeGreaterThanOrEqual(

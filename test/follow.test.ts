@@ -5,6 +5,7 @@ import { endpointId } from '../src/core/rpc/endpoint.js';
 import { labels, metric, PARENT } from './support/freshness.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { inDatabase } from './support/shared-redis.js';
+import { elapse } from './support/wait.js';
 
 /**
  * Every cached parent follows the chain (docs/design.md, "Freshness"), end to end against the
@@ -19,8 +20,6 @@ afterEach(async () => {
   await gw?.close();
   gw = undefined;
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Following the whole program; one client never makes a parent hot (two are needed). */
 const LONG_TAIL = {
@@ -38,8 +37,8 @@ async function askedOnce(g: Gateway, parent = PARENT): Promise<void> {
   await waitFor(async () => (await metric(g, 'sns_follow_healthy')) === 1, 15_000);
   const first = await g.get(`/subdomains/${parent}`);
   expect(first.headers.get('x-cache')).toBe('MISS');
-  // The worker reads the registry's recent writes every second.
-  await sleep(1_500);
+  // The worker reads the registry's recent writes every second, and follows what it finds there.
+  await waitFor(async () => (await metric(g, 'sns_watched_parents')) >= 1, 10_000);
 }
 
 /** How long `check` takes to hold, polling; throws past `ms`. */
@@ -104,7 +103,7 @@ describe('every cached parent follows the chain', () => {
     await waitFor(() => sim.wsStats().connections === 0);
     sim.chain.addSubdomain(PARENT, 'meanwhile');
     sim.chain.deleteSubdomain(PARENT, 'hollaaa');
-    await sleep(300);
+    await elapse(300);
     sim.setWebsocketAvailable(true);
     const took = await within(7_000, async () => {
       const now = await labels(g);
@@ -129,7 +128,7 @@ describe('every cached parent follows the chain', () => {
     sim.resetCalls();
     const bytes = await metric(g, 'sns_ws_received_bytes_total');
     sim.setBackgroundWrites(50);
-    await sleep(3_000);
+    await waitFor(() => sim.backgroundWrites > 50, 10_000);
     sim.setBackgroundWrites(0);
     expect(sim.backgroundWrites).toBeGreaterThan(50);
     expect(await metric(g, 'sns_ws_received_bytes_total')).toBeGreaterThan(bytes);

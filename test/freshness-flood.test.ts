@@ -12,6 +12,7 @@ import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js'
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
 import { programNotificationText, startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 /**
  * A provider that floods one watched parent with notifications (docs/design.md, "Freshness"):
@@ -57,7 +58,7 @@ async function untilIdle(pid: number, timeoutMs: number): Promise<{ ms: number; 
   const samples: number[] = [cpuMsOf(pid)];
   let peak = memoryOf(pid).peak;
   for (;;) {
-    await new Promise((r) => setTimeout(r, 250));
+    await elapse(250);
     samples.push(cpuMsOf(pid));
     peak = Math.max(peak, memoryOf(pid).peak);
     const last = samples.length - 1;

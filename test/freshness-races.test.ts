@@ -6,6 +6,7 @@ import { REVERSE_LOOKUP_CLASS } from '../src/core/sns/pda.js';
 import { FOLLOW, keepAsking, labels, PARENT, watched } from './support/freshness.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { encodeNameAccount, encodeReverseData } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 const REVERSE_LOOKUP_CLASS_KEY = new PublicKey(REVERSE_LOOKUP_CLASS);
 
@@ -21,7 +22,6 @@ afterEach(async () => {
   gw = undefined;
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LONG = 'a-label-longer-than-the-inline-slice-of-thirty-bytes';
 /** Short windows: existence checks every half second. */
 const QUICK = { ...FOLLOW, CACHE_FRESH_SECONDS: '3' };
@@ -52,10 +52,10 @@ describe('freshness under races', () => {
     const accepted = sim.wsStats().accepted;
     sim.dropSockets(); // the reconnect's re-read is the scan in flight
     await waitFor(() => sim.wsStats().accepted > accepted && sim.wsStats().subscriptions >= 1);
-    await sleep(400);
+    await elapse(400);
     const long = LONG;
     sim.chain.addSubdomain(PARENT, long); // unproven: re-read at its slot... deduplicated
-    await sleep(2_500);
+    await elapse(2_500);
     sim.setFaults([]);
     sim.setHttpLagMs(0);
     // Two windows on a quiet machine; the bound allows for a loaded one (CI under a full run).
@@ -70,7 +70,7 @@ describe('freshness under races', () => {
     sim.setHttpLagMs(1_500);
     const long = LONG;
     sim.chain.addSubdomain(PARENT, long); // unproven: re-read at slot M
-    await sleep(1_200);
+    await elapse(1_200);
     sim.chain.addSubdomain(PARENT, 'short'); // patched at slot N > M
     await waitFor(async () => (await labels(gw as Gateway)).includes('short'));
     await keepAsking(gw, 3_000);

@@ -18,6 +18,7 @@ import {
   type RpcSimulator,
 } from '../tools/rpc-sim/index.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
+import { elapse } from './support/wait.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,
@@ -132,7 +133,7 @@ describe('slots from the websocket', () => {
       const res = await gw.get(`/subdomains/${PARENT}`);
       expect(res.status).toBe(200);
       expect(await gw.redis.get(entryKey(gw))).not.toMatch(/Infinity|e\+|null,"rev"/);
-      await new Promise((r) => setTimeout(r, 100));
+      await elapse(100);
     }
     expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'refused' })).toBe(1);
   });
@@ -146,7 +147,7 @@ describe('slots from the websocket', () => {
     const outcome = (name: string) =>
       metric(gw as Gateway, 'sns_ws_notifications_total', { outcome: name });
     await waitFor(async () => (await outcome('refused')) >= slots.length);
-    await new Promise((r) => setTimeout(r, 500));
+    await elapse(500);
     expect(await outcome('refused')).toBe(slots.length);
     expect(await outcome('patched')).toBe(0);
     expect(gw.logs.filter((line) => line.includes('notification refused')).length).toBe(1);
@@ -231,13 +232,15 @@ describe('slots from the HTTP side', () => {
       const storedSlot = async () =>
         (JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number | null }).slot ?? 0;
       const refused = () => g.logs.filter((line) => line.includes('scan reply slot past')).length;
-      /** Asks for the entry once it is stale, and waits for the scan that causes. */
+      /** Asks for the entry once it is stale, and waits for the refresh job that causes to end. */
       const rescan = async () => {
-        await new Promise((r) => setTimeout(r, 1_100));
+        await elapse(1_100); // past CACHE_FRESH_SECONDS: the next ask finds the entry stale
+        const jobs = () => metric(g, 'sns_refresh_jobs_total');
+        const ended = await jobs();
         const calls = g.sim.callCount('getProgramAccounts');
         await g.get('/subdomains/demo');
         await waitFor(() => g.sim.callCount('getProgramAccounts') > calls, 5_000);
-        await new Promise((r) => setTimeout(r, 300));
+        await waitFor(async () => (await jobs()) > ended, 5_000);
       };
       expect((await g.get('/subdomains/demo')).status).toBe(200);
       // A second honest scan anchors the clock (two replies agree), or the bumped one comes

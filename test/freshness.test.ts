@@ -10,6 +10,7 @@ import { endpointId } from '../src/core/rpc/endpoint.js';
 import { createLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { Registry } from 'prom-client';
+import { elapse } from './support/wait.js';
 
 /**
  * Change-driven freshness (docs/design.md, "Freshness") against the real worker, Redis and the
@@ -139,7 +140,7 @@ describe('change-driven freshness', () => {
     while (Date.now() < until) {
       const res = await gw.get(`/subdomains/${PARENT}`);
       expect(res.headers.get('x-cache')).toBe('HIT');
-      await new Promise((r) => setTimeout(r, 100));
+      await elapse(100);
     }
     expect(sim.callCount('getProgramAccounts')).toBe(0);
     const spent = (await metric(gw, 'sns_rpc_credits_total')) - before;
@@ -232,7 +233,7 @@ describe('several workers', () => {
       { serveMetrics: false },
     );
     cleanups.push(() => second.close());
-    await new Promise((r) => setTimeout(r, 2_000));
+    await elapse(2_000);
     expect(sim.wsStats().subscriptions).toBe(2);
     expect(sim.wsStats().connections).toBe(1);
 

@@ -13,6 +13,7 @@ import { spawnMain, type MainProcess } from './support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc, type HostileRpc } from './support/hostile-rpc.js';
 import { freePort } from './support/ports.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 const MiB = 1024 * 1024;
 const SHUTDOWN_TIMEOUT_MS = 5_000;
@@ -68,7 +69,7 @@ describe('a hostile ?rpc= server', () => {
       const reply = await getJson(base, '/healthz', { signal: AbortSignal.timeout(5_000) });
       expect(reply.status).toBe(200);
       worst = Math.max(worst, performance.now() - started);
-      await new Promise((r) => setTimeout(r, 50));
+      await elapse(50);
     }
     return worst;
   }
@@ -93,7 +94,7 @@ describe('a hostile ?rpc= server', () => {
           }),
         ),
       );
-      await new Promise((r) => setTimeout(r, 150)); // the attack is under way
+      await elapse(150); // the attack is under way
       const during = (async () => [await defaultColdMiss(), await defaultColdMiss()])();
       const worstProbe = await probeWhile(Promise.all([hostileRequests, during]));
       for (const miss of await during) {
@@ -121,7 +122,7 @@ describe('a hostile ?rpc= server', () => {
     const pending = Array.from({ length: 4 }, (_, i) =>
       getJson(base, `/subdomains/last${i}?rpc=${rpc}`).catch(() => undefined),
     );
-    await new Promise((r) => setTimeout(r, 300));
+    await elapse(300);
     const started = performance.now();
     const exit = await gateway.kill('SIGTERM');
     const took = performance.now() - started;

@@ -13,6 +13,7 @@ import {
 import { runHotParentScan } from '../worker/hot-parent-scan.js';
 import { writeFollowStatus } from '../src/core/cache/follow-status.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
+import { elapse } from './support/wait.js';
 
 describe('hot parents refreshed ahead of expiry', () => {
   let gw: Gateway;
@@ -38,7 +39,7 @@ describe('hot parents refreshed ahead of expiry', () => {
       const res = await gw.get('/subdomains/demo');
       expect(res.status).toBe(200);
       states.push(res.headers.get('x-cache') ?? '?');
-      await new Promise((r) => setTimeout(r, 150));
+      await elapse(150);
     }
     expect(states.length).toBeGreaterThan(30);
     expect(states.filter((s) => s !== 'HIT')).toEqual([]);

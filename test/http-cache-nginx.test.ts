@@ -17,6 +17,7 @@ import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 import { findBinary } from './support/programs.js';
+import { until } from './support/wait.js';
 
 /** nginx from the PATH, or where Debian puts it (`/usr/sbin` is not on every user's PATH). */
 function findNginx(): { bin?: string; why?: string } {
@@ -224,12 +225,15 @@ describe.skipIf(!nginx.bin)('nginx as an HTTP cache in front of the gateway', ()
 
   /** Asks until nginx no longer answers from a fresh entry (max-age passed); that answer. */
   async function untilExpired(url: string): Promise<Answer> {
-    for (const deadline = Date.now() + 8_000; Date.now() < deadline;) {
-      const res = await get(url);
-      if (res.headers.get('x-proxy-cache') !== 'HIT') return res;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    throw new Error(`${url} stayed a HIT for 8 s with max-age=1`);
+    return until(
+      async () => {
+        const res = await get(url);
+        return res.headers.get('x-proxy-cache') !== 'HIT' ? res : undefined;
+      },
+      `${url} no longer a HIT with max-age=1`,
+      8_000,
+      200,
+    );
   }
 
   const SUBDOMAINS = '/subdomains/:parent';

@@ -110,7 +110,7 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
     );
   });
 
-  it('lists every route in the README', async () => {
+  it('lists every route in the README, and every status in docs/api.md', async () => {
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
     const table = readme.slice(readme.indexOf('## Routes'));
     const rows = table.slice(0, table.indexOf('\n#')).split('\n');
@@ -131,7 +131,13 @@ describe('OpenAPI, docs, the page, CORS and derivation caching', () => {
         route,
       ).toBe(true);
     }
-    const statuses = readme.slice(readme.indexOf('| status |')).split('\n\n')[0] ?? '';
+    // And none that does not exist (a query string or `[?rpc=URL]` after the path is not a route).
+    for (const row of rows.filter((r) => r.startsWith('| `GET '))) {
+      const listed = /^\| `GET ([^`[?]+)/.exec(row)?.[1] ?? '';
+      expect(routes, row).toContain(listed);
+    }
+    const api = readFileSync(new URL('../docs/api.md', import.meta.url), 'utf8');
+    const statuses = api.slice(api.indexOf('| status |')).split('\n\n')[0] ?? '';
     for (const status of [200, 304, 400, 404, 429, 500, 502, 503]) {
       expect(statuses, String(status)).toMatch(new RegExp(`^\\| ${status} `, 'm'));
     }

@@ -146,10 +146,13 @@ describe('what the repository cites', () => {
   const texts = (): string[] => {
     const under = (dir: string) =>
       readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
-        .filter((f) => /\.(ts|mjs|sh|md)$/.test(f))
+        .filter((f) => /\.(ts|mjs|sh|md|lua)$/.test(f))
         .map((f) => join(dir, f).split('\\').join('/'));
     const top = readdirSync(ROOT).filter((f) => /\.(ts|md)$/.test(f));
-    return [...top, ...['src', 'test', 'bench', 'tools', 'scripts', 'docs'].flatMap(under)];
+    return [
+      ...top,
+      ...['src', 'worker', 'test', 'bench', 'tools', 'scripts', 'docs'].flatMap(under),
+    ];
   };
   // An issue or pull request by its number (a hash and digits, `issue` and digits, with or
   // without `owner/repo` before it) or a folder beside the repository (dot-dot, `shared`): a

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { Agent, get } from 'node:http';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
@@ -20,7 +19,7 @@ import {
   uniquePrefix,
   waitFor,
 } from './support/gateway.js';
-import { spawnMain, type MainProcess } from './support/main-process.js';
+import { runMain, spawnMain, type MainProcess } from './support/main-process.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 
@@ -169,15 +168,9 @@ describe('the entry file', () => {
   });
 
   it('refuses to start on a bad variable, naming it', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
-      env: { ...process.env, PORT: 'not-a-port' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let err = '';
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { code, output } = await runMain({ PORT: 'not-a-port' });
     expect(code).toBe(2);
-    expect(err).toContain('PORT:');
+    expect(output).toContain('PORT:');
   });
 });
 

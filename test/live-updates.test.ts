@@ -18,6 +18,7 @@ import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import type { RefreshListener } from '../src/core/queue/refresh-events.js';
 import { endpointId, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { elapse } from './support/wait.js';
 
 /**
  * Live updates (`GET /subdomains/:parent/events`, docs/design.md, "Live updates") against the
@@ -317,7 +318,7 @@ describe('LiveUpdates', () => {
     await waitFor(() => slow.destroyed && fast.written.length >= 3, 2_000);
     expect(live.size).toBe(1);
     const written = slow.written.length;
-    await new Promise((r) => setTimeout(r, 100));
+    await elapse(100);
     expect(slow.written.length).toBe(written);
     live.close();
   });
@@ -331,7 +332,7 @@ describe('LiveUpdates', () => {
     refresh();
     refresh();
     await waitFor(() => sinks.every((s) => s.written.some((w) => w.includes('"c"'))), 2_000);
-    await new Promise((r) => setTimeout(r, 50));
+    await elapse(50);
     for (const s of sinks) {
       expect(s.written.filter((w) => w.startsWith('event:'))).toEqual([
         'event: subdomains\ndata: {"s":"ok","result":["a","b"]}\n\n',

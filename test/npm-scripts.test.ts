@@ -1,5 +1,6 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -8,7 +9,6 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +16,9 @@ import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { DEMO_PREFIX, GET_A_REDIS, shownUrl } from '../tools/demo/redis.js';
 import { deletePrefix, uniquePrefix, waitFor } from './support/gateway.js';
+import { alive, killGroup, listening, npmRun } from './support/npm-run.js';
 import { freePort } from './support/ports.js';
+import { inDatabase } from './support/shared-redis.js';
 import { hasBinary } from './support/programs.js';
 
 /**
@@ -27,60 +29,6 @@ import { hasBinary } from './support/programs.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const BUILD_IF_STALE = join(ROOT, 'scripts', 'build-if-stale.mjs');
-
-type Run = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
-
-/** Runs `npm run <script>` in its own process group, so that clean-up can reach everything. */
-function npmRun(script: string, env: Record<string, string>): Run {
-  const child = spawn('npm', ['run', script], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  const reap = () => killGroup(child);
-  process.once('exit', reap);
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => {
-      process.off('exit', reap);
-      resolve(code);
-    }),
-  );
-  return { child, output: () => out, exited };
-}
-
-/** SIGKILLs the whole process group of `npmRun`: what a shell left behind included. */
-function killGroup(child: ChildProcess): void {
-  try {
-    process.kill(-(child.pid as number), 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
-
-/** True when something accepts TCP connections on loopback `port`. */
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('npm start', () => {
   it('passes a SIGTERM sent to npm on to the gateway, which exits and frees its ports', async () => {
@@ -116,6 +64,14 @@ describe('npm start', () => {
       expect(spawnSync(process.execPath, [BUILD_IF_STALE, '--check'], { cwd: ROOT }).status).toBe(
         0,
       );
+      // The Lua scripts are beside the compiled modules that read them.
+      const lua = ['src', 'worker'].flatMap((dir) =>
+        readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+          .filter((f) => f.endsWith('.lua'))
+          .map((f) => join(dir, f)),
+      );
+      expect(lua).not.toEqual([]);
+      for (const file of lua) expect(existsSync(join(ROOT, 'dist', file)), file).toBe(true);
     } finally {
       killGroup(run.child);
       await deletePrefix(redis, prefix);
@@ -151,14 +107,16 @@ describe('scripts/build-if-stale.mjs', () => {
       utimesSync(join(dir, path), t, t);
     };
     try {
-      for (const sub of ['src/api/http', 'worker', 'dist'])
+      for (const sub of ['src/api/http', 'src/core/lua', 'worker', 'dist'])
         mkdirSync(join(dir, sub), { recursive: true });
       for (const file of [
         'main.ts',
         'src/api/http/app.ts',
+        'src/core/lua/touch-entry.lua',
         'worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
+        'package.json',
         'package-lock.json',
       ]) {
         writeFileSync(join(dir, file), '');
@@ -169,10 +127,14 @@ describe('scripts/build-if-stale.mjs', () => {
         'src/api',
         'src/api/http',
         'src/api/http/app.ts',
+        'src/core',
+        'src/core/lua',
+        'src/core/lua/touch-entry.lua',
         'worker',
         'worker/runtime.ts',
         'tsconfig.json',
         'tsconfig.build.json',
+        'package.json',
         'package-lock.json',
       ];
       const builtAfterAll = () => {
@@ -188,8 +150,10 @@ describe('scripts/build-if-stale.mjs', () => {
       for (const path of [
         'main.ts',
         'src/api/http/app.ts',
+        'src/core/lua/touch-entry.lua',
         'worker/runtime.ts',
         'tsconfig.build.json',
+        'package.json',
         'package-lock.json',
       ]) {
         builtAfterAll();
@@ -314,7 +278,8 @@ describe('npm run demo', () => {
 
   it('uses a Redis that answers, leaves none of its keys there, and stops on Ctrl-C', async () => {
     const [api, metrics, sim] = [await freePort(), await freePort(), await freePort()];
-    const redisUrl = inject('redisUrl');
+    // A database of its own: the demo's keys have one prefix, which it clears at start.
+    const redisUrl = inDatabase(inject('redisUrl'), 11);
     const run = npmRun('demo', {
       PORT: String(api),
       WORKER_METRICS_PORT: String(metrics),

@@ -1,21 +1,24 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { readdirSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
-import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { waitFor } from './support/gateway.js';
+import { killGroup, npmRun, type NpmRun } from './support/npm-run.js';
+import { freePort } from './support/ports.js';
+import { inDatabase } from './support/shared-redis.js';
 
 /**
- * The README's examples, run. Every fenced block tagged `sh example` is followed by one tagged
- * `text output`: what it prints. They run in the order of the file (the
- * walkthrough's changes to the chain show in later answers) against a gateway started as the
- * Quick start starts it, with the simulator's demo chain, and their output must be the block
+ * The documents' examples, run. Every fenced block tagged `sh example` is followed by one tagged
+ * `text output`: what it prints. They run in reading order (the README, then the documents of
+ * {@link DOCUMENTS}: the walkthrough's changes to the chain show in later answers) against
+ * `npm run demo`, as the README tells a new user to start it, and their output must be the block
  * after them, but for the volatile values named in {@link VOLATILE}.
  */
 
-const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+/** Where examples are, in the order a reader meets them. */
+const DOCUMENTS = ['README.md', 'docs/api.md'];
+
+const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 
 /** The placeholders an output block may hold for a value that changes between runs. */
 const VOLATILE: Readonly<Record<string, string>> = {
@@ -23,41 +26,28 @@ const VOLATILE: Readonly<Record<string, string>> = {
   '<seconds>': '\\d+',
 };
 
-/** Where the Quick start runs things (the simulator's default port, the API's). */
-const README_API = 'localhost:3000';
-const README_SIM = 'localhost:8899';
-const README_WORKER_METRICS = 'localhost:9101';
-const README_RPC_URL = 'http://127.0.0.1:8899';
+/** Where the demo runs things by default, as the examples name them. */
+const DEMO_API = 'localhost:3000';
+const DEMO_SIM = 'localhost:8899';
+const DEMO_WORKER_METRICS = 'localhost:9101';
 
-type Example = { line: number; commands: string[]; expected: string };
+type Example = { where: string; commands: string[]; expected: string };
 
-/** The example blocks and their outputs, in the order of the file. */
-function examples(readme: string): Example[] {
+/** The example blocks of `path` and their outputs, in the order of the file. */
+function examples(path: string): Example[] {
+  const text = read(path);
   const found: Example[] = [];
   const pair = /```sh example\n([^]*?)```\n\n```text output\n([^]*?)```/g;
-  for (const m of readme.matchAll(pair)) {
+  for (const m of text.matchAll(pair)) {
     const [, script = '', expected = ''] = m;
     const commands = script
       .replace(/\\\n\s*/g, '')
       .split('\n')
       .filter((l) => l.trim() !== '');
-    const line = readme.slice(0, m.index).split('\n').length;
-    found.push({ line, commands, expected: expected.replace(/\n$/, '') });
+    const line = text.slice(0, m.index).split('\n').length;
+    found.push({ where: `${path}:${line}`, commands, expected: expected.replace(/\n$/, '') });
   }
   return found;
-}
-
-/** The variables the Quick start's `npm start` line sets. */
-function startEnv(readme: string): Record<string, string> {
-  const quick = readme.slice(readme.indexOf('## Quick start'));
-  const line = /^((?:[A-Z_]+=\S+ )+)npm start\b/m.exec(quick)?.[1];
-  if (!line) throw new Error('README: no `VAR=value npm start` line in the Quick start');
-  return Object.fromEntries(
-    line
-      .trim()
-      .split(/\s+/)
-      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-  );
 }
 
 /** `expected` as a whole-text pattern: literal, but for the {@link VOLATILE} placeholders. */
@@ -71,68 +61,78 @@ function outputPattern(expected: string): RegExp {
 
 const run = promisify(execFile);
 
-describe('the README', () => {
-  it('tags its examples in pairs, the Quick start first', () => {
-    const tagged = README.split('```sh example').length - 1;
-    expect(tagged).toBeGreaterThan(5);
-    expect(examples(README)).toHaveLength(tagged);
-    expect(README.indexOf('## Quick start')).toBeLessThan(README.indexOf('## What it is for'));
-    expect(startEnv(README)).toEqual({ HOT_KEYS_MIN_CLIENTS: '1', RPC_URL: README_RPC_URL });
+describe('the documents', () => {
+  it('tag their examples in pairs, and every document with examples is run', () => {
+    const docs = ['README.md', ...readdirSync(new URL('../docs/', import.meta.url))]
+      .map((f) => (f === 'README.md' ? f : `docs/${f}`))
+      .filter((f) => f.endsWith('.md'));
+    for (const doc of docs) {
+      const tagged = read(doc).split('```sh example').length - 1;
+      expect(examples(doc), doc).toHaveLength(tagged);
+      if (tagged > 0) expect(DOCUMENTS, doc).toContain(doc);
+    }
+    expect(examples('README.md').length).toBeGreaterThan(4);
   });
 
-  it('keeps placeholders to the named ones', () => {
-    for (const { line, expected } of examples(README)) {
+  it('put the two commands on the first screen of the README', () => {
+    const firstScreen = read('README.md').split('\n').slice(0, 30).join('\n');
+    const block = /```sh\n([^]*?)```/.exec(firstScreen)?.[1] ?? '';
+    expect(block).toMatch(/^npm ci && npm run demo\b/m);
+    expect(block).toMatch(/^npm test\b/m);
+  });
+
+  it('keep placeholders to the named ones', () => {
+    for (const { where, expected } of DOCUMENTS.flatMap(examples)) {
       for (const placeholder of expected.match(/<[a-z -]+>/g) ?? []) {
-        expect(Object.keys(VOLATILE), `line ${line}`).toContain(placeholder);
+        expect(Object.keys(VOLATILE), where).toContain(placeholder);
       }
     }
   });
 });
 
-describe('the README examples, against the demo chain', () => {
-  let sim: RpcSimulator;
-  let gw: Gateway;
-  let workerMetrics: Server;
+describe('the examples, against npm run demo', () => {
+  let demo: NpmRun;
+  const ports = { api: 0, metrics: 0, sim: 0 };
   beforeAll(async () => {
-    sim = await startRpcSimulator({ chain: seedDemo() });
-    // The README's RPC_URL is the simulator's default address: here, this simulator's.
-    const env = { ...startEnv(README) };
-    delete env.RPC_URL;
-    // As `npm start` runs: the websocket on (the test default is off), derived from RPC_URL.
-    gw = await startGateway({
-      sim,
-      env: { ...env, RPC_URL: sim.url, RPC_WS: 'on', RPC_WS_URL: sim.wsUrl },
+    [ports.api, ports.metrics, ports.sim] = [await freePort(), await freePort(), await freePort()];
+    demo = npmRun('demo', {
+      PORT: String(ports.api),
+      WORKER_METRICS_PORT: String(ports.metrics),
+      RPC_SIM_PORT: String(ports.sim),
+      // A database of its own: the demo's keys have one prefix, which it clears at start.
+      REDIS_URL: inDatabase(inject('redisUrl'), 10),
     });
-    // The worker's metrics, as `npm start` serves them on WORKER_METRICS_PORT (the test harness
-    // does not: the worker and the API share this registry).
-    workerMetrics = createServer((_req, res) => {
-      void gw.metrics.registry.metrics().then((text) => res.end(text));
-    });
-    await new Promise<void>((resolve) => workerMetrics.listen(0, '127.0.0.1', resolve));
-  });
+    await waitFor(() => /Ctrl-C stops everything|demo: stopped/.test(demo.output()), 150_000);
+    expect(demo.output()).toContain('Ctrl-C stops everything');
+    // The simulator takes another port when the one after RPC_SIM_PORT is taken: read it back.
+    ports.sim = Number(/curl -s localhost:(\d+) -H/.exec(demo.output())?.[1]);
+  }, 180_000);
   afterAll(async () => {
-    await new Promise((resolve) => workerMetrics.close(resolve));
-    await gw.close();
-    await sim.close();
-  });
+    if (!demo) return;
+    demo.child.kill('SIGTERM');
+    const stopped = await Promise.race([
+      demo.exited,
+      new Promise<'late'>((resolve) => setTimeout(resolve, 40_000, 'late')),
+    ]);
+    killGroup(demo.child);
+    expect(stopped).toBe(0);
+  }, 60_000);
 
   const here = (command: string) =>
     command
-      .replaceAll(README_API, new URL(gw.baseUrl).host)
-      .replaceAll(README_SIM, new URL(sim.url).host)
-      .replaceAll(
-        README_WORKER_METRICS,
-        `127.0.0.1:${(workerMetrics.address() as AddressInfo).port}`,
-      );
+      .replaceAll(DEMO_API, `127.0.0.1:${ports.api}`)
+      .replaceAll(DEMO_SIM, `127.0.0.1:${ports.sim}`)
+      .replaceAll(DEMO_WORKER_METRICS, `127.0.0.1:${ports.metrics}`);
 
-  for (const example of examples(README)) {
-    it(`line ${example.line}: ${example.commands.at(-1) ?? ''}`, { timeout: 40_000 }, async () => {
+  for (const example of DOCUMENTS.flatMap(examples)) {
+    it(`${example.where}: ${example.commands.at(-1) ?? ''}`, { timeout: 40_000 }, async () => {
       const outputs: string[] = [];
       for (const command of example.commands) {
         const { stdout } = await run('bash', ['-o', 'pipefail', '-c', here(command)], {
           timeout: 30_000,
         });
-        const text = stdout.replaceAll('\r', '').replace(/\n$/, '');
+        // Trailing blank lines (an event stream's end of event) are not part of what is shown.
+        const text = stdout.replaceAll('\r', '').trimEnd();
         if (text !== '') outputs.push(text);
       }
       const actual = outputs.join('\n');

@@ -6,6 +6,7 @@ import { startWorker } from '../worker/runtime.js';
 import { startGateway, waitFor, type Gateway, type Reply } from './support/gateway.js';
 import { hasBinary } from './support/programs.js';
 import { startPrivateRedis, type PrivateRedis } from './support/private-redis.js';
+import { elapse } from './support/wait.js';
 
 /**
  * Redis faults (docs/design.md, "Shape": derivations need no Redis; the subdomain route fails fast
@@ -13,8 +14,6 @@ import { startPrivateRedis, type PrivateRedis } from './support/private-redis.js
  * worker. The shared test Redis is never touched. Any unhandled error or rejection in the gateway
  * would fail the vitest run: the test process is the gateway's process.
  */
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Sample = {
   kind: 'derive' | 'warm' | 'cold';
@@ -100,7 +99,7 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
         probe('cold', `/subdomains/cold-${tick}`);
       }, 40);
       try {
-        await sleep(400);
+        await elapse(400);
         const killedAt = Date.now();
         await server.stop();
         await waitFor(async () => (await gw.get('/readyz')).status === 503, 3_000);
@@ -108,12 +107,12 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
         expect(notReadyAt - killedAt).toBeLessThan(2_000);
         // Longer than the worker's blocking timeout (BullMQ: drainDelay 5 s + 1 s), after which
         // a BullMQ worker used to stay parked in "reconnecting" for good.
-        await sleep(7_000);
+        await elapse(7_000);
         const restartAt = Date.now();
         await server.start();
         await waitFor(async () => (await gw.get('/readyz')).status === 200, 15_000);
         const readyAgainAt = Date.now();
-        await sleep(400);
+        await elapse(400);
         clearInterval(trickle);
         await Promise.all(pending);
 
@@ -222,7 +221,7 @@ describe.skipIf(!available)('Redis killed and restarted under the API and the wo
       await inspect.call('CLIENT', 'PAUSE', '60000', 'WRITE');
       const sentAt = Date.now();
       const waiting = gw.get('/subdomains/demo', { signal: AbortSignal.timeout(25_000) });
-      await sleep(3_000);
+      await elapse(3_000);
       // ...when Redis dies. The request must still get its answer within the command bound.
       await server.stop();
       const reply = await waiting;

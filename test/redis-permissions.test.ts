@@ -4,7 +4,6 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
@@ -17,9 +16,10 @@ import { createLogger } from '../src/core/logger.js';
 import { databaseOf } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { deletePrefix, getJson, uniquePrefix, waitFor } from './support/gateway.js';
-import { spawnMain, type MainProcess } from './support/main-process.js';
+import { runMain, spawnMain, type MainProcess } from './support/main-process.js';
 import { freePort } from './support/ports.js';
 import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 /**
  * The Redis users the gateway really meets: managed Redis without `INFO` (`+@all -@dangerous`),
@@ -98,32 +98,6 @@ function documentedExampleRules(prefix: string): string[] {
 }
 
 const keysAndChannel = (prefix: string) => [`~${prefix}:*`, `&${prefix}:*`];
-
-/**
- * Runs the entry file to its exit (a start that fails), bounded by `timeoutMs`.
- *
- * @returns its exit code and everything it wrote.
- */
-async function runToExit(
-  env: Record<string, string>,
-  timeoutMs = 30_000,
-): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const reap = () => child.kill('SIGKILL');
-  process.once('exit', reap);
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const timer = setTimeout(reap, timeoutMs);
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  clearTimeout(timer);
-  process.off('exit', reap);
-  return { code, output };
-}
 
 describe('the list of Redis commands', () => {
   /** The commands a Lua text calls (`redis.call('X'` and BullMQ's `rcall("X"`). */
@@ -256,10 +230,10 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       await waitFor(async () => (await admin.exists(redisKeys(prefix).followLease)) === 1);
-      await sleep(2_500);
+      await elapse(2_500);
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/readyz')).status).toBe(200);
-      await sleep(1_000);
+      await elapse(1_000);
       expect((await child.kill('SIGTERM')).code).toBe(0);
       expect(child.output()).not.toContain('failed to start');
       expect(await aclLog(user.name)).toEqual([]);
@@ -279,7 +253,7 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
       ...keysAndChannel(prefix),
     ]);
     const started = Date.now();
-    const noScriptsRun = await runToExit({
+    const noScriptsRun = await runMain({
       ...env,
       REDIS_URL: noScripts.url,
       QUEUE_PREFIX: prefix,
@@ -296,7 +270,7 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
     expect(out).toContain('docs/operations.md, "Redis permissions"');
 
     const wrongKeys = await aclUser(['+@all', '-@dangerous', '~elsewhere:*', `&${prefix}:*`]);
-    const wrongKeysRun = await runToExit({
+    const wrongKeysRun = await runMain({
       ...env,
       REDIS_URL: wrongKeys.url,
       QUEUE_PREFIX: prefix,
@@ -336,7 +310,7 @@ describe.skipIf(!aclCheck)('a Redis user without INFO (+@all -@dangerous)', () =
       expect(child.output()).toContain('Redis refuses INFO');
       // Idle: no loop retrying a refused command (it took a whole core).
       const before = cpuSeconds(child.pid);
-      await sleep(2_000);
+      await elapse(2_000);
       expect(cpuSeconds(child.pid) - before).toBeLessThan(0.5);
       const signalled = Date.now();
       expect(await child.kill('SIGTERM')).toEqual({ code: 0, signal: null });
@@ -442,7 +416,7 @@ describe('secrets in the log', () => {
       await getJson(base, `/nowhere?x=1&RPC=https://h.example/${rpcSecret}`);
       // Reconnects fail with the AUTH error meanwhile; the subscription of refresh events often
       // fails with it too (and logs it), when it was queued before a failed AUTH.
-      await sleep(3_000);
+      await elapse(3_000);
       await child.kill('SIGTERM');
       const out = child.output();
       expect(out).toContain('WRONGPASS');

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { Redis } from 'ioredis';
@@ -13,6 +12,7 @@ import {
 import { uniquePrefix } from './support/gateway.js';
 import { spawnMain } from './support/main-process.js';
 import { freePort } from './support/ports.js';
+import { elapse } from './support/wait.js';
 
 /**
  * The process without a reachable Redis: one readable line about it (not several a second with
@@ -38,7 +38,7 @@ describe('the entry file without a reachable Redis', () => {
     const child = await spawnMain(await deadRedisEnv());
     try {
       const before = lines(child.output()).length;
-      await sleep(3_000);
+      await elapse(3_000);
       const out = child.output();
       // ioredis reports each of the six connections' reconnect attempts (every 2 s at most);
       // nothing of that may reach the log within 30 s of the first line.
@@ -102,7 +102,7 @@ describe('waitReady', () => {
     conn.on('error', () => undefined);
     const waiting = waitReady(conn as unknown as RedisClient, AbortSignal.timeout(5_000));
     conn.emit('error', new Error('connect ECONNREFUSED'));
-    await sleep(10);
+    await elapse(10);
     conn.status = 'ready';
     conn.emit('ready');
     await expect(waiting).resolves.toBeUndefined();

@@ -9,6 +9,7 @@ import {
 } from '../src/core/rpc/endpoint.js';
 import { startDnsServer, type DnsServer } from './support/dns-server.js';
 import { startGateway } from './support/gateway.js';
+import { elapse } from './support/wait.js';
 
 const PUBLIC = '93.184.216.34';
 
@@ -78,7 +79,7 @@ describe('the ?rpc= host check resolves with c-ares, bounded', () => {
     const pending = Array.from({ length: 16 }, (_, i) =>
       timed(s.select(`https://n${i}.hostile.example/`)),
     );
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await elapse(100);
     // getaddrinfo runs on libuv's pool: dns.lookup held all four threads, so this waited.
     const pool = await timed(new Promise((resolve) => lookup('localhost', resolve)));
     expect(pool.ms).toBeLessThan(500);
@@ -129,7 +130,7 @@ describe('the ?rpc= host check resolves with c-ares, bounded', () => {
     const asked: string[] = [];
     const counting: HostResolver = async (host) => {
       asked.push(host);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await elapse(20);
       if (host === 'gone.example.com') throw new Error('ENOTFOUND');
       return [PUBLIC];
     };

@@ -22,6 +22,7 @@ import {
 import type { RpcSimulator } from '../tools/rpc-sim/index.js';
 import { WsClient, post, until } from './support/sim-ws.js';
 import type { KeyedValue, Notification } from './support/sim-ws.js';
+import { elapse } from './support/wait.js';
 
 const PROGRAM = NAME_PROGRAM_ID.toBase58();
 const SYSTEM = '11111111111111111111111111111111';
@@ -584,7 +585,7 @@ describe('background writes', () => {
       sim.setBackgroundWrites(100);
       const parents = sim.chain.transactionCount - before; // made at once
       const started = performance.now();
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await elapse(1000);
       sim.setBackgroundWrites(0);
       const seconds = (performance.now() - started) / 1000;
       const writes = sim.backgroundWrites;
@@ -592,7 +593,7 @@ describe('background writes', () => {
       expect(writes).toBeLessThanOrEqual(Math.ceil(100 * seconds) + 1);
       expect(sim.chain.transactionCount - before).toBe(parents + writes);
       // Stopped: nothing more.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await elapse(100);
       expect(sim.backgroundWrites).toBe(writes);
       expect(sim.chain.transactionCount - before).toBe(parents + writes);
 

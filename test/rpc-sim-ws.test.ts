@@ -19,6 +19,7 @@ import {
 import type { AccountWrite, RpcSimulator } from '../tools/rpc-sim/index.js';
 import { SYSTEM_PROGRAM, WsClient, post, until } from './support/sim-ws.js';
 import type { KeyedValue, Notification, WireAccount } from './support/sim-ws.js';
+import { elapse } from './support/wait.js';
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -330,7 +331,7 @@ describe('websocket failures', () => {
     // after, the frozen one gets nothing.
     await until(() => (freshPongs === 1 ? true : undefined), 'the fresh socket pong');
     await fresh.waitFor(freshSub, 2);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await elapse(300);
     expect(pongs).toBe(1);
     expect(frozen.frames.length).toBe(framesBefore);
     expect(frozen.ws.readyState).toBe(WebSocket.OPEN);

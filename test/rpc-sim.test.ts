@@ -25,6 +25,7 @@ import {
   startRpcSimulator,
 } from '../tools/rpc-sim/index.js';
 import type { RpcSimulator, SeededDomain, SimAccount } from '../tools/rpc-sim/index.js';
+import { elapse } from './support/wait.js';
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -664,7 +665,7 @@ describe('fault injection', () => {
     const started = performance.now();
     const pending = post(sim.url, call);
     // The call is recorded when it is answered, not while the delay runs.
-    await new Promise((r) => setTimeout(r, 100));
+    await elapse(100);
     expect(sim.callCount()).toBe(0);
     const res = await pending;
     expect(performance.now() - started).toBeGreaterThanOrEqual(190);

@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { describe, expect, inject, it } from 'vitest';
@@ -8,6 +7,7 @@ import { deletePrefix, startGateway, uniquePrefix, waitFor } from './support/gat
 import { spawnMain } from './support/main-process.js';
 import { freePort } from './support/ports.js';
 import { startPrivateRedis } from './support/private-redis.js';
+import { elapse } from './support/wait.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -121,9 +121,9 @@ describe('a shutdown that cannot finish', () => {
     const stuck = await startStuck(60_000);
     try {
       stuck.child.kill('SIGINT');
-      await sleep(20);
+      await elapse(20);
       stuck.child.kill('SIGINT');
-      await sleep(SAME_SIGNAL_MS + 200);
+      await elapse(SAME_SIGNAL_MS + 200);
       expect(stuck.child.exitCode === null && stuck.child.signalCode === null).toBe(true);
       expect(stuck.output()).not.toContain('second signal');
       stuck.child.kill('SIGINT');

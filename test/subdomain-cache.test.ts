@@ -19,8 +19,10 @@ import { createRefreshQueue } from '../src/core/queue/refresh-queue.js';
 import { databaseOf } from '../src/core/redis.js';
 import { SubdomainLookup } from '../src/api/subdomains/lookup.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
+import { LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
+import { elapse } from './support/wait.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();
@@ -125,7 +127,10 @@ describe('SubdomainCache.put', () => {
       await expect(cache.markChecked('e', 'unsafe', check)).rejects.toThrow(TypeError);
     }
     // The scripts refuse them too, as the text a caller that skipped the check would send.
-    const script = redis as unknown as { snsPutSplitEntry(args: string[]): Promise<number> };
+    const putSplit = new LuaScript(
+      new URL('../src/core/lua/put-split-entry.lua', import.meta.url),
+      replyNumber,
+    );
     const k = redisKeys(prefix);
     const keys = [
       k.entryMeta('e', 'unsafe'),
@@ -136,7 +141,7 @@ describe('SubdomainCache.put', () => {
     ];
     for (const slot of ['Infinity', 'inf', 'nan', '-1', '1.5', '9223372036854775808', '1e3']) {
       await expect(
-        script.snsPutSplitEntry([...keys, slot, '9', '', '', '60000', '', '9', 'unsafe', 'l']),
+        putSplit.run(redis, keys, [slot, '9', '', '', '60000', '', '9', 'unsafe', 'l']),
       ).rejects.toThrow(/not a safe integer/);
     }
     expect(await stored('unsafe')).toEqual(entry(1, 'x', 5));
@@ -274,7 +279,7 @@ describe('SubdomainCache.putOverride', () => {
     const entry = (i: number): CacheEntry => ({ labels: ['y'.repeat(900)], fetchedAt: i });
     await cache.putOverride('o', 'a', entry(1));
     await cache.putOverride('o', 'b', entry(2));
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await elapse(80);
     await cache.putOverride('o', 'c', entry(3));
     expect(await redis.zcard(redisKeys(`${prefix}:b`).overrideEntries.byExpiry)).toBe(1);
     expect(Number(await redis.get(redisKeys(`${prefix}:b`).overrideEntries.bytes))).toBeLessThan(
@@ -712,7 +717,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     await local.put('e', 'live', scan(1), { L1: ['l', 'o'] });
     // 'live' is used meanwhile, which keeps the index alive past 'gone''s keys.
     for (let i = 0; i < 3; i++) {
-      await new Promise((r) => setTimeout(r, 120));
+      await elapse(120);
       expect(await local.touch('e', 'live')).toBe(true);
     }
     expect(await redis.exists(redisKeys(`${prefix}:orphans`).entryMembers('e', 'gone'))).toBe(0);

@@ -5,6 +5,7 @@ import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { untilStale } from './support/freshness.js';
 
 /** A chain with every shape of parent the SDK distinguishes. */
 function richChain(): SimChain {
@@ -204,7 +205,7 @@ describe('stale-while-revalidate and stale-if-error', () => {
     expect((await gw.get('/subdomains/demo')).headers.get('x-cache')).toBe('MISS');
     const first = (await gw.get('/subdomains/demo')).body.result;
     gw.sim.chain.addSubdomain('demo', 'delta');
-    await new Promise((r) => setTimeout(r, 1100));
+    await untilStale(gw, 'demo');
     gw.sim.resetCalls();
     // The refresh takes a while, so every request of the burst finds the entry still stale.
     gw.sim.setFaults([{ kind: 'delay', ms: 400, times: 1 }]);
@@ -220,7 +221,7 @@ describe('stale-while-revalidate and stale-if-error', () => {
 
   it('keeps serving the stale entry when its refresh fails', async () => {
     const before = (await gw.get('/subdomains/67679')).body.result;
-    await new Promise((r) => setTimeout(r, 1100));
+    await untilStale(gw, '67679');
     gw.sim.setFaults([{ kind: 'rpc-error', code: -32602, message: 'boom' }]);
     gw.sim.resetCalls();
     const stale = await gw.get('/subdomains/67679');

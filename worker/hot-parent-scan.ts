@@ -9,6 +9,7 @@ import type { RedisClient } from '../src/core/redis.js';
 import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { addRefreshJob, type RefreshJobData } from '../src/core/queue/refresh-queue.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { LuaScript, replyStrings } from '../src/core/lua-script.js';
 import { topHotParents } from '../src/core/cache/hot-parents.js';
 import type { CreditBudget } from '../src/core/rpc/budget.js';
 import { followedFresh, readFollowStatus } from '../src/core/cache/follow-status.js';
@@ -185,11 +186,10 @@ export async function runHotParentScan(
   }
   if (due.length === 0) return { scanned: parents.length, queued: 0 };
   const window = Math.floor(now / deps.freshMs);
-  const admitted = await aheadCommands(deps.redis).snsHotParentsAhead(
-    keys.hotParentsAhead(window),
-    deps.freshMs * 2,
-    deps.topN,
-    ...due,
+  const admitted = await ADMIT_AHEAD.run(
+    deps.redis,
+    [keys.hotParentsAhead(window)],
+    [deps.freshMs * 2, deps.topN, ...due],
   );
   for (const parent of admitted) {
     const cacheKey = deps.cache.key(deps.defaultEndpointId, parent);
@@ -199,39 +199,7 @@ export async function runHotParentScan(
 }
 
 /**
- * Admits parents to the window's refreshes ahead: those refreshed ahead in this window already,
- * and new ones while fewer than the most parents were. KEYS[1]: the set of parents refreshed ahead
- * in the window. ARGV: its expiry (ms), the most parents (`HOT_KEYS_TOP_N`), then the parents
- * due. Returns the admitted ones. However the ranking turns within a window (clients asking for
- * other parents, two addresses rotating theirs), uncharged refreshes go to at most that many
- * parents per window.
+ * Admits parents to the window's refreshes ahead (the file says how): uncharged refreshes go to at
+ * most `HOT_KEYS_TOP_N` parents per window, however the ranking turns within it.
  */
-const ADMIT_AHEAD = `
-local admitted = {}
-local most = tonumber(ARGV[2])
-for i = 3, #ARGV do
-  if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 or redis.call('SCARD', KEYS[1]) < most then
-    redis.call('SADD', KEYS[1], ARGV[i])
-    admitted[#admitted + 1] = ARGV[i]
-  end
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return admitted
-`;
-
-type AheadCommands = {
-  snsHotParentsAhead(
-    key: string,
-    ttlMs: number,
-    most: number,
-    ...parents: string[]
-  ): Promise<string[]>;
-};
-
-function aheadCommands(redis: RedisClient): AheadCommands {
-  const commands = redis as unknown as Partial<AheadCommands>;
-  if (!commands.snsHotParentsAhead) {
-    redis.defineCommand('snsHotParentsAhead', { numberOfKeys: 1, lua: ADMIT_AHEAD });
-  }
-  return redis as unknown as AheadCommands;
-}
+const ADMIT_AHEAD = new LuaScript(new URL('./lua/admit-ahead.lua', import.meta.url), replyStrings);

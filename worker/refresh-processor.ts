@@ -40,6 +40,12 @@ export type RefreshProcessorDeps = {
    * neither is done for them).
    */
   slots?: SlotClock;
+  /**
+   * The deployment's one clock (src/core/redis-time.ts), Unix ms: what a scan's `fetchedAt` is
+   * written on, so it compares with the stream owner's epoch on the same clock. `Date.now` when
+   * absent.
+   */
+  now?: () => number;
 };
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
@@ -86,6 +92,7 @@ function jobEndpoint(
  */
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   const warnAhead = occasionalWarning(deps.logger);
+  const now = deps.now ?? Date.now;
   return async (
     job: Job<RefreshJobData>,
     _token?: string,
@@ -113,11 +120,14 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       let minContextSlot = isSlot(job.data.minContextSlot) ? job.data.minContextSlot : undefined;
       let found: Discovery;
       for (let scan = 1; ; scan++) {
-        const scannedAt = Date.now();
+        // A scan counts from when it began: a change made while it ran may be missing from it, so
+        // `fetchedAt` (what the window and the stream's epoch compare with) is its start, never
+        // its end (docs/design.md, "Freshness").
+        const scannedAt = now();
         found = await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot);
         const entry = {
           labels: found.labels,
-          fetchedAt: Date.now(),
+          fetchedAt: scannedAt,
           slot: found.slot,
           scanSlot: found.slot,
           scannedAt,

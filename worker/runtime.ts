@@ -34,7 +34,8 @@ import { Follower } from './follow/follower.js';
 import { laneRpc } from './follow/lane-rpc.js';
 import { redlockLocker } from './follow/ownership.js';
 import { followStatusStore } from './follow/status-store.js';
-import { systemClock } from './follow/types.js';
+import { systemClock, type Clock } from './follow/types.js';
+import { CLOCK_START_WAIT_MS, RedisTime } from '../src/core/redis-time.js';
 import { WsConnection } from './follow/ws-connection.js';
 import { Rereads } from './follow/rereads.js';
 import { startRegistrySweep } from './registry-sweep.js';
@@ -45,6 +46,21 @@ import {
   watchHotParentScans,
 } from './hot-parent-scan.js';
 import { createRefreshWorker } from './refresh-worker.js';
+import {
+  RegistryIndex,
+  REGISTRY_SERVING_VALUE,
+  registryServing,
+} from '../src/core/cache/registry-index.js';
+import { readFollowStatus } from '../src/core/cache/follow-status.js';
+import { RegistryFeed } from './registry/feed.js';
+import {
+  createRegistryBuildQueue,
+  createRegistryBuildWorker,
+  superviseBuild,
+} from './registry/build.js';
+
+/** How often the registry index's build is supervised (started, resumed, rebuilt), in ms. */
+const REGISTRY_SUPERVISE_MS = 5_000;
 
 /** How long the start waits for the hot-parent scans' scheduling (Redis), in milliseconds. */
 const SCHEDULE_START_WAIT_MS = 5_000;
@@ -113,6 +129,8 @@ export async function startWorker(
     lookup?: LookupFunction;
     redisErrors?: RedisErrorLog;
     redisAccess?: RedisAccess;
+    /** This process's own clock, Unix ms (`Date.now`; tests skew it). */
+    clock?: () => number;
   },
 ): Promise<WorkerRuntime> {
   const kit = createRuntimeKit({
@@ -135,7 +153,7 @@ async function openWorker(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { serveMetrics: boolean; lookup?: LookupFunction },
+  opts: { serveMetrics: boolean; lookup?: LookupFunction; clock?: () => number },
 ): Promise<WorkerRuntime> {
   const workerConnection = kit.redis('worker', 'worker blocking connection');
   const command = kit.redis('command', 'worker command connection');
@@ -203,12 +221,20 @@ async function openWorker(
       await Promise.all(all.map((t) => t.close().catch(() => undefined)));
     },
   );
+  // Every time written for freshness (a scan's start, the stream's epoch and healthyUntil, a
+  // check's start) is on Redis's clock, the one the API reads them with (docs/design.md,
+  // "Freshness").
+  const time = kit.closes('worker clock', new RedisTime(command, opts.clock), (t) => t.stop());
+  time.start(undefined, (err) => kit.reportError(asError(err), 'worker clock'));
+  await time.syncWithin(CLOCK_START_WAIT_MS);
+  const clock: Clock = { now: time.now, after: (ms, fn) => systemClock.after(ms, fn) };
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
     config.CACHE_FRESH_MS,
     config.CACHE_STALE_MS,
     { ttlMs: config.RPC_OVERRIDE_CACHE_MS, maxBytes: config.RPC_OVERRIDE_CACHE_BYTES },
+    time.now,
   );
   // The newest slot the configured RPC has shown, shared by its refreshes and the follower.
   const slots = new SlotClock();
@@ -222,17 +248,20 @@ async function openWorker(
   const hotParentScan =
     config.HOT_KEYS_TOP_N > 0 && defaultEndpoint
       ? () =>
-          runHotParentScan({
-            redis: command,
-            cache,
-            queue,
-            prefix: config.QUEUE_PREFIX,
-            freshMs,
-            topN: config.HOT_KEYS_TOP_N,
-            minClients: config.HOT_KEYS_MIN_CLIENTS,
-            defaultEndpointId: defaultEndpoint.id,
-            budget,
-          })
+          runHotParentScan(
+            {
+              redis: command,
+              cache,
+              queue,
+              prefix: config.QUEUE_PREFIX,
+              freshMs,
+              topN: config.HOT_KEYS_TOP_N,
+              minClients: config.HOT_KEYS_MIN_CLIENTS,
+              defaultEndpointId: defaultEndpoint.id,
+              budget,
+            },
+            time.now(),
+          )
       : undefined;
   const hotParentScans = hotParentScan
     ? kit.closes(
@@ -286,6 +315,7 @@ async function openWorker(
     logger,
     defaultEndpoint: endpoints.defaultEndpoint,
     onError: (err: Error) => kit.reportError(err, 'refresh worker'),
+    now: time.now,
   };
   const workers: Worker[] = [
     createRefreshWorker(
@@ -316,7 +346,73 @@ async function openWorker(
       ),
     );
   }
+  // The registry index (docs/design.md, "The registry index"): built in pieces once the stream is
+  // followed whole, fed by the stream from then on.
+  const registry =
+    config.SUBDOMAIN_INDEX === 'registry' && config.RPC_WS_URL && defaultEndpoint
+      ? (() => {
+          const index = new RegistryIndex(command, config.QUEUE_PREFIX);
+          const buildQueue = kit.closes(
+            'worker registry build queue',
+            kit.watchErrors(
+              createRegistryBuildQueue(queueConnection, config.QUEUE_PREFIX),
+              'worker registry build queue',
+            ),
+            (q) => q.close().catch(() => undefined),
+          );
+          const followRpc = laneRpc(defaultLane, defaultEndpoint, slots);
+          const feed = new RegistryFeed({
+            index,
+            rpc: followRpc,
+            logger,
+            lost: (why) => {
+              logger.warn({ why }, 'registry: the stream lost facts; the index is behind');
+              void index.markBehind().catch(() => undefined);
+            },
+          });
+          workers.push(
+            createRegistryBuildWorker(
+              workerConnection,
+              config.QUEUE_PREFIX,
+              {
+                index,
+                lane: defaultLane,
+                endpoint: defaultEndpoint,
+                slots,
+                budget,
+                followStatus: () => readFollowStatus(command, config.QUEUE_PREFIX),
+                logger,
+              },
+              (err) => kit.reportError(err, 'registry build worker'),
+            ),
+          );
+          return { index, feed, buildQueue };
+        })()
+      : undefined;
   kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
+  if (registry) {
+    let supervising: Promise<void> | undefined;
+    const supervise = () => {
+      supervising ??= readFollowStatus(command, config.QUEUE_PREFIX)
+        .then(async (status) => {
+          await superviseBuild(registry.index, registry.buildQueue, { status, logger });
+          const state = await registry.index.state();
+          metrics.registryState.set(
+            REGISTRY_SERVING_VALUE[registryServing(state, status, Date.now())],
+          );
+          metrics.registryShardsDone.set(state.done);
+        })
+        .catch((err: unknown) => logger.warn({ err: String(err) }, 'registry: supervision'))
+        .finally(() => (supervising = undefined));
+    };
+    supervise();
+    const timer = setInterval(supervise, REGISTRY_SUPERVISE_MS);
+    timer.unref();
+    kit.closes('worker registry supervision', timer, async (t) => {
+      clearInterval(t);
+      await supervising;
+    });
+  }
   // Installed at start and kept installed: a Redis that lost its data lost the scheduler too.
   const scanWatch = hotParentScans
     ? kit.closes(
@@ -433,7 +529,7 @@ async function openWorker(
           new Follower({
             store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
             rpc: laneRpc(defaultLane, defaultEndpoint, slots),
-            clock: systemClock,
+            clock,
             slots,
             metrics,
             logger,
@@ -462,6 +558,7 @@ async function openWorker(
                     config.HOT_KEYS_MIN_CLIENTS,
                   )
                 : Promise.resolve([]),
+            ...(registry ? { registry: registry.feed } : {}),
             connect: (hooks) =>
               new WsConnection({
                 url: config.RPC_WS_URL as string,
@@ -490,3 +587,5 @@ async function openWorker(
     close: () => kit.close(),
   };
 }
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

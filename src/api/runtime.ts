@@ -2,6 +2,12 @@ import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { FollowStatusReader } from '../core/cache/follow-status.js';
+import {
+  RegistryIndex,
+  REGISTRY_SERVING_VALUE,
+  type RegistryServing,
+} from '../core/cache/registry-index.js';
+import { RegistrySource } from './subdomains/registry-source.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';
 import { buildApp } from './http/app.js';
@@ -23,6 +29,7 @@ import { CreditBudget } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
+import { CLOCK_START_WAIT_MS, RedisTime } from '../core/redis-time.js';
 import type { Readiness } from '../core/http/ops-routes.js';
 import {
   createHotParentScanQueue,
@@ -63,6 +70,8 @@ export async function startApi(
     sseHeartbeatMs?: number;
     redisAccess?: RedisAccess;
     redisStartWaitMs?: number;
+    /** This process's own clock, Unix ms (`Date.now`; tests skew it). */
+    clock?: () => number;
   } = {},
 ): Promise<ApiRuntime> {
   checkNameTables();
@@ -86,7 +95,12 @@ async function openApi(
   config: Config,
   metrics: Metrics,
   logger: Logger,
-  opts: { resolveHost?: HostResolver; sseHeartbeatMs?: number; redisStartWaitMs?: number },
+  opts: {
+    resolveHost?: HostResolver;
+    sseHeartbeatMs?: number;
+    redisStartWaitMs?: number;
+    clock?: () => number;
+  },
 ): Promise<ApiRuntime> {
   const command = kit.redis('command', 'api command connection');
   const queueConnection = kit.redis('queue', 'api queue connection');
@@ -122,11 +136,17 @@ async function openApi(
   listener
     .start()
     .catch((err: unknown) => logger.error({ err }, 'could not subscribe to refresh events'));
+  // Freshness compares times the workers wrote: all on Redis's clock (docs/design.md, "Freshness").
+  const time = kit.closes('api clock', new RedisTime(command, opts.clock), (t) => t.stop());
+  time.start(undefined, (err) => kit.reportError(asError(err), 'api clock'));
+  await time.syncWithin(CLOCK_START_WAIT_MS);
   const cache = new SubdomainCache(
     command,
     config.QUEUE_PREFIX,
     config.CACHE_FRESH_MS,
     config.CACHE_STALE_MS,
+    undefined,
+    time.now,
   );
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
 
@@ -153,6 +173,17 @@ async function openApi(
     onError: (err) => kit.reportError(asError(err), 'api entry touch'),
   });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
+  // Every parent from the index of the whole registry while it serves (docs/design.md, "The
+  // registry index").
+  const registry =
+    config.SUBDOMAIN_INDEX === 'registry'
+      ? new RegistrySource({
+          index: new RegistryIndex(command, config.QUEUE_PREFIX),
+          status: () => follow.current(),
+          onError: (err) => kit.reportError(asError(err), 'api registry state'),
+          onState: (state) => metrics.registryState.set(REGISTRY_SERVING_VALUE[state]),
+        })
+      : undefined;
   const lookup = new SubdomainLookup({
     cache,
     queues: { default: queue, override: overrideQueue },
@@ -174,6 +205,7 @@ async function openApi(
     }),
     follow,
     touches,
+    registry,
   });
   const details = new DetailsViews({
     cache,
@@ -193,6 +225,7 @@ async function openApi(
   const redisReady = kit.readiness(command, () => ({
     rpc: config.RPC_URL ? 'configured' : 'unset',
     websocket: config.RPC_WS_URL ? 'configured' : 'off',
+    ...(registry ? { index: registryPart(registry.serving()) } : {}),
   }));
   // Whether the workers refresh hot parents ahead, read from the scans' scheduler (a part only:
   // the API answers without it).
@@ -240,6 +273,9 @@ async function openApi(
   await app.listen({ port: config.PORT, host: config.HOST });
   return { app, close: () => kit.close() };
 }
+
+/** `/readyz`'s `index` part: `off` never shows (the part is absent then), `none` covers it. */
+const registryPart = (state: RegistryServing) => (state === 'off' ? 'none' : state);
 
 /** Least time between two reads of the scans' scheduler for `/readyz`, in milliseconds. */
 const READINESS_READ_MS = 1_000;

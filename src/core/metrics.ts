@@ -272,6 +272,26 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       help: 'Unix time of the last notification the follow stream delivered to this worker.',
       registers,
     }),
+    registryState: new Gauge({
+      name: 'sns_registry_state',
+      help: 'The registry index as this process sees it: 0 off or none, 1 building, 2 complete and served, 3 complete but not served (stream not followed whole), 4 behind (a rebuild is due).',
+      registers,
+    }),
+    registryShardsDone: new Gauge({
+      name: 'sns_registry_shards_done',
+      help: 'Bootstrap pieces of the registry index build under way that are done.',
+      registers,
+    }),
+    registryAuditMismatches: new Counter({
+      name: 'sns_registry_audit_mismatches_total',
+      help: 'Subdomains the registry audit found differing from getProgramAccounts (each repaired).',
+      registers,
+    }),
+    registryAudits: new Counter({
+      name: 'sns_registry_audited_parents_total',
+      help: 'Parents the registry audit read with getProgramAccounts and compared with the index.',
+      registers,
+    }),
     watchedParents: new Gauge({
       name: 'sns_watched_parents',
       help: 'Parents this worker holds the watch lease of.',
@@ -668,6 +688,28 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
       {
         expr: 'sum by (outcome) (rate(sns_deletion_checks_total[$__rate_interval])) * 60',
         legend: '{{outcome}}',
+      },
+    ],
+  },
+  {
+    kind: 'timeseries',
+    row: 'Following the chain',
+    id: 36,
+    title: 'Registry index',
+    description:
+      'SUBDOMAIN_INDEX=registry: the index state (0 none, 1 building, 2 serving every parent, 3 built but the stream not followed whole, 4 behind: a rebuild is due), bootstrap pieces done (of 256), and per minute the parents audited and the subdomains the audit found differing from getProgramAccounts (each repaired).',
+    unit: 'short',
+    width: 8,
+    queries: [
+      { expr: 'max(sns_registry_state)', legend: 'state' },
+      { expr: 'max(sns_registry_shards_done)', legend: 'pieces done' },
+      {
+        expr: 'sum(rate(sns_registry_audited_parents_total[$__rate_interval])) * 60',
+        legend: 'parents audited',
+      },
+      {
+        expr: 'sum(rate(sns_registry_audit_mismatches_total[$__rate_interval])) * 60',
+        legend: 'audit mismatches',
       },
     ],
   },

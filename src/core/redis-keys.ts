@@ -29,8 +29,15 @@
  * - `<prefix>:readyz`: the readiness write probe.
  * - `<prefix>:rpc-credits:<UTC day>`: credits the configured endpoint spent that day, over all
  *   replicas (docs/design.md, "Budget").
- * - `<prefix>:subdomain-refresh[-override]:*`, `<prefix>:hot-parent-scans:*`: BullMQ's own keys of
- *   the queues.
+ * - `<prefix>:registry:p:<parent id>`: the registry index's subdomains of one parent (a hash,
+ *   subdomain name account -> `slot|owner|label`; docs/design.md, "The registry index").
+ * - `<prefix>:registry:a:<2 characters>`: subdomain and reverse-record accounts of the index by
+ *   their first characters -> their parent id (hashes).
+ * - `<prefix>:registry:state`: the index's build (a hash: run, status, shards, times).
+ * - `<prefix>:registry:shards:<run>`: the shards of build `run` done so far (a hash).
+ * - `<prefix>:registry:journal`: what the stream saw during a build of accounts no piece wrote yet.
+ * - `<prefix>:subdomain-refresh[-override]:*`, `<prefix>:hot-parent-scans:*`,
+ *   `<prefix>:registry-build:*`: BullMQ's own keys of the queues.
  *
  * Channel: `<prefix>:db<N>:refresh-events`, the refresh events of the deployment on database N.
  * Keys live in the connection's database; pub/sub channels are global to a Redis server (and to a
@@ -81,6 +88,32 @@ export function redisKeys(prefix: string) {
     memberParents: (endpointId: string) => `${prefix}:member-parents:${endpointId}`,
     /** The cached parents of an endpoint: a sorted set, parent -> last asked or scanned (ms). */
     followedParents: (endpointId: string) => `${prefix}:followed-parents:${endpointId}`,
+    /**
+     * What every key of the registry index starts with; its Lua scripts name the parents' hashes
+     * and the accounts' buckets from it (one hash tag on a cluster, as every key here).
+     */
+    registryPrefix: `${prefix}:registry:`,
+    /**
+     * The registry index's subdomains of the parent whose name account's base58 key starts with
+     * `parentId` (its first 16 characters): a hash, subdomain name account -> `slot|owner|label`
+     * (the slot in base 36; owner or label empty while unknown, `-` once deleted).
+     */
+    registryParent: (parentId: string) => `${prefix}:registry:p:${parentId}`,
+    /**
+     * The index's accounts whose base58 key starts with `bucket` (2 characters): a hash, the next
+     * 14 characters -> the parent id (a subdomain name account), or `<parent id> <first 16
+     * characters of the subdomain name account>` (its reverse record): how a Delete finds its member.
+     */
+    registryAccounts: (bucket: string) => `${prefix}:registry:a:${bucket}`,
+    /** The index's build: a hash (run, status, shards, startedAt, completedAt). */
+    registryState: `${prefix}:registry:state`,
+    /** The shards of build number `run` done: a hash, shard -> `slot count`. */
+    registryShards: (run: number) => `${prefix}:registry:shards:${run}`,
+    /**
+     * Facts the stream saw during a build for accounts no piece had written: a hash, account ->
+     * `slot|del` or `slot|<parent key>|<owner>`; deleted when the build completes.
+     */
+    registryJournal: `${prefix}:registry:journal`,
     /** How the worker follows the chain: JSON `{epoch, healthyUntil, mode}`. */
     followStatus: `${prefix}:follow-status`,
     /** The lease of the worker that owns the follow stream (a redlock resource). */

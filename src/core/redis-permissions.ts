@@ -10,6 +10,7 @@ import {
   type RedisClient,
   type RedisErrorLog,
 } from './redis.js';
+import { loadLua } from './lua-script.js';
 import { redisKeys } from './redis-keys.js';
 
 /**
@@ -24,7 +25,7 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
       ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall', 'hscan'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
-      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall'],
+      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall', 'time'],
     ],
   },
   {
@@ -135,28 +136,10 @@ const CHECK_ARGS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Checks argument vectors (each ended by an empty string) with `redis.acl_check_cmd` (Redis 7+)
- * without running them; a refused one is rechecked bare to tell a refused key/channel apart.
- * Returns flat `name, reason` pairs.
+ * Checks argument vectors without running them (the file says how). Sent with `EVAL`, never
+ * `EVALSHA`: the check is also of `EVAL` itself.
  */
-const ACL_CHECK = `
-local out, argv = {}, {}
-local function check()
-  if #argv == 0 then return end
-  if not redis.acl_check_cmd(unpack(argv)) then
-    local parts = {argv[1]}
-    if argv[1] == 'client' or argv[1] == 'command' then parts[2] = argv[2] end
-    out[#out + 1] = table.concat(parts, '|')
-    out[#out + 1] = redis.acl_check_cmd(unpack(parts)) and 'key-or-channel' or 'command'
-  end
-  argv = {}
-end
-for _, a in ipairs(ARGV) do
-  if a == '' then check() else argv[#argv + 1] = a end
-end
-check()
-return out
-`;
+const ACL_CHECK = new URL('./lua/acl-check.lua', import.meta.url);
 
 /** A command the user may not run, and why (`command`, or the key or channel it needs). */
 export type RefusedCommand = { command: string; reason: 'command' | 'key-or-channel' };
@@ -212,9 +195,10 @@ export async function checkRedisPermissions(
   }
   const commands = [...neededCommands(db), ...REDIS_OPTIONAL.map((o) => o.command)];
   const argv = commands.flatMap((c) => [...checkArgv(c, key, channel, db), '']);
+  const script = loadLua(ACL_CHECK);
   let flat: unknown;
   try {
-    flat = await redis.eval(ACL_CHECK, 1, key, ...argv);
+    flat = await redis.eval(script, 1, key, ...argv);
   } catch (err) {
     if (!(err instanceof Error) || err.name !== 'ReplyError') throw err;
     if (err.message.startsWith('NOPERM')) {

@@ -1,8 +1,10 @@
 import { endpointId } from '../../src/core/rpc/endpoint.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
 import { readFollowStatus } from '../../src/core/cache/follow-status.js';
+import { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
+import { elapse } from './wait.js';
 
 /** The parent the freshness tests watch: bullish, hollaaa, testing on the demo chain. */
 export const PARENT = '67679';
@@ -47,7 +49,7 @@ export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): P
   await g.get(`/subdomains/${parent}`);
   const registry = redisKeys(g.config.QUEUE_PREFIX).followedParents(endpointId(sim.url));
   await waitFor(async () => (await g.redis.zscore(registry, parent)) !== null, 10_000);
-  await new Promise((r) => setTimeout(r, 1_500));
+  await elapse(1_500);
 }
 
 /** Keeps asking for `parent` (so it stays hot) for `ms` milliseconds; the answers' X-Cache. */
@@ -56,7 +58,25 @@ export async function keepAsking(g: Gateway, ms: number, parent = PARENT): Promi
   const until = Date.now() + ms;
   while (Date.now() < until) {
     states.push((await g.get(`/subdomains/${parent}`)).headers.get('x-cache') ?? '');
-    await new Promise((r) => setTimeout(r, 100));
+    await elapse(100);
   }
   return states;
+}
+
+/**
+ * Waits, bounded, until the configured endpoint's entry of `parent` is older than the gateway's
+ * fresh window (`CACHE_FRESH_MS`), so the next ask finds it stale: the entry's own `fetchedAt`, not
+ * a guess of when its refresh ended. Asks nothing of the gateway meanwhile, so queues no refresh.
+ */
+export async function untilStale(g: Gateway, parent: string, timeoutMs = 10_000): Promise<void> {
+  const cache = new SubdomainCache(g.redis, g.config.QUEUE_PREFIX, 1, 1);
+  const endpoint = endpointId(g.config.RPC_URL ?? g.sim.url);
+  await waitFor(
+    async () => {
+      const head = await cache.head(endpoint, parent);
+      return head !== null && Date.now() - head.fetchedAt > g.config.CACHE_FRESH_MS;
+    },
+    timeoutMs,
+    `the entry of ${parent} stale`,
+  );
 }

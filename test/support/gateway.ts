@@ -13,6 +13,7 @@ import type { RedisClient } from '../../src/core/redis.js';
 import { startApi, type ApiRuntime } from '../../src/api/runtime.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { deletePrefix } from './redis-keys.js';
+export { waitFor } from './wait.js';
 import { inDatabase } from './shared-redis.js';
 import {
   seedDemoChain,
@@ -103,6 +104,8 @@ export async function startGateway(
     lookup?: LookupFunction;
     /** Milliseconds between the event streams' heartbeats (15 s when absent). */
     sseHeartbeatMs?: number;
+    /** Each process's own clock (`Date.now` when absent): tests skew them. */
+    clocks?: { api?: () => number; worker?: () => number };
   } = {},
 ): Promise<Gateway> {
   const ownSim = !opts.sim;
@@ -122,11 +125,16 @@ export async function startGateway(
   const api = await startApi(config, metrics, logger, {
     resolveHost: opts.resolveHost,
     sseHeartbeatMs: opts.sseHeartbeatMs,
+    clock: opts.clocks?.api,
   });
   const worker =
     opts.worker === false
       ? undefined
-      : await startWorker(config, metrics, logger, { serveMetrics: false, lookup: opts.lookup });
+      : await startWorker(config, metrics, logger, {
+          serveMetrics: false,
+          lookup: opts.lookup,
+          clock: opts.clocks?.worker,
+        });
   const redis: RedisClient = config.REDIS_CLUSTER_NODES
     ? new Cluster([...config.REDIS_CLUSTER_NODES])
     : new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1 });
@@ -165,16 +173,4 @@ export function seedDemo(): SimChain {
   const chain = new SimChain();
   seedDemoChain(chain);
   return chain;
-}
-
-/** Polls `check` every 25 ms until it returns true, or throws after `timeoutMs`. */
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }

@@ -5,14 +5,15 @@ import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { binary } from './programs.js';
 import { redisAnswers } from './shared-redis.js';
+import { waitFor } from './wait.js';
 
-async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await redisAnswers(`redis://127.0.0.1:${port}`))) {
-    if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const waitForPing = (port: number, timeoutMs = 10_000): Promise<void> =>
+  waitFor(
+    () => redisAnswers(`redis://127.0.0.1:${port}`),
+    timeoutMs,
+    `redis-server on ${port} answering`,
+    50,
+  );
 
 export type LocalCluster = { nodes: string; stop: () => Promise<void> };
 
@@ -71,17 +72,11 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
     if (create.status !== 0)
       throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
     // Wait until every node agrees the cluster is up.
-    const deadline = Date.now() + 15_000;
-    for (const port of ports) {
-      for (;;) {
-        const info = spawnSync(binary('redis-cli'), ['-p', String(port), 'cluster', 'info'], {
-          encoding: 'utf8',
-        }).stdout;
-        if (info.includes('cluster_state:ok')) break;
-        if (Date.now() > deadline) throw new Error(`cluster not ok on ${port}: ${info}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    const clusterOk = (port: number) =>
+      spawnSync(binary('redis-cli'), ['-p', String(port), 'cluster', 'info'], {
+        encoding: 'utf8',
+      }).stdout.includes('cluster_state:ok');
+    await waitFor(() => ports.every(clusterOk), 15_000, 'cluster_state:ok on every node', 100);
     return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), stop };
   } catch (err) {
     await stop();

@@ -1,10 +1,12 @@
 /**
  * Helpers for the simulator's own tests: a websocket JSON-RPC client that keeps every frame, an
- * HTTP JSON-RPC call, and polling.
+ * HTTP JSON-RPC call, and polling (./wait.ts).
  */
-import { performance } from 'node:perf_hooks';
 import { expect } from 'vitest';
 import WebSocket from 'ws';
+import { until } from './wait.js';
+
+export { until };
 
 export interface WireAccount {
   data: [string, string] | string;
@@ -37,21 +39,6 @@ export interface KeyedValue {
 }
 
 export const SYSTEM_PROGRAM = '11111111111111111111111111111111';
-
-/** Polls `check` until it returns a value other than undefined, or fails after `ms`. */
-export async function until<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  ms = 3000,
-): Promise<T> {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 /** A websocket JSON-RPC client that keeps every frame it receives. */
 export class WsClient {

@@ -35,6 +35,8 @@ import {
 import type { SimInstruction, SimTransaction } from './transactions.js';
 import { base58Decode, base58Encode } from './base58.js';
 
+const NAME_PROGRAM_KEY = NAME_PROGRAM_ID.toBase58();
+
 /** Name account header length. */
 export const NAME_HEADER_LEN = 96;
 /** `addDomain`'s default data bytes. */
@@ -104,8 +106,16 @@ export interface StoredAccount {
   readonly ownerKey: string;
   readonly owner: PublicKey;
   readonly lamports: number;
+  /** The slot of the write that stored this version (`getProgramAccountsV2`'s `changedSinceSlot`). */
+  readonly slot: number;
   /** Lazy `data.toString('base64')`. */
   base64?: string;
+}
+
+/** A memcmp filter's bytes and offset, as `ChainView.candidates` takes them. */
+export interface MemcmpHint {
+  readonly offset: number;
+  readonly bytes: Buffer;
 }
 
 /** Options of `addDomain`. */
@@ -141,6 +151,13 @@ export interface ChainView {
   lookup(key: string): StoredAccount | undefined;
   /** Stored accounts owned by a base58 program key, uncopied. */
   ownedBy(programKey: string): Iterable<StoredAccount>;
+  /**
+   * Stored accounts owned by `programKey` that may pass every memcmp of `hints`: a superset of
+   * those that do (the caller still filters), found through the chain's indexes of bytes 0..32
+   * and 64..96 (a name account's parent and class) rather than by a scan, when a hint fits one.
+   * Uncopied; in `ownedBy`'s order.
+   */
+  candidates(programKey: string, hints: readonly MemcmpHint[]): Iterable<StoredAccount>;
 }
 
 /** One account write, as `onWrite` listeners get it. */
@@ -219,6 +236,7 @@ export class SimChain implements ChainView {
   #slot: number;
   readonly #byKey = new Map<string, StoredAccount>();
   readonly #byOwner = new Map<string, Map<string, StoredAccount>>();
+  readonly #fields = new FieldIndex();
   readonly #listeners = new Set<WriteListener>();
   readonly #now: () => number;
   #retentionMs = 0;
@@ -276,7 +294,8 @@ export class SimChain implements ChainView {
    */
   setAccount(pubkey: PublicKey, account: SimAccountInput): void {
     const owner = account.owner ?? NAME_PROGRAM_ID;
-    if (!this.#open && owner.equals(NAME_PROGRAM_ID)) {
+    // Genesis writes are no transaction: no instruction to build (a registry seeds 100,000s).
+    if (!this.#open && this.#recording && owner.equals(NAME_PROGRAM_ID)) {
       const previous = this.#byKey.get(pubkey.toBase58());
       const data = Buffer.from(account.data);
       const header = headerOf(data);
@@ -290,19 +309,26 @@ export class SimChain implements ChainView {
   }
 
   #store(pubkey: PublicKey, account: SimAccountInput): void {
-    const data = Buffer.from(account.data);
+    // An ArrayBuffer of its own: a slice of Node's shared pool would keep the whole 8 KiB pool
+    // alive for as long as the account lives.
+    const data = Buffer.allocUnsafeSlow(account.data.length);
+    data.set(account.data);
     const lamports = account.lamports ?? rentExemptLamports(data.length);
     if (!Number.isSafeInteger(lamports) || lamports < 0) {
       throw new TypeError(`lamports must be a non-negative safe integer, got ${lamports}`);
     }
     const owner = account.owner ?? NAME_PROGRAM_ID;
     const stored: StoredAccount = {
-      key: pubkey.toBase58(),
+      // Flat: base58 builds its text a character at a time, a rope of 44 pieces (1.4 KB) kept
+      // for as long as the account.
+      key: Buffer.from(pubkey.toBase58(), 'latin1').toString('latin1'),
       pubkey,
       data,
-      ownerKey: owner.toBase58(),
+      ownerKey: owner === NAME_PROGRAM_ID ? NAME_PROGRAM_KEY : owner.toBase58(),
       owner,
       lamports,
+      // In a transaction the slot moved when it began; outside one, `#written` moves it by one.
+      slot: this.#open ? this.#slot : this.#slot + 1,
     };
     const previous = this.#byKey.get(stored.key);
     this.#remove(stored.key);
@@ -313,6 +339,7 @@ export class SimChain implements ChainView {
       this.#byOwner.set(stored.ownerKey, owned);
     }
     owned.set(stored.key, stored);
+    this.#fields.add(stored);
     this.#written(pubkey, stored.key, stored, previous);
   }
 
@@ -414,6 +441,16 @@ export class SimChain implements ChainView {
   /** Internal, uncopied. */
   ownedBy(programKey: string): Iterable<StoredAccount> {
     return this.#byOwner.get(programKey)?.values() ?? [];
+  }
+
+  /** Internal, uncopied; see `ChainView.candidates`. */
+  *candidates(programKey: string, hints: readonly MemcmpHint[]): Iterable<StoredAccount> {
+    const narrowest = this.#fields.narrowest(hints);
+    if (!narrowest) {
+      yield* this.ownedBy(programKey);
+      return;
+    }
+    for (const account of narrowest) if (account.ownerKey === programKey) yield account;
   }
 
   /**
@@ -937,6 +974,7 @@ export class SimChain implements ChainView {
     const stored = this.#byKey.get(key);
     if (!stored) return false;
     this.#byKey.delete(key);
+    this.#fields.delete(stored);
     const owned = this.#byOwner.get(stored.ownerKey);
     owned?.delete(key);
     if (owned?.size === 0) this.#byOwner.delete(stored.ownerKey);
@@ -957,9 +995,18 @@ class PastView implements ChainView {
     return this.chain.lookup(key);
   }
 
-  *ownedBy(programKey: string): Iterable<StoredAccount> {
+  ownedBy(programKey: string): Iterable<StoredAccount> {
+    return this.#past(programKey, this.chain.ownedBy(programKey));
+  }
+
+  candidates(programKey: string, hints: readonly MemcmpHint[]): Iterable<StoredAccount> {
+    return this.#past(programKey, this.chain.candidates(programKey, hints));
+  }
+
+  /** `now` less what was written since, plus the earlier versions of those (owned by the program). */
+  *#past(programKey: string, now: Iterable<StoredAccount>): Iterable<StoredAccount> {
     const { undone } = this;
-    for (const account of this.chain.ownedBy(programKey)) {
+    for (const account of now) {
       if (!undone?.has(account.key)) yield account;
     }
     if (!undone) return;
@@ -968,6 +1015,75 @@ class PastView implements ChainView {
     }
   }
 }
+
+/**
+ * Stored accounts by the bytes a name account's filters compare: its first one and two bytes
+ * (the shards of a registry's bootstrap), bytes 0..32 (the parent) and bytes 64..96 (the class),
+ * each a map from those bytes (latin1) to the accounts holding them, in the order they were
+ * stored. A filtered read then walks one bucket instead of the whole program.
+ */
+class FieldIndex {
+  readonly #first1 = new Map<string, Set<StoredAccount>>();
+  readonly #first2 = new Map<string, Set<StoredAccount>>();
+  readonly #parent = new Map<string, Set<StoredAccount>>();
+  readonly #nameClass = new Map<string, Set<StoredAccount>>();
+
+  add(account: StoredAccount): void {
+    for (const [map, field] of this.#fieldsOf(account.data)) {
+      let bucket = map.get(field);
+      if (!bucket) {
+        bucket = new Set();
+        map.set(field, bucket);
+      }
+      bucket.add(account);
+    }
+  }
+
+  delete(account: StoredAccount): void {
+    for (const [map, field] of this.#fieldsOf(account.data)) {
+      const bucket = map.get(field);
+      bucket?.delete(account);
+      if (bucket?.size === 0) map.delete(field);
+    }
+  }
+
+  /**
+   * The smallest bucket that holds every account passing one of `hints`, or undefined when no
+   * hint fits an index (a memcmp elsewhere, or shorter than a byte).
+   */
+  narrowest(hints: readonly MemcmpHint[]): ReadonlySet<StoredAccount> | undefined {
+    let best: ReadonlySet<StoredAccount> | undefined;
+    for (const { offset, bytes } of hints) {
+      let bucket: ReadonlySet<StoredAccount> | undefined;
+      if (offset === 0 && bytes.length >= 32) bucket = this.#lookup(this.#parent, bytes, 0, 32);
+      else if (offset === 0 && bytes.length >= 2) bucket = this.#lookup(this.#first2, bytes, 0, 2);
+      else if (offset === 0 && bytes.length === 1) bucket = this.#lookup(this.#first1, bytes, 0, 1);
+      else if (offset <= 64 && offset + bytes.length >= 96) {
+        bucket = this.#lookup(this.#nameClass, bytes, 64 - offset, 96 - offset);
+      } else continue;
+      if (!best || bucket.size < best.size) best = bucket;
+    }
+    return best;
+  }
+
+  #lookup(
+    map: Map<string, Set<StoredAccount>>,
+    bytes: Buffer,
+    from: number,
+    to: number,
+  ): ReadonlySet<StoredAccount> {
+    return map.get(bytes.toString('latin1', from, to)) ?? EMPTY_SET;
+  }
+
+  *#fieldsOf(data: Buffer): Iterable<[Map<string, Set<StoredAccount>>, string]> {
+    if (data.length >= 1) yield [this.#first1, data.toString('latin1', 0, 1)];
+    if (data.length >= 2) yield [this.#first2, data.toString('latin1', 0, 2)];
+    if (data.length >= 32) yield [this.#parent, data.toString('latin1', 0, 32)];
+    if (data.length >= 96) yield [this.#nameClass, data.toString('latin1', 64, 96)];
+  }
+}
+
+const EMPTY_SET: ReadonlySet<StoredAccount> = new Set();
 
 /** First index at or after `from` with a later `time` (log sorted by time). */
 function firstAfter(log: ReadonlyArray<{ time: number }>, from: number, time: number): number {

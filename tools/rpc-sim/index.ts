@@ -17,6 +17,7 @@ export type {
   AddSubdomainOptions,
   ChainView,
   DeleteOptions,
+  MemcmpHint,
   NameHeader,
   SimAccount,
   SimAccountInput,
@@ -36,14 +37,18 @@ export {
 } from './transactions.js';
 export type { SimInstruction, SimTransaction, TransactionEncoding } from './transactions.js';
 export { DEMO_DOMAINS, demoLabels, seedDemoChain } from './demo.js';
+export { SDK_DERIVATION, seedRegistry, seededRandom } from './registry.js';
+export type { RegistryDerivation, RegistryOptions, SeededRegistry } from './registry.js';
 export type { DemoDomain, SeededDomain } from './demo.js';
 export { GARBAGE_BODY } from './faults.js';
 export type { Fault, FaultKind, FaultScope } from './faults.js';
 export {
+  DEFAULT_V2_LIMIT,
   MAX_BASE58_BYTES,
   MAX_FILTERS,
   MAX_MULTIPLE_ACCOUNTS,
   MAX_SIGNATURES_LIMIT,
+  MAX_V2_LIMIT,
   RpcErrorCode,
   SIM_ONLY_METHODS,
   SIM_SOLANA_VERSION,

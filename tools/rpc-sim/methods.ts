@@ -4,7 +4,7 @@
  */
 import { PublicKey } from '@solana/web3.js';
 import { base58Decode, base58Encode, isBase58Pubkey } from './base58.js';
-import type { ChainView, SimChain, StoredAccount } from './chain.js';
+import type { ChainView, MemcmpHint, SimChain, StoredAccount } from './chain.js';
 import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transactions.js';
 import type { SimTransaction } from './transactions.js';
 
@@ -18,6 +18,10 @@ export const MAX_MULTIPLE_ACCOUNTS = 100;
 export const MAX_BASE58_BYTES = 128;
 /** Agave's MAX_GET_CONFIRMED_SIGNATURES_FOR_ADDRESS2_LIMIT. */
 export const MAX_SIGNATURES_LIMIT = 1000;
+/** `getProgramAccountsV2`'s largest page (Helius: 1 to 10,000 accounts a request). */
+export const MAX_V2_LIMIT = 10_000;
+/** `getProgramAccountsV2`'s page without a `limit`. */
+export const DEFAULT_V2_LIMIT = 1_000;
 /** u64::MAX, the real RPC's `rentEpoch` of rent-exempt accounts. */
 const RENT_EPOCH_JSON = '18446744073709551615';
 
@@ -62,6 +66,7 @@ type Handler = (
 
 const HANDLERS: Record<string, Handler> = {
   getProgramAccounts,
+  getProgramAccountsV2,
   getTransaction,
   getSignaturesForAddress,
   getMultipleAccounts,
@@ -113,9 +118,11 @@ export const SIM_ONLY_METHODS: readonly string[] = Object.keys(SIM_HANDLERS);
 /**
  * Runs one method: reads against `view` (default the chain now; a lagging node passes
  * `chain.asOf(lag)`), `sim*` against `chain`. Transaction methods see transactions at least
- * `txLagMs` old and no later than `slot`.
+ * `txLagMs` old and no later than `slot`. Methods in `refused` answer as unknown ones, as a
+ * provider without them does (most refuse `getProgramAccountsV2`).
  * @returns the result as JSON text.
- * @throws RpcError -32601 unknown method, -32602 bad params, -32016 `minContextSlot` ahead.
+ * @throws RpcError -32601 unknown or refused method, -32602 bad params, -32016 `minContextSlot`
+ *   ahead.
  */
 export function callMethod(
   chain: SimChain,
@@ -124,7 +131,9 @@ export function callMethod(
   slot: number,
   view: ChainView = chain,
   txLagMs = 0,
+  refused: ReadonlySet<string> = NONE_REFUSED,
 ): ResultJson {
+  if (refused.has(method)) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
   const handler = Object.hasOwn(HANDLERS, method) ? HANDLERS[method] : undefined;
   const simHandler = Object.hasOwn(SIM_HANDLERS, method) ? SIM_HANDLERS[method] : undefined;
   if (!handler && !simHandler) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
@@ -133,6 +142,8 @@ export function callMethod(
     ? handler(view, list, slot, { chain, cutoff: chain.nowMs() - txLagMs })
     : (simHandler as NonNullable<typeof simHandler>)(chain, list);
 }
+
+const NONE_REFUSED: ReadonlySet<string> = new Set();
 
 function paramList(params: unknown): unknown[] {
   if (params !== undefined && !Array.isArray(params)) {
@@ -169,7 +180,7 @@ function getProgramAccounts(chain: ChainView, params: unknown[], slot: number): 
   const filters = readFilters(config);
   const context = readContext(config, slot);
   const parts: string[] = [];
-  for (const account of chain.ownedBy(programKey)) {
+  for (const account of chain.candidates(programKey, hintsOf(filters))) {
     if (!filters.every((filter) => filter(account.data))) continue;
     parts.push(
       `{"account":${accountJson(account, encoding, dataSlice)},"pubkey":"${account.key}"}`,
@@ -177,6 +188,72 @@ function getProgramAccounts(chain: ChainView, params: unknown[], slot: number): 
   }
   const list = `[${parts.join(',')}]`;
   return withContext ? `{"context":${context},"value":${list}}` : list;
+}
+
+/**
+ * getProgramAccountsV2 as Helius serves it: `[program, {encoding, filters, dataSlice, limit,
+ * paginationKey, changedSinceSlot, withContext, commitment, minContextSlot}]`, answered as
+ * `{accounts: [{pubkey, account}], paginationKey, totalResults, context?}`. Pages walk the
+ * candidate accounts in the order of their base58 keys: each looks at `limit` of them after
+ * `paginationKey` and returns those passing the filters (so a page may hold fewer than `limit`,
+ * none included), with the last key looked at as the next `paginationKey`, or null once the walk
+ * reached the end. `changedSinceSlot` keeps accounts written after that slot (deletions are not
+ * reported). `totalResults` counts every account passing the filters.
+ * @throws RpcError -32602 on bad params (`limit` outside 1..10,000 included).
+ */
+function getProgramAccountsV2(chain: ChainView, params: unknown[], slot: number): ResultJson {
+  const programKey = pubkeyParam(params[0]);
+  const config = optionalConfig(params[1]);
+  const encoding = readEncoding(config);
+  const dataSlice = readDataSlice(config);
+  const withContext = readBoolean(config, 'withContext');
+  const filters = readFilters(config);
+  const context = readContext(config, slot);
+  const limit = config.limit ?? DEFAULT_V2_LIMIT;
+  if (
+    typeof limit !== 'number' ||
+    !Number.isSafeInteger(limit) ||
+    limit < 1 ||
+    limit > MAX_V2_LIMIT
+  ) {
+    throw invalidParams(`Invalid params: limit must be an integer from 1 to ${MAX_V2_LIMIT}`);
+  }
+  const after = config.paginationKey ?? undefined;
+  if (after !== undefined && (typeof after !== 'string' || !isBase58Pubkey(after))) {
+    throw invalidParams('Invalid params: paginationKey must be a key a previous page returned');
+  }
+  const since =
+    config.changedSinceSlot == null
+      ? undefined
+      : readCount(config.changedSinceSlot, 'changedSinceSlot');
+  const passes = (account: StoredAccount): boolean =>
+    (since === undefined || account.slot > since) &&
+    filters.every((filter) => filter(account.data));
+  const rest: StoredAccount[] = [];
+  let totalResults = 0;
+  for (const account of chain.candidates(programKey, hintsOf(filters))) {
+    if (passes(account)) totalResults++;
+    if (after === undefined || account.key > after) rest.push(account);
+  }
+  rest.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const page = rest.slice(0, limit);
+  const parts: string[] = [];
+  for (const account of page) {
+    if (!passes(account)) continue;
+    parts.push(
+      `{"account":${accountJson(account, encoding, dataSlice)},"pubkey":"${account.key}"}`,
+    );
+  }
+  const next = rest.length > limit ? `"${page[page.length - 1]?.key ?? ''}"` : 'null';
+  return (
+    `{"accounts":[${parts.join(',')}],"paginationKey":${next},"totalResults":${totalResults}` +
+    (withContext ? `,"context":${context}}` : '}')
+  );
+}
+
+/** The memcmp filters' bytes, for `ChainView.candidates`. */
+function hintsOf(filters: readonly Filter[]): MemcmpHint[] {
+  return filters.flatMap((filter) => (filter.memcmp ? [filter.memcmp] : []));
 }
 
 function getMultipleAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
@@ -344,8 +421,11 @@ export interface DataSlice {
   length: number;
 }
 
-/** A getProgramAccounts/programSubscribe filter over an account's data. */
-export type Filter = (data: Buffer) => boolean;
+/**
+ * A getProgramAccounts/programSubscribe filter over an account's data; a memcmp carries its
+ * offset and bytes, so a read can look them up in the chain's indexes instead of scanning.
+ */
+export type Filter = ((data: Buffer) => boolean) & { readonly memcmp?: MemcmpHint };
 
 /** Agave's placeholder for base58 data over `MAX_BASE58_BYTES`. */
 const BASE58_TOO_LARGE = 'error: data too large for bs58 encoding';
@@ -609,5 +689,7 @@ function readFilter(filter: unknown): Filter {
   if (bytes.length > MAX_BASE58_BYTES) throw invalidParams('Invalid param: DataTooLarge');
   const needle = bytes;
   const end = offset + needle.length;
-  return (data) => data.length >= end && data.compare(needle, 0, needle.length, offset, end) === 0;
+  const test = (data: Buffer): boolean =>
+    data.length >= end && data.compare(needle, 0, needle.length, offset, end) === 0;
+  return Object.assign(test, { memcmp: { offset, bytes: needle } });
 }

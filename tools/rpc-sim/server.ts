@@ -55,6 +55,11 @@ export interface RpcSimulatorOptions {
   backgroundWritesPerSecond?: number;
   /** Default `DEFAULT_MAX_BODY_BYTES`. */
   maxBodyBytes?: number;
+  /**
+   * Read methods answered -32601 "Method not found", as a provider without them answers (most
+   * have no `getProgramAccountsV2`); see `setRefusedMethods`. Default none.
+   */
+  refusedMethods?: readonly string[];
   /** Called with each call record as it is added. */
   onCall?: (call: RpcCallRecord) => void;
 }
@@ -131,6 +136,10 @@ export interface RpcSimulator {
   setBackgroundWrites(perSecond: number): void;
   /** Background writes so far. */
   readonly backgroundWrites: number;
+  /** Replaces the refused methods (see `RpcSimulatorOptions.refusedMethods`); [] serves all. */
+  setRefusedMethods(methods: readonly string[]): void;
+  /** The methods answered -32601 now. */
+  readonly refusedMethods: readonly string[];
 }
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
@@ -169,6 +178,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     background = perSecond > 0 ? startBackgroundWrites(chain, { perSecond }) : undefined;
   };
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  let refused: ReadonlySet<string> = new Set(opts.refusedMethods ?? []);
   const faults = new FaultQueue();
   const calls: RpcCallRecord[] = [];
   const sockets = new Set<Socket>();
@@ -291,7 +301,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     }
     try {
       const lag = Math.max(httpLagMs, txLagMs);
-      const result = callMethod(chain, e.method, e.params, view.slot, view, lag);
+      const result = callMethod(chain, e.method, e.params, view.slot, view, lag, refused);
       return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
     } catch (err) {
       if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);
@@ -339,6 +349,12 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     setBackgroundWrites,
     get backgroundWrites() {
       return backgroundDone + (background?.count ?? 0);
+    },
+    setRefusedMethods: (methods) => {
+      refused = new Set(methods);
+    },
+    get refusedMethods() {
+      return [...refused];
     },
     chain,
     calls,

@@ -47,6 +47,8 @@ export type DeletionsDeps = {
   lost: (signature: string) => void;
   metrics: Metrics;
   logger: Logger;
+  /** Every name-program account a readable transaction deleted, whatever its parent (the registry index). */
+  deleted?: (accounts: readonly string[], slot: number) => void;
 };
 
 /**
@@ -177,6 +179,7 @@ export class Deletions {
       // A transaction that failed changed nothing.
       if (writes === 'failed') return;
       if (writes) {
+        if (writes.deleted.length > 0) this.deps.deleted?.(writes.deleted, writes.slot);
         await this.removeDeleted(writes.deleted, writes.slot);
         return;
       }

@@ -89,6 +89,14 @@ export type FollowerDeps = {
   /** The hottest parents (`HOT_KEYS_TOP_N`), followed one subscription each in `parents` mode. */
   hotParents: () => Promise<string[]>;
   connect: (hooks: ConnectionHooks) => Connection;
+  /**
+   * The registry index's feed (docs/design.md, "The registry index"): every account the stream or a
+   * gap read reports, and every deletion, whatever the parent. None in `SUBDOMAIN_INDEX=parents`.
+   */
+  registry?: {
+    onAccount(note: AccountNote): void;
+    onDeleted(accounts: readonly string[], slot: number): void;
+  };
 };
 
 /**
@@ -148,6 +156,9 @@ export class Follower {
       lost: (signature) => this.newEpoch(`deleting transaction ${signature} unreadable`),
       metrics,
       logger,
+      ...(deps.registry
+        ? { deleted: (accounts, slot) => deps.registry?.onDeleted(accounts, slot) }
+        : {}),
     });
     this.backstop = new Backstop({
       rpc: deps.rpc,
@@ -317,6 +328,7 @@ export class Follower {
 
   private onAccount(note: AccountNote, parentKey: string | undefined): void {
     this.heard();
+    this.deps.registry?.onAccount(note);
     // A provider that ignored the `dataSlice` sent the whole account: its first bytes are the head.
     const head = note.head ?? undefined;
     const key =

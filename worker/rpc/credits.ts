@@ -4,6 +4,7 @@ import type { EndpointLabel, Metrics } from '../../src/core/metrics.js';
 import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../src/core/rpc/budget.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
+import { LuaScript, replyList, replyNumber, replyString } from '../../src/core/lua-script.js';
 
 /**
  * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`. Final: a retry before
@@ -44,49 +45,18 @@ export type CreditMeterOptions = {
 };
 
 /**
- * Puts back a day's counter Redis lost (KEYS[1] missing while this process knew a spend, ARGV[1]):
- * a restart of a Redis without persistence must not grant a fresh budget. The counter is never
- * missing otherwise within its day (it outlives the day, and given-back reservations leave 0).
+ * Adds a call's credits to today's counter unless past the budget (after putting back a counter
+ * Redis lost: the floor, see the file): added (1 or 0), and the total.
  */
-const RESTORE = `
-local floor = tonumber(ARGV[1])
-if floor > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
-`;
+const RESERVE = new LuaScript(new URL('../lua/reserve-credits.lua', import.meta.url), (raw) => {
+  const [added, total] = replyList(raw);
+  return { added: replyNumber(added), total: Number(replyString(total)) };
+});
 
-/**
- * KEYS[1] today's counter; ARGV floor ({@link RESTORE}), expiry ms, budget, credits. Adds unless
- * past the budget; returns {1|0, total}, total as a string (a float reply would be truncated).
- */
-const RESERVE = `${RESTORE}
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-if spent + tonumber(ARGV[4]) > tonumber(ARGV[3]) + 1e-9 then return {0, tostring(spent)} end
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, total}
-`;
-
-/**
- * KEYS[1] a day's counter; ARGV floor ({@link RESTORE}), expiry ms, credits (negative: given
- * back). Returns the total as a string.
- */
-const ADD = `${RESTORE}
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return total
-`;
-
-type CreditCommands = {
-  snsReserveCredits(
-    key: string,
-    floor: number,
-    ttlMs: number,
-    budget: number,
-    credits: number,
-  ): Promise<[number, string]>;
-  snsAddCredits(key: string, floor: number, ttlMs: number, credits: number): Promise<string>;
-};
+/** Adds credits (negative: given back) to a day's counter, the floor first: the total. */
+const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (raw) =>
+  Number(replyString(raw)),
+);
 
 /**
  * Counts worker credit spends: `sns_rpc_credits_total`, and for the configured endpoint today's
@@ -135,15 +105,13 @@ export class CreditMeter {
     const { redis } = this.opts;
     if (budget === undefined || !redis || !this.keys || credits <= 0) return undefined;
     const day = utcDay(this.now());
-    const [added, total] = await creditCommands(redis).snsReserveCredits(
-      this.keys.rpcCredits(day),
-      this.floorOf(day),
-      BUDGET_COUNTER_TTL_MS,
-      budget,
-      credits,
+    const { added, total } = await RESERVE.run(
+      redis,
+      [this.keys.rpcCredits(day)],
+      [this.floorOf(day), BUDGET_COUNTER_TTL_MS, budget, credits],
     );
-    this.opts.budget?.observe(day, Number(total));
-    if (added !== 1) throw new CreditBudgetRefusal(method, credits, Number(total), budget);
+    this.opts.budget?.observe(day, total);
+    if (added !== 1) throw new CreditBudgetRefusal(method, credits, total, budget);
     return { day, credits };
   }
 
@@ -151,9 +119,11 @@ export class CreditMeter {
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
     const { day, credits } = reservation;
-    creditCommands(this.opts.redis)
-      .snsAddCredits(this.keys.rpcCredits(day), this.floorOf(day), BUDGET_COUNTER_TTL_MS, -credits)
-      .catch((err: unknown) => this.warn(err));
+    ADD.run(
+      this.opts.redis,
+      [this.keys.rpcCredits(day)],
+      [this.floorOf(day), BUDGET_COUNTER_TTL_MS, -credits],
+    ).catch((err: unknown) => this.warn(err));
   }
 
   /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
@@ -190,13 +160,12 @@ export class CreditMeter {
     for (const [day, credits] of days) {
       const key = this.keys.rpcCredits(day);
       try {
-        const total = await creditCommands(redis).snsAddCredits(
-          key,
-          this.floorOf(day),
-          BUDGET_COUNTER_TTL_MS,
-          credits,
+        const total = await ADD.run(
+          redis,
+          [key],
+          [this.floorOf(day), BUDGET_COUNTER_TTL_MS, credits],
         );
-        this.opts.budget?.observe(day, Number(total));
+        this.opts.budget?.observe(day, total);
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
         this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
@@ -210,15 +179,4 @@ export class CreditMeter {
     this.warned = true;
     this.opts.logger?.warn({ err: String(err) }, 'could not add RPC credits to the daily counter');
   }
-}
-
-function creditCommands(redis: RedisClient): CreditCommands {
-  const commands = redis as unknown as Partial<CreditCommands>;
-  if (!commands.snsReserveCredits) {
-    redis.defineCommand('snsReserveCredits', { numberOfKeys: 1, lua: RESERVE });
-  }
-  if (!commands.snsAddCredits) {
-    redis.defineCommand('snsAddCredits', { numberOfKeys: 1, lua: ADD });
-  }
-  return redis as unknown as CreditCommands;
 }

@@ -146,7 +146,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
     const requester = requesterOf(req, checkColdMiss);
     const endpoint = await deps.endpoints.select(rpc, requester.charge);
     const found = await deps.lookup.lookup(parent, endpoint, requester);
-    return send(reply, endpoint, found, page, parent, Date.now());
+    return send(reply, endpoint, found, page, parent, deps.lookup.now());
   };
 
   return {
@@ -163,7 +163,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
       const rpc = req.query.rpc;
       if (rpc === undefined) {
         const endpoint = deps.endpoints.selectDefault();
-        const now = Date.now();
+        const now = deps.lookup.now();
         const found = deps.lookup.peek(parent, endpoint, clientKey(req), now);
         if (found) return send(reply, endpoint, found, page, parent, now);
       }

@@ -147,6 +147,7 @@ export class DetailsViews {
    * @param parent a normalized single label.
    */
   peek(endpointId: string, parent: string, found: LookupResult): DetailsAnswer | undefined {
+    if (found.accounts) return undefined;
     const kept = this.views?.get(parent);
     if (!kept || kept.endpointId !== endpointId) return undefined;
     const asked = found.entry;
@@ -170,6 +171,14 @@ export class DetailsViews {
     parent: string,
     found: LookupResult,
   ): Promise<DetailsAnswer | null> {
+    // The registry index's answer carries its accounts: rendered for this request, not kept.
+    if (found.accounts) {
+      return {
+        view: buildDetailsView(found.entry, found.accounts),
+        entry: found.entry,
+        state: found.state,
+      };
+    }
     const kept = this.peek(endpointId, parent, found);
     if (kept) return kept;
     const { rev, fetchedAt, slot } = found.entry;
@@ -222,7 +231,11 @@ export class DetailsViews {
     if (sameRevision(view.entry, found.entry) || found.state === 'MISS') {
       return { view, entry: view.entry, state: found.state };
     }
-    const fresh = this.opts.cache.freshness(view.entry, Date.now(), this.opts.status?.());
+    const fresh = this.opts.cache.freshness(
+      view.entry,
+      this.opts.cache.now(),
+      this.opts.status?.(),
+    );
     const state = fresh === 'fresh' ? 'HIT' : 'STALE';
     return { view, entry: view.entry, state };
   }

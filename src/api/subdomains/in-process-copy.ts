@@ -80,7 +80,7 @@ export class InProcessCopy {
    */
   remember(parent: string, endpoint: RpcEndpoint, entry: CacheEntry, generation: number): void {
     if (!this.serves(endpoint) || generation !== this.events) return;
-    if (this.opts.cache.freshMsLeft(entry, Date.now(), this.opts.status?.()) > 0) {
+    if (this.opts.cache.freshMsLeft(entry, this.opts.cache.now(), this.opts.status?.()) > 0) {
       this.entries.set(parent, entry);
     }
   }

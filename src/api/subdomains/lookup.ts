@@ -1,7 +1,11 @@
 import type { Queue } from 'bullmq';
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry, SubdomainCache } from '../../core/cache/subdomain-cache.js';
+import type {
+  CacheEntry,
+  EntryAccounts,
+  SubdomainCache,
+} from '../../core/cache/subdomain-cache.js';
 import {
   BudgetExhaustedError,
   GatewayError,
@@ -27,10 +31,15 @@ import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 import type { FollowStatus, FollowStatusReader } from '../../core/cache/follow-status.js';
 import { InProcessCopy } from './in-process-copy.js';
 import type { ParentTouches } from './parent-touches.js';
+import type { RegistrySource } from './registry-source.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
-export type LookupResult = { entry: CacheEntry; state: CacheState };
+/**
+ * A lookup's answer; `accounts` when it came from the registry index (`/details` renders them, no
+ * second read).
+ */
+export type LookupResult = { entry: CacheEntry; state: CacheState; accounts?: EntryAccounts };
 
 /**
  * Who a lookup is for: the client it is counted as for the hot-parent ranking, and the charge of
@@ -82,6 +91,12 @@ export type SubdomainLookupDeps = {
   follow?: FollowStatusReader;
   /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
   touches?: ParentTouches;
+  /**
+   * The registry index (`SUBDOMAIN_INDEX=registry`): while it serves, every parent of the
+   * configured endpoint is answered from it, no refresh, no charge (docs/design.md, "The registry
+   * index"). Absent: per-parent entries only.
+   */
+  registry?: RegistrySource;
 };
 
 /**
@@ -116,6 +131,11 @@ export class SubdomainLookup {
     }
   }
 
+  /** The deployment's one clock (the cache's), Unix ms: what every freshness here is decided on. */
+  now(): number {
+    return this.deps.cache.now();
+  }
+
   /**
    * The answer from this process's copy of fresh entries, synchronously, or `undefined` when the
    * copy has none (or events are not flowing, or `endpoint` is not the default one): then
@@ -130,8 +150,11 @@ export class SubdomainLookup {
     parent: string,
     endpoint: RpcEndpoint,
     client: string,
-    now = Date.now(),
+    now = this.now(),
   ): LookupResult | undefined {
+    // The index's answers are read from Redis each time: the copy follows refresh events, which
+    // the index's changes do not send.
+    if (this.fromRegistry(endpoint)) return undefined;
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent, client, now);
@@ -153,6 +176,7 @@ export class SubdomainLookup {
    * @throws InternalError for other Redis or worker faults.
    */
   async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
+    if (this.fromRegistry(endpoint)) return this.registryAnswer(parent);
     const kept = this.peek(parent, endpoint, requester.client);
     if (kept) return kept;
     const { cache, metrics } = this.deps;
@@ -161,7 +185,7 @@ export class SubdomainLookup {
     const { entry } = read;
     if (entry) {
       this.counted(parent, endpoint, requester);
-      if (cache.freshness(entry, Date.now(), status) === 'fresh') {
+      if (cache.freshness(entry, this.now(), status) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
@@ -202,6 +226,28 @@ export class SubdomainLookup {
     this.counted(parent, endpoint, requester);
     this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
+  }
+
+  /** Whether `endpoint`'s lookups are answered from the registry index now. */
+  private fromRegistry(endpoint: RpcEndpoint): boolean {
+    return endpoint.kind === 'default' && this.deps.registry?.serving() === 'serving';
+  }
+
+  /**
+   * `parent`'s answer from the registry index: one Redis read, a hit whatever the parent (a
+   * made-up one lists nothing, as `findSubdomains`).
+   * @throws InternalError when Redis fails.
+   */
+  private async registryAnswer(parent: string): Promise<LookupResult> {
+    const registry = this.deps.registry as RegistrySource;
+    let read: Awaited<ReturnType<RegistrySource['read']>>;
+    try {
+      read = await registry.read(parent);
+    } catch (err) {
+      throw new InternalError('registry index read failed', { cause: err });
+    }
+    this.deps.metrics.countCacheLookup('hit');
+    return { entry: read.entry, state: 'HIT', accounts: read.accounts };
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { RedisClient } from '../redis.js';
+import { LuaScript, replyString } from '../lua-script.js';
 import { redisKeys } from '../redis-keys.js';
 
 /**
@@ -48,33 +49,12 @@ export function followedFresh(
 
 /**
  * Sets the status, in one step that never moves `epoch` back (a worker taking the stream over
- * with an older idea of it cannot make entries fresh again). KEYS[1] the status. ARGV: epoch,
- * healthyUntil, mode, expiry (ms).
+ * with an older idea of it cannot make entries fresh again).
  */
-const WRITE_STATUS = `
-local epoch = tonumber(ARGV[1])
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local ok, d = pcall(cjson.decode, raw)
-  if ok and type(d) == 'table' and type(d.epoch) == 'number' and d.epoch > epoch then
-    epoch = d.epoch
-  end
-end
-local value = '{"epoch":' .. string.format('%.0f', epoch) .. ',"healthyUntil":' .. ARGV[2] ..
-  ',"mode":"' .. ARGV[3] .. '"}'
-redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
-return value
-`;
-
-type StatusCommands = { snsWriteFollowStatus(...args: string[]): Promise<string> };
-
-function statusCommands(redis: RedisClient): StatusCommands {
-  const commands = redis as unknown as Partial<StatusCommands>;
-  if (!commands.snsWriteFollowStatus) {
-    redis.defineCommand('snsWriteFollowStatus', { numberOfKeys: 1, lua: WRITE_STATUS });
-  }
-  return redis as unknown as StatusCommands;
-}
+const WRITE_STATUS = new LuaScript(
+  new URL('../lua/write-follow-status.lua', import.meta.url),
+  replyString,
+);
 
 /** How long a written status lives when its writer stops (it is rewritten every second). */
 const STATUS_TTL_MS = 24 * 3_600_000;
@@ -100,12 +80,10 @@ export async function writeFollowStatus(
     }
   }
   if (!MODES.has(status.mode)) throw new TypeError(`mode ${String(status.mode)} is not a mode`);
-  const stored = await statusCommands(redis).snsWriteFollowStatus(
-    redisKeys(prefix).followStatus,
-    String(status.epoch),
-    String(status.healthyUntil),
-    status.mode,
-    String(STATUS_TTL_MS),
+  const stored = await WRITE_STATUS.run(
+    redis,
+    [redisKeys(prefix).followStatus],
+    [status.epoch, status.healthyUntil, status.mode, STATUS_TTL_MS],
   );
   return parseFollowStatus(stored) ?? status;
 }

@@ -5,16 +5,12 @@ import { isSlot } from '../rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../sns/pda.js';
 import { followedFresh, type FollowStatus } from './follow-status.js';
 import {
-  APPLY_CHANGES,
-  GET_SPLIT,
-  GET_WITH_MEMBERS,
-  LUA_SLOTS,
-  MARK_CHECKED,
-  PUT_SPLIT,
-  SWEEP,
-  SWEEP_INDEX,
-  TOUCH,
-} from './split-entry-lua.js';
+  LuaScript,
+  replyList,
+  replyNumber,
+  replyString,
+  replyStringsOrNull,
+} from '../lua-script.js';
 
 /** One cached answer of `/subdomains` (docs/design.md, "The subdomain cache"). */
 export type CacheEntry = {
@@ -63,127 +59,59 @@ export const labelsOf = (accounts: EntryAccounts): string[] =>
 
 export type Freshness = 'fresh' | 'stale';
 
-/**
- * Lua of the override entries' script (the configured endpoint's are in ./split-entry-lua.ts). An
- * override's entry is stored as `{"slot":S,"rev":R,"fetchedAt":T,"labels":[..]}`
- * in that order, so `head(raw)` reads what the scripts compare from the head of the value without
- * decoding thousands of labels; an entry in another layout (an older release, a null slot) is
- * decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
- * slot when both slots are known, else an earlier fetchedAt; `next_rev(key, slot, at, ceiling)` the
- * revision a write of that entry gets, or nil when the stored one is newer.
- *
- * Slots are checked as `isSlot` (src/core/rpc/slot.ts) checks them. A write whose slot or fetchedAt is
- * not one is refused with an error (the callers check first; this keeps `Infinity` or a float past
- * 2^53 out of the store whatever a caller does). A stored entry whose slot is not one (cjson reads
- * `Infinity`, which JSON.parse refuses), whose fetchedAt is not finite, or whose slot is past
- * `ceiling` (the highest slot the chain can have reached, when the caller knows it) holds no write
- * back: it would otherwise refuse every scan, for as long as it lives.
- */
-const LUA_ENTRY = `${LUA_SLOTS}local function bad_args(slot, at)
-  if arg_slot(slot) == false or not is_slot(tonumber(at)) then
-    return redis.error_reply('ERR entry slot or fetchedAt is not a safe integer')
-  end
-end
-local function head(raw)
-  local s, r, a = string.match(raw, '^{"slot":(%d+),"rev":(%d+),"fetchedAt":(%d+)')
-  local slot, rev, at
-  if a then
-    slot, rev, at = tonumber(s), tonumber(r), tonumber(a)
-  else
-    local ok, d = pcall(cjson.decode, raw)
-    if not ok or type(d) ~= 'table' then return nil, 0, nil, false end
-    local function num(v) if type(v) == 'number' then return v end return nil end
-    slot, rev, at = num(d.slot), num(d.rev), num(d.fetchedAt)
-  end
-  local sound = (slot == nil or is_slot(slot)) and (at == nil or is_slot(at))
-  if not is_slot(rev) then rev = 0 end
-  return slot, rev, at, sound
-end
-local function older(cslot, cat, slot, at)
-  if cslot and slot and cslot ~= slot then return slot < cslot end
-  return cat ~= nil and at < cat
-end
-local function entry(slot, rev, at, rest)
-  return '{"slot":' .. slot .. ',"rev":' .. rev .. ',"fetchedAt":' .. at .. ',' .. rest
-end
-local function next_rev(key, slot, at, ceiling)
-  local current = redis.call('GET', key)
-  if not current then return 1 end
-  local cslot, crev, cat, sound = head(current)
-  if not sound or (ceiling and cslot and cslot > ceiling) then return crev + 1 end
-  if older(cslot, cat, slot, at) then return nil end
-  return crev + 1
-end
-`;
-
-/**
- * Writes an override's entry unless the stored one is newer (`next_rev`), and keeps every override
- * entry within one budget of bytes. KEYS[1] the entry's key, KEYS[2] the index (a sorted set of override entry keys
- * by expiry time), KEYS[3] their sizes (a hash), KEYS[4] the sum of those sizes. ARGV: the new
- * entry's slot, its fetchedAt, the rest of its JSON, the expiry in milliseconds, the time now in
- * Unix milliseconds, the budget in bytes. Entries past their expiry leave the index first; then,
- * while the sum is over the budget, the entry closest to its expiry is deleted. Every key it
- * touches shares the prefix, which is a hash tag on Redis Cluster, so they live in one slot.
- * Returns the new revision, or 0 when it kept the stored entry.
- */
-const PUT_OVERRIDE = `${LUA_ENTRY}
-local refused = bad_args(ARGV[1], ARGV[2])
-if refused then return refused end
-local rev = next_rev(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), nil)
-if not rev then return 0 end
-local now = tonumber(ARGV[5])
-local function forget(key)
-  local size = tonumber(redis.call('HGET', KEYS[3], key) or '0')
-  redis.call('HDEL', KEYS[3], key)
-  redis.call('ZREM', KEYS[2], key)
-  return redis.call('DECRBY', KEYS[4], size)
-end
-for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do forget(key) end
-forget(KEYS[1])
-local value = entry(ARGV[1], rev, ARGV[2], ARGV[3])
-local size = #value + #KEYS[1]
-redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), KEYS[1])
-redis.call('HSET', KEYS[3], KEYS[1], size)
-local total = redis.call('INCRBY', KEYS[4], size)
-while total > tonumber(ARGV[6]) do
-  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if not oldest or oldest == KEYS[1] then break end
-  redis.call('DEL', oldest)
-  total = forget(oldest)
-end
-return rev
-`;
-
-/** The scripts as commands of the connection (`defineCommand`: EVALSHA, the text sent once). */
-type EntryCommands = {
-  snsPutOverrideEntry(...args: string[]): Promise<number>;
-  /** One array (ioredis flattens it): a scan's arguments outnumber what a call's spread takes. */
-  snsPutSplitEntry(args: string[]): Promise<number>;
-  snsApplyChanges(...args: string[]): Promise<[string, number]>;
-  snsMarkChecked(...args: string[]): Promise<[string, number, number]>;
-  snsTouchEntry(...args: string[]): Promise<number>;
-  snsGetSplitEntry(...args: string[]): Promise<string[] | null>;
-  snsGetSplitMembers(...args: string[]): Promise<string[] | null>;
-  snsSweepParents(...args: string[]): Promise<[number, number]>;
-  snsSweepIndex(...args: string[]): Promise<[string, number]>;
-};
-
-function entryCommands(redis: RedisClient): EntryCommands {
-  const commands = redis as unknown as Partial<EntryCommands>;
-  if (!commands.snsPutSplitEntry) {
-    redis.defineCommand('snsPutOverrideEntry', { numberOfKeys: 4, lua: PUT_OVERRIDE });
-    redis.defineCommand('snsPutSplitEntry', { numberOfKeys: 5, lua: PUT_SPLIT });
-    redis.defineCommand('snsApplyChanges', { numberOfKeys: 4, lua: APPLY_CHANGES });
-    redis.defineCommand('snsMarkChecked', { numberOfKeys: 4, lua: MARK_CHECKED });
-    redis.defineCommand('snsTouchEntry', { numberOfKeys: 5, lua: TOUCH });
-    redis.defineCommand('snsGetSplitEntry', { numberOfKeys: 2, lua: GET_SPLIT });
-    redis.defineCommand('snsGetSplitMembers', { numberOfKeys: 3, lua: GET_WITH_MEMBERS });
-    redis.defineCommand('snsSweepParents', { numberOfKeys: 2, lua: SWEEP });
-    redis.defineCommand('snsSweepIndex', { numberOfKeys: 1, lua: SWEEP_INDEX });
-  }
-  return redis as unknown as EntryCommands;
+/** One of `outcomes`, as a script replied it. @throws TypeError for anything else. */
+function outcomeOf<O extends string>(raw: unknown, outcomes: readonly O[]): O {
+  const found = outcomes.find((o) => o === raw);
+  if (found === undefined) throw new TypeError(`a script replied the outcome ${String(raw)}`);
+  return found;
 }
+
+/** The Lua scripts of the store, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
+const SCRIPTS = {
+  putOverride: new LuaScript(
+    new URL('../lua/put-override-entry.lua', import.meta.url),
+    replyNumber,
+  ),
+  putSplit: new LuaScript(new URL('../lua/put-split-entry.lua', import.meta.url), replyNumber),
+  applyChanges: new LuaScript(
+    new URL('../lua/apply-changes.lua', import.meta.url),
+    (raw): ApplyOutcome => {
+      const [outcome, rev] = replyList(raw);
+      return {
+        outcome: outcomeOf(outcome, ['written', 'unchanged', 'missing'] as const),
+        rev: replyNumber(rev),
+      };
+    },
+  ),
+  markChecked: new LuaScript(
+    new URL('../lua/mark-checked.lua', import.meta.url),
+    (raw): CheckOutcome => {
+      const [outcome, rev, dropped] = replyList(raw);
+      return {
+        outcome: outcomeOf(outcome, ['written', 'missing'] as const),
+        rev: replyNumber(rev),
+        dropped: replyNumber(dropped),
+      };
+    },
+  ),
+  touch: new LuaScript(new URL('../lua/touch-entry.lua', import.meta.url), replyNumber),
+  getSplit: new LuaScript(
+    new URL('../lua/get-split-entry.lua', import.meta.url),
+    replyStringsOrNull,
+  ),
+  getSplitMembers: new LuaScript(
+    new URL('../lua/get-split-members.lua', import.meta.url),
+    replyStringsOrNull,
+  ),
+  sweepParents: new LuaScript(new URL('../lua/sweep-parents.lua', import.meta.url), (raw) => {
+    const [removed, more] = replyList(raw);
+    return { removed: replyNumber(removed), more: replyNumber(more) === 1 };
+  }),
+  sweepIndex: new LuaScript(new URL('../lua/sweep-index.lua', import.meta.url), (raw) => {
+    const [cursor, dropped] = replyList(raw);
+    return { cursor: replyString(cursor), dropped: replyNumber(dropped) };
+  }),
+};
 
 /**
  * The head and the rest of an entry's stored JSON, as the scripts take them.
@@ -292,7 +220,6 @@ const SEP = '\0';
  * decided by {@link freshness}. No write takes an entry back to an older slot.
  */
 export class SubdomainCache {
-  private readonly commands: EntryCommands;
   private readonly keys: RedisKeys;
   /** What every split entry's head key starts with (any endpoint). */
   private readonly metaStart: string;
@@ -305,8 +232,12 @@ export class SubdomainCache {
     private readonly freshMs: number,
     private readonly staleMs: number,
     private readonly overrides: OverrideBudget = { ttlMs: staleMs, maxBytes: 32 * 1024 * 1024 },
+    /**
+     * The deployment's one clock, Unix ms (src/core/redis-time.ts): what freshness compares a
+     * `fetchedAt` written by a worker with. `Date.now` when absent.
+     */
+    readonly now: () => number = Date.now,
   ) {
-    this.commands = entryCommands(redis);
     this.keys = redisKeys(prefix);
     this.metaStart = `${prefix}:entry:`;
   }
@@ -355,7 +286,7 @@ export class SubdomainCache {
   async get(key: string): Promise<CacheEntry | null> {
     if (!key.startsWith(this.metaStart)) return parseEntry(await this.redis.get(key));
     const labelsKey = `${this.prefix}:entry-labels:${key.slice(this.metaStart.length)}`;
-    const read = await this.commands.snsGetSplitEntry(key, labelsKey);
+    const read = await SCRIPTS.getSplit.run(this.redis, [key, labelsKey]);
     if (!read) return null;
     const head = parseHead(read[0] ?? '');
     if (!head) return null;
@@ -394,7 +325,7 @@ export class SubdomainCache {
     parent: string,
   ): Promise<{ entry: CacheEntry; accounts: EntryAccounts | null } | null> {
     const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
-    const read = await this.commands.snsGetSplitMembers(meta, labelsKey, membersKey);
+    const read = await SCRIPTS.getSplitMembers.run(this.redis, [meta, labelsKey, membersKey]);
     if (!read) return null;
     const head = parseHead(read[0] ?? '');
     if (!head) return null;
@@ -511,10 +442,7 @@ export class SubdomainCache {
       args.push('l');
       entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
     }
-    const rev = await this.commands.snsPutSplitEntry([
-      ...this.splitKeys(endpointId, parent),
-      ...args,
-    ]);
+    const rev = await SCRIPTS.putSplit.run(this.redis, this.splitKeys(endpointId, parent), args);
     return rev > 0 ? 'written' : 'kept';
   }
 
@@ -577,14 +505,7 @@ export class SubdomainCache {
       if (c.member) args.push(c.account, c.reverse, 'u', c.member[0], c.member[1]);
       else args.push(c.account, c.reverse, 'r', '', '');
     }
-    const [outcome, rev] = await this.commands.snsApplyChanges(
-      meta,
-      labels,
-      members,
-      index,
-      ...args,
-    );
-    return { outcome: outcome as ApplyOutcome['outcome'], rev: Number(rev) };
+    return SCRIPTS.applyChanges.run(this.redis, [meta, labels, members, index], args);
   }
 
   /**
@@ -607,21 +528,11 @@ export class SubdomainCache {
       slot: check.slot,
     });
     const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
-    const [outcome, rev, dropped] = await this.commands.snsMarkChecked(
-      meta,
-      labels,
-      members,
-      index,
-      fetchedAt,
-      slot,
-      parent,
-      ...check.gone,
+    return SCRIPTS.markChecked.run(
+      this.redis,
+      [meta, labels, members, index],
+      [fetchedAt, slot, parent, ...check.gone],
     );
-    return {
-      outcome: outcome as CheckOutcome['outcome'],
-      rev: Number(rev),
-      dropped: Number(dropped),
-    };
   }
 
   /**
@@ -631,12 +542,11 @@ export class SubdomainCache {
    * @returns whether there was an entry to touch.
    */
   async touch(endpointId: string, parent: string, now = Date.now()): Promise<boolean> {
-    const done = await this.commands.snsTouchEntry(
-      ...this.splitKeys(endpointId, parent),
-      String(this.entryTtlMs),
-      String(now),
+    const done = await SCRIPTS.touch.run(this.redis, this.splitKeys(endpointId, parent), [
+      this.entryTtlMs,
+      now,
       parent,
-    );
+    ]);
     return done === 1;
   }
 
@@ -648,17 +558,11 @@ export class SubdomainCache {
    */
   async sweep(endpointId: string, now = Date.now()): Promise<{ removed: number; more: boolean }> {
     const start = this.keys.entryPrefix(endpointId);
-    const [removed, more] = await this.commands.snsSweepParents(
-      this.keys.followedParents(endpointId),
-      this.keys.memberParents(endpointId),
-      String(now - this.staleMs),
-      String(SWEEP_PARENTS),
-      String(SWEEP_MEMBERS),
-      start.meta,
-      start.labels,
-      start.members,
+    return SCRIPTS.sweepParents.run(
+      this.redis,
+      [this.keys.followedParents(endpointId), this.keys.memberParents(endpointId)],
+      [now - this.staleMs, SWEEP_PARENTS, SWEEP_MEMBERS, start.meta, start.labels, start.members],
     );
-    return { removed: Number(removed), more: Number(more) === 1 };
   }
 
   /**
@@ -668,14 +572,13 @@ export class SubdomainCache {
    * this process stopped; a pass over the whole index ends with `done`.
    */
   async sweepIndex(endpointId: string, count = 1_000): Promise<{ dropped: number; done: boolean }> {
-    const [next, dropped] = await this.commands.snsSweepIndex(
-      this.keys.memberParents(endpointId),
-      this.indexCursors.get(endpointId) ?? '0',
-      String(count),
-      this.keys.entryPrefix(endpointId).meta,
+    const { cursor, dropped } = await SCRIPTS.sweepIndex.run(
+      this.redis,
+      [this.keys.memberParents(endpointId)],
+      [this.indexCursors.get(endpointId) ?? '0', count, this.keys.entryPrefix(endpointId).meta],
     );
-    this.indexCursors.set(endpointId, next);
-    return { dropped: Number(dropped), done: next === '0' };
+    this.indexCursors.set(endpointId, cursor);
+    return { dropped, done: cursor === '0' };
   }
 
   /**
@@ -692,15 +595,10 @@ export class SubdomainCache {
     now = Date.now(),
   ): Promise<'written' | 'kept'> {
     const index = this.keys.overrideEntries;
-    const rev = await this.commands.snsPutOverrideEntry(
-      this.overrideKey(endpointId, parent),
-      index.byExpiry,
-      index.sizes,
-      index.bytes,
-      ...entryArgs(entry),
-      String(this.overrides.ttlMs),
-      String(now),
-      String(this.overrides.maxBytes),
+    const rev = await SCRIPTS.putOverride.run(
+      this.redis,
+      [this.overrideKey(endpointId, parent), index.byExpiry, index.sizes, index.bytes],
+      [...entryArgs(entry), this.overrides.ttlMs, now, this.overrides.maxBytes],
     );
     return rev > 0 ? 'written' : 'kept';
   }
@@ -710,7 +608,7 @@ export class SubdomainCache {
    * `fetchedAt`, or while the chain is followed and nothing was missed since the entry was fetched
    * ({@link followedFresh}; pass `status` for the configured endpoint's entries only).
    */
-  freshness(entry: CacheEntry, now = Date.now(), status?: FollowStatus | null): Freshness {
+  freshness(entry: CacheEntry, now = this.now(), status?: FollowStatus | null): Freshness {
     return this.freshMsLeft(entry, now, status) > 0 ? 'fresh' : 'stale';
   }
 
@@ -718,7 +616,7 @@ export class SubdomainCache {
    * Milliseconds of freshness left (0 once stale): the window's, or while the entry is fresh by
    * following the chain, until the status's `healthyUntil` if that is later.
    */
-  freshMsLeft(entry: CacheEntry, now = Date.now(), status?: FollowStatus | null): number {
+  freshMsLeft(entry: CacheEntry, now = this.now(), status?: FollowStatus | null): number {
     const windowLeft = Math.max(0, entry.fetchedAt + this.freshMs - now);
     if (!status || !followedFresh(entry, status, now)) return windowLeft;
     return Math.max(windowLeft, status.healthyUntil - now);

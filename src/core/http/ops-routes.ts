@@ -25,6 +25,11 @@ export type ReadinessParts = {
   /** Worker only: it takes jobs (Redis up, every BullMQ worker running, last fetch ok). */
   queue?: boolean;
   /**
+   * The API only, with `SUBDOMAIN_INDEX=registry`: the registry index's state (`serving`: every
+   * parent is answered from it; otherwise the per-parent path answers). Never makes it unready.
+   */
+  index?: 'none' | 'building' | 'serving' | 'unfollowed' | 'behind';
+  /**
    * Whether hot parents are refreshed ahead (src/core/queue/hot-parent-scans.ts): `stopped` when
    * their scheduler is missing or no worker runs it; `off` when not configured.
    */
@@ -54,6 +59,23 @@ const partsSchema = Type.Object(
       description:
         'workers follow hot parents over the RPC websocket (configured) or by the clock (off)',
     }),
+    index: Type.Optional(
+      Type.Union(
+        [
+          Type.Literal('none'),
+          Type.Literal('building'),
+          Type.Literal('serving'),
+          Type.Literal('unfollowed'),
+          Type.Literal('behind'),
+        ],
+        {
+          description:
+            'SUBDOMAIN_INDEX=registry only: the registry index serves every parent (serving), is ' +
+            'built (building), built but the stream is not followed whole now (unfollowed), or ' +
+            'missed changes and is rebuilt (behind); the per-parent path answers meanwhile',
+        },
+      ),
+    ),
     queue: Type.Optional(
       Type.Boolean({
         description:

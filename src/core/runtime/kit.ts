@@ -40,7 +40,7 @@ export type RuntimeKit = {
   /** `/readyz`'s answer: ready while `redis` answers and {@link close} has not begun. */
   readiness(
     redis: RedisClient,
-    parts: () => Pick<ReadinessParts, 'rpc' | 'websocket'>,
+    parts: () => Pick<ReadinessParts, 'rpc' | 'websocket' | 'index'>,
   ): () => Promise<Readiness>;
   /** True once {@link close} has begun. */
   readonly closing: boolean;

@@ -16,7 +16,7 @@ const READINESS_PROBE_MS = 1_000;
 export function redisReadiness(deps: {
   redis: RedisClient;
   key: string;
-  parts: () => Pick<ReadinessParts, 'rpc' | 'websocket'>;
+  parts: () => Pick<ReadinessParts, 'rpc' | 'websocket' | 'index'>;
   closing: () => boolean;
 }): () => Promise<Readiness> {
   let probing: Promise<RedisProbe> | undefined;

@@ -101,7 +101,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     }
     return views.get(endpoint.id, parent, found).then((answer) => {
       if (!answer) throw notYetWithAccounts();
-      return sendView(reply, endpoint, answer, page, Date.now());
+      return sendView(reply, endpoint, answer, page, deps.lookup.now());
     });
   };
 

@@ -1,0 +1,84 @@
+import type { CacheEntry, EntryAccounts } from '../../core/cache/subdomain-cache.js';
+import type { FollowStatus } from '../../core/cache/follow-status.js';
+import {
+  registryServing,
+  type RegistryIndex,
+  type RegistryServing,
+  type RegistryState,
+} from '../../core/cache/registry-index.js';
+import { domainKey, toBase58 } from '../../core/sns/pda.js';
+
+export type RegistrySourceOptions = {
+  index: Pick<RegistryIndex, 'state' | 'members'>;
+  /** The follow status as last read (`FollowStatusReader.current`). */
+  status: () => FollowStatus | null;
+  /** Reads the build's state at most this often, in ms (500). */
+  intervalMs?: number;
+  now?: () => number;
+  onError?: (err: unknown) => void;
+  /** Each state decided ({@link serving}): the gauge `sns_registry_state`. */
+  onState?: (state: RegistryServing) => void;
+};
+
+/**
+ * The API's side of the registry index (docs/design.md, "The registry index"): whether it answers
+ * now ({@link serving}, synchronous), and a parent's answer from it ({@link read}: one HGETALL, no
+ * RPC, no queue).
+ */
+export class RegistrySource {
+  private state: RegistryState | null = null;
+  private readAt = -Infinity;
+  private inflight: Promise<void> | undefined;
+  private readonly intervalMs: number;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: RegistrySourceOptions) {
+    this.intervalMs = opts.intervalMs ?? 500;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** The index's state now, from the last reads; a read begins in the background when due. */
+  serving(): RegistryServing {
+    const now = this.now();
+    if (now - this.readAt >= this.intervalMs) void this.refresh();
+    const state = registryServing(this.state, this.opts.status(), now);
+    this.opts.onState?.(state);
+    return state;
+  }
+
+  /** Reads the build's state now (sharing a read in flight). */
+  refresh(): Promise<void> {
+    this.inflight ??= this.opts.index
+      .state()
+      .then(
+        (state) => {
+          this.state = state;
+          this.readAt = this.now();
+        },
+        (err: unknown) => this.opts.onError?.(err),
+      )
+      .finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  /**
+   * `parent`'s answer from the index: its listed subdomains as an entry (fetched now, at the
+   * newest slot among them) and their accounts. A made-up parent answers an empty list, as
+   * `findSubdomains` does.
+   *
+   * @param parent a normalized single label.
+   * @throws what Redis throws.
+   */
+  async read(parent: string): Promise<{ entry: CacheEntry; accounts: EntryAccounts }> {
+    const parentKey = toBase58(domainKey(parent));
+    const { members, slot } = await this.opts.index.members(parentKey);
+    const accounts: Record<string, readonly [string, string]> = {};
+    for (const m of members) accounts[m.account] = [m.label, m.owner];
+    const entry: CacheEntry = {
+      labels: members.map((m) => m.label),
+      fetchedAt: this.now(),
+      ...(slot === undefined ? {} : { slot }),
+    };
+    return { entry, accounts };
+  }
+}

@@ -1,0 +1,316 @@
+import type { RedisClient } from '../redis.js';
+import { LuaScript, replyList, replyNumber, replyStrings } from '../lua-script.js';
+import { redisKeys, type RedisKeys } from '../redis-keys.js';
+import { isSlot } from '../rpc/slot.js';
+import type { FollowStatus } from './follow-status.js';
+
+/**
+ * The registry index (docs/design.md, "The registry index"): every subdomain of the name program,
+ * per parent key, in Redis. One hash per parent key (subdomain name account -> `slot|owner|label`),
+ * one hash of accounts (subdomain and reverse record -> parent key, so a Delete finds its member),
+ * the build's state and shards, and a journal of what the stream saw during a build for accounts no
+ * piece had written yet.
+ *
+ * A member holds two facts, each known, unknown or deleted: the owner in the subdomain name
+ * account's header (base58; `''` unknown; `-` the account is gone) and the label of its reverse
+ * record (`+label`; `''` unknown; `-` gone). It is listed when both are known. Each member keeps the
+ * slot of its newest fact: a fact at a lower slot never changes a known or deleted one (a late
+ * notification, a piece read before a change), though it may fill an unknown one. A member whose
+ * two facts are gone is a tombstone: it keeps a piece read before the deletion from bringing the
+ * name back.
+ */
+
+/** What {@link RegistryIndex.apply} does with one fact. */
+export type RegistryOp =
+  /** A reverse record of `account` under `parentKey` names `label` (a subdomain's, proven). */
+  | {
+      op: 'label';
+      slot: number;
+      parentKey: string;
+      account: string;
+      reverse: string;
+      label: string;
+    }
+  /** The name account `account` under `parentKey` is owned by `owner`. */
+  | { op: 'owner'; slot: number; parentKey: string; account: string; owner: string }
+  /** `account` (a name account or a reverse record) was deleted. */
+  | { op: 'delete'; slot: number; account: string };
+
+/** One member a bootstrap piece read: its reverse record's label and (when found) its owner. */
+export type PieceMember = {
+  parentKey: string;
+  account: string;
+  reverse: string;
+  label: string;
+  /** The name account's owner, or null when it does not exist (or is not under `parentKey`). */
+  owner: string | null;
+};
+
+/** A listed subdomain: label, name account, owner. */
+export type RegistryMember = { label: string; account: string; owner: string };
+
+/** The state of the index's build. */
+export type RegistryState = {
+  /** The build's number (0: none started). */
+  run: number;
+  /** `behind`: the stream lost facts since; a new build is due. */
+  status: 'none' | 'building' | 'complete' | 'behind';
+  /** Shards of the run. */
+  shards: number;
+  /** Shards done. */
+  done: number;
+  /** When the run began (Unix ms): the stream must have missed nothing since. */
+  startedAt: number;
+  /** When it completed (Unix ms), 0 before. */
+  completedAt: number;
+};
+
+/**
+ * What the registry index is to a process (`/readyz`'s `index`, `sns_registry_state`):
+ * - `serving`: built, and the stream has followed the whole program with no unhealed gap since
+ *   the build began: every `/subdomains/:parent` is answered from it;
+ * - `building`: a build runs (the per-parent path answers meanwhile);
+ * - `unfollowed`: built, but the stream is not whole-program and healthy now;
+ * - `behind`: the stream missed something since the build began: a rebuild is due;
+ * - `none`: no build yet; `off`: `SUBDOMAIN_INDEX=parents`.
+ */
+export type RegistryServing = 'off' | 'none' | 'building' | 'serving' | 'unfollowed' | 'behind';
+
+/** `sns_registry_state`'s value of each {@link RegistryServing}. */
+export const REGISTRY_SERVING_VALUE: Readonly<Record<RegistryServing, number>> = Object.freeze({
+  off: 0,
+  none: 0,
+  building: 1,
+  serving: 2,
+  unfollowed: 3,
+  behind: 4,
+});
+
+/**
+ * Decides whether the index answers, from its build's state and the follow status (both read from
+ * Redis at most every `intervalMs`, one read in flight): complete, the stream whole-program and
+ * healthy now, and its epoch (since when nothing was missed) no later than the build's start.
+ */
+export function registryServing(
+  state: Pick<RegistryState, 'status' | 'startedAt'> | null,
+  status: FollowStatus | null,
+  now: number,
+): RegistryServing {
+  if (!state || state.status === 'none') return 'none';
+  if (state.status === 'behind') return 'behind';
+  if (status && status.epoch > state.startedAt) return 'behind';
+  if (state.status === 'building') return 'building';
+  if (!status || status.mode !== 'program' || now >= status.healthyUntil) return 'unfollowed';
+  return 'serving';
+}
+
+/** Base58 characters of a parent key naming its hash, and of an account naming it in the index. */
+export const ID_CHARS = 16;
+/** Base58 characters of an account naming its bucket of the accounts index. */
+export const BUCKET_CHARS = 2;
+
+/** The id a parent key's hash is named by: its first {@link ID_CHARS} characters. */
+export const parentIdOf = (parentKey: string): string => parentKey.slice(0, ID_CHARS);
+
+/** A reply `{a, b}` of two numbers. */
+const twoNumbers = (raw: unknown): [number, number] => {
+  const [a, b] = replyList(raw);
+  return [replyNumber(a), replyNumber(b)];
+};
+
+/** The index's Lua scripts, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
+const SCRIPTS = {
+  /** Facts from the stream: the parent ids changed, the accounts whose owner is unknown. */
+  apply: new LuaScript(new URL('../lua/registry-apply.lua', import.meta.url), (raw) => {
+    const [changed, needOwner] = replyList(raw);
+    return { changed: replyStrings(changed), needOwner: replyStrings(needOwner) };
+  }),
+  /** A bootstrap page: written, and shards done (written -1: not the current build). */
+  piece: new LuaScript(new URL('../lua/registry-piece.lua', import.meta.url), twoNumbers),
+  /** Starts a build: the run, and 1 when started now. */
+  start: new LuaScript(new URL('../lua/registry-start.lua', import.meta.url), twoNumbers),
+};
+
+const slotArg = (slot: number): string => {
+  if (!isSlot(slot)) throw new TypeError(`slot ${String(slot)} is not a slot`);
+  return String(slot);
+};
+
+/**
+ * The registry index in Redis under one deployment's prefix (see the file's comment for the
+ * layout and the rules). Every write is one Lua script, atomic.
+ */
+export class RegistryIndex {
+  private readonly keys: RedisKeys;
+
+  constructor(
+    private readonly redis: RedisClient,
+    prefix: string,
+  ) {
+    this.keys = redisKeys(prefix);
+  }
+
+  /**
+   * Applies facts the stream (or a read it asked for) saw, in order, each slot-guarded per member.
+   * A fact of an account no piece wrote yet is kept in the journal while a build runs (a name
+   * account's owner, a deletion); after it, an owner of an account the index does not hold is
+   * dropped (top-level names, records).
+   *
+   * @returns the parent ids ({@link parentIdOf}) whose listed subdomains changed, and the subdomain accounts whose
+   *   label is known but owner unknown (the caller reads them).
+   * @throws TypeError for a slot that is not one.
+   */
+  async apply(ops: readonly RegistryOp[]): Promise<{ changed: string[]; needOwner: string[] }> {
+    if (ops.length === 0) return { changed: [], needOwner: [] };
+    const args: string[] = [];
+    for (const o of ops) {
+      const slot = slotArg(o.slot);
+      if (o.op === 'label') {
+        args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
+      } else if (o.op === 'owner') {
+        args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
+      } else args.push('D', slot, o.account, '', '', '');
+    }
+    return SCRIPTS.apply.run(
+      this.redis,
+      [this.keys.registryJournal, this.keys.registryState],
+      [this.keys.registryPrefix, ...args],
+    );
+  }
+
+  /**
+   * Writes one page of a bootstrap piece of build `run`, read at `slot` (its owners at
+   * `ownersSlot`); with `shard`, the piece is done (its last page), and the build completes with
+   * its last shard.
+   *
+   * @returns how many members were written and shards are done, or null when `run` is not the
+   *   build under way (a later one started, or it completed).
+   */
+  async writePiece(
+    run: number,
+    shard: string | undefined,
+    slot: number,
+    ownersSlot: number,
+    members: readonly PieceMember[],
+    now = Date.now(),
+  ): Promise<{ written: number; done: number } | null> {
+    const args: string[] = [];
+    for (const m of members) {
+      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, m.owner ?? '');
+    }
+    const [written, done] = await SCRIPTS.piece.run(
+      this.redis,
+      [this.keys.registryJournal, this.keys.registryState, this.keys.registryShards(run)],
+      [
+        this.keys.registryPrefix,
+        run,
+        shard ?? '',
+        slotArg(slot),
+        slotArg(Math.max(slot, ownersSlot)),
+        now,
+        ...args,
+      ],
+    );
+    return written < 0 ? null : { written, done };
+  }
+
+  /**
+   * Starts a build of `shards` pieces unless one is under way (or the index is complete and
+   * `force` is not set: an index behind its stream is rebuilt with `force`).
+   * @returns the build's number, and whether it started now.
+   */
+  async start(
+    shards: number,
+    force = false,
+    now = Date.now(),
+  ): Promise<{ run: number; started: boolean }> {
+    const [run, started] = await SCRIPTS.start.run(
+      this.redis,
+      [this.keys.registryState],
+      [shards, now, force ? '1' : ''],
+    );
+    return { run, started: started === 1 };
+  }
+
+  /**
+   * The stream lost facts (a full queue, a failed write): the index is no longer served, and the
+   * next supervision starts a build anew.
+   */
+  async markBehind(now = Date.now()): Promise<void> {
+    await this.redis.hset(this.keys.registryState, 'status', 'behind', 'behindAt', String(now));
+  }
+
+  /** The shards of build `run` done. */
+  async shardsDone(run: number): Promise<string[]> {
+    return this.redis.hkeys(this.keys.registryShards(run));
+  }
+
+  /** Whether shard `shard` of build `run` is done. */
+  async shardDone(run: number, shard: string): Promise<boolean> {
+    return (await this.redis.hexists(this.keys.registryShards(run), shard)) === 1;
+  }
+
+  /** The build's state (`none` before the first). */
+  async state(): Promise<RegistryState> {
+    const raw = await this.redis.hgetall(this.keys.registryState);
+    const num = (v: string | undefined) => {
+      const n = Number(v);
+      return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+    };
+    const run = num(raw.run);
+    const status =
+      raw.status === 'building' || raw.status === 'complete' || raw.status === 'behind'
+        ? raw.status
+        : 'none';
+    const done = run > 0 ? await this.redis.hlen(this.keys.registryShards(run)) : 0;
+    return {
+      run,
+      status,
+      shards: num(raw.shards),
+      done,
+      startedAt: num(raw.startedAt),
+      completedAt: num(raw.completedAt),
+    };
+  }
+
+  /**
+   * The listed subdomains of the parent whose name account is `parentKey` (base58), sorted by
+   * label as answers list them, and the highest slot among its members (undefined: none).
+   */
+  async members(parentKey: string): Promise<{ members: RegistryMember[]; slot?: number }> {
+    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
+    const members: RegistryMember[] = [];
+    let slot: number | undefined;
+    for (const [account, value] of Object.entries(raw)) {
+      const m = parseValue(value);
+      if (!m) continue;
+      slot = Math.max(slot ?? m.slot, m.slot);
+      if (m.owner === '' || m.owner === '-' || !m.label.startsWith('+')) continue;
+      members.push({ label: m.label.slice(1), account, owner: m.owner });
+    }
+    members.sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
+    return slot === undefined ? { members } : { members, slot };
+  }
+
+  /**
+   * One member as stored, listed or not (tests, the audit): its slot, owner (`''` unknown, `-`
+   * gone) and label (`+label`, `''` unknown, `-` gone).
+   */
+  async member(
+    parentKey: string,
+    account: string,
+  ): Promise<{ slot: number; owner: string; label: string } | null> {
+    const raw = await this.redis.hget(this.keys.registryParent(parentIdOf(parentKey)), account);
+    return raw === null ? null : parseValue(raw);
+  }
+}
+
+function parseValue(value: string): { slot: number; owner: string; label: string } | null {
+  const a = value.indexOf('|');
+  const b = a < 0 ? -1 : value.indexOf('|', a + 1);
+  if (b < 0) return null;
+  const digits = value.slice(0, a);
+  const slot = /^[0-9a-z]{1,11}$/.test(digits) ? Number.parseInt(digits, 36) : NaN;
+  if (!isSlot(slot)) return null;
+  return { slot, owner: value.slice(a + 1, b), label: value.slice(b + 1) };
+}

@@ -1,0 +1,73 @@
+-- A scan's write. KEYS (includes/split-entry.lua): M L H I R. ARGV: 1 slot ('null' unknown), 2 fetchedAt, 3 scanSlot ('' none),
+-- 4 scannedAt ('' none), 5 expiry (ms), 6 ceiling ('' unknown), 7 now (ms), 8 parent, 9 'm' (members
+-- follow, one argument each: `account reverse [label,owner,slot]\nlabel`, the JSON holding no raw
+-- newline; one argument rather than four because a scan's arguments cost the client more than the
+-- script: 400,000 of them took ioredis about a second) or 'l' (labels only follow, as sorted-set
+-- members). Refuses to take the entry back in time, as the override entries' `next_rev` does
+-- (older slot; unknown slot: older fetchedAt; a stored entry unsound or past the ceiling holds
+-- nothing back). Replaces the members and labels,
+-- drops the index fields of accounts no longer listed and writes those of the listed ones, and
+-- registers the parent at `now`. Returns the new revision, 0 when it kept the stored entry.
+
+--- @include "includes/split-entry"
+local slot = arg_slot(ARGV[1])
+local at = tonumber(ARGV[2])
+if slot == false or not is_slot(at) then
+  return redis.error_reply('ERR entry slot or fetchedAt is not a safe integer')
+end
+local ceiling = tonumber(ARGV[6])
+local rev = 1
+local c = meta_of(redis.call('GET', KEYS[1]))
+if c then
+  local held = c.sound and not (ceiling and c.slot and c.slot > ceiling)
+  if held then
+    if c.slot and slot and c.slot ~= slot then
+      if slot < c.slot then return 0 end
+    elseif c.fetchedAt and at < c.fetchedAt then
+      return 0
+    end
+  end
+  rev = c.rev + 1
+end
+local parent = ARGV[8]
+local with_members = ARGV[9] == 'm'
+local listed, hs, zs, is = {}, {}, {}, {}
+local count = 0
+if with_members then
+  for i = 10, #ARGV do
+    local arg = ARGV[i]
+    local a = string.find(arg, ' ', 1, true)
+    local b = string.find(arg, ' ', a + 1, true)
+    local c = string.find(arg, '\n', b + 1, true)
+    local acct, reverse = string.sub(arg, 1, a - 1), string.sub(arg, a + 1, b - 1)
+    listed[acct] = true
+    hs[#hs + 1] = acct; hs[#hs + 1] = string.sub(arg, b + 1, c - 1)
+    zs[#zs + 1] = 0; zs[#zs + 1] = string.sub(arg, c + 1) .. '\0' .. acct
+    is[#is + 1] = acct; is[#is + 1] = parent .. ' ' .. acct .. ' ' .. reverse
+    is[#is + 1] = reverse; is[#is + 1] = parent .. ' ' .. acct
+    count = count + 1
+  end
+else
+  for i = 10, #ARGV do
+    zs[#zs + 1] = 0; zs[#zs + 1] = ARGV[i]
+    count = count + 1
+  end
+end
+for _, acct in ipairs(redis.call('HKEYS', KEYS[3])) do
+  if not listed[acct] then forget_index(KEYS[4], parent, acct, nil) end
+end
+redis.call('DEL', KEYS[2], KEYS[3])
+chunked('HSET', KEYS[3], hs)
+chunked('ZADD', KEYS[2], zs)
+chunked('HSET', KEYS[4], is)
+local ttl = ARGV[5]
+redis.call('SET', KEYS[1], encode_meta({
+  slot = slot, rev = rev, fetchedAt = at, scanSlot = tonumber(ARGV[3]),
+  scannedAt = tonumber(ARGV[4]), count = count, members = with_members,
+}), 'PX', ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[3], ttl)
+redis.call('ZADD', KEYS[5], ARGV[7], parent)
+redis.call('PEXPIRE', KEYS[5], ttl)
+redis.call('PEXPIRE', KEYS[4], ttl)
+return rev

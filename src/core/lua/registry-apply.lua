@@ -1,0 +1,73 @@
+-- Facts from the stream. KEYS: 1 journal, 2 state. ARGV: 1 the index's prefix
+-- (`<prefix>:registry:`), then six per fact: kind (L, O, D), slot, then L: parent id, account,
+-- reverse, label; O: parent id, account, owner, ''; D: account, '', '', ''. Returns `{changed parent keys, accounts whose
+-- owner is unknown}`.
+
+--- @include "includes/registry-member"
+local building = redis.call('HGET', KEYS[2], 'status') == 'building'
+local changed, need, seen = {}, {}, {}
+local function put(pk, acct, m, before)
+  redis.call('HSET', pkey(pk), acct, encode(m))
+  if listed(m) ~= before or listed(m) then
+    if not seen[pk] then seen[pk] = true; changed[#changed + 1] = pk end
+  end
+end
+local function journal(acct, value, slot)
+  local js = jslot(redis.call('HGET', KEYS[1], acct))
+  if js and js > slot then return end
+  redis.call('HSET', KEYS[1], acct, value)
+end
+for i = 2, #ARGV, 6 do
+  local kind, slot = ARGV[i], tonumber(ARGV[i + 1])
+  local a, b, c, d = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  if kind == 'L' then
+    local pk, acct, rev, label = a, b, c, '+' .. d
+    local m = parse(redis.call('HGET', pkey(pk), acct))
+    local fresh = m == nil
+    m = m or { slot = slot, owner = '', label = '' }
+    local before = listed(m) and not fresh
+    local moved = merge(m, 'label', label, slot)
+    if m.owner == '' then
+      local j = redis.call('HGET', KEYS[1], acct)
+      local jp, jo = string.match(j or '', '^%d+|([^|]+)|(.+)$')
+      if jp == pk then m.owner = jo; moved = true end
+    end
+    if moved or fresh then
+      put(pk, acct, m, before)
+      index_member(pk, acct, rev)
+    else
+      redis.call('HSET', pkey(pk), acct, encode(m))
+    end
+    if m.owner == '' and string.sub(m.label, 1, 1) == '+' then need[#need + 1] = acct end
+  elseif kind == 'O' then
+    local pk, acct, owner = a, b, c
+    local m = parse(redis.call('HGET', pkey(pk), acct))
+    if m then
+      local before = listed(m)
+      if merge(m, 'owner', owner, slot) then put(pk, acct, m, before)
+      else redis.call('HSET', pkey(pk), acct, encode(m)) end
+    elseif building then
+      journal(acct, string.format('%.0f', slot) .. '|' .. pk .. '|' .. owner, slot)
+    end
+  elseif kind == 'D' then
+    local acct = a
+    local idx = aget(acct)
+    local pk, sub, f
+    if idx then
+      local prefix
+      pk, prefix = string.match(idx, '^(%S+) (%S+)$')
+      f = 'label'
+      if pk then sub = find_sub(pk, prefix) else pk, sub, f = idx, acct, 'owner' end
+    end
+    if sub then
+      local m = parse(redis.call('HGET', pkey(pk), sub))
+      if m then
+        local before = listed(m)
+        if merge(m, f, '-', slot) then put(pk, sub, m, before) end
+      end
+    elseif building then
+      journal(acct, string.format('%.0f', slot) .. '|del', slot)
+    end
+  end
+end
+return { changed, need }

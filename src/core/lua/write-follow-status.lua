@@ -1,0 +1,16 @@
+-- Sets the status, in one step that never moves `epoch` back (a worker taking the stream over
+-- with an older idea of it cannot make entries fresh again). KEYS[1] the status. ARGV: epoch,
+-- healthyUntil, mode, expiry (ms).
+
+local epoch = tonumber(ARGV[1])
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local ok, d = pcall(cjson.decode, raw)
+  if ok and type(d) == 'table' and type(d.epoch) == 'number' and d.epoch > epoch then
+    epoch = d.epoch
+  end
+end
+local value = '{"epoch":' .. string.format('%.0f', epoch) .. ',"healthyUntil":' .. ARGV[2] ..
+  ',"mode":"' .. ARGV[3] .. '"}'
+redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
+return value

@@ -1,0 +1,168 @@
+import { PublicKey } from '@solana/web3.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RegistryIndex } from '../src/core/cache/registry-index.js';
+import { createLogger } from '../src/core/logger.js';
+import { startWorker } from '../worker/runtime.js';
+import { SHARDS } from '../worker/registry/build.js';
+import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
+import { FOLLOW } from './support/freshness.js';
+import { startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { sdkSubdomains } from './support/sdk.js';
+
+const REGISTRY = { ...FOLLOW, SUBDOMAIN_INDEX: 'registry' } as const;
+const NEW_OWNER = new PublicKey('9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin');
+
+/** A small registry: top-level names with reverse records, subdomains, a v1 record, an orphan. */
+function registryChain(): SimChain {
+  const chain = new SimChain();
+  for (const name of ['alpha', 'beta', 'gamma', 'delta', 'lonely']) chain.addDomain(name);
+  for (const label of ['one', 'two', 'three']) chain.addSubdomain('alpha', label);
+  chain.addSubdomain('beta', 'solo');
+  for (const label of ['x', 'y']) chain.addSubdomain('gamma', label);
+  chain.addSubdomain('delta', 'kept');
+  chain.addSubdomain('delta', 'norecord', { reverse: false });
+  chain.addOrphanReverse('delta', 'orphan');
+  return chain;
+}
+
+const readyzIndex = async (gw: Gateway) =>
+  ((await gw.get('/readyz')).body as unknown as { parts?: { index?: string } }).parts?.index;
+
+const labels = async (gw: Gateway, parent: string) => {
+  const res = await gw.get(`/subdomains/${parent}`);
+  expect(res.status).toBe(200);
+  return res.body.result as string[];
+};
+
+/** Calls that would read subdomains from the chain (scans, pages, account reads). */
+const scanCalls = (sim: RpcSimulator) =>
+  sim.callCount('getProgramAccounts') +
+  sim.callCount('getProgramAccountsV2') +
+  sim.callCount('getMultipleAccounts');
+
+describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
+  let gw: Gateway;
+  let index: RegistryIndex;
+  beforeAll(async () => {
+    gw = await startGateway({ chain: registryChain(), env: REGISTRY });
+    index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
+    await waitFor(async () => (await readyzIndex(gw)) === 'serving', 60_000);
+  }, 90_000);
+  afterAll(() => gw.close());
+
+  it('answers every parent, never asked before, from the index: as findSubdomains, with no RPC call', async () => {
+    gw.sim.resetCalls();
+    for (const parent of ['alpha', 'beta', 'gamma', 'delta', 'lonely']) {
+      const got = await labels(gw, parent);
+      expect(got).toEqual((await sdkSubdomains(gw.sim.url, parent)).sort());
+    }
+    // Made-up parents: an empty list, as the SDK gives, and no scan either.
+    gw.sim.resetCalls();
+    for (const parent of ['nosuchparent1', 'zz-made-up', 'alpha2']) {
+      const res = await gw.get(`/subdomains/${parent}`);
+      expect(res.status).toBe(200);
+      expect(res.body.result).toEqual([]);
+    }
+    for (const parent of ['alpha', 'gamma']) await labels(gw, parent);
+    expect(scanCalls(gw.sim)).toBe(0);
+    const details = await gw.get('/subdomains/alpha/details');
+    expect(details.status).toBe(200);
+    expect((details.body.result as Array<{ label: string }>).map((r) => r.label)).toEqual([
+      'one',
+      'three',
+      'two',
+    ]);
+    const page = await gw.get('/subdomains/alpha?limit=2');
+    expect(page.body.result).toEqual(['one', 'three']);
+    expect(scanCalls(gw.sim)).toBe(0);
+    // No refresh was queued for any of them.
+    const waiting = await gw.redis.keys(`${gw.config.QUEUE_PREFIX}:subdomain-refresh:*:wait`);
+    for (const key of waiting) expect(await gw.redis.llen(key)).toBe(0);
+  });
+
+  it('shows a subdomain created, transferred and deleted under a parent nobody asked for', async () => {
+    const chain = gw.sim.chain;
+    chain.addSubdomain('lonely', 'fresh');
+    await waitFor(async () => (await labels(gw, 'lonely')).includes('fresh'), 10_000);
+    chain.transferSubdomain('lonely', 'fresh', NEW_OWNER);
+    await waitFor(async () => {
+      const res = await gw.get('/subdomains/lonely/details');
+      const rows = res.body.result as Array<{ label: string; owner: string }>;
+      return rows.some((r) => r.label === 'fresh' && r.owner === NEW_OWNER.toBase58());
+    }, 10_000);
+    chain.deleteSubdomain('lonely', 'fresh');
+    await waitFor(async () => (await labels(gw, 'lonely')).length === 0, 10_000);
+    // Deleted: a tombstone at the deletion's slot, so nothing older brings it back.
+    expect((await index.state()).status).toBe('complete');
+  });
+});
+
+describe('the registry index while it is built', () => {
+  let sim: RpcSimulator;
+  let gw: Gateway;
+  beforeAll(async () => {
+    // HTTP reads a second behind the websocket: a piece reads an older slot than the stream
+    // has already delivered, the case stitching is for.
+    sim = await startRpcSimulator({ chain: registryChain(), httpLagMs: 1_000 });
+    // Slow scans, so the build is caught half done.
+    sim.setFaults([{ kind: 'delay', ms: 60, method: 'getProgramAccounts' }]);
+    gw = await startGateway({ sim, env: REGISTRY });
+  }, 60_000);
+  afterAll(async () => {
+    await gw.close();
+    await sim.close();
+  });
+
+  it('answers per parent while building, resumes after the worker stops, and loses no change made meanwhile', async () => {
+    const index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
+    await waitFor(async () => {
+      const state = await index.state();
+      return state.status === 'building' && state.done >= 20;
+    }, 60_000);
+    // Not complete: the per-parent path answers (a scan of its own).
+    await waitFor(async () => (await readyzIndex(gw)) === 'building', 5_000);
+    sim.resetCalls();
+    expect(await labels(gw, 'beta')).toEqual(['solo']);
+    expect(sim.callCount('getProgramAccounts')).toBeGreaterThan(0);
+
+    // Changes while the build runs: an addition, a transfer, a deletion.
+    sim.chain.addSubdomain('gamma', 'added');
+    sim.chain.transferSubdomain('alpha', 'two', NEW_OWNER);
+    sim.chain.deleteSubdomain('alpha', 'one');
+
+    // The worker stops mid-build; another starts and resumes where the build was.
+    await gw.worker?.close();
+    const before = await index.state();
+    expect(before.status).toBe('building');
+    expect(before.done).toBeLessThan(SHARDS.length);
+    sim.resetCalls();
+    const worker = await startWorker(gw.config, gw.metrics, createLogger('silent'), {
+      serveMetrics: false,
+    });
+    try {
+      await waitFor(async () => (await readyzIndex(gw)) === 'serving', 90_000);
+      const after = await index.state();
+      expect(after.run).toBe(before.run);
+      // Only the pieces not done were read again (the stream's own reads aside).
+      const pieces = sim.calls.filter(
+        (c) =>
+          c.method === 'getProgramAccountsV2' ||
+          (c.method === 'getProgramAccounts' && JSON.stringify(c.params).includes('"offset":64')),
+      ).length;
+      expect(pieces).toBeLessThanOrEqual(2 * (SHARDS.length - before.done) + 1);
+
+      for (const parent of ['alpha', 'beta', 'gamma', 'delta']) {
+        expect(await labels(gw, parent)).toEqual((await sdkSubdomains(sim.url, parent)).sort());
+      }
+      expect(await labels(gw, 'alpha')).toEqual(['three', 'two']);
+      expect(await labels(gw, 'gamma')).toEqual(['added', 'x', 'y']);
+      const rows = (await gw.get('/subdomains/alpha/details')).body.result as Array<{
+        label: string;
+        owner: string;
+      }>;
+      expect(rows.find((r) => r.label === 'two')?.owner).toBe(NEW_OWNER.toBase58());
+    } finally {
+      await worker.close();
+    }
+  }, 150_000);
+});

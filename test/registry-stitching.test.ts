@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { RegistryIndex, type PieceMember } from '../src/core/cache/registry-index.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { toBase58 } from '../src/core/sns/pda.js';
+import { deletePrefix, uniquePrefix } from './support/gateway.js';
+
+/**
+ * Stitching a bootstrap with the stream (docs/design.md, "The registry index"): a fact the stream
+ * saw at a slot after a piece's wins over that piece, whichever is written first, and nothing old
+ * brings a deleted name back. Each case writes the two orders on a real Redis.
+ */
+describe('registry index stitching', () => {
+  let redis: Redis;
+  let prefix: string;
+  let index: RegistryIndex;
+  const PK = 'ParentKey1111111111111111111111111111111111';
+  const member = (n: number, owner: string | null = `Owner${n}`): PieceMember => ({
+    parentKey: PK,
+    account: `Sub${n}`,
+    reverse: `Rev${n}`,
+    label: `label${n}`,
+    owner,
+  });
+  const labels = async () => (await index.members(PK)).members.map((m) => m.label);
+  const ownerOf = async (n: number) =>
+    (await index.members(PK)).members.find((m) => m.account === `Sub${n}`)?.owner;
+
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  });
+  beforeEach(async () => {
+    prefix = uniquePrefix();
+    index = new RegistryIndex(redis, prefix);
+    expect(await index.start(2)).toEqual({ run: 1, started: true });
+  });
+  afterAll(async () => {
+    redis.disconnect();
+  });
+
+  it('keeps a deletion the stream saw after the piece read, whether the piece is written before or after it', async () => {
+    // Piece first, then the late Delete of the name account.
+    await index.writePiece(1, undefined, 100, 100, [member(1), member(2)]);
+    await index.apply([{ op: 'delete', slot: 105, account: 'Sub1' }]);
+    expect(await labels()).toEqual(['label2']);
+    // The Delete arrives before the piece read before it (the account not yet indexed): journal.
+    await index.apply([{ op: 'delete', slot: 110, account: 'Rev3' }]);
+    await index.writePiece(1, undefined, 100, 100, [member(3)]);
+    expect(await labels()).toEqual(['label2']);
+    // A piece read before the deletion, written again (a retried page), brings nothing back.
+    await index.writePiece(1, undefined, 100, 100, [member(1), member(3)]);
+    expect(await labels()).toEqual(['label2']);
+    await deletePrefix(redis, prefix);
+  });
+
+  it('keeps a transfer the stream saw after the owners were read', async () => {
+    // The transfer comes before the piece: the member is not there yet, the journal keeps it.
+    await index.apply([{ op: 'owner', slot: 120, parentKey: PK, account: 'Sub4', owner: 'New' }]);
+    await index.writePiece(1, undefined, 100, 110, [member(4)]);
+    expect(await ownerOf(4)).toBe('New');
+    // Read after the transfer (owners at 130): the piece's owner is the new one anyway.
+    await index.apply([{ op: 'owner', slot: 125, parentKey: PK, account: 'Sub5', owner: 'Mid' }]);
+    await index.writePiece(1, undefined, 100, 130, [member(5, 'Newest')]);
+    expect(await ownerOf(5)).toBe('Newest');
+    // After the piece: a transfer at a later slot applies, a late older one does not.
+    await index.apply([{ op: 'owner', slot: 140, parentKey: PK, account: 'Sub4', owner: 'Later' }]);
+    await index.apply([{ op: 'owner', slot: 135, parentKey: PK, account: 'Sub4', owner: 'Old' }]);
+    expect(await ownerOf(4)).toBe('Later');
+    await deletePrefix(redis, prefix);
+  });
+
+  it('lists an addition the stream saw during the build, and a piece read before it keeps it', async () => {
+    // The name account first (its owner), then the reverse record: listed at once.
+    await index.apply([
+      { op: 'owner', slot: 150, parentKey: PK, account: 'Sub6', owner: 'Owner6' },
+      { op: 'label', slot: 150, parentKey: PK, account: 'Sub6', reverse: 'Rev6', label: 'label6' },
+    ]);
+    expect(await labels()).toEqual(['label6']);
+    // A piece read before it (it does not have it) changes nothing; one that has it neither.
+    await index.writePiece(1, undefined, 100, 100, [member(7)]);
+    await index.writePiece(1, undefined, 100, 100, [member(6, null)]);
+    expect(await labels()).toEqual(['label6', 'label7']);
+    expect(await ownerOf(6)).toBe('Owner6');
+    await deletePrefix(redis, prefix);
+  });
+
+  it('never lets an addition older than a removal bring the name back', async () => {
+    await index.writePiece(1, undefined, 100, 100, [member(8)]);
+    await index.apply([{ op: 'delete', slot: 200, account: 'Rev8' }]);
+    // A late notification of the reverse record's creation (older than the Delete).
+    await index.apply([
+      { op: 'label', slot: 150, parentKey: PK, account: 'Sub8', reverse: 'Rev8', label: 'label8' },
+    ]);
+    expect(await labels()).toEqual([]);
+    // Made again later: listed again.
+    await index.apply([
+      { op: 'label', slot: 210, parentKey: PK, account: 'Sub8', reverse: 'Rev8', label: 'label8' },
+    ]);
+    expect(await labels()).toEqual(['label8']);
+    await deletePrefix(redis, prefix);
+  });
+
+  it('completes with the last shard, drops the journal, and refuses pieces of another build', async () => {
+    await index.apply([{ op: 'delete', slot: 300, account: 'Unknown' }]);
+    const keys = redisKeys(prefix);
+    expect(await redis.exists(keys.registryJournal)).toBe(1);
+    expect(await index.writePiece(1, '00', 100, 100, [])).toEqual({ written: 0, done: 1 });
+    expect((await index.state()).status).toBe('building');
+    expect(await index.writePiece(1, '01', 100, 100, [member(9)])).toEqual({
+      written: 1,
+      done: 2,
+    });
+    const state = await index.state();
+    expect(state.status).toBe('complete');
+    expect(state.completedAt).toBeGreaterThan(0);
+    expect(await redis.exists(keys.registryJournal)).toBe(0);
+    // After completion an owner of an account the index does not hold is dropped (no journal).
+    await index.apply([{ op: 'owner', slot: 400, parentKey: PK, account: 'Nope', owner: 'X' }]);
+    expect(await redis.exists(keys.registryJournal)).toBe(0);
+    expect(await index.writePiece(2, '00', 100, 100, [member(10)])).toBeNull();
+    // A rebuild is a new run; the old run's pieces are then refused.
+    expect((await index.start(2, true)).run).toBe(2);
+    expect(await index.writePiece(1, '00', 500, 500, [member(11)])).toBeNull();
+    await deletePrefix(redis, prefix);
+  });
+
+  it('holds a subdomain in at most 300 bytes of Redis', async () => {
+    // Real-sized keys: 44-character base58 accounts and owners, labels of 6 to 9 characters, one
+    // parent of 600 and 2,400 more over 900 parents (the benchmark's registry, a third of it).
+    const key = () => toBase58(randomBytes(32));
+    const parents = Array.from({ length: 901 }, key);
+    const members: PieceMember[] = [];
+    for (let i = 0; i < 3_000; i++) {
+      members.push({
+        parentKey: (i < 600 ? parents[0] : parents[1 + (i % 900)]) as string,
+        account: key(),
+        reverse: key(),
+        label: `label${i}`,
+        owner: key(),
+      });
+    }
+    for (let i = 0; i < members.length; i += 500) {
+      await index.writePiece(1, undefined, 350_000_000, 350_000_000, members.slice(i, i + 500));
+    }
+    let bytes = 0;
+    for (const k of await redis.keys(`${prefix}:registry:*`)) {
+      bytes += Number(await redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));
+    }
+    expect(bytes / members.length).toBeLessThanOrEqual(300);
+    await deletePrefix(redis, prefix);
+  });
+});

@@ -1,0 +1,52 @@
+/**
+ * How the suites wait. Whatever happens asynchronously is waited for by its condition, bounded
+ * ({@link waitFor}, {@link until}: vitest's `vi.waitFor`), never by a fixed sleep: a fixed sleep is
+ * too short on a loaded machine and too long on an idle one. {@link elapse} is for the one other
+ * case, where the passing of wall-clock time is itself what is tested (an expiry, a rate window,
+ * a bound that must not be crossed early).
+ */
+import { setTimeout as timer } from 'node:timers/promises';
+import { vi } from 'vitest';
+
+/**
+ * Polls `check` (every `intervalMs`) until it returns true.
+ *
+ * @throws after `timeoutMs`, naming `what`, with the last error `check` threw if any.
+ */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+  intervalMs = 25,
+): Promise<void> {
+  await until(async () => ((await check()) ? true : undefined), what, timeoutMs, intervalMs);
+}
+
+/**
+ * Polls `check` (every `intervalMs`) until it returns a value other than undefined.
+ *
+ * @returns that value.
+ * @throws after `ms`, naming `what`.
+ */
+export async function until<T>(
+  check: () => T | undefined | Promise<T | undefined>,
+  what: string,
+  ms = 3000,
+  intervalMs = 5,
+): Promise<T> {
+  return vi.waitFor(
+    async () => {
+      const value = await check();
+      if (value === undefined) throw new Error(`${what} not met within ${ms} ms`);
+      return value;
+    },
+    { timeout: ms, interval: intervalMs },
+  );
+}
+
+/**
+ * Lets `ms` of wall-clock time pass, for a test whose subject is time itself: an entry that must
+ * have expired, a window that must have rolled over, nothing that may happen before a bound.
+ * Never a way to wait for something to happen: that is {@link waitFor}.
+ */
+export const elapse = (ms: number): Promise<void> => timer(ms);

@@ -1,0 +1,181 @@
+import type { Logger } from 'pino';
+import { LRUCache } from 'lru-cache';
+import type { RegistryIndex, RegistryOp } from '../../src/core/cache/registry-index.js';
+import { ROOT_DOMAIN_ACCOUNT, toBase58 } from '../../src/core/sns/pda.js';
+import type { AccountNote } from '../follow/types.js';
+import { scanSliceOf } from '../follow/stream.js';
+import { classifyChange } from '../sns/change.js';
+import { isReverseSlice } from '../sns/discovery-decode.js';
+
+/** Ops applied in one script call at most. */
+export const FEED_BATCH = 500;
+/** Ops waiting at most; past it the oldest are dropped and the index is declared behind. */
+export const FEED_MAX_QUEUED = 100_000;
+/**
+ * Name-account owners remembered for a reverse record that follows (they come in one transaction,
+ * the name account first): an addition then needs no read of its owner.
+ */
+const RECENT_OWNERS = 10_000;
+const RECENT_OWNERS_MS = 60_000;
+
+const ZERO_KEY = toBase58(new Uint8Array(32));
+const ROOT_KEY = toBase58(ROOT_DOMAIN_ACCOUNT);
+
+/** The reads the feed makes besides the stream (the configured endpoint's lane). */
+export type FeedRpc = {
+  /**
+   * Heads (bytes 0..130: parent, owner, class, start of data) of `keys`, null for a missing
+   * account, with the lowest believed slot of the replies.
+   */
+  accounts(
+    keys: readonly string[],
+  ): Promise<{ slot: number | undefined; accounts: Array<{ head: Buffer } | null> }>;
+};
+
+export type RegistryFeedDeps = {
+  index: Pick<RegistryIndex, 'apply'>;
+  rpc: FeedRpc;
+  logger: Logger;
+  /** The listed subdomains of these parent keys changed (live updates, metrics). */
+  changed?: (parentKeys: readonly string[]) => void;
+  /** Facts were dropped (queue past its bound, a failed write): the index may be behind. */
+  lost: (why: string) => void;
+};
+
+/**
+ * Applies every write of the name program the follow stream carries to the registry index
+ * (docs/design.md, "The registry index"), whatever its parent: a reverse record of a subdomain
+ * (its label, proven by deriving its key), a name account's owner, a deletion from the logs
+ * stream. Synchronous intake, one write loop; a label whose owner the index does not know is
+ * completed by one read of the name account.
+ */
+export class RegistryFeed {
+  private queue: RegistryOp[] = [];
+  private draining: Promise<void> | undefined;
+  private readonly owners = new LRUCache<
+    string,
+    { parentKey: string; owner: string; slot: number }
+  >({ max: RECENT_OWNERS, ttl: RECENT_OWNERS_MS });
+
+  constructor(private readonly deps: RegistryFeedDeps) {}
+
+  /** Ops waiting to be written. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** An account notification of the name program (any parent), or one read for a gap. */
+  onAccount(note: AccountNote): void {
+    const head = note.head;
+    if (!head || head.length < 32) {
+      // A length that is not ours: read what it is now.
+      void this.readHeads([note.pubkey]);
+      return;
+    }
+    const parentKey = toBase58(head.subarray(0, 32));
+    // Top-level names (under the root) and their reverse records (parent all zeros) are no one's
+    // subdomains: a `/subdomains/:parent` parent is one label, never the root.
+    if (parentKey === ZERO_KEY || parentKey === ROOT_KEY) return;
+    const parentBytes = head.subarray(0, 32);
+    const slice = scanSliceOf(head);
+    const change = classifyChange(note.pubkey, slice, parentBytes);
+    switch (change.kind) {
+      case 'subdomain': {
+        this.owners.set(note.pubkey, { parentKey, owner: change.owner, slot: note.slot });
+        this.push({
+          op: 'owner',
+          slot: note.slot,
+          parentKey,
+          account: note.pubkey,
+          owner: change.owner,
+        });
+        return;
+      }
+      case 'reverse': {
+        this.push({
+          op: 'label',
+          slot: note.slot,
+          parentKey,
+          account: change.subdomain,
+          reverse: note.pubkey,
+          label: change.label,
+        });
+        const seen = this.owners.get(change.subdomain);
+        if (seen && seen.parentKey === parentKey) {
+          this.push({
+            op: 'owner',
+            slot: seen.slot,
+            parentKey,
+            account: change.subdomain,
+            owner: seen.owner,
+          });
+        }
+        return;
+      }
+      case 'empty':
+        // A text the SDK does not list: the reverse record no longer names a subdomain.
+        this.push({ op: 'delete', slot: note.slot, account: note.pubkey });
+        return;
+      case 'unproven':
+        // A reverse text cut at the slice: read whole below. Anything else (a record made by
+        // hand whose key is not derived from its text) is the audit's to find.
+        if (isReverseSlice(slice))
+          this.deps.logger.debug({ account: note.pubkey }, 'registry: long reverse text');
+        return;
+    }
+  }
+
+  /** Accounts deleted at `slot` (a Delete found in a transaction the logs stream reported). */
+  onDeleted(accounts: readonly string[], slot: number): void {
+    for (const account of accounts) this.push({ op: 'delete', slot, account });
+  }
+
+  /** Resolves once nothing waits to be written. */
+  async idle(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  private push(op: RegistryOp): void {
+    if (this.queue.length >= FEED_MAX_QUEUED) {
+      this.queue.shift();
+      this.deps.lost('registry feed queue full');
+    }
+    this.queue.push(op);
+    this.drain();
+  }
+
+  private drain(): void {
+    if (this.draining) return;
+    this.draining = (async () => {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, FEED_BATCH);
+        try {
+          const { changed, needOwner } = await this.deps.index.apply(batch);
+          if (changed.length > 0) this.deps.changed?.(changed);
+          if (needOwner.length > 0) await this.readHeads(needOwner);
+        } catch (err) {
+          this.deps.logger.warn({ err: String(err) }, 'registry: a write of the stream failed');
+          this.deps.lost('registry write failed');
+        }
+      }
+    })().finally(() => (this.draining = undefined));
+  }
+
+  /** Reads the heads of `keys` and feeds them as notifications at the read's slot. */
+  private async readHeads(keys: readonly string[]): Promise<void> {
+    try {
+      const { slot, accounts } = await this.deps.rpc.accounts(keys);
+      if (slot === undefined) {
+        this.deps.lost('registry: an owner read at an unknown slot');
+        return;
+      }
+      accounts.forEach((found, i) => {
+        const pubkey = keys[i] as string;
+        if (found) this.onAccount({ slot, pubkey, head: found.head });
+      });
+    } catch (err) {
+      this.deps.logger.warn({ err: String(err) }, 'registry: an owner read failed');
+      this.deps.lost('registry owner read failed');
+    }
+  }
+}
