@@ -250,7 +250,7 @@ async function run(ctx: HostileContext): Promise<void> {
             `\`CACHE_FRESH_SECONDS=${FRESH_SECONDS}\`, \`COLD_MISS_WINDOW_SECONDS=${COLD_MISS_WINDOW_SECONDS}\` ` +
             `(\`--window ${ctx.windowSeconds}\`), ` +
             `\`COLD_MISS_LIMIT=${COLD_MISS_LIMIT}\`, \`HOT_KEYS_MIN_CLIENTS=${HOT_KEYS_MIN_CLIENTS}\` ` +
-            `(a setting since the review's fixes, ignored before them), other settings default; ` +
+            `(ignored by the baseline, which predates it), other settings default; ` +
             `${MADE_UP_PARENTS} made-up parents asked in turn by ${ATTACKER} at ` +
             `${ATTACK_PER_SECOND}/s for ${floodSeconds.toFixed(0)} s (\`--spend ${seconds}\`, longer ` +
             `when the mid-flood wait needs it); \`${REAL_PARENT}\` asked once a second by ` +

@@ -14,7 +14,7 @@ import {
 import type { RedisClient } from '../src/core/redis.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { runHotParentScan } from '../worker/hot-parent-scan.js';
-import { CreditBudgetRefusal, CreditMeter } from '../worker/rpc/credits.js';
+import { chargedTo, CreditBudgetRefusal, CreditMeter } from '../worker/rpc/credits.js';
 import { RpcClient } from '../worker/rpc/client.js';
 import { Agents } from '../worker/rpc/transport.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
@@ -132,8 +132,19 @@ describe('the budget view and the credit meter on Redis', () => {
   it("counts the configured endpoint's spend in the day's counter, never an override's, and refuses a call past the budget", async () => {
     prefix = uniquePrefix();
     const metrics = createMetrics(new Registry(), { defaultMetrics: false });
-    const budget = new CreditBudget({ redis, prefix, creditsPerDay: 25, freshMs: 1000, metrics });
+    // One client may spend the whole pool here, which is nearly the whole day.
+    const shares = { client: 1, network: 1, proactive: 0.01, reserve: 0.01 };
+    const budget = new CreditBudget({
+      redis,
+      prefix,
+      creditsPerDay: 25,
+      shares,
+      freshMs: 1000,
+      metrics,
+    });
     const meter = new CreditMeter({ metrics, redis, prefix, budget, flushMs: 10 });
+    const client = { kind: 'client', client: '10.0.0.1', reserve: false } as const;
+    const reserve = () => chargedTo({ ...client }, () => meter.reserve('getProgramAccounts', 10));
     const key = redisKeys(prefix).rpcCredits(utcDay(Date.now()));
     meter.spend('wsConnection', 'default', 1);
     meter.spend('wsMegabyte', 'default', 0.5);
@@ -142,16 +153,14 @@ describe('the budget view and the credit meter on Redis', () => {
     expect(Number(await redis.get(key))).toBeCloseTo(1.5);
     expect(await redis.pttl(key)).toBeGreaterThan(86_400_000);
 
-    const held = await meter.reserve('getProgramAccounts', 10);
+    const held = await reserve();
     meter.spend('getProgramAccounts', 'default', 10, held);
     expect(Number(await redis.get(key))).toBeCloseTo(11.5);
-    const given = await meter.reserve('getProgramAccounts', 10);
+    const given = await reserve();
     meter.release(given);
     await waitFor(async () => Number(await redis.get(key)) < 12);
-    await meter.reserve('getProgramAccounts', 10);
-    await expect(meter.reserve('getProgramAccounts', 10)).rejects.toBeInstanceOf(
-      CreditBudgetRefusal,
-    );
+    await reserve();
+    await expect(reserve()).rejects.toBeInstanceOf(CreditBudgetRefusal);
     expect(Number(await redis.get(key))).toBeCloseTo(21.5);
     expect(budget.spent()).toBeCloseTo(21.5);
     await meter.close();
@@ -318,6 +327,8 @@ describe('the daily credit budget of a gateway', () => {
     const g = await startGateway({
       env: {
         RPC_CREDITS_PER_DAY: '1000',
+        // One client asks throughout: its share is not what is tested.
+        RPC_CREDITS_CLIENT_SHARE: '1',
         CACHE_FRESH_SECONDS: '1',
         CACHE_STALE_SECONDS: '600',
         HOT_KEYS_TOP_N: '0',
@@ -354,6 +365,8 @@ describe('the daily credit budget of a gateway', () => {
     const g = await startGateway({
       env: {
         RPC_CREDITS_PER_DAY: '1000',
+        // One client asks throughout: its share is not what is tested.
+        RPC_CREDITS_CLIENT_SHARE: '1',
         CACHE_FRESH_SECONDS: '1',
         CACHE_STALE_SECONDS: '600',
         HOT_KEYS_TOP_N: '0',
@@ -389,6 +402,10 @@ describe('the daily credit budget of a gateway', () => {
       env: {
         RPC_CREDITS_PER_DAY: '25',
         RPC_CREDITS: 'getProgramAccounts=10,*=1',
+        // The client may spend the pool, nearly the whole day: the day's bound is tested.
+        RPC_CREDITS_CLIENT_SHARE: '1',
+        RPC_CREDITS_PROACTIVE_SHARE: '0.01',
+        RPC_CREDITS_RESERVE_SHARE: '0.01',
         HOT_KEYS_TOP_N: '0',
         JOB_ATTEMPTS: '5',
       },
@@ -399,9 +416,10 @@ describe('the daily credit budget of a gateway', () => {
     for (const parent of ['67679', 'bonfida', 'demo', 'madeup1', 'madeup2']) {
       statuses.push((await g.get(`/subdomains/${parent}`)).status);
     }
-    // Two scans fit in 25 credits; the third would take the day to 30.
-    expect(statuses.slice(0, 2)).toEqual([200, 200]);
-    expect(statuses.slice(2)).toEqual([503, 503, 503]);
+    // Two checks and scans fit in 25 credits (11 each); the third check takes the day to 23 and
+    // its scan would take it to 33. A made-up parent costs its check alone (an empty list), until
+    // the pool (24.5) cannot pay for one.
+    expect(statuses).toEqual([200, 200, 503, 200, 503]);
     await elapse(1_000);
     const calls = g.sim.callCount('getProgramAccounts');
     expect(calls).toBe(2);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { toBase58 } from '../src/core/sns/pda.js';
 import { Deletions } from '../worker/follow/deletions.js';
-import { Follower, type FollowStatus } from '../worker/follow/follower.js';
+import type { FollowRecord } from '../src/core/cache/follow-status.js';
+import { Follower } from '../worker/follow/follower.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
@@ -52,11 +53,11 @@ function tx(
 type Hooks = Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0];
 
 /** A follower owning a fake socket; `confirm` answers every subscription request. */
-function followerWith(opts: { rpc?: FakeRpc; stored?: FollowStatus } = {}) {
+function followerWith(opts: { rpc?: FakeRpc; stored?: FollowRecord } = {}) {
   const clock = new FakeClock();
   const store = new FakeStore();
   const rpc = opts.rpc ?? new FakeRpc();
-  const statuses: FollowStatus[] = [];
+  const statuses: FollowRecord[] = [];
   const sent: Array<{ id: number; method: string }> = [];
   let hooks: Hooks | undefined;
   let reconnects = 0;

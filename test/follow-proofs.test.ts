@@ -52,6 +52,32 @@ describe('a refused silence probe', () => {
   });
 });
 
+describe('a spent budget', () => {
+  it('stops vouching for entries whose re-read it cannot pay for', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    let state: 'normal' | 'exhausted' = 'normal';
+    let owed = 0;
+    const f = fakeFollower({ rpc, deps: { budget: { state: () => state }, owed: () => owed } });
+    await f.open();
+    await f.clock.advance(2_500);
+    expect(f.follower.healthy).toBe(true);
+    const epoch = f.statuses.at(-1)?.epoch ?? Infinity;
+    // A re-read is owed while the budget is normal: it will be made, the epoch stays.
+    owed = 1;
+    await f.clock.advance(1_000);
+    expect(f.statuses.at(-1)?.epoch).toBe(epoch);
+    // The budget is spent: the re-read will be refused, so the entries it would correct (and,
+    // not knowing which, all fetched before now) are no longer vouched for.
+    state = 'exhausted';
+    await f.clock.advance(1_000);
+    const spent = f.statuses.at(-1)?.epoch ?? 0;
+    expect(spent).toBeGreaterThan(epoch);
+    expect(spent).toBeGreaterThanOrEqual(f.clock.now() - 1_000);
+    await f.follower.close();
+  });
+});
+
 describe('a gap read', () => {
   const deps = (rpc: FakeRpc) => ({
     rpc,

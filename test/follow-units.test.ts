@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
 import { Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
-import { Follower, type FollowStatus } from '../worker/follow/follower.js';
+import type { FollowRecord } from '../src/core/cache/follow-status.js';
+import { Follower } from '../worker/follow/follower.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
@@ -633,7 +634,7 @@ describe('follower', () => {
 
     const rpc = new FakeRpc();
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
-    const statuses: FollowStatus[] = [];
+    const statuses: FollowRecord[] = [];
     let hooks: Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0] | undefined;
     const sent: Array<{ id: number; method: string }> = [];
     const follower = new Follower({
@@ -718,9 +719,9 @@ describe('follower', () => {
 });
 
 describe('follower taking the stream over', () => {
-  const start = (stored: FollowStatus | undefined, rpc: FakeRpc, store: FakeStore) => {
+  const start = (stored: FollowRecord | undefined, rpc: FakeRpc, store: FakeStore) => {
     const clock = new FakeClock();
-    const statuses: FollowStatus[] = [];
+    const statuses: FollowRecord[] = [];
     const sent: Array<{ id: number; method: string }> = [];
     let hooks: Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0] | undefined;
     const follower = new Follower({

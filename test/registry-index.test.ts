@@ -1,6 +1,16 @@
 import { PublicKey } from '@solana/web3.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RegistryIndex } from '../src/core/cache/registry-index.js';
+import { endpointId } from '../src/core/rpc/endpoint.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { domainKey, toBase58 } from '../src/core/sns/pda.js';
+import { Writable } from 'node:stream';
+import { SlotClock } from '../src/core/rpc/slot.js';
+import { laneRpc } from '../worker/follow/lane-rpc.js';
+import { auditParent, auditRound } from '../worker/registry/audit.js';
+import { RpcClient } from '../worker/rpc/client.js';
+import { Agents } from '../worker/rpc/transport.js';
+import { DecodeThread } from '../worker/sns/decode-thread.js';
 import { createLogger } from '../src/core/logger.js';
 import { startWorker } from '../worker/runtime.js';
 import { SHARDS } from '../worker/registry/build.js';
@@ -24,6 +34,14 @@ function registryChain(): SimChain {
   chain.addOrphanReverse('delta', 'orphan');
   return chain;
 }
+
+const silentLogger = createLogger('silent');
+
+const metricValue = async (gw: Gateway, name: string) =>
+  ((await gw.metrics.registry.getSingleMetric(name)?.get())?.values ?? []).reduce(
+    (n, v) => n + v.value,
+    0,
+  );
 
 const readyzIndex = async (gw: Gateway) =>
   ((await gw.get('/readyz')).body as unknown as { parts?: { index?: string } }).parts?.index;
@@ -97,6 +115,95 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
   });
 });
 
+describe('the registry audit', () => {
+  let gw: Gateway;
+  let index: RegistryIndex;
+  beforeAll(async () => {
+    gw = await startGateway({ chain: registryChain(), env: REGISTRY });
+    index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
+    await waitFor(async () => (await readyzIndex(gw)) === 'serving', 60_000);
+  }, 90_000);
+  afterAll(() => gw.close());
+
+  it('finds a planted mismatch with getProgramAccounts, counts it, repairs it and logs it', async () => {
+    const keys = redisKeys(gw.config.QUEUE_PREFIX);
+    const alpha = toBase58(domainKey('alpha'));
+    const hash = keys.registryParent(alpha.slice(0, 16));
+    const stored = await index.storedMembers(alpha);
+    const [first, second] = [...stored.keys()].sort();
+    // Planted at slot 1: one member gone, one with another owner, one the chain does not have.
+    await gw.redis.hdel(hash, first as string);
+    const other = stored.get(second as string);
+    await gw.redis.hset(hash, second as string, `1|${NEW_OWNER.toBase58()}|${other?.label}`);
+    await gw.redis.hset(
+      hash,
+      'GhostAccount1111111111111111111111111111111',
+      `1|${NEW_OWNER.toBase58()}|+ghost`,
+    );
+    expect(await labels(gw, 'alpha')).not.toEqual(['one', 'three', 'two']);
+
+    const agents = new Agents();
+    const thread = new DecodeThread({ heapMb: 64, taskMs: 5_000 });
+    const lane = {
+      rpc: new RpcClient({
+        metrics: gw.metrics,
+        agents,
+        timeoutMs: 5_000,
+        retries: 1,
+        maxResponseBytes: 1 << 24,
+        isTrusted: () => true,
+        costs: gw.config.RPC_CREDITS,
+      }),
+      thread,
+      maxLabelBytes: 1024,
+      maxAnswerBytes: 1 << 20,
+    };
+    const endpoint = { kind: 'default' as const, url: gw.sim.url, id: endpointId(gw.sim.url) };
+    const logged: string[] = [];
+    const logger = createLogger(
+      'warn',
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          logged.push(chunk.toString());
+          done();
+        },
+      }),
+    );
+    const deps = {
+      index: new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX),
+      lane,
+      endpoint,
+      metrics: gw.metrics,
+      logger,
+      rpc: laneRpc(lane, endpoint, new SlotClock()),
+    };
+    const mismatchesBefore = await metricValue(gw, 'sns_registry_audit_mismatches_total');
+    gw.sim.resetCalls();
+    try {
+      // A round over every parent of the index (a handful here), each read with getProgramAccounts.
+      const found = await auditRound(deps, 100);
+      expect(found.map((m) => m.kind).sort()).toEqual(['differs', 'extra', 'missing']);
+      expect(found.every((m) => m.parentKey === alpha)).toBe(true);
+      expect(logged.filter((l) => l.includes('registry audit')).length).toBe(3);
+      // Again: nothing left to repair.
+      expect(await auditParent(deps, alpha)).toEqual([]);
+    } finally {
+      await thread.close();
+      agents.destroy();
+    }
+    const audited = (await index.sampleParents(100)).length;
+    expect(gw.sim.callCount('getProgramAccounts')).toBe(audited + 1);
+    expect((await metricValue(gw, 'sns_registry_audit_mismatches_total')) - mismatchesBefore).toBe(
+      3,
+    );
+    expect(await labels(gw, 'alpha')).toEqual((await sdkSubdomains(gw.sim.url, 'alpha')).sort());
+    const rows = (await gw.get('/subdomains/alpha/details')).body.result as Array<{
+      owner: string;
+    }>;
+    expect(rows.every((r) => r.owner !== NEW_OWNER.toBase58())).toBe(true);
+  });
+});
+
 describe('the registry index while it is built', () => {
   let sim: RpcSimulator;
   let gw: Gateway;
@@ -136,7 +243,7 @@ describe('the registry index while it is built', () => {
     expect(before.status).toBe('building');
     expect(before.done).toBeLessThan(SHARDS.length);
     sim.resetCalls();
-    const worker = await startWorker(gw.config, gw.metrics, createLogger('silent'), {
+    const worker = await startWorker(gw.config, gw.metrics, silentLogger, {
       serveMetrics: false,
     });
     try {

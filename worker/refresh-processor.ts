@@ -6,15 +6,20 @@ import type { Metrics } from '../src/core/metrics.js';
 import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
 import type { RefreshJobData } from '../src/core/queue/refresh-queue.js';
 import { RpcCallError } from './rpc/client.js';
-import { CreditBudgetRefusal } from './rpc/credits.js';
+import { chargedTo, CreditBudgetRefusal, type CreditAccount } from './rpc/credits.js';
+import { redisKeys } from '../src/core/redis-keys.js';
+import { DecodeThread } from './sns/decode-thread.js';
+import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { overrideEndpoint, type RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import type { RedisClient } from '../src/core/redis.js';
 import { isSlot, type SlotClock } from '../src/core/rpc/slot.js';
 import {
+  accountsInBatches,
   discoverSubdomains,
   type Discovery,
   type DiscoveryLane,
 } from './sns/subdomain-discovery.js';
+import type { Existence } from './sns/discovery-decode.js';
 
 /**
  * Scans one refresh may make when the stored entry keeps turning out newer (see the loop below):
@@ -41,12 +46,21 @@ export type RefreshProcessorDeps = {
    */
   slots?: SlotClock;
   /**
+   * Check a parent's name account (`getMultipleAccounts`, 1 credit) before its scan (10) unless it
+   * is known to exist (docs/design.md, "Budget"): a made-up parent costs a check, never a scan,
+   * and only a parent known to exist may spend the reserve. The configured endpoint with a budget.
+   */
+  checkParents?: boolean;
+  /**
    * The deployment's one clock (src/core/redis-time.ts), Unix ms: what a scan's `fetchedAt` is
    * written on, so it compares with the stream owner's epoch on the same clock. `Date.now` when
    * absent.
    */
   now?: () => number;
 };
+
+/** How long a parent found on chain is known to exist (its key lives that long), ms. */
+export const PARENT_EXISTS_TTL_MS = 7 * 86_400_000;
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
 
@@ -93,11 +107,58 @@ function jobEndpoint(
 export function createRefreshProcessor(deps: RefreshProcessorDeps) {
   const warnAhead = occasionalWarning(deps.logger);
   const now = deps.now ?? Date.now;
-  return async (
+  const warnRefused = occasionalWarning(deps.logger);
+  const keys = redisKeys(deps.prefix);
+  /**
+   * Whether `parent` is known to exist, or found to by a check charged to the job's account (set
+   * then, so the reserve may pay its scan); the check's slot when it was made and found nothing.
+   */
+  const existence = async (
+    endpoint: RpcEndpoint,
+    parent: string,
+    minContextSlot: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ exists: true } | { exists: false; slot: number | undefined }> => {
+    const known = keys.parentExists(endpoint.id, parent);
+    if ((await deps.publisher.get(known)) !== null) return { exists: true };
+    const [checked] = await accountsInBatches<Existence>(
+      deps.lane,
+      endpoint,
+      [toBase58(domainKey(parent))],
+      {
+        dataSlice: { offset: 0, length: 0 },
+        minContextSlot,
+        signal,
+        decode:
+          (count) =>
+          (body, { method, id }) =>
+            deps.lane.thread.run(
+              { kind: 'existence', method, id, body: DecodeThread.transferable(body), count },
+              signal,
+            ),
+      },
+    );
+    if (checked?.result.exists[0] !== true) return { exists: false, slot: checked?.result.slot };
+    await deps.publisher.set(known, '1', 'PX', PARENT_EXISTS_TTL_MS);
+    return { exists: true };
+  };
+  return (job: Job<RefreshJobData>, token?: string, signal?: AbortSignal) => {
+    const { client } = job.data;
+    // Every credit of the refresh is charged to the client that started it, or to the proactive
+    // share (a refresh ahead, a re-read after a change): none to nobody.
+    const account: CreditAccount =
+      typeof client === 'string' && job.data.endpoint.kind === 'default'
+        ? { kind: 'client', client, reserve: false }
+        : { kind: 'proactive' };
+    return chargedTo(account, () => refresh(job, account, token, signal));
+  };
+
+  async function refresh(
     job: Job<RefreshJobData>,
+    account: CreditAccount,
     _token?: string,
     signal?: AbortSignal,
-  ): Promise<RefreshResult> => {
+  ): Promise<RefreshResult> {
     const { parent } = job.data;
     const stopTimer = deps.metrics.refreshDuration.startTimer();
     // The lane's refresh bound counts from when the job was queued: an override job that waited
@@ -124,7 +185,24 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         // `fetchedAt` (what the window and the stream's epoch compare with) is its start, never
         // its end (docs/design.md, "Freshness").
         const scannedAt = now();
-        found = await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot);
+        const checked =
+          deps.checkParents && !override && scan === 1
+            ? await existence(endpoint, parent, minContextSlot, signal)
+            : { exists: true as const };
+        if (checked.exists && account.kind === 'client') account.reserve = true;
+        // No name account, no subdomain (creating one takes the parent's owner): the check's
+        // answer is the scan's, an empty list at its slot.
+        found = checked.exists
+          ? await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot)
+          : { labels: [], members: {}, slot: checked.slot, accounts: 0 };
+        if (deps.checkParents && found.labels.length > 0 && !override) {
+          await deps.publisher.set(
+            keys.parentExists(endpoint.id, parent),
+            '1',
+            'PX',
+            PARENT_EXISTS_TTL_MS,
+          );
+        }
         const entry = {
           labels: found.labels,
           fetchedAt: scannedAt,
@@ -176,9 +254,12 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         err instanceof RpcCallError
           ? 'rpc'
           : err instanceof CreditBudgetRefusal
-            ? 'budget'
+            ? err.kind === 'client'
+              ? 'share'
+              : 'budget'
             : 'internal';
-      deps.logger.warn(
+      // A refusal of the budget or a share may come once per refused request: summed up.
+      (err instanceof CreditBudgetRefusal ? warnRefused : deps.logger.warn.bind(deps.logger))(
         {
           err: err instanceof Error ? err.message : String(err),
           jobId: job.id,
@@ -202,5 +283,5 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
     } finally {
       stopTimer();
     }
-  };
+  }
 }

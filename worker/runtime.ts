@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import type { Config } from '../src/core/config.js';
 import { buildOpsApp } from './ops-app.js';
-import type { Metrics } from '../src/core/metrics.js';
+import { REFRESH_EVENT_LOSS, type Metrics } from '../src/core/metrics.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
@@ -15,7 +15,7 @@ import {
 import type { RedisAccess, RedisClient, RedisErrorLog } from '../src/core/redis.js';
 import { RpcClient } from './rpc/client.js';
 import { CreditMeter } from './rpc/credits.js';
-import { CreditBudget } from '../src/core/rpc/budget.js';
+import { CreditBudget, creditSharesOf } from '../src/core/rpc/budget.js';
 import { EndpointSelector } from '../src/core/rpc/endpoint.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
 import { Agents } from './rpc/transport.js';
@@ -25,7 +25,8 @@ import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { createRuntimeKit, type RuntimeKit } from '../src/core/runtime/kit.js';
 import { redisKeys } from '../src/core/redis-keys.js';
-import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { publishChange } from '../src/core/queue/refresh-events.js';
+import { occasionalWarning } from '../src/core/logger.js';
 import { addRefreshJob } from '../src/core/queue/refresh-queue.js';
 import { topHotParents } from '../src/core/cache/hot-parents.js';
 import { costOf } from './rpc/client.js';
@@ -53,6 +54,7 @@ import {
 } from '../src/core/cache/registry-index.js';
 import { readFollowStatus } from '../src/core/cache/follow-status.js';
 import { RegistryFeed } from './registry/feed.js';
+import { AUDIT_EVERY_MS, auditRound } from './registry/audit.js';
 import {
   createRegistryBuildQueue,
   createRegistryBuildWorker,
@@ -167,6 +169,7 @@ async function openWorker(
     redis: command,
     prefix: config.QUEUE_PREFIX,
     creditsPerDay: config.RPC_CREDITS_PER_DAY,
+    shares: creditSharesOf(config),
     freshMs: config.CACHE_FRESH_MS,
     metrics,
   });
@@ -326,7 +329,13 @@ async function openWorker(
         concurrency: config.WORKER_CONCURRENCY,
         maxPerSecond: config.RPC_MAX_PER_SECOND,
       },
-      { ...processorDeps, lane: defaultLane, slots },
+      {
+        ...processorDeps,
+        lane: defaultLane,
+        slots,
+        // With a budget, a parent's existence is checked (1 credit) before its scan (10).
+        checkParents: config.RPC_CREDITS_PER_DAY !== undefined,
+      },
     ),
     createRefreshWorker(
       workerConnection,
@@ -386,21 +395,40 @@ async function openWorker(
               (err) => kit.reportError(err, 'registry build worker'),
             ),
           );
-          return { index, feed, buildQueue };
+          return { index, feed, buildQueue, endpoint: defaultEndpoint, rpc: followRpc };
         })()
       : undefined;
   kit.closes('worker jobs', workers, (all) => closeJobs(all, threads, workerConnection));
+  // Whether this worker owns the follow stream (set once the follower exists): it alone audits.
+  let streamOwner = () => false;
   if (registry) {
     let supervising: Promise<void> | undefined;
+    let auditedAt = Date.now();
     const supervise = () => {
       supervising ??= readFollowStatus(command, config.QUEUE_PREFIX)
         .then(async (status) => {
           await superviseBuild(registry.index, registry.buildQueue, { status, logger });
           const state = await registry.index.state();
-          metrics.registryState.set(
-            REGISTRY_SERVING_VALUE[registryServing(state, status, Date.now())],
-          );
+          const serving = registryServing(state, status, Date.now());
+          metrics.registryState.set(REGISTRY_SERVING_VALUE[serving]);
           metrics.registryShardsDone.set(state.done);
+          // The audit: proactive spend, by the stream's owner, while the index serves.
+          if (
+            serving === 'serving' &&
+            streamOwner() &&
+            budget.state() === 'normal' &&
+            Date.now() - auditedAt >= AUDIT_EVERY_MS
+          ) {
+            auditedAt = Date.now();
+            await auditRound({
+              index: registry.index,
+              rpc: registry.rpc,
+              lane: defaultLane,
+              endpoint: registry.endpoint,
+              metrics,
+              logger,
+            });
+          }
         })
         .catch((err: unknown) => logger.warn({ err: String(err) }, 'registry: supervision'))
         .finally(() => (supervising = undefined));
@@ -522,6 +550,7 @@ async function openWorker(
   // Every cached parent follows the chain through one stream, owned by one worker at a time
   // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh. Declared
   // last, so it closes first: its lease goes back at once to another worker.
+  const warnPublish = occasionalWarning(logger);
   const follower =
     config.RPC_WS_URL && defaultEndpoint
       ? kit.closes(
@@ -535,12 +564,21 @@ async function openWorker(
             logger,
             budget,
             reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
+            owed: () => rereads?.size ?? 0,
             changed: (parent) =>
-              void publishRefreshEvent(command, config.QUEUE_PREFIX, {
-                endpointId: defaultEndpoint.id,
-                parent,
-                ok: true,
-              }).catch(() => undefined),
+              void publishChange(
+                command,
+                config.QUEUE_PREFIX,
+                { endpointId: defaultEndpoint.id, parent, ok: true },
+                (err, attempt, final) => {
+                  if (!final) return;
+                  metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.publish });
+                  warnPublish(
+                    { err: String(err), parent, attempts: attempt },
+                    "could not publish a followed change: API processes see it by the events' count",
+                  );
+                },
+              ),
             status: followStatusStore(command, config.QUEUE_PREFIX),
             locker: redlockLocker(command),
             leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,
@@ -577,6 +615,7 @@ async function openWorker(
         )
       : undefined;
   follower?.start();
+  if (follower) streamOwner = () => follower.owner;
 
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));
   await opsApp?.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });

@@ -25,11 +25,12 @@ import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
-import { CreditBudget } from '../core/rpc/budget.js';
+import { CreditBudget, creditSharesOf } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../core/redis-time.js';
+import { redisKeys } from '../core/redis-keys.js';
 import type { Readiness } from '../core/http/ops-routes.js';
 import {
   createHotParentScanQueue,
@@ -200,12 +201,15 @@ async function openApi(
       redis: command,
       prefix: config.QUEUE_PREFIX,
       creditsPerDay: config.RPC_CREDITS_PER_DAY,
+      shares: creditSharesOf(config),
       freshMs: config.CACHE_FRESH_MS,
       metrics,
     }),
     follow,
     touches,
     registry,
+    eventsSent: async () =>
+      Number(await command.get(redisKeys(config.QUEUE_PREFIX).refreshEventsSent)) || 0,
   });
   const details = new DetailsViews({
     cache,

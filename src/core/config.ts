@@ -16,6 +16,10 @@ const bool = (fallback: boolean) =>
       .transform((v) => v === 'true'),
   );
 
+/** A share of the day's credit budget: above 0, at most 1. */
+const share = (fallback: number) =>
+  z.preprocess(unsetIfEmpty, z.coerce.number().gt(0).max(1).default(fallback));
+
 const MiB = 1024 * 1024;
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
@@ -239,6 +243,14 @@ export const configSchema = z
       unsetIfEmpty,
       z.coerce.number().positive().max(1e15).optional(),
     ),
+    /** Most of the day's budget one client (IPv4 address, IPv6 /64) may spend. */
+    RPC_CREDITS_CLIENT_SHARE: share(0.02),
+    /** Most of the day's budget the /64s of one IPv6 /48 may spend together. */
+    RPC_CREDITS_NETWORK_SHARE: share(0.05),
+    /** The share of the day's budget for work no request asks for (refresh ahead, following). */
+    RPC_CREDITS_PROACTIVE_SHARE: share(0.3),
+    /** The share kept for cold misses of parents known to exist, once clients spent the rest. */
+    RPC_CREDITS_RESERVE_SHARE: share(0.2),
     RPC_MAX_RESPONSE_BYTES: int(1024, 2 ** 31 - 1, 64 * MiB),
     RPC_DECODE_MS: int(100, 600_000, 60_000),
     // `?rpc=` servers may be anyone's, so overrides run in a lane of their own with smaller bounds.
@@ -306,6 +318,11 @@ export const configSchema = z
   .refine((c) => c.CACHE_STALE_SECONDS >= c.CACHE_FRESH_SECONDS, {
     path: ['CACHE_STALE_SECONDS'],
     message: 'must be at least CACHE_FRESH_SECONDS',
+  })
+  // The client pool is what the proactive share and the reserve leave (docs/design.md, "Budget").
+  .refine((c) => c.RPC_CREDITS_PROACTIVE_SHARE + c.RPC_CREDITS_RESERVE_SHARE < 1, {
+    path: ['RPC_CREDITS_RESERVE_SHARE'],
+    message: 'RPC_CREDITS_PROACTIVE_SHARE + RPC_CREDITS_RESERVE_SHARE must stay under 1',
   })
   // Why: docs/design.md, "Redis isolation".
   .superRefine((c, ctx) => {

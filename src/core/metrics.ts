@@ -24,6 +24,15 @@ export const REFRESH_OUTCOME = Object.freeze({
   failed: 'failed',
   retried: 'retried',
 } as const);
+/**
+ * `sns_refresh_events_lost_total{stage}`: `publish` = a worker's publish of an entry's change
+ * failed after its retries; `receive` = an API process found it received fewer events than were
+ * counted, and dropped its in-process copy.
+ */
+export const REFRESH_EVENT_LOSS = Object.freeze({
+  publish: 'publish',
+  receive: 'receive',
+} as const);
 /** `sns_ws_notifications_total{outcome}`: what one notification did. */
 export const WS_NOTIFICATION_OUTCOME = Object.freeze({
   patched: 'patched',
@@ -256,6 +265,12 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
       labelNames: ['outcome'] as const,
       registers,
     }),
+    refreshEventsLost: new Counter({
+      name: 'sns_refresh_events_lost_total',
+      help: 'Refresh events lost: a publish that failed after its retries (publish), or a loss an API process noticed and made good by dropping its in-process copy (receive).',
+      labelNames: ['stage'] as const,
+      registers,
+    }),
     deletionChecks: new Counter({
       name: 'sns_deletion_checks_total',
       help: 'Watched parents checked for closed accounts and owners, by outcome: unchanged, dropped, owner (an owner put right) or scanned.',
@@ -319,6 +334,8 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     metrics.deletionChecks.inc({ outcome }, 0);
   }
   for (const reason of REFUSAL_REASONS) metrics.httpRefusals.inc({ reason }, 0);
+  for (const stage of Object.values(REFRESH_EVENT_LOSS))
+    metrics.refreshEventsLost.inc({ stage }, 0);
   return metrics;
 }
 
@@ -665,13 +682,17 @@ export const METRIC_PANELS: readonly MetricPanel[] = [
     id: 27,
     title: 'Notifications per minute by outcome',
     description:
-      'programSubscribe notifications: patched into the entry (a new subdomain proven by its reverse record), re-read at their slot, or ignored.',
+      'programSubscribe notifications: patched into the entry (a new subdomain proven by its reverse record), re-read at their slot, or ignored; and refresh events lost (a failed publish, or a loss an API process noticed).',
     unit: 'short',
     width: 8,
     queries: [
       {
         expr: 'sum by (outcome) (rate(sns_ws_notifications_total[$__rate_interval])) * 60',
         legend: '{{outcome}}',
+      },
+      {
+        expr: 'sum by (stage) (rate(sns_refresh_events_lost_total[$__rate_interval])) * 60',
+        legend: 'refresh events lost: {{stage}}',
       },
     ],
   },

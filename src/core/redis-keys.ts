@@ -148,6 +148,24 @@ export function redisKeys(prefix: string) {
      * float written by INCRBYFLOAT, expiring two days after its last write.
      */
     rpcCredits: (day: string) => `${prefix}:rpc-credits:${day}`,
+    /**
+     * The same day's spend by account (docs/design.md, "Budget"): a hash of `proactive`, `pool`,
+     * `reserve` and `client:<key>` / `network:<key>` to credits, expiring with the counter.
+     */
+    rpcCreditShares: (day: string) => `${prefix}:rpc-credit-shares:${day}`,
+    /**
+     * `1` while the configured endpoint `endpointId` is known to hold `parent`'s name account
+     * (an existence check or a scan with subdomains found it); what lets a cold miss spend the
+     * reserve.
+     */
+    parentExists: (endpointId: string, parent: string) =>
+      `${prefix}:parent-exists:${endpointId}:${parent}`,
+    /**
+     * How many "entry written" refresh events were published (an integer, INCR before each
+     * PUBLISH): an API process that received fewer than were counted lost one, and drops its
+     * in-process copy (docs/design.md, "The subdomain cache").
+     */
+    refreshEventsSent: `${prefix}:refresh-events-sent`,
     /** The pub/sub channel of refresh events of the deployment on database `db` (0 on a cluster). */
     refreshEvents: (db: number) => `${prefix}:db${db}:refresh-events`,
     /**

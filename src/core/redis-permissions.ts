@@ -21,7 +21,8 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
   {
     by: 'the gateway: cache, follow stream, hot-parent counts, credit counter, readiness probe, refresh events',
     commands: [
-      ...['get', 'mget', 'set', 'del', 'exists', 'incrby', 'decrby', 'incrbyfloat', 'pexpire'],
+      ...['get', 'mget', 'set', 'del', 'exists', 'incr', 'incrby', 'decrby', 'incrbyfloat'],
+      'pexpire',
       ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall', 'hscan'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],

@@ -1,13 +1,14 @@
 import { Registry } from 'prom-client';
 import { createLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
-import { Follower, type FollowerDeps, type FollowStatus } from '../../worker/follow/follower.js';
+import type { FollowRecord } from '../../src/core/cache/follow-status.js';
+import { Follower, type FollowerDeps } from '../../worker/follow/follower.js';
 import type { Lease } from '../../worker/follow/ownership.js';
 import type { FollowRpc } from '../../worker/follow/rpc.js';
 import { NAME_PROGRAM } from '../../worker/follow/stream.js';
 import { toBase58 } from '../../src/core/sns/pda.js';
 import type {
-  ApplyOutcome,
+  ApplyVerdict,
   Clock,
   FollowStore,
   Member,
@@ -88,7 +89,7 @@ export class FakeStore implements FollowStore {
     parent: string,
     changes: readonly MemberChange[],
     slot: number,
-  ): Promise<ApplyOutcome> {
+  ): Promise<ApplyVerdict> {
     this.calls.push(`apply ${parent} ${slot}`);
     const entry = this.entries.get(parent);
     if (!entry) return 'missing';
@@ -114,7 +115,7 @@ export class FakeStore implements FollowStore {
     }
     entry.slot = Math.max(entry.slot, slot);
     if (changed) entry.rev++;
-    return changed ? 'changed' : 'unchanged';
+    return changed ? 'written' : 'unchanged';
   }
 
   async member(parent: string, account: string) {
@@ -241,13 +242,13 @@ export function fakeFollower(opts: {
   store?: FakeStore;
   rpc?: FakeRpc;
   clock?: FakeClock;
-  stored?: FollowStatus;
+  stored?: FollowRecord;
   deps?: Partial<FollowerDeps>;
 }) {
   const clock = opts.clock ?? new FakeClock();
   const store = opts.store ?? new FakeStore();
   const rpc = opts.rpc ?? new FakeRpc();
-  const statuses: FollowStatus[] = [];
+  const statuses: FollowRecord[] = [];
   const sent: Array<{ id: number; method: string }> = [];
   const rereads: Array<[string, number | undefined]> = [];
   const changed: string[] = [];

@@ -17,8 +17,7 @@ export function cacheStore(
   const registry = redisKeys(prefix).followedParents(endpointId);
   return {
     async applyChanges(parent, changes, slot) {
-      const { outcome } = await cache.applyChanges(endpointId, parent, changes, slot);
-      return outcome === 'written' ? 'changed' : outcome;
+      return (await cache.applyChanges(endpointId, parent, changes, slot)).outcome;
     },
     async member(parent, account) {
       return (await cache.member(endpointId, parent, account)) ?? undefined;

@@ -135,7 +135,7 @@ export class Deletions {
         [...members].map(([account, reverse]) => ({ account, reverse, member: null })),
         slot,
       );
-      if (outcome === 'changed') {
+      if (outcome === 'written') {
         changed++;
         this.deps.changed(parent);
       }

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { FollowMode, FollowRecord } from '../../src/core/cache/follow-status.js';
 import { occasionalWarning } from '../../src/core/logger.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { CreditBudget } from '../../src/core/rpc/budget.js';
@@ -12,22 +13,9 @@ import { ParentIndex } from './parent-index.js';
 import { Patcher } from './patcher.js';
 import type { FollowRpc } from './rpc.js';
 import { PROBE_GRACE_MS, SilenceProbe } from './silence.js';
-import { FollowStream, HEAD_SLICE, type LogsNote, type StreamMode } from './stream.js';
+import { FollowStream, HEAD_SLICE, type LogsNote } from './stream.js';
 import { logsWrite } from './transaction.js';
 import type { AccountNote, Clock, FollowStore, Reread } from './types.js';
-
-/**
- * `<prefix>:follow-status`, written by the worker that owns the stream every second: entries of
- * the configured endpoint fetched at or after `epoch` are fresh while `mode` is `program` and
- * `healthyUntil` has not passed (docs/design.md, "Freshness"). `lastSignature` is the newest
- * transaction of the name program the stream reported: a worker taking over heals the gap from it.
- */
-export type FollowStatus = {
-  epoch: number;
-  healthyUntil: number;
-  mode: StreamMode;
-  lastSignature?: string;
-};
 
 /** How long a status written now vouches for the stream: three writes. */
 export const HEALTHY_FOR_MS = 3_000;
@@ -77,8 +65,13 @@ export type FollowerDeps = {
   metrics: Metrics;
   logger: Logger;
   reread: Reread;
+  /**
+   * How many parents still owe a re-read at a slot (./rereads.ts): while the budget is spent none
+   * can be made, and the entries they would correct are not vouched for (a new epoch).
+   */
+  owed?: () => number;
   changed: (parent: string) => void;
-  status: { read(): Promise<FollowStatus | undefined>; write(status: FollowStatus): Promise<void> };
+  status: { read(): Promise<FollowRecord | undefined>; write(status: FollowRecord): Promise<void> };
   locker: Locker;
   /** `<prefix>:follow-lease`. */
   leaseResource: string;
@@ -135,12 +128,18 @@ export class Follower {
   constructor(private readonly deps: FollowerDeps) {
     const { clock, metrics, logger } = deps;
     this.warnEpoch = occasionalWarning(logger, 60_000, () => clock.now());
+    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
+    // re-read will be refused, so the entries fetched before it stop being vouched for.
+    const reread: Reread = (parent, minContextSlot) => {
+      if (this.budgetSpent()) this.newEpoch('a re-read the spent budget cannot pay for');
+      deps.reread(parent, minContextSlot);
+    };
     this.index = new ParentIndex(clock);
     this.patcher = new Patcher({
       store: deps.store,
       clock,
       slots: deps.slots,
-      reread: deps.reread,
+      reread,
       changed: deps.changed,
       metrics,
       logger,
@@ -151,7 +150,7 @@ export class Follower {
       store: deps.store,
       clock,
       slots: deps.slots,
-      reread: deps.reread,
+      reread,
       changed: deps.changed,
       lost: (signature) => this.newEpoch(`deleting transaction ${signature} unreadable`),
       metrics,
@@ -168,7 +167,7 @@ export class Follower {
       freshMs: deps.freshMs,
       checkCost: deps.checkCost,
       scanCost: deps.scanCost,
-      reread: deps.reread,
+      reread,
       changed: deps.changed,
       metrics,
     });
@@ -443,7 +442,7 @@ export class Follower {
     for (const parent of this.index.parents()) this.patcher.forget(parent);
   }
 
-  private onMode(mode: StreamMode): void {
+  private onMode(mode: FollowMode): void {
     this.healed = false;
     if (mode !== 'program') this.probe.stop();
     if (mode === 'parents') void this.updateHotParents();
@@ -464,7 +463,7 @@ export class Follower {
   }
 
   /** Every subscription is confirmed on a new socket: heal what was missed meanwhile. */
-  private onSubscribed(mode: StreamMode): void {
+  private onSubscribed(mode: FollowMode): void {
     if (mode === 'parents') {
       // As before the whole-program stream: each hot parent is read again after its gap.
       void this.deps.hotParents().then((parents) =>
@@ -568,8 +567,15 @@ export class Follower {
     this.epoch = this.deps.clock.now();
   }
 
+  private budgetSpent(): boolean {
+    return this.deps.budget?.state() === 'exhausted';
+  }
+
   private async writeStatus(): Promise<void> {
     this.checkAccounts();
+    if (this.owner && this.budgetSpent() && (this.deps.owed?.() ?? 0) > 0) {
+      this.newEpoch('re-reads owed while the budget is spent');
+    }
     const healthy = this.healthy;
     this.deps.metrics.followHealthy.set(healthy ? 1 : 0);
     if (!this.owner) return;

@@ -299,7 +299,7 @@ export class Patcher {
       [{ account: subdomain, reverse, member }],
       slot,
     );
-    if (outcome === 'changed') {
+    if (outcome === 'written') {
       this.count(WS_NOTIFICATION_OUTCOME.patched);
       this.deps.changed(parent);
     } else {

@@ -1,7 +1,10 @@
-import { readFollowStatus, writeFollowStatus } from '../../src/core/cache/follow-status.js';
+import {
+  readFollowStatus,
+  writeFollowStatus,
+  type FollowRecord,
+} from '../../src/core/cache/follow-status.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
-import type { FollowStatus } from './follower.js';
 
 /** How long the last signature is kept: a stream stopped longer than this starts a new epoch. */
 const SIGNATURE_TTL_MS = 24 * 3_600_000;
@@ -13,7 +16,7 @@ const SIGNATURE_TTL_MS = 24 * 3_600_000;
 export function followStatusStore(
   redis: RedisClient,
   prefix: string,
-): { read(): Promise<FollowStatus | undefined>; write(status: FollowStatus): Promise<void> } {
+): { read(): Promise<FollowRecord | undefined>; write(status: FollowRecord): Promise<void> } {
   const keys = redisKeys(prefix);
   let written: string | undefined;
   return {

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { FollowMode } from '../../src/core/cache/follow-status.js';
 import { occasionalWarning } from '../../src/core/logger.js';
 import { WS_NOTIFICATION_OUTCOME, type Metrics } from '../../src/core/metrics.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
@@ -34,7 +35,6 @@ export const SUBSCRIBE_TIMEOUT_MS = 10_000;
  *   `memcmp` on the parent at offset 0, as before the whole-program stream.
  * - `off`: every subscription refused: the clock keeps entries fresh.
  */
-export type StreamMode = 'program' | 'parents' | 'off';
 
 /** A `logsNotification`: one transaction that mentions the name program. */
 export type LogsNote = { slot: number; signature: string; failed: boolean; logs: string[] };
@@ -51,9 +51,9 @@ export type FollowStreamOptions = {
    * The subscriptions of the mode are all confirmed on a socket (after each reconnect too): what
    * happened while there was none is unknown, a gap to heal.
    */
-  onSubscribed: (mode: StreamMode) => void;
+  onSubscribed: (mode: FollowMode) => void;
   /** The mode changed after a refusal; parents refused in `parents` mode come one by one. */
-  onMode: (mode: StreamMode) => void;
+  onMode: (mode: FollowMode) => void;
   /** A parent's own subscription was refused (`parents` mode): it is left to the clock. */
   onParentRefused?: (parent: string) => void;
 };
@@ -74,7 +74,7 @@ type Send = (text: string) => void;
  * off; docs/design.md, "Freshness"). No I/O of its own: tests drive it frame by frame.
  */
 export class FollowStream {
-  private modeNow: StreamMode = 'program';
+  private modeNow: FollowMode = 'program';
   private send: Send | undefined;
   private nextId = 1;
   private readonly requests = new Map<number, Request>();
@@ -95,7 +95,7 @@ export class FollowStream {
     this.warnRefused = occasionalWarning(opts.logger, 60_000, () => opts.clock.now());
   }
 
-  get mode(): StreamMode {
+  get mode(): FollowMode {
     return this.modeNow;
   }
 
@@ -108,7 +108,7 @@ export class FollowStream {
    * Sets the mode (the follower tries `program` again now and then after a fall back). Takes
    * effect on the next socket; the caller reconnects.
    */
-  reset(mode: StreamMode): void {
+  reset(mode: FollowMode): void {
     this.modeNow = mode;
   }
 
@@ -300,7 +300,7 @@ export class FollowStream {
   }
 
   /** Drops every subscription of this socket and subscribes as `mode` wants. */
-  private fallTo(mode: StreamMode, why: string): void {
+  private fallTo(mode: FollowMode, why: string): void {
     this.opts.logger.warn({ from: this.modeNow, to: mode, err: why }, 'follow stream mode lowered');
     for (const sub of this.accountSubs.keys()) {
       this.request('programUnsubscribe', [sub], { kind: 'unsubscribe', at: 0 });

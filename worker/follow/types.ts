@@ -3,18 +3,11 @@
  * account as the stream or a gap read reports it (docs/design.md, "Freshness").
  */
 
-/** A subdomain as the entry lists it: its label and the owner in its name account's header. */
-export type Member = readonly [label: string, owner: string];
+import type { ApplyVerdict, Member, MemberChange } from '../../src/core/cache/subdomain-cache.js';
 
-/**
- * One touched subdomain of a parent: its name account, its reverse record (the store maps both to
- * the parent, so a deleted account found in a transaction finds its parent in one read), and what
- * it is now (`null`: gone).
- */
-export type MemberChange = { account: string; reverse: string; member: Member | null };
-
-/** What {@link FollowStore.applyChanges} did: `missing` when the parent has no entry. */
-export type ApplyOutcome = 'changed' | 'unchanged' | 'missing';
+// The domain types are the shared layer's (src/core/cache): one shape for the store and the
+// follower.
+export type { ApplyVerdict, Member, MemberChange };
 
 /**
  * The slice of the store the follower needs (src/core/cache: the split layout of the configured
@@ -30,7 +23,7 @@ export interface FollowStore {
     parent: string,
     changes: readonly MemberChange[],
     slot: number,
-  ): Promise<ApplyOutcome>;
+  ): Promise<ApplyVerdict>;
   /** A member of `parent` by its name account (base58), with the slot it was written at. */
   member(
     parent: string,

@@ -3,7 +3,7 @@ import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import type { Metrics } from '../../src/core/metrics.js';
-import type { CostTable } from '../rpc/client.js';
+import { wsCostOf, type CostTable } from '../rpc/client.js';
 import { CreditMeter } from '../rpc/credits.js';
 import { wsUpgradeRefusedMessage } from '../rpc/ws-url-hint.js';
 
@@ -152,7 +152,7 @@ export class WsConnection {
     const { metrics, costs } = this.opts;
     this.socket = socket;
     metrics.wsConnected.set(1);
-    this.credits.spend('wsConnection', 'default', costs['wsConnection'] ?? 0);
+    this.credits.spend('wsConnection', 'default', wsCostOf(costs, 'wsConnection'));
     this.lastHeard = Date.now();
     const ping = setInterval(() => {
       this.opts.onTick?.();
@@ -172,7 +172,7 @@ export class WsConnection {
         this.credits.spend(
           'wsMegabyte',
           'default',
-          (bytes.length / 1e6) * (costs['wsMegabyte'] ?? 0),
+          (bytes.length / 1e6) * wsCostOf(costs, 'wsMegabyte'),
         );
         if (!isBinary) this.opts.onMessage(bytes);
       });

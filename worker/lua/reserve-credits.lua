@@ -1,10 +1,41 @@
--- KEYS[1] today's counter; ARGV floor (includes/restore-credits.lua), expiry ms, budget, credits.
--- Adds unless past the budget; returns {1|0, total}, total as a string (a float reply would be
--- truncated).
+-- KEYS[1] today's counter, KEYS[2] today's shares hash (docs/design.md, "Budget"). ARGV: floor
+-- (includes/restore-credits.lua), expiry ms, budget, credits, the account (`p` proactive, `c` a
+-- client), the proactive, pool and reserve caps, whether the reserve may pay (`1`: a parent known
+-- to exist), then the client's fields and their caps in pairs. Adds the credits to the counter
+-- and to the account's fields unless the day, one of the client's own fields, or every pool it
+-- may use would go past its cap: a client pays from the pool, then from the reserve. Returns
+-- {1, total, the fields charged joined by spaces (a client key holds none)} or {0, total, why:
+-- `budget`, `client` or `proactive`}; totals as strings (a float reply would be truncated).
 
 --- @include "includes/restore-credits"
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-if spent + tonumber(ARGV[4]) > tonumber(ARGV[3]) + 1e-9 then return {0, tostring(spent)} end
+local credits = tonumber(ARGV[4])
+local eps = 1e-9
+if spent + credits > tonumber(ARGV[3]) + eps then return {0, tostring(spent), 'budget'} end
+local function used(field) return tonumber(redis.call('HGET', KEYS[2], field) or '0') end
+local fields = {}
+if ARGV[5] == 'p' then
+  if used('proactive') + credits > tonumber(ARGV[6]) + eps then
+    return {0, tostring(spent), 'proactive'}
+  end
+  fields[1] = 'proactive'
+else
+  for i = 10, #ARGV, 2 do
+    if used(ARGV[i]) + credits > tonumber(ARGV[i + 1]) + eps then
+      return {0, tostring(spent), 'client'}
+    end
+    fields[#fields + 1] = ARGV[i]
+  end
+  if used('pool') + credits <= tonumber(ARGV[7]) + eps then
+    fields[#fields + 1] = 'pool'
+  elseif ARGV[9] == '1' and used('reserve') + credits <= tonumber(ARGV[8]) + eps then
+    fields[#fields + 1] = 'reserve'
+  else
+    return {0, tostring(spent), 'budget'}
+  end
+end
 local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[4])
+for _, field in ipairs(fields) do redis.call('HINCRBYFLOAT', KEYS[2], field, ARGV[4]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, total}
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return {1, total, table.concat(fields, ' ')}

@@ -16,6 +16,17 @@ export function costOf(costs: CostTable, method: string): number {
   return costs[method] ?? costs['*'] ?? 1;
 }
 
+/** What the websocket is billed by: per connection opened, per 10^6 bytes received. */
+export type WsUnit = 'wsConnection' | 'wsMegabyte';
+
+/**
+ * Credits of one websocket unit: `costs[unit]`, else 0. Not `*`, which prices JSON-RPC calls:
+ * a table that leaves the websocket out bills it nothing.
+ */
+export function wsCostOf(costs: CostTable, unit: WsUnit): number {
+  return costs[unit] ?? 0;
+}
+
 /**
  * Longest `Retry-After` slept through in place, holding a worker slot; longer ones end the call
  * (with `retryAfterMs`) and the job's back-off waits instead, freeing the slot.

@@ -1,14 +1,36 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { EndpointLabel, Metrics } from '../../src/core/metrics.js';
-import { BUDGET_COUNTER_TTL_MS, utcDay, type CreditBudget } from '../../src/core/rpc/budget.js';
+import {
+  BUDGET_COUNTER_TTL_MS,
+  clientFields,
+  clientShareFields,
+  SHARE_FIELD,
+  shareCaps,
+  utcDay,
+  type CreditBudget,
+} from '../../src/core/rpc/budget.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
 import { LuaScript, replyList, replyNumber, replyString } from '../../src/core/lua-script.js';
 
 /**
- * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`. Final: a retry before
- * the next UTC day meets the same refusal.
+ * Who a call is charged to (docs/design.md, "Budget"): a client (a refresh its request started),
+ * or the proactive share (everything no request asked for: refreshes ahead, following the chain,
+ * the websocket). `reserve`: the client's cold miss is of a parent known to exist, so it may
+ * spend the reserve once the client pool is spent; set by the refresh once it knows.
+ */
+export type CreditAccount =
+  | { readonly kind: 'proactive' }
+  | { readonly kind: 'client'; readonly client: string; reserve: boolean };
+
+/** Why a reservation was refused: the day or the pools (`budget`), the client's share, the proactive share. */
+export type RefusalKind = 'budget' | 'client' | 'proactive';
+
+/**
+ * A call refused unmade: it would take the day past `RPC_CREDITS_PER_DAY`, or its account past
+ * its share. Final: a retry before the next UTC day meets the same refusal.
  */
 export class CreditBudgetRefusal extends Error {
   override readonly name = 'CreditBudgetRefusal';
@@ -17,18 +39,42 @@ export class CreditBudgetRefusal extends Error {
     readonly credits: number,
     readonly spent: number,
     readonly budget: number,
+    readonly kind: RefusalKind = 'budget',
   ) {
     super(
-      `${method} (${credits} credits) refused: ${spent} of the ${budget} credits of RPC_CREDITS_PER_DAY spent today`,
+      kind === 'budget'
+        ? `${method} (${credits} credits) refused: ${spent} of the ${budget} credits of RPC_CREDITS_PER_DAY spent today`
+        : `${method} (${credits} credits) refused: the ${kind === 'client' ? "client's" : 'proactive'} share of RPC_CREDITS_PER_DAY is spent today (${spent} of ${budget} in all)`,
     );
   }
 }
 
+const accounts = new AsyncLocalStorage<CreditAccount>();
+const PROACTIVE: CreditAccount = Object.freeze({ kind: 'proactive' });
+
+/**
+ * Runs `fn` with every credit it spends charged to `account`; whatever runs outside is charged
+ * to the proactive share, so no credit is charged to nobody.
+ */
+export function chargedTo<T>(account: CreditAccount, fn: () => T): T {
+  return accounts.run(account, fn);
+}
+
+/** The account the current call is charged to. */
+export const currentAccount = (): CreditAccount => accounts.getStore() ?? PROACTIVE;
+
 /** Longest shutdown wait for the last spends. */
 const CLOSE_WRITE_MS = 1_000;
 
-/** Credits held in today's counter before a call ({@link CreditMeter.reserve}). */
-export type Reservation = { readonly day: string; readonly credits: number };
+/**
+ * Credits held in today's counter and its account's share fields before a call
+ * ({@link CreditMeter.reserve}).
+ */
+export type Reservation = {
+  readonly day: string;
+  readonly credits: number;
+  readonly fields: readonly string[];
+};
 
 /** Options of {@link CreditMeter}. */
 export type CreditMeterOptions = {
@@ -45,15 +91,23 @@ export type CreditMeterOptions = {
 };
 
 /**
- * Adds a call's credits to today's counter unless past the budget (after putting back a counter
- * Redis lost: the floor, see the file): added (1 or 0), and the total.
+ * Adds a call's credits to today's counter and its account's share fields unless past the budget
+ * or a share (after putting back a counter Redis lost: the floor, see the file): added (1 or 0),
+ * the total, and the fields charged or why not.
  */
 const RESERVE = new LuaScript(new URL('../lua/reserve-credits.lua', import.meta.url), (raw) => {
-  const [added, total] = replyList(raw);
-  return { added: replyNumber(added), total: Number(replyString(total)) };
+  const [added, total, detail] = replyList(raw);
+  return {
+    added: replyNumber(added),
+    total: Number(replyString(total)),
+    detail: replyString(detail),
+  };
 });
 
-/** Adds credits (negative: given back) to a day's counter, the floor first: the total. */
+/**
+ * Adds credits (negative: given back) to a day's counter and share fields, the floor first: the
+ * total.
+ */
 const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (raw) =>
   Number(replyString(raw)),
 );
@@ -66,8 +120,8 @@ const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (r
 export class CreditMeter {
   private readonly keys: ReturnType<typeof redisKeys> | undefined;
   private readonly now: () => number;
-  /** Unwritten spends by UTC day. */
-  private readonly pending = new Map<string, number>();
+  /** Unwritten spends by UTC day, and by share field. */
+  private readonly pending = new Map<string, { total: number; fields: Map<string, number> }>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private warned = false;
@@ -85,7 +139,7 @@ export class CreditMeter {
     this.opts.metrics.rpcCredits.inc({ method, endpoint }, credits);
     if (endpoint !== 'default' || reserved || credits <= 0 || !this.opts.redis) return;
     const day = utcDay(this.now());
-    this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
+    this.addPending(day, credits, this.unreservedFields(currentAccount()));
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
       void this.flush();
@@ -101,34 +155,85 @@ export class CreditMeter {
    * @throws the Redis error when the counter cannot be written (the call is not made).
    */
   async reserve(method: string, credits: number): Promise<Reservation | undefined> {
-    const budget = this.opts.budget?.creditsPerDay;
+    const budgetView = this.opts.budget;
+    const budget = budgetView?.creditsPerDay;
     const { redis } = this.opts;
-    if (budget === undefined || !redis || !this.keys || credits <= 0) return undefined;
-    const day = utcDay(this.now());
-    const { added, total } = await RESERVE.run(
+    if (!budgetView || budget === undefined || !redis || !this.keys || credits <= 0) {
+      return undefined;
+    }
+    const now = this.now();
+    const day = utcDay(now);
+    const account = currentAccount();
+    const caps = shareCaps(budget, budgetView.shares, now);
+    const clientFields =
+      account.kind === 'client' ? clientShareFields(account.client, budget, budgetView.shares) : [];
+    const { added, total, detail } = await RESERVE.run(
       redis,
-      [this.keys.rpcCredits(day)],
-      [this.floorOf(day), BUDGET_COUNTER_TTL_MS, budget, credits],
+      [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
+      [
+        this.floorOf(day),
+        BUDGET_COUNTER_TTL_MS,
+        budget,
+        credits,
+        account.kind === 'client' ? 'c' : 'p',
+        caps.proactive,
+        caps.pool,
+        caps.reserve,
+        account.kind === 'client' && account.reserve ? '1' : '0',
+        ...clientFields.flatMap((f) => [f.field, f.cap]),
+      ],
     );
-    this.opts.budget?.observe(day, total);
-    if (added !== 1) throw new CreditBudgetRefusal(method, credits, total, budget);
-    return { day, credits };
+    budgetView.observe(day, total);
+    if (added !== 1) {
+      const kind: RefusalKind = detail === 'client' || detail === 'proactive' ? detail : 'budget';
+      throw new CreditBudgetRefusal(method, credits, total, budget, kind);
+    }
+    return { day, credits, fields: detail === '' ? [] : detail.split(' ') };
   }
 
-  /** Gives back an unspent reservation. */
+  /** Gives back an unspent reservation, to the counter and to the fields it was charged to. */
   release(reservation: Reservation | undefined): void {
     if (!reservation || !this.opts.redis || !this.keys) return;
-    const { day, credits } = reservation;
+    const { day, credits, fields } = reservation;
     ADD.run(
       this.opts.redis,
-      [this.keys.rpcCredits(day)],
-      [this.floorOf(day), BUDGET_COUNTER_TTL_MS, -credits],
+      [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
+      [
+        this.floorOf(day),
+        BUDGET_COUNTER_TTL_MS,
+        -credits,
+        ...fields.flatMap((field) => [field, -credits]),
+      ],
     ).catch((err: unknown) => this.warn(err));
   }
 
   /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
   private floorOf(day: string): number {
     return this.opts.budget?.floorOf(day) ?? 0;
+  }
+
+  /**
+   * The share fields an unreserved spend of `account` goes to (the websocket's, or any spend
+   * without a budget): the proactive share, or the client's own fields and the pool.
+   */
+  private unreservedFields(account: CreditAccount): string[] {
+    if (account.kind === 'proactive') return [SHARE_FIELD.proactive];
+    return [...clientFields(account.client), SHARE_FIELD.pool];
+  }
+
+  /** Adds a spend to the day's pending writes: `credits` to each field, or each pair's own. */
+  private addPending(
+    day: string,
+    credits: number,
+    fields: Iterable<[string, number]> | readonly string[],
+  ): void {
+    let pending = this.pending.get(day);
+    if (!pending) this.pending.set(day, (pending = { total: 0, fields: new Map() }));
+    pending.total += credits;
+    for (const item of fields) {
+      const [field, added] = typeof item === 'string' ? [item, credits] : item;
+      pending.fields.set(field, (pending.fields.get(field) ?? 0) + added);
+    }
   }
 
   /** Writes pending spends; one write at a time. */
@@ -157,18 +262,17 @@ export class CreditMeter {
     if (!redis || !this.keys) return;
     const days = [...this.pending];
     this.pending.clear();
-    for (const [day, credits] of days) {
-      const key = this.keys.rpcCredits(day);
+    for (const [day, { total: credits, fields }] of days) {
       try {
         const total = await ADD.run(
           redis,
-          [key],
-          [this.floorOf(day), BUDGET_COUNTER_TTL_MS, credits],
+          [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
+          [this.floorOf(day), BUDGET_COUNTER_TTL_MS, credits, ...[...fields].flat()],
         );
         this.opts.budget?.observe(day, total);
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
-        this.pending.set(day, (this.pending.get(day) ?? 0) + credits);
+        this.addPending(day, credits, fields);
         this.warn(err);
       }
     }

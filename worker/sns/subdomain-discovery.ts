@@ -57,8 +57,23 @@ export async function discoverSubdomains(
   signal?: AbortSignal,
   minContextSlot?: number,
 ): Promise<Discovery> {
+  return discoverUnder(lane, endpoint, domainKey(parent), signal, minContextSlot);
+}
+
+/**
+ * {@link discoverSubdomains} of the parent whose name account is `parentKey` (32 bytes): the
+ * registry audit knows parents by key, not name.
+ *
+ * @throws RpcCallError as {@link discoverSubdomains}.
+ */
+export async function discoverUnder(
+  lane: DiscoveryLane,
+  endpoint: RpcEndpoint,
+  parentKey: Buffer,
+  signal?: AbortSignal,
+  minContextSlot?: number,
+): Promise<Discovery> {
   const { rpc, thread } = lane;
-  const parentKey = domainKey(parent);
   thread.warm(); // boots (first call only) while the RPC answers
   const found = await rpc.call(
     endpoint,

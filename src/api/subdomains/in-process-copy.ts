@@ -18,7 +18,20 @@ export type InProcessCopyOptions = {
    * on the chain stay fresh past the window. Window only when absent.
    */
   status?: () => FollowStatus | null;
+  /**
+   * Reads `<prefix>:refresh-events-sent` (0 when absent): how many "entry written" events the
+   * workers published. Compared with what the listener received, it tells a lost event (a PUBLISH
+   * refused after its count, a message dropped), and the copy is dropped. None: events are trusted.
+   */
+  sent?: () => Promise<number>;
+  /** A loss was found and the copy dropped (counted in `sns_refresh_events_lost_total`). */
+  onLost?: () => void;
+  /** Where a failed read of the count goes (the copy is dropped then too: nothing is proven). */
+  onError?: (err: unknown) => void;
 };
+
+/** How often the count of events published is compared with the events received, at most. */
+export const SENT_CHECK_MS = 500;
 
 /**
  * This process's copy of fresh entries of the default endpoint, so a warm hit costs no Redis round
@@ -29,6 +42,12 @@ export type InProcessCopyOptions = {
 export class InProcessCopy {
   private readonly entries: LRUCache<string, CacheEntry>;
   private events = 0;
+  /** Events published and received when the comparison began (undefined: not begun). */
+  private base: { sent: number; received: number } | undefined;
+  /** The count of events published at the last comparison: all of them must have come by the next. */
+  private lastSent: number | undefined;
+  private checkedAt = -Infinity;
+  private checking = false;
 
   constructor(private readonly opts: InProcessCopyOptions) {
     this.entries = new LRUCache<string, CacheEntry>({
@@ -42,6 +61,8 @@ export class InProcessCopy {
     opts.listener.onLost(() => {
       this.events++;
       this.entries.clear();
+      this.base = undefined;
+      this.lastSent = undefined;
     });
   }
 
@@ -63,6 +84,7 @@ export class InProcessCopy {
    */
   peek(parent: string, endpoint: RpcEndpoint, now: number): CacheEntry | undefined {
     if (!this.serves(endpoint)) return undefined;
+    this.checkSent();
     const entry = this.entries.get(parent);
     if (!entry) return undefined;
     if (this.opts.cache.freshness(entry, now, this.opts.status?.()) !== 'fresh') {
@@ -87,5 +109,57 @@ export class InProcessCopy {
 
   private serves(endpoint: RpcEndpoint): boolean {
     return endpoint.id === this.opts.endpointId && this.opts.listener.live;
+  }
+
+  /**
+   * Compares, at most every {@link SENT_CHECK_MS} and only while the copy is used, the events the
+   * workers counted with those received: every event counted at the last comparison (half a
+   * second ago at least) must have come by now. One short is one lost: the copy is dropped, so a
+   * missed event cannot keep an entry wrong while traffic flows (docs/design.md, "The subdomain
+   * cache").
+   */
+  private checkSent(): void {
+    const { sent } = this.opts;
+    if (!sent || this.checking || Date.now() - this.checkedAt < SENT_CHECK_MS) return;
+    this.checking = true;
+    this.checkedAt = Date.now();
+    sent()
+      .then(
+        (count) => this.compare(count, this.opts.listener.received),
+        (err: unknown) => {
+          this.drop();
+          this.opts.onError?.(err);
+        },
+      )
+      .finally(() => (this.checking = false));
+  }
+
+  private compare(sent: number, received: number): void {
+    const base = this.base;
+    // No comparison yet, or the count went back (Redis lost it): start from here.
+    if (!base || sent < base.sent) {
+      if (base) this.drop();
+      this.base = { sent, received };
+      this.lastSent = undefined;
+      return;
+    }
+    const got = received - base.received;
+    if (this.lastSent !== undefined && got < this.lastSent - base.sent) {
+      this.drop();
+      this.opts.onLost?.();
+      this.base = { sent, received };
+      this.lastSent = undefined;
+      return;
+    }
+    // More received than counted (a count refused, its PUBLISH not): start again from here, so
+    // the surplus cannot hide a later loss.
+    if (got > sent - base.sent) this.base = { sent, received };
+    this.lastSent = sent;
+  }
+
+  /** Drops every kept entry, and any read under way (its generation is gone). */
+  private drop(): void {
+    this.events++;
+    this.entries.clear();
   }
 }

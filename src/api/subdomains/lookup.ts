@@ -17,7 +17,7 @@ import {
   ShuttingDownError,
   UnavailableError,
 } from '../../core/errors.js';
-import type { Metrics } from '../../core/metrics.js';
+import { REFRESH_EVENT_LOSS, type Metrics } from '../../core/metrics.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
 import {
   addRefreshJob,
@@ -89,6 +89,11 @@ export type SubdomainLookupDeps = {
    * while it is followed (docs/design.md, "Freshness"). Window only when absent.
    */
   follow?: FollowStatusReader;
+  /**
+   * Reads how many "entry written" events the workers published (`<prefix>:refresh-events-sent`):
+   * the in-process copy drops itself when fewer came. None: the copy trusts the events alone.
+   */
+  eventsSent?: () => Promise<number>;
   /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
   touches?: ParentTouches;
   /**
@@ -127,6 +132,9 @@ export class SubdomainLookup {
         endpointId: deps.localEndpointId,
         maxBytes,
         status: follow ? () => follow.current() : undefined,
+        sent: deps.eventsSent,
+        onLost: () => deps.metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.receive }),
+        onError: (err) => deps.logger.warn({ err }, 'could not read the count of refresh events'),
       });
     }
   }
@@ -197,7 +205,7 @@ export class SubdomainLookup {
       // threshold the refresh waits for the stretched window, and none once it is spent.
       if (!this.recentlyQueued.has(key) && this.mayRefreshStale(endpoint, entry)) {
         this.recentlyQueued.set(key, true);
-        this.refreshStale(key, parent, endpoint, requester.charge).catch((err: unknown) =>
+        this.refreshStale(key, parent, endpoint, requester).catch((err: unknown) =>
           this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
         );
       }
@@ -270,7 +278,7 @@ export class SubdomainLookup {
         throw err;
       }
     }
-    const started = this.refreshAndWait(key, parent, endpoint, requester.charge).finally(() =>
+    const started = this.refreshAndWait(key, parent, endpoint, requester).finally(() =>
       this.inflight.delete(key),
     );
     this.inflight.set(key, started);
@@ -324,25 +332,58 @@ export class SubdomainLookup {
     key: string,
     parent: string,
     endpoint: RpcEndpoint,
-    charge: () => Promise<void>,
+    requester: Requester,
   ): Promise<void> {
     const queue = this.deps.queues[endpoint.kind];
     if ((await queue.getDeduplicationJobId(refreshDedupId(key))) !== null) return;
     try {
-      await charge();
+      await this.admit(endpoint, requester);
     } catch (err) {
       if (!(err instanceof RateLimitedError)) throw err;
       this.recentlyQueued.delete(key);
       return;
     }
-    await addRefreshJob(queue, jobData(key, parent, endpoint), 'stale');
+    await addRefreshJob(queue, jobData(key, parent, endpoint, requester.client), 'stale');
+  }
+
+  /**
+   * Charges a new refresh to `requester`: a unit of its cold-miss limit, then, on the configured
+   * endpoint with a budget, a look at its share of the day's credits (docs/design.md, "Budget").
+   *
+   * @throws RateLimitedError past the limit, or with the share spent (to the next UTC day).
+   */
+  private async admit(endpoint: RpcEndpoint, requester: Requester): Promise<void> {
+    await requester.charge();
+    const { budget } = this.deps;
+    if (endpoint.kind !== 'default' || budget?.creditsPerDay === undefined) return;
+    let spent: boolean;
+    try {
+      spent = await budget.clientShareSpent(requester.client);
+    } catch {
+      // The worker's reservation holds the share exactly; a failed look refuses nothing.
+      return;
+    }
+    if (spent) throw this.shareSpent();
+  }
+
+  /** The 429 of a client that spent its share of the day's credits. */
+  private shareSpent(): RateLimitedError {
+    return new RateLimitedError(
+      "client spent its share of the day's credits",
+      this.deps.budget?.retryAfterSeconds() ?? 60,
+      {
+        reason: 'client_share',
+        detail:
+          "this client spent its share of the gateway's daily RPC credits: cached answers are still served, new refreshes from the next UTC day (Retry-After)",
+      },
+    );
   }
 
   private async refreshAndWait(
     key: string,
     parent: string,
     endpoint: RpcEndpoint,
-    admitNewRefresh: () => Promise<void>,
+    requester: Requester,
   ): Promise<EntryRead<CacheEntry>> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
@@ -353,7 +394,7 @@ export class SubdomainLookup {
         wait.cancel();
         return raced as EntryRead<CacheEntry>;
       }
-      await this.enqueue(key, parent, endpoint, admitNewRefresh);
+      await this.enqueue(key, parent, endpoint, requester);
     } catch (err) {
       wait.cancel();
       throw err;
@@ -369,6 +410,7 @@ export class SubdomainLookup {
       if (outcome.reason === 'rpc')
         throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
       if (outcome.reason === 'budget') throw this.budgetSpent(parent);
+      if (outcome.reason === 'share') throw this.shareSpent();
       if (outcome.reason === 'disconnected') {
         throw new UnavailableError(
           `lost the refresh events of ${parent}: Redis connection closed`,
@@ -413,12 +455,7 @@ export class SubdomainLookup {
    * new job is first checked against the queue bound and charged to its client; one that joins a
    * queued or running job never is.
    */
-  private async enqueue(
-    key: string,
-    parent: string,
-    endpoint: RpcEndpoint,
-    admitNewRefresh: () => Promise<void>,
-  ) {
+  private async enqueue(key: string, parent: string, endpoint: RpcEndpoint, requester: Requester) {
     const queue = this.deps.queues[endpoint.kind];
     const dedupId = refreshDedupId(key);
     try {
@@ -430,12 +467,12 @@ export class SubdomainLookup {
       ]);
       if (joined === null) {
         // Charged first: a shed miss (503) costs its client a unit too.
-        await admitNewRefresh();
+        await this.admit(endpoint, requester);
         if (waiting >= this.deps.maxWaiting) {
           throw new OverloadedError(`${waiting} refreshes waiting`, 5);
         }
       }
-      await addRefreshJob(queue, jobData(key, parent, endpoint), 'coldMiss');
+      await addRefreshJob(queue, jobData(key, parent, endpoint, requester.client), 'coldMiss');
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });
@@ -450,12 +487,21 @@ class JoinedRefusal extends Error {
   }
 }
 
-/** A refresh job's data: the default endpoint travels as its kind, never its URL. */
-function jobData(cacheKey: string, parent: string, endpoint: RpcEndpoint): RefreshJobData {
+/**
+ * A refresh job's data: the default endpoint travels as its kind, never its URL; the client that
+ * starts it is charged its credits.
+ */
+function jobData(
+  cacheKey: string,
+  parent: string,
+  endpoint: RpcEndpoint,
+  client: string,
+): RefreshJobData {
   return {
     cacheKey,
     parent,
     endpoint:
       endpoint.kind === 'override' ? { kind: 'override', url: endpoint.url } : { kind: 'default' },
+    client,
   };
 }

@@ -24,6 +24,12 @@ export type FollowStatus = {
   readonly mode: FollowMode;
 };
 
+/**
+ * What the worker that owns the stream keeps (worker/follow/status-store.ts): the status, and
+ * beside it the last signature the stream reported, from which the next owner heals the gap.
+ */
+export type FollowRecord = FollowStatus & { readonly lastSignature?: string };
+
 const MODES: ReadonlySet<string> = new Set<FollowMode>(['program', 'parents', 'off']);
 
 /**

@@ -34,7 +34,9 @@ export type RegistryOp =
   /** The name account `account` under `parentKey` is owned by `owner`. */
   | { op: 'owner'; slot: number; parentKey: string; account: string; owner: string }
   /** `account` (a name account or a reverse record) was deleted. */
-  | { op: 'delete'; slot: number; account: string };
+  | { op: 'delete'; slot: number; account: string }
+  /** The chain does not list `account` under `parentKey` (the audit): its label is gone. */
+  | { op: 'unlist'; slot: number; parentKey: string; account: string };
 
 /** One member a bootstrap piece read: its reverse record's label and (when found) its owner. */
 export type PieceMember = {
@@ -169,6 +171,8 @@ export class RegistryIndex {
         args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
       } else if (o.op === 'owner') {
         args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
+      } else if (o.op === 'unlist') {
+        args.push('U', slot, parentIdOf(o.parentKey), o.account, '', '');
       } else args.push('D', slot, o.account, '', '', '');
     }
     return SCRIPTS.apply.run(
@@ -290,6 +294,52 @@ export class RegistryIndex {
     }
     members.sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
     return slot === undefined ? { members } : { members, slot };
+  }
+
+  /**
+   * Up to `count` parents of the index, walking its keys from where the last call of this object
+   * stopped (a rolling sample: every parent comes round). Each as its id ({@link parentIdOf}) and
+   * a few of its name accounts (the audit reads one to learn the parent's whole key).
+   */
+  async sampleParents(count: number): Promise<Array<{ parentId: string; accounts: string[] }>> {
+    const out: Array<{ parentId: string; accounts: string[] }> = [];
+    const prefix = `${this.keys.registryPrefix}p:`;
+    for (let rounds = 0; rounds < 100 && out.length < count; rounds++) {
+      const [next, keys] = await this.redis.scan(
+        this.sampleCursor,
+        'MATCH',
+        `${prefix}*`,
+        'COUNT',
+        500,
+      );
+      this.sampleCursor = next;
+      for (const key of keys) {
+        if (out.length >= count) break;
+        const [, fields] = await this.redis.hscan(key, '0', 'COUNT', 8);
+        const accounts = fields.filter((_, i) => i % 2 === 0).slice(0, 4);
+        if (accounts.length > 0) out.push({ parentId: key.slice(prefix.length), accounts });
+      }
+      if (next === '0') break;
+    }
+    return out;
+  }
+
+  private sampleCursor = '0';
+
+  /**
+   * Every member of the parent whose key is `parentKey` as stored, listed or not (the audit): name
+   * account -> slot, owner (`''` unknown, `-` gone) and label (`+label`, `''` unknown, `-` gone).
+   */
+  async storedMembers(
+    parentKey: string,
+  ): Promise<Map<string, { slot: number; owner: string; label: string }>> {
+    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
+    const out = new Map<string, { slot: number; owner: string; label: string }>();
+    for (const [account, value] of Object.entries(raw)) {
+      const m = parseValue(value);
+      if (m) out.set(account, m);
+    }
+    return out;
   }
 
   /**

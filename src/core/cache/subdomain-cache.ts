@@ -150,13 +150,15 @@ export type MemberChange = {
   readonly member: Member | null;
 };
 
+/**
+ * What a change did: 'written': something changed (revision bumped); 'unchanged': every change was
+ * already there or older than its member; 'missing': no entry (or one written without its members).
+ */
+export type ApplyVerdict = 'written' | 'unchanged' | 'missing';
+
 /** What {@link SubdomainCache.applyChanges} did, and the entry's revision after it. */
 export type ApplyOutcome = {
-  /**
-   * 'written': something changed (revision bumped); 'unchanged': every change was already there
-   * or older than its member; 'missing': no entry (or one written without its members).
-   */
-  readonly outcome: 'written' | 'unchanged' | 'missing';
+  readonly outcome: ApplyVerdict;
   readonly rev: number;
 };
 

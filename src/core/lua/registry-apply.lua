@@ -1,6 +1,7 @@
 -- Facts from the stream. KEYS: 1 journal, 2 state. ARGV: 1 the index's prefix
 -- (`<prefix>:registry:`), then six per fact: kind (L, O, D), slot, then L: parent id, account,
--- reverse, label; O: parent id, account, owner, ''; D: account, '', '', ''. Returns `{changed parent keys, accounts whose
+-- reverse, label; O: parent id, account, owner, ''; D: account, '', '', ''; U (a member the chain
+-- does not list, found by the audit): parent id, account, '', ''. Returns `{changed parent keys, accounts whose
 -- owner is unknown}`.
 
 --- @include "includes/registry-member"
@@ -48,6 +49,12 @@ for i = 2, #ARGV, 6 do
       else redis.call('HSET', pkey(pk), acct, encode(m)) end
     elseif building then
       journal(acct, string.format('%.0f', slot) .. '|' .. pk .. '|' .. owner, slot)
+    end
+  elseif kind == 'U' then
+    local m = parse(redis.call('HGET', pkey(a), b))
+    if m then
+      local before = listed(m)
+      if merge(m, 'label', '-', slot) then put(a, b, m, before) end
     end
   elseif kind == 'D' then
     local acct = a

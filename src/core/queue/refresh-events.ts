@@ -6,13 +6,17 @@ export type RefreshEvent = { endpointId: string; parent: string } & (
   { ok: true } | { ok: false; reason: FailureReason }
 );
 
-/** Why an attempt failed; `budget`: not made (docs/design.md, "Budget"). */
-type FailureReason = 'rpc' | 'internal' | 'disconnected' | 'budget';
+/**
+ * Why an attempt failed; `budget`: not made, the day or its pools spent; `share`: not made, the
+ * client that started it spent its share of the day (docs/design.md, "Budget").
+ */
+type FailureReason = 'rpc' | 'internal' | 'disconnected' | 'budget' | 'share';
 const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'rpc',
   'internal',
   'disconnected',
   'budget',
+  'share',
 ]);
 
 /** Waiters' and live topics' key of (endpoint, parent); a parent label never holds a space. */
@@ -24,8 +28,13 @@ export const refreshChannel = (redis: RedisClient, prefix: string) =>
 
 /**
  * Publishes an event (at most once, as pub/sub is), naming `prefix` and `db` for the listener to
- * check. Also published on the former channel with the entry's `key`, which API processes of the
- * previous release need during a rolling upgrade; drop it once none can be running.
+ * check. An entry written (`ok`) is first counted in `<prefix>:refresh-events-sent`, in the same
+ * round trip: a PUBLISH refused or lost after the count leaves the count ahead of what listeners
+ * received, which each API process notices ({@link RefreshListener.received}). Also published on
+ * the former channel with the entry's `key`, which API processes of the previous release need
+ * during a rolling upgrade; drop it once none can be running.
+ *
+ * @throws what Redis throws for any of the commands.
  */
 export async function publishRefreshEvent(
   redis: RedisClient,
@@ -36,9 +45,39 @@ export async function publishRefreshEvent(
   const db = databaseOf(redis);
   const key = keys.subdomainEntry(event.endpointId, event.parent);
   await Promise.all([
+    ...(event.ok ? [redis.incr(keys.refreshEventsSent)] : []),
     redis.publish(keys.refreshEvents(db), JSON.stringify({ ...event, prefix, db })),
     redis.publish(keys.legacyRefreshEvents, JSON.stringify({ ...event, key })),
   ]);
+}
+
+/** How many times a failed publish of an entry's change is tried again, and the first wait. */
+export const PUBLISH_RETRIES = 4;
+const PUBLISH_FIRST_WAIT_MS = 100;
+
+/**
+ * {@link publishRefreshEvent} of an entry's change, tried again with back-off (0.1, 0.2, 0.4,
+ * 0.8 s) when Redis refuses it; a publish still failing is reported to `failed`. Never throws:
+ * for the worker's paths that must go on (the follower's patches), where a lost event would keep
+ * an API process's copy wrong; the count published before it lets the API notice what is lost.
+ */
+export async function publishChange(
+  redis: RedisClient,
+  prefix: string,
+  event: RefreshEvent,
+  failed: (err: unknown, attempt: number, final: boolean) => void,
+): Promise<boolean> {
+  for (let attempt = 1, wait = PUBLISH_FIRST_WAIT_MS; ; attempt++, wait *= 2) {
+    try {
+      await publishRefreshEvent(redis, prefix, event);
+      return true;
+    } catch (err) {
+      const final = attempt > PUBLISH_RETRIES;
+      failed(err, attempt, final);
+      if (final) return false;
+      await new Promise((resolve) => setTimeout(resolve, wait).unref());
+    }
+  }
 }
 
 /**
@@ -84,6 +123,7 @@ export class RefreshListener {
   private readonly lostHandlers: Array<() => void> = [];
   private subscribed = false;
   private started = false;
+  private receivedOk = 0;
 
   /** @param subscriber a connection of its own (put in subscriber mode). */
   constructor(
@@ -117,6 +157,14 @@ export class RefreshListener {
   /** No drop since subscribing: only then is a process-local copy of entries coherent. */
   get live(): boolean {
     return this.subscribed;
+  }
+
+  /**
+   * How many "entry written" events this process received since it started: compared with
+   * `<prefix>:refresh-events-sent`, it tells whether one was lost.
+   */
+  get received(): number {
+    return this.receivedOk;
   }
 
   /** `handler` runs for every entry written, by any worker. */
@@ -175,6 +223,7 @@ export class RefreshListener {
     const event = parseRefreshEvent(message, this.prefix, this.db);
     if (!event) return;
     if (event.ok) {
+      this.receivedOk++;
       for (const handler of this.refreshedHandlers) handler(event.endpointId, event.parent);
     }
     const set = this.waiters.get(waitKey(event.endpointId, event.parent));

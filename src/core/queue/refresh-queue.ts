@@ -60,6 +60,11 @@ export type RefreshJobData = {
   endpoint: { kind: 'default' } | { kind: 'override'; url: string };
   /** A notification's slot, so a node lagging the websocket node cannot answer from before it. */
   minContextSlot?: number;
+  /**
+   * The client whose request started the refresh (`clientKey`), charged its credits; absent: the
+   * proactive share pays (refresh ahead, a re-read after a change). docs/design.md, "Budget".
+   */
+  client?: string;
 };
 
 /** Dedup id of a cache key: BullMQ forbids `:` in ids; a hash keeps labels out of its keys. */

@@ -1,3 +1,4 @@
+import ipaddr from 'ipaddr.js';
 import type { Metrics } from '../metrics.js';
 import type { RedisClient } from '../redis.js';
 import { redisKeys } from '../redis-keys.js';
@@ -67,11 +68,110 @@ export function budgetState(spent: number, budget: number | undefined, now: numb
   return 'normal';
 }
 
+/**
+ * How the day's budget is shared (docs/design.md, "Budget"), each a fraction of it: `client` the
+ * most one client may spend, `network` the most one IPv6 /48 may (its /64s together),
+ * `proactive` what is spent for no request (refresh ahead, following the chain), `reserve` what
+ * is kept for cold misses of parents known to exist. The client pool is the rest.
+ */
+export type CreditShares = {
+  readonly client: number;
+  readonly network: number;
+  readonly proactive: number;
+  readonly reserve: number;
+};
+
+/** The defaults of `RPC_CREDITS_*_SHARE` (src/core/config.ts). */
+export const DEFAULT_CREDIT_SHARES: CreditShares = Object.freeze({
+  client: 0.02,
+  network: 0.05,
+  proactive: 0.3,
+  reserve: 0.2,
+});
+
+/** The shares as the configuration sets them. */
+export const creditSharesOf = (config: {
+  RPC_CREDITS_CLIENT_SHARE: number;
+  RPC_CREDITS_NETWORK_SHARE: number;
+  RPC_CREDITS_PROACTIVE_SHARE: number;
+  RPC_CREDITS_RESERVE_SHARE: number;
+}): CreditShares =>
+  Object.freeze({
+    client: config.RPC_CREDITS_CLIENT_SHARE,
+    network: config.RPC_CREDITS_NETWORK_SHARE,
+    proactive: config.RPC_CREDITS_PROACTIVE_SHARE,
+    reserve: config.RPC_CREDITS_RESERVE_SHARE,
+  });
+
+/** Fields of the day's shares hash (`rpcCreditShares`) that are no client's. */
+export const SHARE_FIELD = Object.freeze({
+  proactive: 'proactive',
+  pool: 'pool',
+  reserve: 'reserve',
+} as const);
+
+/**
+ * The share fields a client's spend is charged to, each with its cap in credits: its own
+ * (`client:<key>`), and for an IPv6 /64 its /48 too (`network:<prefix>/48`): one site is given a
+ * /48 (RFC 6177), 65,536 /64s that would otherwise be as many clients.
+ *
+ * @param client the client key (`clientKeyOf`: an IPv4 address, or an IPv6 `<prefix>/64`).
+ */
+export function clientShareFields(
+  client: string,
+  budget: number,
+  shares: CreditShares,
+): Array<{ field: string; cap: number }> {
+  return clientFields(client).map((field, i) => ({
+    field,
+    cap: budget * (i === 0 ? shares.client : shares.network),
+  }));
+}
+
+/** The names of {@link clientShareFields}: the client's own, then its /48's if any. */
+export function clientFields(client: string): string[] {
+  const network = networkOf(client);
+  return network === undefined ? [`client:${client}`] : [`client:${client}`, `network:${network}`];
+}
+
+/** The /48 of an IPv6 /64 client key, else undefined. */
+function networkOf(client: string): string | undefined {
+  if (!client.endsWith('/64')) return undefined;
+  try {
+    const parts = ipaddr.IPv6.parse(client.slice(0, -3)).parts;
+    return `${new ipaddr.IPv6([...parts.slice(0, 3), 0, 0, 0, 0, 0]).toString()}/48`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The caps of the day's accounts at `now`, in credits: the proactive share is paced like the
+ * soft threshold (its share of the day gone plus {@link BUDGET_BURST_SHARE}, at most all of it),
+ * so refreshes ahead cannot burn it in the morning; the pool and the reserve are whole from
+ * midnight (a cold miss has nothing to fall back on).
+ */
+export function shareCaps(
+  budget: number,
+  shares: CreditShares,
+  now: number,
+): { proactive: number; pool: number; reserve: number } {
+  const dayGone = (now % DAY_MS) / DAY_MS;
+  const pool = budget * Math.max(0, 1 - shares.proactive - shares.reserve);
+  return {
+    proactive: budget * shares.proactive * Math.min(1, dayGone + BUDGET_BURST_SHARE),
+    pool,
+    reserve: budget * shares.reserve,
+  };
+}
+
 export type CreditBudgetOptions = {
   redis: RedisClient;
   prefix: string;
   /** `RPC_CREDITS_PER_DAY`; undefined: no budget (the spend is still read, for the gauge). */
   creditsPerDay: number | undefined;
+  /** How the day is shared; {@link DEFAULT_CREDIT_SHARES} when absent. */
+  shares?: CreditShares;
   /** `CACHE_FRESH_MS`: what a stretched window multiplies. */
   freshMs: number;
   metrics: Metrics;
@@ -89,6 +189,7 @@ export type CreditBudgetOptions = {
  */
 export class CreditBudget {
   readonly creditsPerDay: number | undefined;
+  readonly shares: CreditShares;
   private readonly now: () => number;
   private readonly readEveryMs: number;
   private readonly keys: ReturnType<typeof redisKeys>;
@@ -101,6 +202,7 @@ export class CreditBudget {
 
   constructor(private readonly opts: CreditBudgetOptions) {
     this.creditsPerDay = opts.creditsPerDay;
+    this.shares = opts.shares ?? DEFAULT_CREDIT_SHARES;
     this.now = opts.now ?? Date.now;
     this.readEveryMs = opts.readEveryMs ?? 1_000;
     this.keys = redisKeys(opts.prefix);
@@ -142,6 +244,24 @@ export class CreditBudget {
   /** Whole seconds to the next UTC day, when the budget starts again (`Retry-After`). */
   retryAfterSeconds(now = this.now()): number {
     return Math.ceil(msToNextUtcDay(now) / 1000);
+  }
+
+  /**
+   * Whether `client` has spent its share of today (or its /48 has): read from Redis, one round
+   * trip. The API asks before it queues a refresh for the client, so a client past its share is
+   * refused at once (the worker's reservation is what holds it exactly). False without a budget.
+   *
+   * @throws the Redis error.
+   */
+  async clientShareSpent(client: string, now = this.now()): Promise<boolean> {
+    const budget = this.creditsPerDay;
+    if (budget === undefined) return false;
+    const fields = clientShareFields(client, budget, this.shares);
+    const spent = await this.opts.redis.hmget(
+      this.keys.rpcCreditShares(utcDay(now)),
+      ...fields.map((f) => f.field),
+    );
+    return fields.some((f, i) => Number(spent[i] ?? 0) >= f.cap - 1e-9);
   }
 
   /**

@@ -106,7 +106,8 @@ export type HostCheckLimits = {
   cacheSize: number;
 };
 
-const DEFAULT_LIMITS: HostCheckLimits = {
+/** The limits of `?rpc=` host lookups unless a caller gives others (tests do). */
+export const DEFAULT_HOST_CHECK_LIMITS: HostCheckLimits = {
   maxInFlight: 64,
   deadlineMs: 5_000,
   cacheMs: 30_000,
@@ -139,7 +140,7 @@ export class EndpointSelector {
     this.defaultEndpoint = url ? { kind: 'default', url, id: endpointId(url) } : undefined;
     this.allowlist = new Set(config.RPC_OVERRIDE_ALLOWLIST);
     this.resolveHost = resolveHost ?? dnsResolver();
-    this.limits = { ...DEFAULT_LIMITS, ...limits };
+    this.limits = { ...DEFAULT_HOST_CHECK_LIMITS, ...limits };
     this.resolutions = new LRUCache({ max: this.limits.cacheSize, ttl: this.limits.cacheMs });
   }
 
