@@ -147,7 +147,7 @@ export class Backstop {
       // Per member slot guard: a member added or written after the slot this check read at stays.
       const dropped = await deps.store.markChecked(parent, now, slot, gone);
       const transferred =
-        moved.length > 0 && (await deps.store.applyChanges(parent, moved, slot)) === 'changed';
+        moved.length > 0 && (await deps.store.applyChanges(parent, moved, slot)) === 'written';
       if (dropped === 0 && !transferred) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.unchanged });
         this.quiet(schedule, now);
