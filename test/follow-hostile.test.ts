@@ -2,16 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { toBase58 } from '../src/core/sns/pda.js';
 import { Deletions } from '../worker/follow/deletions.js';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
-import { Follower } from '../worker/follow/follower.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
 import { logsDelete, logsWrite, nameWrites } from '../worker/follow/transaction.js';
-import type { AccountNote } from '../worker/follow/types.js';
 import {
   FakeClock,
   FakeRpc,
   FakeStore,
+  fakeFollower,
   quietDeps,
   settle,
   trustingSlots,
@@ -50,102 +49,12 @@ function tx(
   };
 }
 
-type Hooks = Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0];
-
-/** A follower owning a fake socket; `confirm` answers every subscription request. */
+/** {@link fakeFollower}, its logs notifications given slot first. */
 function followerWith(opts: { rpc?: FakeRpc; stored?: FollowRecord } = {}) {
-  const clock = new FakeClock();
-  const store = new FakeStore();
-  const rpc = opts.rpc ?? new FakeRpc();
-  const statuses: FollowRecord[] = [];
-  const sent: Array<{ id: number; method: string }> = [];
-  let hooks: Hooks | undefined;
-  let reconnects = 0;
-  const follower = new Follower({
-    store,
-    rpc,
-    clock,
-    slots: trustingSlots(),
-    ...quietDeps(),
-    reread: () => undefined,
-    changed: () => undefined,
-    status: { read: async () => opts.stored, write: async (s) => void statuses.push(s) },
-    locker: {
-      acquire: async () => {
-        const lease: Lease = { extend: async () => lease, release: async () => 1 };
-        return lease;
-      },
-    },
-    leaseResource: 'p:follow-lease',
-    leaseMs: 1_500,
-    freshMs: 60_000,
-    checkCost: 1,
-    scanCost: 10,
-    hotParents: async () => [],
-    connect: (h) => {
-      hooks = h;
-      return {
-        start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
-        connected: true,
-        reconnect: () => void reconnects++,
-        close: async () => undefined,
-      };
-    },
-  });
-  const ids = new Map<string, number>();
-  const confirm = () => {
-    for (const m of sent.splice(0)) {
-      ids.set(m.method, m.id);
-      hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
-    }
-  };
-  const logs = (slot: number, signature: string, lines: string[]) =>
-    hooks?.onMessage(
-      Buffer.from(
-        JSON.stringify({
-          jsonrpc: '2.0',
-          method: 'logsNotification',
-          params: {
-            subscription: ids.get('logsSubscribe'),
-            result: { context: { slot }, value: { signature, err: null, logs: lines } },
-          },
-        }),
-      ),
-    );
-  const account = (note: AccountNote) =>
-    hooks?.onMessage(
-      Buffer.from(
-        JSON.stringify({
-          jsonrpc: '2.0',
-          method: 'programNotification',
-          params: {
-            subscription: ids.get('programSubscribe'),
-            result: {
-              context: { slot: note.slot },
-              value: {
-                pubkey: note.pubkey,
-                account: { data: [note.head?.toString('base64'), 'base64'] },
-              },
-            },
-          },
-        }),
-      ),
-    );
-  const reopen = () => {
-    hooks?.onClose();
-    hooks?.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string }));
-  };
+  const f = fakeFollower(opts);
   return {
-    follower,
-    clock,
-    store,
-    rpc,
-    statuses,
-    confirm,
-    logs,
-    account,
-    reopen,
-    reconnects: () => reconnects,
+    ...f,
+    logs: (slot: number, signature: string, lines: string[]) => f.logs(signature, slot, lines),
   };
 }
 

@@ -3,6 +3,7 @@ import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
 import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
 import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
 import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
+import { every } from '../worker/follow/types.js';
 import {
   FakeClock,
   FakeRpc,
@@ -205,5 +206,37 @@ describe('reads for Deletes', () => {
     expect(store.calls.filter((c) => c.startsWith('parentsOfMembers'))).toEqual([
       'parentsOfMembers 60',
     ]);
+  });
+});
+
+describe('the one scheduler', () => {
+  it('runs every beat on the clock, never two runs at once, and stops when told', async () => {
+    const clock = new FakeClock();
+    let runs = 0;
+    let release = () => {};
+    const errors: unknown[] = [];
+    const stop = every(
+      clock,
+      1_000,
+      () => {
+        runs++;
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+      (err) => errors.push(err),
+    );
+    await clock.advance(1_000);
+    expect(runs).toBe(1);
+    // The run is still under way: the next beats are skipped, not piled up.
+    await clock.advance(3_000);
+    expect(runs).toBe(1);
+    release();
+    await clock.advance(1_000);
+    expect(runs).toBe(2);
+    stop();
+    release();
+    await clock.advance(5_000);
+    expect(runs).toBe(2);
+    expect(clock.pending).toBe(0);
+    expect(errors).toEqual([]);
   });
 });

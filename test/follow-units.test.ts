@@ -4,7 +4,6 @@ import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
 import { Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
-import { Follower } from '../worker/follow/follower.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
@@ -18,6 +17,7 @@ import {
   FakeClock,
   FakeRpc,
   FakeStore,
+  fakeFollower,
   quietDeps,
   settle,
   trustingSlots,
@@ -634,47 +634,14 @@ describe('follower', () => {
 
     const rpc = new FakeRpc();
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
-    const statuses: FollowRecord[] = [];
-    let hooks: Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0] | undefined;
-    const sent: Array<{ id: number; method: string }> = [];
-    const follower = new Follower({
-      store,
-      rpc,
-      clock,
-      slots: trustingSlots(),
-      ...quietDeps(),
-      reread: () => undefined,
-      changed: () => undefined,
-      status: { read: async () => undefined, write: async (s) => void statuses.push(s) },
-      locker: {
-        acquire: async () => {
-          const lease: Lease = { extend: async () => lease, release: async () => 1 };
-          return lease;
-        },
-      },
-      leaseResource: 'p:follow-lease',
-      leaseMs: 1_500,
-      freshMs: 60_000,
-      checkCost: 1,
-      scanCost: 10,
-      hotParents: async () => [],
-      connect: (h) => {
-        hooks = h;
-        return {
-          start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
-          connected: true,
-          reconnect: () => undefined,
-          close: async () => undefined,
-        };
-      },
-    });
+    const { follower, statuses, sent, confirm, hooks } = fakeFollower({ clock, store, rpc });
     follower.start();
     await clock.advance(1_000);
     expect(follower.owner).toBe(true);
     expect(sent.map((m) => m.method)).toEqual(['programSubscribe', 'logsSubscribe']);
     expect(statuses.at(-1)?.healthyUntil).toBe(0);
-    for (const m of sent)
-      hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
+    const subscriptions = new Map(sent.map((m) => [m.method, m.id]));
+    confirm();
     // The gap is read 2 s after the subscriptions are confirmed.
     await clock.advance(2_500);
     const status = statuses.at(-1);
@@ -702,8 +669,9 @@ describe('follower', () => {
           },
         }),
       );
-    hooks?.onMessage(frame(sent[0]?.id ?? 0, later.subNote(80)));
-    hooks?.onMessage(frame(sent[0]?.id ?? 0, later.reverseNote(80)));
+    const program = subscriptions.get('programSubscribe') ?? 0;
+    hooks()?.onMessage(frame(program, later.subNote(80)));
+    hooks()?.onMessage(frame(program, later.reverseNote(80)));
     await clock.advance(500);
     store.put(PARENT, 70, {});
     store.touched.set(PARENT, clock.now());
@@ -711,7 +679,7 @@ describe('follower', () => {
     await follower.patcher.idle();
     expect(store.labels(PARENT)).toEqual(['nectarine']);
     // The socket closes: the status stops vouching at the next write.
-    hooks?.onClose();
+    hooks()?.onClose();
     await clock.advance(1_000);
     expect(statuses.at(-1)?.healthyUntil).toBe(0);
     await follower.close();
@@ -719,70 +687,8 @@ describe('follower', () => {
 });
 
 describe('follower taking the stream over', () => {
-  const start = (stored: FollowRecord | undefined, rpc: FakeRpc, store: FakeStore) => {
-    const clock = new FakeClock();
-    const statuses: FollowRecord[] = [];
-    const sent: Array<{ id: number; method: string }> = [];
-    let hooks: Parameters<ConstructorParameters<typeof Follower>[0]['connect']>[0] | undefined;
-    const follower = new Follower({
-      store,
-      rpc,
-      clock,
-      slots: trustingSlots(),
-      ...quietDeps(),
-      reread: () => undefined,
-      changed: () => undefined,
-      status: { read: async () => stored, write: async (s) => void statuses.push(s) },
-      locker: {
-        acquire: async () => {
-          const lease: Lease = { extend: async () => lease, release: async () => 1 };
-          return lease;
-        },
-      },
-      leaseResource: 'p:follow-lease',
-      leaseMs: 1_500,
-      freshMs: 60_000,
-      checkCost: 1,
-      scanCost: 10,
-      hotParents: async () => [],
-      connect: (h) => {
-        hooks = h;
-        return {
-          start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
-          connected: true,
-          reconnect: () => undefined,
-          close: async () => undefined,
-        };
-      },
-    });
-    const confirm = () => {
-      for (const m of sent.splice(0)) {
-        hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
-      }
-    };
-    /** The socket drops and another opens; `logs` signatures arrive on it before the heal. */
-    const reconnect = (logs: string[]) => {
-      hooks?.onClose();
-      hooks?.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string }));
-      const logsId = sent.find((m) => m.method === 'logsSubscribe')?.id ?? 0;
-      confirm();
-      for (const signature of logs) {
-        hooks?.onMessage(
-          Buffer.from(
-            JSON.stringify({
-              jsonrpc: '2.0',
-              method: 'logsNotification',
-              params: {
-                subscription: logsId,
-                result: { context: { slot: 95 }, value: { signature, err: null, logs: [] } },
-              },
-            }),
-          ),
-        );
-      }
-    };
-    return { follower, clock, statuses, confirm, reconnect };
-  };
+  const start = (stored: FollowRecord | undefined, rpc: FakeRpc, store: FakeStore) =>
+    fakeFollower({ stored, rpc, store });
 
   it("heals the gap from the last owner's signature and keeps its epoch", async () => {
     const store = new FakeStore();

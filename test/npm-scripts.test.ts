@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { DEMO_PREFIX, GET_A_REDIS, shownUrl } from '../tools/demo/redis.js';
+import { NOT_FOLLOWING } from '../tools/demo/text.js';
 import { deletePrefix, uniquePrefix, waitFor } from './support/gateway.js';
 import { alive, killGroup, listening, npmRun } from './support/npm-run.js';
 import { freePort } from './support/ports.js';
@@ -228,6 +229,8 @@ describe('npm run demo', () => {
         await waitFor(() => /Ctrl-C stops everything|demo: stopped/.test(run.output()), 150_000);
         const output = run.output();
         expect(output).toContain(`Redis at redis://127.0.0.1:${redisPort} (started for the demo)`);
+        // The banner waits for the worker to follow the chain: the walkthrough's creation shows.
+        expect(output).not.toContain(NOT_FOLLOWING);
 
         const urls = bannerLines(output, 'Open:').map((l) => l.split(' ')[0] as string);
         expect(urls).toEqual([

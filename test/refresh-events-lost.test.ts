@@ -11,6 +11,7 @@ import {
 import { redisKeys } from '../src/core/redis-keys.js';
 import { InProcessCopy, SENT_CHECK_MS } from '../src/api/subdomains/in-process-copy.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
+import { elapse } from './support/wait.js';
 
 /**
  * A lost "changed" event is made good (docs/design.md, "The subdomain cache"): the worker retries
@@ -100,7 +101,7 @@ describe('a lost refresh event', () => {
     await keep(['old']);
     for (let i = 0; i < 3; i++) {
       copy.peek('p', endpoint, Date.now());
-      await new Promise((r) => setTimeout(r, SENT_CHECK_MS));
+      await elapse(SENT_CHECK_MS);
     }
     expect(copy.peek('p', endpoint, Date.now())?.labels).toEqual(['old']);
     // The worker writes the new label; every try to publish its event is refused.

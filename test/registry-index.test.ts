@@ -69,6 +69,9 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
   afterAll(() => gw.close());
 
   it('answers every parent, never asked before, from the index: as findSubdomains, with no RPC call', async () => {
+    // Built with getProgramAccountsV2 pages (the simulator offers them), a piece per shard.
+    expect((await index.state()).status).toBe('complete');
+    expect(gw.sim.callCount('getProgramAccountsV2')).toBeGreaterThanOrEqual(SHARDS.length);
     gw.sim.resetCalls();
     for (const parent of ['alpha', 'beta', 'gamma', 'delta', 'lonely']) {
       const got = await labels(gw, parent);
@@ -96,6 +99,33 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
     // No refresh was queued for any of them.
     const waiting = await gw.redis.keys(`${gw.config.QUEUE_PREFIX}:subdomain-refresh:*:wait`);
     for (const key of waiting) expect(await gw.redis.llen(key)).toBe(0);
+  });
+
+  it('sends live updates of a parent nobody asked for from the index', async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${gw.baseUrl}/subdomains/beta/events`, { signal: abort.signal });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    /** Reads until the stream has sent a list event holding exactly `labels`, at most 10 s. */
+    const until = async (labels: string[]) => {
+      const want = `data: ${JSON.stringify({ s: 'ok', result: labels })}`;
+      const deadline = Date.now() + 10_000;
+      while (!text.includes(want)) {
+        if (Date.now() > deadline) throw new Error(`no event of ${want} in ${text}`);
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the stream ended');
+        text += decoder.decode(value, { stream: true });
+      }
+    };
+    try {
+      await until(['solo']);
+      gw.sim.chain.addSubdomain('beta', 'live');
+      await until(['live', 'solo']);
+    } finally {
+      abort.abort();
+    }
   });
 
   it('shows a subdomain created, transferred and deleted under a parent nobody asked for', async () => {
@@ -210,7 +240,13 @@ describe('the registry index while it is built', () => {
   beforeAll(async () => {
     // HTTP reads a second behind the websocket: a piece reads an older slot than the stream
     // has already delivered, the case stitching is for.
-    sim = await startRpcSimulator({ chain: registryChain(), httpLagMs: 1_000 });
+    // And a provider without getProgramAccountsV2 (-32601, as most answer): pieces fall back to
+    // getProgramAccounts (the other suites' simulator pages with V2).
+    sim = await startRpcSimulator({
+      chain: registryChain(),
+      httpLagMs: 1_000,
+      refusedMethods: ['getProgramAccountsV2'],
+    });
     // Slow scans, so the build is caught half done.
     sim.setFaults([{ kind: 'delay', ms: 60, method: 'getProgramAccounts' }]);
     gw = await startGateway({ sim, env: REGISTRY });
@@ -257,6 +293,8 @@ describe('the registry index while it is built', () => {
           (c.method === 'getProgramAccounts' && JSON.stringify(c.params).includes('"offset":64')),
       ).length;
       expect(pieces).toBeLessThanOrEqual(2 * (SHARDS.length - before.done) + 1);
+      // Each piece asked for V2 once, was refused, and read with getProgramAccounts.
+      expect(sim.callCount('getProgramAccountsV2')).toBeGreaterThan(0);
 
       for (const parent of ['alpha', 'beta', 'gamma', 'delta']) {
         expect(await labels(gw, parent)).toEqual((await sdkSubdomains(sim.url, parent)).sort());

@@ -321,24 +321,6 @@ describe('refresh events', () => {
     }
   });
 
-  it("go on the former channel too, with the entry's cache key, which API processes of the previous release read", async () => {
-    const prefix = uniquePrefix();
-    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
-    try {
-      const message = await nextMessage(redisKeys(prefix).legacyRefreshEvents, () =>
-        publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true }),
-      );
-      expect(message).toEqual({
-        endpointId: 'e',
-        parent: 'p',
-        ok: true,
-        key: redisKeys(prefix).subdomainEntry('e', 'p'),
-      });
-    } finally {
-      redis.disconnect();
-    }
-  });
-
   it('reach a waiter only when they are events of its own deployment', async () => {
     const prefix = uniquePrefix();
     const url = inject('redisUrl');

@@ -19,21 +19,16 @@ export { HOT_PARENT_SCAN_QUEUE, createHotParentScanQueue, hotParentScanIntervalM
 const HOT_PARENT_SCAN_JOB = 'hot-scan';
 
 /**
- * Installs (or updates) the BullMQ job scheduler of hot-parent scans on {@link HOT_PARENT_SCAN_QUEUE}, and
- * removes the one an earlier release kept on the refresh queue. Idempotent: every worker calls it
- * at start and BullMQ keeps one scheduler per id.
+ * Installs (or updates) the BullMQ job scheduler of hot-parent scans on
+ * {@link HOT_PARENT_SCAN_QUEUE}. Idempotent: every worker calls it at start and BullMQ keeps one
+ * scheduler per id.
  */
-export async function scheduleHotParentScans(
-  queue: Queue,
-  refreshQueue: Queue<RefreshJobData>,
-  freshMs: number,
-): Promise<void> {
+export async function scheduleHotParentScans(queue: Queue, freshMs: number): Promise<void> {
   await queue.upsertJobScheduler(
     HOT_PARENT_SCHEDULER_ID,
     { every: hotParentScanIntervalMs(freshMs) },
     { name: HOT_PARENT_SCAN_JOB, opts: { removeOnComplete: true, removeOnFail: 100 } },
   );
-  await refreshQueue.removeJobScheduler(HOT_PARENT_SCHEDULER_ID);
 }
 
 /** The most time between two checks of the scheduler ({@link watchHotParentScans}). */
@@ -62,7 +57,6 @@ export type HotParentScanWatch = {
  */
 export function watchHotParentScans(opts: {
   queue: Queue;
-  refreshQueue: Queue<RefreshJobData>;
   freshMs: number;
   onMissing: () => void;
   onError: (err: unknown) => void;
@@ -70,7 +64,7 @@ export function watchHotParentScans(opts: {
   let state: 'running' | 'stopped' = 'stopped';
   let checking: Promise<boolean> | undefined;
   let stopped = false;
-  const install = () => scheduleHotParentScans(opts.queue, opts.refreshQueue, opts.freshMs);
+  const install = () => scheduleHotParentScans(opts.queue, opts.freshMs);
   const check = async (): Promise<boolean> => {
     try {
       if (state === 'stopped') {

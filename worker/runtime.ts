@@ -49,6 +49,7 @@ import {
 import { createRefreshWorker } from './refresh-worker.js';
 import {
   RegistryIndex,
+  REGISTRY_EVENTS,
   REGISTRY_SERVING_VALUE,
   registryServing,
 } from '../src/core/cache/registry-index.js';
@@ -374,6 +375,20 @@ async function openWorker(
             index,
             rpc: followRpc,
             logger,
+            // The API's live updates of those parents read them again.
+            changed: (parentIds) => {
+              for (const parent of parentIds) {
+                void publishChange(
+                  command,
+                  config.QUEUE_PREFIX,
+                  { endpointId: REGISTRY_EVENTS, parent, ok: true },
+                  (err, attempt, final) => {
+                    if (final)
+                      logger.warn({ err: String(err), attempt }, 'registry: an event was lost');
+                  },
+                );
+              }
+            },
             lost: (why) => {
               logger.warn({ why }, 'registry: the stream lost facts; the index is behind');
               void index.markBehind().catch(() => undefined);
@@ -447,7 +462,6 @@ async function openWorker(
         'worker hot-parent scan schedule',
         watchHotParentScans({
           queue: hotParentScans,
-          refreshQueue: queue,
           freshMs,
           onMissing: () =>
             logger.warn(

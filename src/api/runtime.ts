@@ -222,6 +222,7 @@ async function openApi(
     listener,
     hotParents,
     touch: defaultId === undefined ? undefined : (parent) => touches.used(defaultId, parent),
+    ...(registry ? { registry } : {}),
     maxPerClient: config.SSE_MAX_PER_CLIENT,
     maxStreams: config.SSE_MAX_STREAMS,
     heartbeatMs: opts.sseHeartbeatMs,

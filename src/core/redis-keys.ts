@@ -17,8 +17,7 @@
  * - `<prefix>:follow-lease`: which worker owns the follow stream (a redlock resource).
  * - `<prefix>:follow-signature`: the newest name-program transaction the stream reported.
  * - `<prefix>:subdomains:<endpoint id>:<parent>`: one cached answer of a `?rpc=` override (a JSON
- *   string, labels and accounts inline). The configured endpoint's entries were stored so, with
- *   `<prefix>:subdomain-accounts:...` beside them, by the releases before: no longer written.
+ *   string, labels and accounts inline).
  * - `<prefix>:override-entries:{by-expiry,sizes,bytes}`: the index of `?rpc=` entries and their
  *   byte budget.
  * - `<prefix>:hot-parents:<window>`: distinct clients per parent, one sorted set per window.
@@ -53,15 +52,12 @@ export function redisKeys(prefix: string) {
     prefix,
     /**
      * One cached answer in one JSON string, labels and accounts inline: the layout of `?rpc=`
-     * override entries (and of the configured endpoint's in the releases before, no longer read).
+     * override entries.
      * The endpoint id is a hash (never the URL), the parent a normalized label. Everything before
      * the parent is {@link subdomainEntryPrefix}.
      */
     subdomainEntry: (endpointId: string, parent: string) =>
       `${prefix}:subdomains:${endpointId}:${parent}`,
-    /** The accounts beside an entry of the configured endpoint, releases before: no longer written. */
-    subdomainAccounts: (endpointId: string, parent: string) =>
-      `${prefix}:subdomain-accounts:${endpointId}:${parent}`,
     /**
      * The head of a configured endpoint's entry (JSON: slot, rev, fetchedAt, scanSlot, scannedAt,
      * count, members); the entry's labels and members live in the two keys below. Everything
@@ -81,6 +77,17 @@ export function redisKeys(prefix: string) {
         labels: `${prefix}:entry-labels:${endpointId}:`,
         members: `${prefix}:entry-members:${endpointId}:`,
       }),
+    /**
+     * The endpoint and parent of an {@link entryMeta} key, or null for any other key (an
+     * override's {@link subdomainEntry}). Endpoint ids hold no colon; the parent is the rest.
+     */
+    entryOfMeta: (key: string): { endpointId: string; parent: string } | null => {
+      const start = `${prefix}:entry:`;
+      if (!key.startsWith(start)) return null;
+      const rest = key.slice(start.length);
+      const colon = rest.indexOf(':');
+      return colon < 0 ? null : { endpointId: rest.slice(0, colon), parent: rest.slice(colon + 1) };
+    },
     /**
      * Which parent lists an account: a hash, subdomain name account -> `<parent> <account>
      * <reverse record>`, its reverse record -> `<parent> <account>`.
@@ -135,7 +142,7 @@ export function redisKeys(prefix: string) {
     hotParents: (window: number) => `${prefix}:hot-parents:${window}`,
     /**
      * The hash of the clients counted per parent (space-separated, each once) in window number
-     * `window`. A new name: the release before kept a set of pairs under `hot-parent-clients`.
+     * `window`.
      */
     hotParentClients: (window: number) => `${prefix}:hot-parent-client-lists:${window}`,
     /** The set of parents refreshed ahead (uncharged) in window number `window`: `HOT_KEYS_TOP_N` at most. */
@@ -168,11 +175,5 @@ export function redisKeys(prefix: string) {
     refreshEventsSent: `${prefix}:refresh-events-sent`,
     /** The pub/sub channel of refresh events of the deployment on database `db` (0 on a cluster). */
     refreshEvents: (db: number) => `${prefix}:db${db}:refresh-events`,
-    /**
-     * The channel of the release before, one per prefix whatever the database (and the name of
-     * BullMQ's events stream of the refresh queue): still published on for that release's API
-     * processes during a rolling upgrade, never listened to. Drop it with the event's `key`.
-     */
-    legacyRefreshEvents: `${prefix}:subdomain-refresh:events`,
   });
 }

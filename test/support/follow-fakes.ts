@@ -8,6 +8,7 @@ import type { FollowRpc } from '../../worker/follow/rpc.js';
 import { NAME_PROGRAM } from '../../worker/follow/stream.js';
 import { toBase58 } from '../../src/core/sns/pda.js';
 import type {
+  AccountNote,
   ApplyVerdict,
   Clock,
   FollowStore,
@@ -236,7 +237,9 @@ type FollowerHooks = Parameters<FollowerDeps['connect']>[0];
  * A follower on fakes (clock, store, RPC, lease always granted, a socket whose frames the test
  * sends): what test files drive the follower with. `statuses` collects every status written;
  * `confirm` answers every subscription sent; `reconnect` drops the socket and opens another,
- * `logs` signatures arriving on it; `logs` sends one logs notification.
+ * `logs` signatures arriving on it; `reopen` does so without confirming; `logs` sends one logs
+ * notification, `account` one program notification; `reconnects` counts the reconnects the
+ * follower asked of its socket.
  */
 export function fakeFollower(opts: {
   store?: FakeStore;
@@ -252,6 +255,8 @@ export function fakeFollower(opts: {
   const sent: Array<{ id: number; method: string }> = [];
   const rereads: Array<[string, number | undefined]> = [];
   const changed: string[] = [];
+  const subscriptions = new Map<string, number>();
+  let reconnects = 0;
   let hooks: FollowerHooks | undefined;
   const follower = new Follower({
     store,
@@ -279,7 +284,7 @@ export function fakeFollower(opts: {
       return {
         start: () => h.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string })),
         connected: true,
-        reconnect: () => undefined,
+        reconnect: () => void reconnects++,
         close: async () => undefined,
       };
     },
@@ -287,10 +292,29 @@ export function fakeFollower(opts: {
   });
   const confirm = () => {
     for (const m of sent.splice(0)) {
+      subscriptions.set(m.method, m.id);
       hooks?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: m.id })));
     }
   };
-  let logsId = 0;
+  const account = (note: AccountNote) =>
+    hooks?.onMessage(
+      Buffer.from(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'programNotification',
+          params: {
+            subscription: subscriptions.get('programSubscribe'),
+            result: {
+              context: { slot: note.slot },
+              value: {
+                pubkey: note.pubkey,
+                account: { data: [note.head?.toString('base64'), 'base64'] },
+              },
+            },
+          },
+        }),
+      ),
+    );
   const logs = (signature: string, slot = 95, lines: string[] = []) =>
     hooks?.onMessage(
       Buffer.from(
@@ -298,7 +322,7 @@ export function fakeFollower(opts: {
           jsonrpc: '2.0',
           method: 'logsNotification',
           params: {
-            subscription: logsId,
+            subscription: subscriptions.get('logsSubscribe'),
             result: { context: { slot }, value: { signature, err: null, logs: lines } },
           },
         }),
@@ -308,13 +332,14 @@ export function fakeFollower(opts: {
   const open = async () => {
     follower.start();
     await clock.advance(1_000);
-    logsId = sent.find((m) => m.method === 'logsSubscribe')?.id ?? 0;
     confirm();
   };
-  const reconnect = (signatures: string[]) => {
+  const reopen = () => {
     hooks?.onClose();
     hooks?.onOpen((t) => sent.push(JSON.parse(t) as { id: number; method: string }));
-    logsId = sent.find((m) => m.method === 'logsSubscribe')?.id ?? 0;
+  };
+  const reconnect = (signatures: string[]) => {
+    reopen();
     confirm();
     for (const signature of signatures) logs(signature);
   };
@@ -330,7 +355,10 @@ export function fakeFollower(opts: {
     confirm,
     open,
     logs,
+    account,
+    reopen,
     reconnect,
+    reconnects: () => reconnects,
     hooks: () => hooks,
   };
 }

@@ -14,13 +14,8 @@ import { execa, type ResultPromise } from 'execa';
 import getPort from 'get-port';
 import { SAME_SIGNAL_MS } from '../../src/core/runtime/shutdown.js';
 import { SimChain, seedDemoChain, startRpcSimulator, type RpcSimulator } from '../rpc-sim/index.js';
-import {
-  DEMO_PREFIX,
-  deleteDemoKeys,
-  findOrStartRedis,
-  shownUrl,
-  type DemoRedis,
-} from './redis.js';
+import { DEMO_PREFIX, deleteDemoKeys, findOrStartRedis, type DemoRedis } from './redis.js';
+import { banner, NOT_FOLLOWING } from './text.js';
 
 const USAGE = `usage: npm run demo [-- --help]
 
@@ -38,6 +33,9 @@ Environment (defaults in parentheses; a default port in use is replaced by a fre
 /** How long the gateway may take to answer `/readyz` once started. */
 const READY_WAIT_MS = 60_000;
 
+/** How long the worker may take to follow the chain once ready (its socket, its subscriptions). */
+const FOLLOW_WAIT_MS = 20_000;
+
 /** The port in `name`, or `fallback` (or a free port when `fallback` is taken). */
 async function portFrom(name: string, fallback: number): Promise<number> {
   const raw = process.env[name];
@@ -49,46 +47,28 @@ async function portFrom(name: string, fallback: number): Promise<number> {
   return port;
 }
 
-/** True once `url` answers 200, false if `gone` settles first or the wait passes `ms`. */
-async function answers(url: string, gone: Promise<unknown>, ms: number): Promise<boolean> {
+/**
+ * True once `url` answers 200 with a body `accept` takes, false if `gone` settles first or the
+ * wait passes `ms`.
+ */
+async function answers(
+  url: string,
+  gone: Promise<unknown>,
+  ms: number,
+  accept: (body: string) => boolean = () => true,
+): Promise<boolean> {
   let exited = false;
   void gone.then(() => (exited = true));
   const deadline = Date.now() + ms;
   while (!exited && Date.now() < deadline) {
-    const status = await fetch(url).then(
-      (r) => r.status,
-      () => 0,
+    const ok = await fetch(url).then(
+      async (r) => r.status === 200 && accept(await r.text()),
+      () => false,
     );
-    if (status === 200) return true;
+    if (ok) return true;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   return false;
-}
-
-/** What to open and try, for the ports in use. */
-function banner(api: string, metrics: string, sim: string, redis: DemoRedis): string {
-  const host = (url: string) => new URL(url).host.replace('127.0.0.1', 'localhost');
-  const [a, s] = [host(api), host(sim)];
-  const add = `{"jsonrpc":"2.0","id":1,"method":"simAddSubdomain","params":["67679","fresh"]}`;
-  return [
-    '',
-    `sns-gateway demo: the API and the worker on a simulated Solana chain, Redis at ${shownUrl(redis.url)}${redis.process ? ' (started for the demo)' : ''}`,
-    '',
-    'Open:',
-    `  http://${a}/          the try-it page: a parent's subdomains, their owners, live`,
-    `  http://${a}/docs      the API reference; its "Try it out" answers on this chain`,
-    `  http://${host(metrics)}/metrics   the worker's metrics: RPC calls, credits, the chain followed`,
-    '',
-    'Try:',
-    `  curl -s ${a}/subdomains/67679`,
-    `  curl -s ${a}/record-key-v2/bonfida/SOL`,
-    `  curl -s ${s} -H 'Content-Type: application/json' -d '${add}'`,
-    `  curl -s ${a}/subdomains/67679`,
-    '',
-    'The third creates the subdomain fresh.67679 on the chain; within a second or two the fourth',
-    'lists it, with no getProgramAccounts: the worker follows the chain. Ctrl-C stops everything.',
-    '',
-  ].join('\n');
 }
 
 /** How long a child may take to stop on SIGTERM before it is killed: past the gateway's own bound. */
@@ -223,6 +203,12 @@ async function main(): Promise<void> {
       (await answers(`${metrics}/readyz`, gateway, READY_WAIT_MS));
     if (stopping) return;
     if (!ready) return void stop(1, `the gateway was not ready within ${READY_WAIT_MS} ms`);
+    // The walkthrough creates a subdomain and expects it within seconds: the stream must be up.
+    const following = await answers(`${metrics}/metrics`, gateway, FOLLOW_WAIT_MS, (text) =>
+      /^sns_follow_healthy 1$/m.test(text),
+    );
+    if (stopping) return;
+    if (!following) console.error(`demo: ${NOT_FOLLOWING}`);
     console.log(banner(api, metrics, sim.url, redis));
   } catch (err) {
     await stop(1, err instanceof Error ? err.message : String(err));

@@ -14,8 +14,8 @@ import { Patcher } from './patcher.js';
 import type { FollowRpc } from './rpc.js';
 import { PROBE_GRACE_MS, SilenceProbe } from './silence.js';
 import { FollowStream, HEAD_SLICE, type LogsNote } from './stream.js';
-import { logsWrite } from './transaction.js';
-import type { AccountNote, Clock, FollowStore, Reread } from './types.js';
+import { SocketSession } from './session.js';
+import { every, type AccountNote, type Clock, type FollowStore, type Reread } from './types.js';
 
 /** How long a status written now vouches for the stream: three writes. */
 export const HEALTHY_FOR_MS = 3_000;
@@ -114,8 +114,8 @@ export class Follower {
   private epoch: number | undefined;
   private lastSignature: string | undefined;
   private readonly seen = new Set<string>();
-  /** Whether the gap since the last socket is healed (the stream is complete since `epoch`). */
-  private healed = false;
+  /** The open socket's session (./session.ts); none while no socket is open, or it was lost. */
+  private session: SocketSession | undefined;
   private healing: Promise<void> | undefined;
   private readonly timers: Array<() => void> = [];
   private retryProgram: (() => void) | undefined;
@@ -224,7 +224,7 @@ export class Follower {
       this.owner &&
       this.stream.mode === 'program' &&
       this.stream.subscribed &&
-      this.healed &&
+      this.session?.healed === true &&
       this.probe.verified
     );
   }
@@ -232,34 +232,19 @@ export class Follower {
   start(): void {
     this.closed = false;
     this.ownership.start();
-    const every = (ms: number, fn: () => Promise<unknown> | void) => {
-      let running = false;
-      const loop = () => {
-        const cancel = this.deps.clock.after(ms, () => {
-          if (this.closed) return;
-          if (!running) {
-            running = true;
-            void Promise.resolve()
-              .then(fn)
-              .catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'follow'))
-              .finally(() => (running = false));
-          }
-          loop();
-        });
-        this.timers.push(cancel);
-      };
-      loop();
-    };
-    every(STATUS_EVERY_MS, () => this.writeStatus());
-    every(RELOAD_EVERY_MS, () => this.reload());
-    every(JOIN_EVERY_MS, () => this.join());
+    const onError = (err: unknown) => this.deps.logger.warn({ err: String(err) }, 'follow');
+    const repeat = (ms: number, fn: () => Promise<unknown> | undefined) =>
+      this.timers.push(every(this.deps.clock, ms, fn, onError));
+    repeat(STATUS_EVERY_MS, () => this.writeStatus());
+    repeat(RELOAD_EVERY_MS, () => this.reload());
+    repeat(JOIN_EVERY_MS, () => this.join());
     // Only while the stream covers additions: a check proves what is gone, not what is new.
-    every(Math.max(1_000, Math.floor(this.deps.freshMs / 6)), () =>
+    repeat(Math.max(1_000, Math.floor(this.deps.freshMs / 6)), () =>
       this.healthy && (this.deps.budget?.state() ?? 'normal') === 'normal'
         ? this.backstop.round()
         : undefined,
     );
-    every(Math.max(500, Math.floor(this.deps.leaseMs / 3)), () =>
+    repeat(Math.max(500, Math.floor(this.deps.leaseMs / 3)), () =>
       this.owner && this.stream.mode === 'parents' ? this.updateHotParents() : undefined,
     );
     void this.reload().catch(() => undefined);
@@ -317,12 +302,8 @@ export class Follower {
 
   private knownParents = new Set<string>();
 
-  /** The newest slot the stream has shown since its socket opened (trusted ones only). */
-  private streamSlot: number | undefined;
-
   private sawSlot(slot: number): void {
-    if (!this.deps.slots.trusts(slot)) return;
-    this.streamSlot = Math.max(this.streamSlot ?? slot, slot);
+    if (this.deps.slots.trusts(slot)) this.session?.sawSlot(slot);
   }
 
   private onAccount(note: AccountNote, parentKey: string | undefined): void {
@@ -348,40 +329,27 @@ export class Follower {
    */
   private silent(context: object, message: string): void {
     this.deps.logger.warn(context, message);
-    this.healed = false;
-    this.socketGen++;
-    this.expected = undefined;
+    // Whatever this socket showed is not believed any more: the next one starts a session anew.
+    this.session = undefined;
     this.connection?.reconnect();
   }
 
-  /** Newest slot of an account notification on this socket (-1: none yet). */
-  private accountSlot = -1;
-  /**
-   * The oldest write the logs stream reported whose account notification has not come: a
-   * provider that dropped the whole-program subscription (or never delivers it) while the logs
-   * flow would otherwise be vouched for, additions and transfers missed.
-   */
-  private expected: { slot: number; since: number } | undefined;
-
   private accountHeard(slot: number): void {
-    this.accountSlot = Math.max(this.accountSlot, slot);
-    if (this.expected && slot >= this.expected.slot) this.expected = undefined;
+    this.session?.accountHeard(slot);
   }
 
   private expectAccounts(note: LogsNote): void {
-    if (this.expected || note.failed || this.stream.mode !== 'program') return;
-    // Its account notification may have come first (the same slot).
-    if (note.slot <= this.accountSlot || !logsWrite(note.logs)) return;
-    this.expected = { slot: note.slot, since: this.deps.clock.now() };
+    if (this.stream.mode !== 'program') return;
+    this.session?.expectAccounts(note, this.deps.clock.now());
   }
 
   /** Whether a write the logs reported waited past the grace for its account notification. */
   private checkAccounts(): void {
-    const expected = this.expected;
-    if (!expected || !this.stream.subscribed) return;
-    if (this.deps.clock.now() - expected.since < PROBE_GRACE_MS) return;
+    if (!this.stream.subscribed) return;
+    const slot = this.session?.overdue(this.deps.clock.now(), PROBE_GRACE_MS);
+    if (slot === undefined) return;
     this.silent(
-      { slot: expected.slot },
+      { slot },
       'follow stream: a write the logs reported brought no account notification; reconnecting',
     );
   }
@@ -406,7 +374,7 @@ export class Follower {
     this.epoch = status?.epoch;
     this.lastSignature = status?.lastSignature;
     this.gapFrom = status?.lastSignature;
-    this.healed = false;
+    this.session = undefined;
     this.stream.reset('program');
     this.openConnection();
   }
@@ -414,15 +382,14 @@ export class Follower {
   private openConnection(): void {
     void this.connection?.close();
     this.connection = this.deps.connect({
-      onOpen: (send) => this.stream.opened(send),
+      onOpen: (send) => {
+        this.session = new SocketSession();
+        this.stream.opened(send);
+      },
       onMessage: (bytes) => this.stream.receive(bytes),
       onClose: () => {
         this.stream.closed();
-        this.healed = false;
-        this.socketGen++;
-        this.accountSlot = -1;
-        this.expected = undefined;
-        this.streamSlot = undefined;
+        this.session = undefined;
         // The gap starts here: the next stream reports newer transactions before it is healed.
         this.gapFrom ??= this.lastSignature;
       },
@@ -433,7 +400,7 @@ export class Follower {
 
   private async lost(): Promise<void> {
     this.deps.logger.info('follow: this worker no longer owns the stream');
-    this.healed = false;
+    this.session = undefined;
     this.probe.stop();
     this.deps.metrics.followHealthy.set(0);
     const connection = this.connection;
@@ -443,7 +410,8 @@ export class Follower {
   }
 
   private onMode(mode: FollowMode): void {
-    this.healed = false;
+    // The same socket, other subscriptions: their confirmation heals the gap again.
+    if (this.session) this.session.healed = false;
     if (mode !== 'program') this.probe.stop();
     if (mode === 'parents') void this.updateHotParents();
     if (mode === 'off') {
@@ -473,8 +441,8 @@ export class Follower {
       );
       return;
     }
-    if (mode !== 'program') return;
-    this.subscribedAt = this.deps.clock.now();
+    if (mode !== 'program' || !this.session) return;
+    this.session.subscribedAt = this.deps.clock.now();
     // HTTP reads may reach a node behind the websocket's: the gap is read a little later, and at
     // the newest slot the new stream has shown by then.
     this.deps.clock.after(GAP_READ_DELAY_MS, () => {
@@ -499,21 +467,16 @@ export class Follower {
   }
 
   private healAgain = false;
-  /**
-   * Counts sockets lost (closed, or found silent): a heal vouches for the stream only if none was
-   * lost while it ran, since the next socket's gap is not the one it read.
-   */
-  private socketGen = 0;
   /** The last signature reported before the gap the next heal reads (undefined: none pending). */
   private gapFrom: string | undefined;
-  /** When the stream's subscriptions were last all confirmed. */
-  private subscribedAt: number | undefined;
 
   private async heal(): Promise<void> {
     const { deps } = this;
-    const gen = this.socketGen;
+    // A heal vouches for the stream only if its socket is still the one open when it ends: a
+    // socket lost meanwhile left a gap of its own, not the one this read.
+    const session = this.session;
     // Entries fetched since the stream was confirmed miss nothing, whatever happened before.
-    const subscribedAt = this.subscribedAt ?? deps.clock.now();
+    const subscribedAt = session?.subscribedAt ?? deps.clock.now();
     // The last transaction the stream reported before the gap, not since: the new stream may
     // have reported newer ones by now, and reading from those would pass over the gap.
     const until = this.gapFrom ?? this.lastSignature;
@@ -530,7 +493,7 @@ export class Follower {
         deletions: this.deletions,
         feed: (note, parentKey) => this.onAccount(note, parentKey),
         logger: deps.logger,
-        ...(this.streamSlot === undefined ? {} : { minContextSlot: this.streamSlot }),
+        ...(session?.streamSlot === undefined ? {} : { minContextSlot: session.streamSlot }),
         wait: (ms) => new Promise<void>((resolve) => deps.clock.after(ms, resolve)),
       },
       until,
@@ -556,8 +519,10 @@ export class Follower {
     if (outcome.healed && outcome.newest) this.remember(outcome.newest);
     if (this.lastSignature !== undefined) this.remember(this.lastSignature);
     // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
-    this.healed = this.stream.subscribed && gen === this.socketGen;
-    if (this.healed) this.probe.start();
+    if (session && this.session === session && this.stream.subscribed) {
+      session.healed = true;
+      this.probe.start();
+    }
     await this.writeStatus();
   }
 

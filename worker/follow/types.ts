@@ -65,6 +65,41 @@ export type Clock = {
   after(ms: number, fn: () => void): () => void;
 };
 
+/**
+ * Runs `fn` every `ms` milliseconds on `clock` until the returned function is called; a run still
+ * under way when the next is due is not overlapped (that beat is skipped). What a run throws or
+ * rejects with goes to `onError`. The one scheduler of the follower and the worker's periodic
+ * jobs: no unit keeps timers of its own.
+ */
+export function every(
+  clock: Clock,
+  ms: number,
+  fn: () => unknown,
+  onError: (err: unknown) => void,
+): () => void {
+  let running = false;
+  let stopped = false;
+  let cancel = () => {};
+  const beat = () => {
+    cancel = clock.after(ms, () => {
+      if (stopped) return;
+      if (!running) {
+        running = true;
+        void Promise.resolve()
+          .then(fn)
+          .catch(onError)
+          .finally(() => (running = false));
+      }
+      beat();
+    });
+  };
+  beat();
+  return () => {
+    stopped = true;
+    cancel();
+  };
+}
+
 /** The process's clock. */
 export const systemClock: Clock = {
   now: () => Date.now(),

@@ -3,6 +3,9 @@ import { OverloadedError, RateLimitedError, ShuttingDownError } from '../../core
 import { waitKey, type RefreshListener } from '../../core/queue/refresh-events.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
+import { parentIdOf, REGISTRY_EVENTS } from '../../core/cache/registry-index.js';
+import { domainKey, toBase58 } from '../../core/sns/pda.js';
+import type { RegistrySource } from './registry-source.js';
 
 /** Where a stream's bytes go: a `ServerResponse` whose headers are sent. */
 export type StreamSink = {
@@ -31,6 +34,11 @@ export type LiveUpdatesOptions = {
   maxPerClient: number;
   /** Streams this process holds open (`SSE_MAX_STREAMS`). */
   maxStreams: number;
+  /**
+   * The registry index (`SUBDOMAIN_INDEX=registry`): while it serves, the configured endpoint's
+   * lists are read from it, and its change events (parent ids) reach the parents' streams.
+   */
+  registry?: RegistrySource;
   /** Milliseconds between heartbeat comments (15 s; tests shorten it). */
   heartbeatMs?: number;
   /**
@@ -69,6 +77,8 @@ type Topic = {
   key: string;
   endpoint: RpcEndpoint;
   parent: string;
+  /** The parent's id in the registry index (configured endpoint only, with an index). */
+  registryId?: string;
   streams: Set<Stream>;
   /** The last labels read, and their frame: rendered once for every stream. */
   current: { labels: readonly string[]; frame: string } | undefined;
@@ -115,6 +125,15 @@ export class LiveUpdates {
     this.heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_MS;
     this.maxBuffered = opts.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
     opts.listener.onRefreshed((endpointId, parent) => {
+      if (endpointId === REGISTRY_EVENTS) {
+        // The index changed the parent whose id is `parent`: its streams read it again.
+        for (const topic of this.topics.values()) {
+          if (topic.registryId !== parent) continue;
+          topic.events++;
+          this.read(topic);
+        }
+        return;
+      }
       const topic = this.topics.get(`${endpointId} ${parent}`);
       if (!topic) return;
       topic.events++;
@@ -168,6 +187,9 @@ export class LiveUpdates {
         again: false,
         events: 0,
         missed: false,
+        ...(this.opts.registry && endpoint.kind === 'default'
+          ? { registryId: parentIdOf(toBase58(domainKey(parent))) }
+          : {}),
       };
       this.topics.set(key, topic);
     }
@@ -216,9 +238,13 @@ export class LiveUpdates {
     }
     topic.reading = true;
     topic.missed = false;
-    const { cache } = this.opts;
-    cache
-      .get(cache.keyOf(topic.endpoint, topic.parent))
+    const { cache, registry } = this.opts;
+    const fromIndex =
+      topic.registryId !== undefined && registry !== undefined && registry.serving() === 'serving';
+    (fromIndex
+      ? registry.read(topic.parent).then((r) => r.entry)
+      : cache.get(cache.keyOf(topic.endpoint, topic.parent))
+    )
       .then(
         (entry) => this.deliver(topic, entry),
         // Redis fault: the streams keep what they have; the next event or a lost-event

@@ -106,6 +106,12 @@ export function registryServing(
   return 'serving';
 }
 
+/**
+ * The `endpointId` of the refresh events the index's changes publish: their `parent` is a parent
+ * id ({@link parentIdOf}), for the API's live updates.
+ */
+export const REGISTRY_EVENTS = 'registry';
+
 /** Base58 characters of a parent key naming its hash, and of an account naming it in the index. */
 export const ID_CHARS = 16;
 /** Base58 characters of an account naming its bucket of the accounts index. */

@@ -30,9 +30,7 @@ export const refreshChannel = (redis: RedisClient, prefix: string) =>
  * Publishes an event (at most once, as pub/sub is), naming `prefix` and `db` for the listener to
  * check. An entry written (`ok`) is first counted in `<prefix>:refresh-events-sent`, in the same
  * round trip: a PUBLISH refused or lost after the count leaves the count ahead of what listeners
- * received, which each API process notices ({@link RefreshListener.received}). Also published on
- * the former channel with the entry's `key`, which API processes of the previous release need
- * during a rolling upgrade; drop it once none can be running.
+ * received, which each API process notices ({@link RefreshListener.received}).
  *
  * @throws what Redis throws for any of the commands.
  */
@@ -41,13 +39,11 @@ export async function publishRefreshEvent(
   prefix: string,
   event: RefreshEvent,
 ): Promise<void> {
-  const keys = redisKeys(prefix);
   const db = databaseOf(redis);
-  const key = keys.subdomainEntry(event.endpointId, event.parent);
+  const keys = redisKeys(prefix);
   await Promise.all([
     ...(event.ok ? [redis.incr(keys.refreshEventsSent)] : []),
     redis.publish(keys.refreshEvents(db), JSON.stringify({ ...event, prefix, db })),
-    redis.publish(keys.legacyRefreshEvents, JSON.stringify({ ...event, key })),
   ]);
 }
 

@@ -1,8 +1,7 @@
 -- What the script of `?rpc=` overrides' entries uses (the configured endpoint's entries are in
 -- split-entry.lua). An override's entry is stored as `{"slot":S,"rev":R,"fetchedAt":T,"labels":[..]}`
 -- in that order, so `head(raw)` reads what the scripts compare from the head of the value without
--- decoding thousands of labels; an entry in another layout (an older release, a null slot) is
--- decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
+-- decoding thousands of labels; an entry whose slot is null (the RPC gave none) is decoded. `older(...)` says whether a new entry would take the stored one back in time: a lower
 -- slot when both slots are known, else an earlier fetchedAt; `next_rev(key, slot, at, ceiling)` the
 -- revision a write of that entry gets, or nil when the stored one is newer.
 --

@@ -1,0 +1,409 @@
+import type { RedisClient } from '../redis.js';
+import type { RedisKeys } from '../redis-keys.js';
+import { LuaScript, replyList, replyNumber, replyStringsOrNull } from '../lua-script.js';
+import { isSlot } from '../rpc/slot.js';
+import { entryArgs, labelsOf, type CacheEntry, type EntryAccounts, type Member } from './entry.js';
+import type { MemberIndex } from './member-index.js';
+
+/** One change to one member of a parent's entry, as {@link SplitEntries.applyChanges} takes it. */
+export type MemberChange = {
+  /** The subdomain name account (base58). */
+  readonly account: string;
+  /** Its reverse record (base58): kept in the member-parents index beside the account. */
+  readonly reverse: string;
+  /** The member as it is now, or null when it is gone (deleted). */
+  readonly member: Member | null;
+};
+
+/**
+ * What a change did: 'written': something changed (revision bumped); 'unchanged': every change was
+ * already there or older than its member; 'missing': no entry (or one written without its members).
+ */
+export type ApplyVerdict = 'written' | 'unchanged' | 'missing';
+
+/** What {@link SplitEntries.applyChanges} did, and the entry's revision after it. */
+export type ApplyOutcome = {
+  readonly outcome: ApplyVerdict;
+  readonly rev: number;
+};
+
+/** What {@link SplitEntries.markChecked} did. */
+export type CheckOutcome = {
+  readonly outcome: 'written' | 'missing';
+  readonly rev: number;
+  /** Members dropped (accounts found gone). */
+  readonly dropped: number;
+};
+
+/** A member as stored: its label, owner, and the slot it was last written at. */
+export type StoredMember = {
+  readonly label: string;
+  readonly owner: string;
+  readonly slot: number;
+};
+
+/** A followed parent and when it was last asked for or scanned (Unix ms). */
+export type FollowedParent = { readonly parent: string; readonly usedAt: number };
+
+/**
+ * How much longer than `CACHE_STALE` the keys of a configured endpoint's entry live, at most (a
+ * tenth of `CACHE_STALE` when that is less): the sweep (every minute) removes a parent idle past
+ * `CACHE_STALE` with its member-parents fields, which it can find only while the members' hash is
+ * still there.
+ */
+export const SWEEP_GRACE_MS = 5 * 60_000;
+/** Parents and members one sweep call removes at most (one Lua script holds Redis meanwhile). */
+const SWEEP_PARENTS = 200;
+const SWEEP_MEMBERS = 20_000;
+
+/** The separator between a label and its account in the labels' sorted set (below any text). */
+const SEP = '\0';
+
+/** One of `outcomes`, as a script replied it. @throws TypeError for anything else. */
+function outcomeOf<O extends string>(raw: unknown, outcomes: readonly O[]): O {
+  const found = outcomes.find((o) => o === raw);
+  if (found === undefined) throw new TypeError(`a script replied the outcome ${String(raw)}`);
+  return found;
+}
+
+/** The scripts of the split entries, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
+const SCRIPTS = {
+  put: new LuaScript(new URL('../lua/put-split-entry.lua', import.meta.url), replyNumber),
+  applyChanges: new LuaScript(
+    new URL('../lua/apply-changes.lua', import.meta.url),
+    (raw): ApplyOutcome => {
+      const [outcome, rev] = replyList(raw);
+      return {
+        outcome: outcomeOf(outcome, ['written', 'unchanged', 'missing'] as const),
+        rev: replyNumber(rev),
+      };
+    },
+  ),
+  markChecked: new LuaScript(
+    new URL('../lua/mark-checked.lua', import.meta.url),
+    (raw): CheckOutcome => {
+      const [outcome, rev, dropped] = replyList(raw);
+      return {
+        outcome: outcomeOf(outcome, ['written', 'missing'] as const),
+        rev: replyNumber(rev),
+        dropped: replyNumber(dropped),
+      };
+    },
+  ),
+  touch: new LuaScript(new URL('../lua/touch-entry.lua', import.meta.url), replyNumber),
+  get: new LuaScript(new URL('../lua/get-split-entry.lua', import.meta.url), replyStringsOrNull),
+  getWithMembers: new LuaScript(
+    new URL('../lua/get-split-members.lua', import.meta.url),
+    replyStringsOrNull,
+  ),
+  sweep: new LuaScript(new URL('../lua/sweep-parents.lua', import.meta.url), (raw) => {
+    const [removed, more] = replyList(raw);
+    return { removed: replyNumber(removed), more: replyNumber(more) === 1 };
+  }),
+};
+
+/**
+ * The configured endpoint's entries (docs/design.md, "The subdomain cache"), split so a change
+ * touches only the accounts it is about: a head, a sorted set of labels, a hash of members, each
+ * member in the member-parents index ({@link MemberIndex}), each parent in the followed-parents
+ * registry. The worker writes them (scans, changes, checks, sweeps); the API reads them and
+ * touches them as they are used. No write takes an entry back to an older slot.
+ */
+export class SplitEntries {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: RedisKeys,
+    /** `CACHE_STALE_SECONDS`, in milliseconds: how long an unused parent is kept. */
+    private readonly staleMs: number,
+    private readonly index: MemberIndex,
+  ) {}
+
+  /** Expiry of a configured endpoint's keys after a write or a use, in milliseconds. */
+  get entryTtlMs(): number {
+    return this.staleMs + Math.min(SWEEP_GRACE_MS, Math.floor(this.staleMs / 10));
+  }
+
+  /**
+   * The key of the entry of `parent` (its head): `<prefix>:entry:<endpoint id>:<parent>`. What
+   * refresh jobs deduplicate on.
+   */
+  key(endpointId: string, parent: string): string {
+    return this.keys.entryMeta(endpointId, parent);
+  }
+
+  /** KEYS of the split scripts: head, labels, members, member-parents, followed-parents. */
+  private splitKeys(endpointId: string, parent: string): [string, string, string, string, string] {
+    const k = this.keys;
+    return [
+      k.entryMeta(endpointId, parent),
+      k.entryLabels(endpointId, parent),
+      k.entryMembers(endpointId, parent),
+      k.memberParents(endpointId),
+      k.followedParents(endpointId),
+    ];
+  }
+
+  /**
+   * The entry of (endpoint, parent), labels in answer order.
+   * @returns null when absent or unreadable (treated as a miss).
+   */
+  async get(endpointId: string, parent: string): Promise<CacheEntry | null> {
+    const read = await SCRIPTS.get.run(this.redis, [
+      this.keys.entryMeta(endpointId, parent),
+      this.keys.entryLabels(endpointId, parent),
+    ]);
+    if (!read) return null;
+    const head = parseHead(read[0] ?? '');
+    if (!head) return null;
+    const labels = new Array<string>(read.length - 1);
+    let wide = false;
+    for (let i = 1; i < read.length; i++) {
+      const member = read[i] as string;
+      const label = member.slice(0, member.lastIndexOf(SEP));
+      if (!wide && /[\0\ud800-\uffff]/.test(label)) wide = true;
+      labels[i - 1] = label;
+    }
+    // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
+    // A label holding the separator (a NUL) is ordered by what follows it, account included.
+    if (wide) labels.sort();
+    return { ...head, labels };
+  }
+
+  /**
+   * The head of the configured endpoint's entry of (endpoint, parent): everything but its labels,
+   * in one GET whatever the parent's size (for decisions on `fetchedAt`, `slot`, `scanSlot`).
+   * @returns null when absent or unreadable.
+   */
+  async head(endpointId: string, parent: string): Promise<Omit<CacheEntry, 'labels'> | null> {
+    const raw = await this.redis.get(this.keys.entryMeta(endpointId, parent));
+    return raw === null ? null : parseHead(raw);
+  }
+
+  /**
+   * The configured endpoint's entry of (endpoint, parent) with the accounts behind its labels,
+   * read in one step (one script: one revision).
+   * @returns null without an entry; `accounts` null when it was written without them, or one of
+   *   them is unreadable (another shape: a scan writes them anew).
+   */
+  async getWithAccounts(
+    endpointId: string,
+    parent: string,
+  ): Promise<{ entry: CacheEntry; accounts: EntryAccounts | null } | null> {
+    const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
+    const read = await SCRIPTS.getWithMembers.run(this.redis, [meta, labelsKey, membersKey]);
+    if (!read) return null;
+    const head = parseHead(read[0] ?? '');
+    if (!head) return null;
+    if (read[1] !== 'm') {
+      const labels = read.slice(2).map((m) => m.slice(0, m.lastIndexOf(SEP)));
+      return { entry: { ...head, labels: labels.sort() }, accounts: null };
+    }
+    const accounts: Record<string, Member> = {};
+    let sound = true;
+    for (let i = 2; i + 1 < read.length; i += 2) {
+      const stored = parseMember(read[i + 1] as string);
+      if (!stored) sound = false;
+      else accounts[read[i] as string] = [stored.label, stored.owner];
+    }
+    return { entry: { ...head, labels: labelsOf(accounts) }, accounts: sound ? accounts : null };
+  }
+
+  /** One member of a parent's entry, or null (not listed, no entry, or unreadable). */
+  async member(endpointId: string, parent: string, account: string): Promise<StoredMember | null> {
+    const raw = await this.redis.hget(this.keys.entryMembers(endpointId, parent), account);
+    return raw === null ? null : parseMember(raw);
+  }
+
+  /** The cached parents of an endpoint (the registry the worker follows), oldest use first. */
+  async followedParents(endpointId: string): Promise<FollowedParent[]> {
+    const flat = await this.redis.zrange(
+      this.keys.followedParents(endpointId),
+      0,
+      -1,
+      'WITHSCORES',
+    );
+    const parents: FollowedParent[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      parents.push({ parent: flat[i] as string, usedAt: Number(flat[i + 1]) });
+    }
+    return parents;
+  }
+
+  /**
+   * Writes a scan of (endpoint, parent) unless the stored entry is newer: read at a later slot,
+   * or (when a slot is unknown) fetched later. Two refreshes may race and a lagging node may
+   * answer from an older slot; neither takes the answer back. Replaces the members and labels in
+   * one atomic step (a Lua script), keeps the member-parents index in step, registers the parent
+   * as used at `now`, and expires with the stale window ({@link entryTtlMs}). Work: O(members).
+   *
+   * @param accounts the name accounts behind the labels; without them the entry keeps labels only
+   *   (and cannot be patched).
+   * @param ceiling the highest slot the chain can have reached now (`SlotClock.ceiling`), when
+   *   known: a stored entry whose slot is past it is replaced whatever this entry's slot, so it
+   *   cannot hold scans back.
+   * @returns 'written', or 'kept' when the stored entry was newer.
+   * @throws TypeError for an entry whose slots are not slots (see `entryArgs`).
+   */
+  async put(
+    endpointId: string,
+    parent: string,
+    entry: CacheEntry,
+    accounts?: EntryAccounts,
+    ceiling?: number,
+    now = Date.now(),
+  ): Promise<'written' | 'kept'> {
+    const [slot, fetchedAt] = entryArgs(entry);
+    const args: string[] = [
+      slot,
+      fetchedAt,
+      entry.scanSlot === undefined ? '' : String(entry.scanSlot),
+      isSlot(entry.scannedAt) ? String(entry.scannedAt) : '',
+      String(this.entryTtlMs),
+      isSlot(ceiling) ? String(ceiling) : '',
+      String(now),
+      parent,
+    ];
+    if (accounts) {
+      args.push('m');
+      const memberSlot = entry.slot ?? 0;
+      const listed = Object.entries(accounts);
+      const reverses = await this.index.reverseKeys(
+        endpointId,
+        parent,
+        listed.map(([account]) => account),
+      );
+      listed.forEach(([account, [label, owner]], i) => {
+        // JSON.stringify escapes every newline, so the first one ends the value.
+        const value = JSON.stringify([label, owner, memberSlot]);
+        args.push(`${account} ${reverses[i] as string} ${value}\n${label}`);
+      });
+    } else {
+      args.push('l');
+      entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
+    }
+    const rev = await SCRIPTS.put.run(this.redis, this.splitKeys(endpointId, parent), args);
+    return rev > 0 ? 'written' : 'kept';
+  }
+
+  /**
+   * Applies changes of some members of (endpoint, parent) in one atomic step, touching only
+   * their accounts: O(changes · log n) whatever the parent's size. An upsert lists the member
+   * (or changes its label or owner), a removal drops it, each with its member-parents fields. A
+   * change older than its member's stored slot is ignored (a late notification), as is one of an
+   * account not listed older than the last scan (which saw its outcome). When something
+   * changed the revision is bumped and the entry's slot raised to `slot`; otherwise nothing but
+   * member slots is written (an answer that did not change keeps its revision).
+   *
+   * @param slot the slot the changes were seen at (a slot the caller's clock trusts).
+   * @throws TypeError when `slot` is not a slot.
+   */
+  async applyChanges(
+    endpointId: string,
+    parent: string,
+    changes: readonly MemberChange[],
+    slot: number,
+  ): Promise<ApplyOutcome> {
+    if (!isSlot(slot)) throw new TypeError(`slot ${String(slot)} is not a slot`);
+    const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
+    const args: string[] = [String(slot), parent, String(this.entryTtlMs)];
+    for (const c of changes) {
+      if (c.member) args.push(c.account, c.reverse, 'u', c.member[0], c.member[1]);
+      else args.push(c.account, c.reverse, 'r', '', '');
+    }
+    return SCRIPTS.applyChanges.run(this.redis, [meta, labels, members, index], args);
+  }
+
+  /**
+   * Records an existence check of (endpoint, parent): the accounts in `gone` were found missing
+   * (each dropped unless its member was written at a slot past the check's), and the entry is
+   * known whole as of `fetchedAt` (raised, never lowered) and `slot` (raised). Bumps the revision.
+   *
+   * @param check.slot the lowest slot the check read at; undefined when unknown (then every gone
+   *   account is dropped and the slot stays).
+   * @throws TypeError when `fetchedAt` or `slot` is not a safe non-negative integer.
+   */
+  async markChecked(
+    endpointId: string,
+    parent: string,
+    check: { fetchedAt: number; slot?: number; gone: readonly string[] },
+  ): Promise<CheckOutcome> {
+    const [slot, fetchedAt] = entryArgs({
+      labels: [],
+      fetchedAt: check.fetchedAt,
+      slot: check.slot,
+    });
+    const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
+    return SCRIPTS.markChecked.run(
+      this.redis,
+      [meta, labels, members, index],
+      [fetchedAt, slot, parent, ...check.gone],
+    );
+  }
+
+  /**
+   * A use of the entry of (endpoint, parent): its keys live {@link entryTtlMs} from `now` again
+   * and its registry score is `now`, so a parent asked now and then is neither swept nor expired.
+   * The API calls it through a throttle ({@link TouchThrottle}).
+   * @returns whether there was an entry to touch.
+   */
+  async touch(endpointId: string, parent: string, now = Date.now()): Promise<boolean> {
+    const done = await SCRIPTS.touch.run(this.redis, this.splitKeys(endpointId, parent), [
+      this.entryTtlMs,
+      now,
+      parent,
+    ]);
+    return done === 1;
+  }
+
+  /**
+   * One bounded batch of the sweep: removes the parents of `endpointId` not used (asked for or
+   * scanned) for `CACHE_STALE` before `now`, with their keys and member-parents fields. At most
+   * a few hundred parents or some tens of thousands of members per call.
+   * @returns how many parents it removed, and whether more are due (call again).
+   */
+  async sweep(endpointId: string, now = Date.now()): Promise<{ removed: number; more: boolean }> {
+    const start = this.keys.entryPrefix(endpointId);
+    return SCRIPTS.sweep.run(
+      this.redis,
+      [this.keys.followedParents(endpointId), this.keys.memberParents(endpointId)],
+      [now - this.staleMs, SWEEP_PARENTS, SWEEP_MEMBERS, start.meta, start.labels, start.members],
+    );
+  }
+}
+
+/** The head of a split entry as a CacheEntry without labels, or null when unreadable. */
+function parseHead(raw: string): Omit<CacheEntry, 'labels'> | null {
+  try {
+    const head = JSON.parse(raw) as Record<string, unknown>;
+    if (typeof head.fetchedAt !== 'number') return null;
+    const entry: { -readonly [K in keyof CacheEntry]?: CacheEntry[K] } = {
+      fetchedAt: head.fetchedAt,
+    };
+    if (isSlot(head.slot)) entry.slot = head.slot;
+    if (typeof head.rev === 'number') entry.rev = head.rev;
+    if (isSlot(head.scanSlot)) entry.scanSlot = head.scanSlot;
+    if (typeof head.scannedAt === 'number') entry.scannedAt = head.scannedAt;
+    return entry as Omit<CacheEntry, 'labels'>;
+  } catch {
+    return null;
+  }
+}
+
+/** A member's stored `[label, owner, slot]`, or null when of another shape. */
+function parseMember(raw: string): StoredMember | null {
+  try {
+    const value = JSON.parse(raw) as unknown;
+    if (
+      Array.isArray(value) &&
+      value.length === 3 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string' &&
+      isSlot(value[2])
+    ) {
+      return { label: value[0], owner: value[1], slot: value[2] };
+    }
+  } catch {
+    // Not JSON: of another shape.
+  }
+  return null;
+}
