@@ -51,7 +51,10 @@ const composeText = read('docker-compose.yml');
 const envExampleText = read('.env.example');
 /** The values .env.example sets (lines `NAME=value`, comments left out). */
 const envExample: Record<string, string> = Object.fromEntries(
-  [...envExampleText.matchAll(/^([A-Z][A-Z0-9_]+)=(.*)$/gm)].map((m) => [m[1], m[2]]),
+  [...envExampleText.matchAll(/^([A-Z][A-Z0-9_]+)=(.*)$/gm)].map((m): [string, string] => [
+    m[1] ?? '',
+    m[2] ?? '',
+  ]),
 );
 /** The values Compose refuses to start without (`${VAR:?...}`), set for the checks that run it. */
 const REQUIRED: Record<string, string> = {
