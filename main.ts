@@ -54,7 +54,13 @@ async function main(): Promise<void> {
   let api: ApiRuntime | undefined;
   let worker: WorkerRuntime | undefined;
   if (config.ROLE !== 'worker') {
-    api = await startApi(config, metrics, logger, { redisErrors, redisAccess, redisStartWaitMs });
+    api = await startApi(config, metrics, logger, {
+      redisErrors,
+      redisAccess,
+      redisStartWaitMs,
+      // With ROLE=all the worker's port serves the one registry.
+      serveMetrics: config.ROLE === 'api',
+    });
     shutdown.add({ name: 'api', close: () => api!.close() });
   }
   if (config.ROLE !== 'api') {
@@ -69,6 +75,7 @@ async function main(): Promise<void> {
     {
       role: config.ROLE,
       port: api ? config.PORT : undefined,
+      apiMetricsPort: api?.metricsPort,
       workerMetricsPort: worker?.metricsPort,
       rpc: config.RPC_URL ? 'configured' : 'unset',
     },

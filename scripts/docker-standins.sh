@@ -70,15 +70,16 @@ if ! docker info >/dev/null 2>&1; then
   [[ ${sudo[0]:-} != false ]] || die "no Docker engine answers, and starting one needs root"
   say "starting dockerd in the background (log: $DOCKERD_LOG)"
   # No init system to start it here; setsid keeps it running after this script (and CI's step)
-  # ends, so later runs reuse it. Every descriptor above stderr is closed first: run under
-  # `flock <lock> ...`, this script holds the lock's descriptor, and a dockerd that inherited it
-  # would hold the lock for as long as it runs, so every later `flock` waited for ever.
-  # shellcheck disable=SC2016
-  "${sudo[@]}" setsid bash -c 'for fd in /proc/$$/fd/*; do
-      fd=${fd##*/}
-      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+  # ends, so later runs reuse it. It gets no descriptor of ours beyond the log: one inherited
+  # from a caller (a `flock FILE scripts/docker-standins.sh`) would hold that lock for as long
+  # as the engine runs.
+  (
+    for fd in /proc/self/fd/*; do
+      n=${fd##*/}
+      if [[ $n -gt 2 ]]; then eval "exec $n>&-" 2>/dev/null || true; fi
     done
-    exec dockerd' >"$DOCKERD_LOG" 2>&1 </dev/null &
+    exec "${sudo[@]}" setsid dockerd >"$DOCKERD_LOG" 2>&1 </dev/null
+  ) &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 0.5

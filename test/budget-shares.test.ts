@@ -155,6 +155,18 @@ describe('a budget nobody anonymous can drain', () => {
     gw = undefined;
   });
 
+  it('keeps the budget and spend figures off the public port, on API_METRICS_PORT', async () => {
+    gw = await startGateway({ env: { RPC_CREDITS_PER_DAY: '1000' } });
+    expect((await gw.get('/subdomains/67679')).status).toBe(200);
+    const open = await fetch(`${gw.baseUrl}/metrics`);
+    expect(open.status).toBe(404);
+    expect(await open.text()).not.toContain('sns_rpc_budget');
+    const kept = await fetch(gw.metricsUrl);
+    expect(kept.status).toBe(200);
+    expect(await kept.text()).toContain('sns_rpc_budget_spent_credits');
+    expect(new URL(gw.metricsUrl).port).not.toBe(new URL(gw.baseUrl).port);
+  });
+
   it('lets eight addresses flooding for an hour (one second a minute) spend at most half the budget, and still answers a new client', async () => {
     const budget = 2000;
     const chain = seedDemo();

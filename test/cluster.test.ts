@@ -86,7 +86,7 @@ describe.skipIf(!available)('on a Redis Cluster', () => {
 
   it('is ready, and reads the queue counts from the cluster', async () => {
     expect((await gw.get('/readyz')).status).toBe(200);
-    const metrics = await (await fetch(`${gw.baseUrl}/metrics`)).text();
+    const metrics = await (await fetch(gw.metricsUrl)).text();
     expect(metrics).toMatch(/sns_queue_jobs\{state="waiting"\} \d+/);
   });
 });

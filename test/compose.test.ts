@@ -355,14 +355,14 @@ describe('prometheus/prometheus.yml', () => {
   };
   const config = parseYaml(read('prometheus/prometheus.yml')) as PromConfig;
 
-  it('scrapes api:3000/metrics and worker:9101/metrics, the ports the services listen on', () => {
+  it('scrapes api:9100/metrics and worker:9101/metrics, the ports the services listen on', () => {
     const targets = config.scrape_configs.flatMap((job) =>
       job.static_configs.flatMap((c) =>
         c.targets.map((t) => `${t}${job.metrics_path ?? '/metrics'}`),
       ),
     );
-    expect(targets.sort()).toEqual(['api:3000/metrics', 'worker:9101/metrics']);
-    expect(service('api').environment?.PORT ?? '3000').toBe('3000');
+    expect(targets.sort()).toEqual(['api:9100/metrics', 'worker:9101/metrics']);
+    expect(service('api').environment?.API_METRICS_PORT).toBe('9100');
     expect(service('worker').environment?.WORKER_METRICS_PORT).toBe('9101');
   });
 

@@ -227,7 +227,7 @@ describe('the dashboard against a running gateway', () => {
   beforeAll(async () => {
     gw = await startGateway({ chain: chain(), env: { CACHE_FRESH_SECONDS: '1' } });
     await traffic(gw);
-    exp = await scrape(`${gw.baseUrl}/metrics`);
+    exp = await scrape(gw.metricsUrl);
   });
   afterAll(() => gw?.close());
 
@@ -268,7 +268,7 @@ describe('the dashboard against a running gateway', () => {
     async () => {
       const port = await freePort();
       const dir = mkdtempSync(join(tmpdir(), 'snsgw-prometheus-'));
-      const target = new URL(gw.baseUrl).host;
+      const target = new URL(gw.metricsUrl).host;
       writeFileSync(
         join(dir, 'prometheus.yml'),
         [

@@ -15,7 +15,7 @@ import { parse as parseYaml } from 'yaml';
 import { MAX_BATCH_RECORDS } from '../src/api/http/routes/record-key.js';
 import { PAGE_LIMIT_PATTERN } from '../src/api/http/paged-answer.js';
 import { HEARTBEAT_MS } from '../src/api/subdomains/live-updates.js';
-import { configSchema } from '../src/core/config.js';
+import { configSchema, loadConfig } from '../src/core/config.js';
 import { MAX_ECHO_CHARS } from '../src/core/errors.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { DEFAULT_HOST_CHECK_LIMITS } from '../src/core/rpc/endpoint.js';
@@ -206,6 +206,13 @@ describe('the numbers in prose', () => {
     const stated = pattern.exec(read(doc))?.[1];
     expect(stated, `${doc}: ${pattern.source}`).toBeDefined();
     expect(Number(stated!.replaceAll(',', ''))).toBe(value);
+  });
+
+  it("the README's first screen names the ports the configuration defaults to", () => {
+    const defaults = loadConfig({});
+    const line = /^npm ci && npm run demo .*$/m.exec(read('README.md'))?.[0] ?? '';
+    expect(line).toContain(`the API on :${defaults.PORT},`);
+    expect(line).toContain(`the worker's metrics on :${defaults.WORKER_METRICS_PORT},`);
   });
 
   it('docs/observability.md states the scrape interval prometheus.yml has', () => {

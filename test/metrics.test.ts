@@ -197,7 +197,7 @@ describe('the exposition reader (test/support/prometheus.ts)', () => {
 describe('API /metrics after real traffic', () => {
   let sim: RpcSimulator;
   let gw: Gateway;
-  const metricsUrl = () => `${gw.baseUrl}/metrics`;
+  const metricsUrl = () => gw.metricsUrl;
   const read = () => scrape(metricsUrl());
   let overrideUrl: string;
 
@@ -530,8 +530,8 @@ describe('API /metrics after real traffic', () => {
       const count = (l: Record<string, string>) =>
         histogramCount(after, 'http_request_duration_seconds', l) -
         histogramCount(before, 'http_request_duration_seconds', l);
-      // Reading /metrics is an answer too: `before`'s read is counted once it has been sent.
-      expect(count({}) - count({ route: '/metrics' }), `${method} ${path}`).toBe(1);
+      // /metrics is read on its own port: its reads are no API requests.
+      expect(count({}), `${method} ${path}`).toBe(1);
       expect(count(labels), `${method} ${path}`).toBe(1);
     }
   });
@@ -620,7 +620,7 @@ describe('queue depth gauge', () => {
   it('counts a waiting refresh when no worker takes it', async () => {
     const res = await gw.get('/subdomains/67679');
     expect(res.status).toBe(502);
-    const exp = await scrape(`${gw.baseUrl}/metrics`);
+    const exp = await scrape(gw.metricsUrl);
     expect(value(exp, 'sns_queue_jobs', { state: 'waiting' })).toBe(1);
     expect(value(exp, 'sns_queue_jobs', { state: 'active' })).toBe(0);
   });
@@ -628,12 +628,10 @@ describe('queue depth gauge', () => {
   it('answers a scrape at once while the queue counts source hangs, keeping the last values', async () => {
     const metrics = gw.metrics;
     metrics.setQueueCountsSource(async () => ({ waiting: 7, active: 1, delayed: 2, failed: 3 }));
-    expect(
-      value(await scrape(`${gw.baseUrl}/metrics`), 'sns_queue_jobs', { state: 'waiting' }),
-    ).toBe(7);
+    expect(value(await scrape(gw.metricsUrl), 'sns_queue_jobs', { state: 'waiting' })).toBe(7);
     metrics.setQueueCountsSource(() => new Promise(() => undefined));
     const started = performance.now();
-    const exp = await scrape(`${gw.baseUrl}/metrics`);
+    const exp = await scrape(gw.metricsUrl);
     const elapsed = performance.now() - started;
     expect(elapsed).toBeLessThan(SCRAPE_BOUND_MS);
     expect(value(exp, 'sns_queue_jobs', { state: 'waiting' })).toBe(7);
@@ -644,7 +642,7 @@ describe('queue depth gauge', () => {
   it('answers a scrape at once when the source fails', async () => {
     gw.metrics.setQueueCountsSource(() => Promise.reject(new Error('Connection is closed.')));
     const started = performance.now();
-    const res = await fetch(`${gw.baseUrl}/metrics`);
+    const res = await fetch(gw.metricsUrl);
     expect(res.status).toBe(200);
     await res.text();
     expect(performance.now() - started).toBeLessThan(SCRAPE_BOUND_MS);
@@ -672,7 +670,7 @@ describe('queue depth gauge', () => {
       );
       for (let i = 0; i < 2; i++) {
         const started = performance.now();
-        const res = await fetch(`${gw.baseUrl}/metrics`);
+        const res = await fetch(gw.metricsUrl);
         expect(res.status).toBe(200);
         expect(await res.text()).toContain('sns_queue_jobs{state="waiting"}');
         expect(performance.now() - started).toBeLessThan(SCRAPE_BOUND_MS);
@@ -718,7 +716,7 @@ describe("the worker's metrics server", () => {
           }) === 1,
       );
       const fromWorker = await scrape(`${workerUrl}/metrics`);
-      const fromApi = await scrape(`${gw.baseUrl}/metrics`);
+      const fromApi = await scrape(gw.metricsUrl);
       // The worker makes every RPC call; the API makes none, and counts the lookup.
       expect(value(fromWorker, 'sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
       expect(value(fromWorker, 'sns_rpc_credits_total')).toBe(10);
@@ -770,20 +768,19 @@ describe("the worker's metrics server", () => {
     const { logger } = memoryLogger();
     // What main.ts does for ROLE=all: one registry, the API, then the worker.
     const metrics = createMetrics(new Registry());
-    const api = await startApi(config, metrics, logger);
+    const api = await startApi(config, metrics, logger, { serveMetrics: false });
     const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
     const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
     try {
       const apiUrl = baseUrlOf(api.app);
       expect((await fetch(`${apiUrl}/subdomains/demo`)).status).toBe(200);
-      const fromApi = await scrape(`${apiUrl}/metrics`);
+      // Never on the public port; the worker's serves the one registry, the API's lookups too.
+      expect((await fetch(`${apiUrl}/metrics`)).status).toBe(404);
+      expect(api.metricsPort).toBeUndefined();
       const fromWorker = await scrape(`http://127.0.0.1:${worker.metricsPort}/metrics`);
-      for (const exp of [fromApi, fromWorker]) {
-        expect(exp.duplicates).toEqual([]);
-        expect(value(exp, 'sns_cache_lookups_total', { result: 'miss' })).toBe(1);
-        expect(value(exp, 'sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
-      }
-      expect(Object.keys(fromWorker.families).sort()).toEqual(Object.keys(fromApi.families).sort());
+      expect(fromWorker.duplicates).toEqual([]);
+      expect(value(fromWorker, 'sns_cache_lookups_total', { result: 'miss' })).toBe(1);
+      expect(value(fromWorker, 'sns_rpc_requests_total', { outcome: 'ok' })).toBe(1);
       // Registering the contract a second time on that registry is what would throw.
       expect(() => createMetrics(metrics.registry, { defaultMetrics: false })).toThrow(
         /already been registered/,
@@ -797,7 +794,7 @@ describe("the worker's metrics server", () => {
     }
   });
 
-  it('main.ts with ROLE=all serves both /metrics from one registry', async () => {
+  it('main.ts with ROLE=all serves /metrics on the worker port alone, from one registry', async () => {
     const redisUrl = inject('redisUrl');
     const sim = await startRpcSimulator({ chain: seedDemo() });
     const prefix = uniquePrefix();
@@ -815,13 +812,12 @@ describe("the worker's metrics server", () => {
       });
       const { workerMetricsPort } = child.started as { workerMetricsPort: number };
       expect((await fetch(`http://127.0.0.1:${port}/subdomains/bonfida`)).status).toBe(200);
-      const fromApi = await scrape(`http://127.0.0.1:${port}/metrics`);
-      const fromWorker = await scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`);
-      for (const exp of [fromApi, fromWorker]) {
-        expect(exp.duplicates).toEqual([]);
-        expect(value(exp, 'sns_rpc_credits_total')).toBe(10);
-        for (const { name, type } of METRICS_TABLE) expect(exp.families[name]?.type).toBe(type);
-      }
+      expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(404);
+      const exp = await scrape(`http://127.0.0.1:${workerMetricsPort}/metrics`);
+      expect(exp.duplicates).toEqual([]);
+      expect(value(exp, 'sns_rpc_credits_total')).toBe(10);
+      expect(value(exp, 'sns_cache_lookups_total', { result: 'miss' })).toBe(1);
+      for (const { name, type } of METRICS_TABLE) expect(exp.families[name]?.type).toBe(type);
       expect((await child.kill('SIGTERM')).code).toBe(0);
     } finally {
       await child?.kill('SIGKILL');

@@ -31,7 +31,7 @@ import { redisKeys } from '../src/core/redis-keys.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { getJson, seedDemo, waitFor, type Reply } from './support/gateway.js';
 import { freePort } from './support/ports.js';
-import { parseExposition, scrape, value } from './support/prometheus.js';
+import { parseExposition, value } from './support/prometheus.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
@@ -294,7 +294,18 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
     expect(
       value(workerMetrics, 'sns_refresh_jobs_total', { outcome: 'completed' }),
     ).toBeGreaterThan(1);
-    const apiMetrics = await scrape(`${apiUrl}/metrics`);
+    // The API's /metrics is on its unpublished API_METRICS_PORT, not on the public port.
+    expect((await fetch(`${apiUrl}/metrics`)).status).toBe(404);
+    const api = await containerOf('api');
+    const apiMetrics = parseExposition(
+      await sh('docker', [
+        'exec',
+        api,
+        'node',
+        '-e',
+        "fetch('http://127.0.0.1:9100/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
+      ]),
+    );
     expect(value(apiMetrics, 'sns_refresh_jobs_total', {})).toBe(0);
     expect(value(apiMetrics, 'sns_cache_lookups_total', {})).toBeGreaterThan(1);
   });

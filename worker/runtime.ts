@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import type { Config } from '../src/core/config.js';
-import { buildOpsApp } from './ops-app.js';
+import { buildOpsApp } from '../src/core/http/ops-app.js';
 import { REFRESH_EVENT_LOSS, type Metrics } from '../src/core/metrics.js';
 import {
   createRefreshQueue,

@@ -28,6 +28,7 @@ import { SubdomainLookup } from './subdomains/lookup.js';
 import { CreditBudget, creditSharesOf } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
+import { buildOpsApp } from '../core/http/ops-app.js';
 import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../core/redis-time.js';
 import { redisKeys } from '../core/redis-keys.js';
@@ -43,6 +44,8 @@ export const REDIS_START_WAIT_MS = 5_000;
 
 export type ApiRuntime = {
   app: FastifyInstance;
+  /** The port `/metrics` answers on (`API_METRICS_PORT`), undefined when not served. */
+  metricsPort: number | undefined;
   /** The kit's close ({@link RuntimeKit.close}): waiting requests, server, then Redis. */
   close(): Promise<void>;
 };
@@ -73,6 +76,11 @@ export async function startApi(
     redisStartWaitMs?: number;
     /** This process's own clock, Unix ms (`Date.now`; tests skew it). */
     clock?: () => number;
+    /**
+     * Serve `/metrics`, `/healthz`, `/readyz` on `API_METRICS_PORT` (default true); false with
+     * `ROLE=all`, whose worker serves the one registry on `WORKER_METRICS_PORT`.
+     */
+    serveMetrics?: boolean;
   } = {},
 ): Promise<ApiRuntime> {
   checkNameTables();
@@ -101,6 +109,7 @@ async function openApi(
     sseHeartbeatMs?: number;
     redisStartWaitMs?: number;
     clock?: () => number;
+    serveMetrics?: boolean;
   },
 ): Promise<ApiRuntime> {
   const command = kit.redis('command', 'api command connection');
@@ -275,8 +284,23 @@ async function openApi(
   // Declared after the server so it runs before it: waiting requests get part of the shutdown
   // bound, then answer 503, so they cannot hold the server's close past it.
   kit.closes('api waiting requests', lookup, (l) => l.close(config.SHUTDOWN_TIMEOUT_MS * 0.25));
+  // Budget and spend figures are not for the public port (docs/observability.md).
+  const opsApp =
+    opts.serveMetrics === false
+      ? undefined
+      : kit.closes(
+          'api metrics server',
+          buildOpsApp({ logger, registry: metrics.registry, readiness }),
+          (a) => a.close(),
+        );
+  await opsApp?.listen({ port: config.API_METRICS_PORT, host: config.HOST });
   await app.listen({ port: config.PORT, host: config.HOST });
-  return { app, close: () => kit.close() };
+  const opsAddress = opsApp?.server.address();
+  return {
+    app,
+    metricsPort: typeof opsAddress === 'object' && opsAddress ? opsAddress.port : undefined,
+    close: () => kit.close(),
+  };
 }
 
 /** `/readyz`'s `index` part: `off` never shows (the part is absent then), `none` covers it. */

@@ -298,6 +298,8 @@ export const configSchema = z
     /** Per API process. */
     SSE_MAX_STREAMS: int(1, 10_000_000, 10_000),
     WORKER_METRICS_PORT: int(0, 65535, 9101),
+    /** The API's `/metrics` (never on `PORT`, the public one); with `ROLE=all` the worker's port serves them. */
+    API_METRICS_PORT: int(0, 65535, 9100),
     LOCAL_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),
     /** Rendered `/details` answers per API process. */
     DETAILS_CACHE_BYTES: int(0, 2 ** 31 - 1, 64 * 1024 * 1024),

@@ -33,6 +33,8 @@ export type Gateway = {
   /** A command connection of the test's own, for looking at what the gateway wrote. */
   redis: RedisClient;
   baseUrl: string;
+  /** The API's `/metrics` URL (on `API_METRICS_PORT`, not the public port). */
+  metricsUrl: string;
   /** Every log line the gateway wrote, as text. */
   logs: string[];
   get(path: string, init?: RequestInit): Promise<Reply>;
@@ -76,6 +78,7 @@ export function testConfig(env: Record<string, string> = {}): Config {
     PORT: '0',
     HOST: '127.0.0.1',
     WORKER_METRICS_PORT: '0',
+    API_METRICS_PORT: '0',
     LOG_LEVEL: 'info',
     RPC_RETRIES: '1',
     JOB_BACKOFF_MS: '200',
@@ -149,6 +152,7 @@ export async function startGateway(
     metrics,
     redis,
     baseUrl,
+    metricsUrl: `http://127.0.0.1:${api.metricsPort ?? 0}/metrics`,
     logs,
     get: (path, init) => getJson(baseUrl, path, init),
     async close() {

@@ -34,7 +34,14 @@ type Launched = {
 function launch(env: Record<string, string>, nodeArgs: readonly string[]): Launched {
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'main.ts'], {
     cwd: ROOT,
-    env: { ...process.env, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', RPC_WS: 'off', ...env },
+    env: {
+      ...process.env,
+      WORKER_METRICS_PORT: '0',
+      API_METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+      RPC_WS: 'off',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const reap = () => child.kill('SIGKILL');

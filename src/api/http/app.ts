@@ -221,6 +221,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   }
   void app.register(opsRoutes, {
     registry: deps.metrics.registry,
+    // Budget and spend figures stay off the public port: /metrics is on API_METRICS_PORT.
+    metrics: false,
     readiness: async () => {
       const readiness = await deps.readiness();
       return closing ? { ...readiness, ready: false } : readiness;

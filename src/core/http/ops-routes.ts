@@ -44,6 +44,11 @@ export type OpsRouteDeps = {
   registry: Registry;
   /** Called on every `/readyz`: a Redis round trip at most. */
   readiness: () => Promise<Readiness>;
+  /**
+   * Serve `/metrics` (default): not on the API's public port, where the budget and spend figures
+   * would tell an attacker how it goes (docs/observability.md, "Where the metrics are").
+   */
+  metrics?: boolean;
 };
 
 const partsSchema = Type.Object(
@@ -183,6 +188,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
     },
   );
 
+  if (deps.metrics === false) return;
   app.get(
     '/metrics',
     {

@@ -6,13 +6,9 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify';
 import type { Registry } from 'prom-client';
-import { ERROR_TEXT, errorEnvelope } from '../src/core/errors.js';
-import {
-  clientErrorHandler,
-  frameworkErrorDetail,
-  installErrorHandling,
-} from '../src/core/http/error-handler.js';
-import { opsRoutes, type Readiness } from '../src/core/http/ops-routes.js';
+import { ERROR_TEXT, errorEnvelope } from '../errors.js';
+import { clientErrorHandler, frameworkErrorDetail, installErrorHandling } from './error-handler.js';
+import { opsRoutes, type Readiness } from './ops-routes.js';
 
 /** See `requestTimeout` below, in milliseconds. */
 const OPS_REQUEST_TIMEOUT_MS = 60_000;
@@ -20,7 +16,8 @@ const OPS_REQUEST_TIMEOUT_MS = 60_000;
 /**
  * The ops routes alone (`/healthz`, `/readyz`, `/metrics`: src/core/http/ops-routes.ts) with the API's
  * error handling, so they answer in the same shapes as the API's: the worker serves this on
- * `WORKER_METRICS_PORT`, having no other HTTP surface. No access log (Prometheus scrapes every
+ * `WORKER_METRICS_PORT`, having no other HTTP surface, and the API on `API_METRICS_PORT`, so its
+ * budget and spend figures are never on the public port. No access log (Prometheus scrapes every
  * few seconds). It listens on nothing; the caller does, and closes it.
  *
  * @param deps.readiness what `/readyz` reports (see `redisReadiness`).
