@@ -60,12 +60,14 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * The first line of a section: when, where, and which code ran against which baseline.
  *
  * @param settings what the gateway ran with, as a sentence (no final period).
+ * @param baseline the commit of main whose figures the section quotes (the second review's when
+ *   absent).
  */
-export function runLine(settings: string): string {
+export function runLine(settings: string, baseline = REVIEW_BASELINE): string {
   const m = machine();
   return (
     `Run ${new Date().toISOString()} on ${m.cores} cores (${m.cpu}), Node ${m.node}, load ${m.load}; ` +
-    `code under test ${codeUnderTest()}, baseline main at ${REVIEW_BASELINE} (its figures above the section); ` +
+    `code under test ${codeUnderTest()}, baseline main at ${baseline} (its figures above the section); ` +
     `${settings}.`
   );
 }

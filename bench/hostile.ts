@@ -27,9 +27,18 @@ import { closeAgents, type HostileContext, type HostileScenario } from './hostil
 import { framesScenario } from './hostile-frames.js';
 import { noInfoScenario, passwordScenario } from './hostile-redis.js';
 import { spendScenario } from './hostile-spend.js';
+import { drainScenario } from './hostile-drain.js';
 import { BENCH_REDIS_URL, benchPrefix, deleteKeysAt, machine, table, writeSection } from './lib.js';
 
-const SCENARIO_NAMES = ['rpc', 'spend', 'details', 'frames', 'noinfo', 'password'] as const;
+const SCENARIO_NAMES = [
+  'rpc',
+  'spend',
+  'drain',
+  'details',
+  'frames',
+  'noinfo',
+  'password',
+] as const;
 
 const flags = parseBenchArgs({
   command: 'npm run bench:hostile',
@@ -37,7 +46,8 @@ const flags = parseBenchArgs({
     'Replays the attacks of two hostile reviews against gateway processes, one scenario at a ' +
     'time: rpc (the replies of a hostile ?rpc= server, with /healthz probes, cold misses and a ' +
     'SIGTERM mid-attack), spend (an anonymous flood of made-up parents: RPC spend, and whether a ' +
-    'real parent stays followed), details (a /details flood on a parent of 3,203 subdomains), ' +
+    'real parent stays followed), drain (eight addresses flooding a 2,000-credit day for an hour in ' +
+    'a minute: the spend, and whether a new client is answered), details (a /details flood on a parent of 3,203 subdomains), ' +
     'frames (forged slots and notification floods on the websocket), noinfo (a Redis user ' +
     'without INFO) and password (a wrong Redis password: credentials in the log). Prints each ' +
     "scenario's figures.",
@@ -46,7 +56,7 @@ const flags = parseBenchArgs({
     'details and frames about 3 × --flood plus start-up, noinfo and password under a minute).',
   writes:
     'one section of BENCHMARKS.md per scenario run ("hostile", "hostile-spend", ' +
-    '"hostile-details", "hostile-frames", "hostile-noinfo", "hostile-password"), nothing else.',
+    '"hostile-drain", "hostile-details", "hostile-frames", "hostile-noinfo", "hostile-password"), nothing else.',
   options: {
     requests: { description: 'hostile requests per rpc attack', value: 'N', default: '16', min: 1 },
     only: {
@@ -204,6 +214,7 @@ const rpcScenario: HostileScenario = { name: 'rpc', section: 'hostile', run: rpc
 const SCENARIOS: readonly HostileScenario[] = [
   rpcScenario,
   spendScenario,
+  drainScenario,
   detailsScenario,
   framesScenario,
   noInfoScenario,

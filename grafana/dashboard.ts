@@ -19,7 +19,7 @@ import {
   RowBuilder,
   type Dashboard,
 } from '@grafana/grafana-foundation-sdk/dashboard';
-import { METRIC_PANELS, type MetricPanel } from '../src/core/metrics.js';
+import { METRIC_PANELS, type MetricPanel } from './metric-panels.js';
 import { stat, timeseries, type PanelEntry } from './panels.js';
 
 /** A row of the dashboard. Grafana counts a row as a panel: its id follows a panel's rules. */

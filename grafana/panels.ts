@@ -1,5 +1,5 @@
 /**
- * The dashboard's house style: how one panel entry (src/core/metrics.ts, grafana/dashboard.ts) becomes a Grafana panel
+ * The dashboard's house style: how one panel entry (grafana/metric-panels.ts, grafana/dashboard.ts) becomes a Grafana panel
  * through `@grafana/grafana-foundation-sdk`. Every time series looks alike (thin lines, a table
  * legend with mean / max / last, a shared tooltip sorted high to low) and every stat shows one
  * number, so an entry names only what differs: title, description, unit, width and its queries.
@@ -25,7 +25,7 @@ import {
 } from '@grafana/grafana-foundation-sdk/common';
 import type { DataSourceRef, Panel } from '@grafana/grafana-foundation-sdk/dashboard';
 import { DataqueryBuilder } from '@grafana/grafana-foundation-sdk/prometheus';
-import type { PanelQuery } from '../src/core/metrics.js';
+import type { PanelQuery } from './metric-panels.js';
 import { PanelBuilder as StatPanelBuilder } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TimeseriesPanelBuilder } from '@grafana/grafana-foundation-sdk/timeseries';
 

@@ -126,8 +126,7 @@ if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
 
   if ! have "$NODE_TAG"; then
     dir="$work/node"
-    # libatomic1: the official Linux builds of Node 26 link it, and minbase lacks it (the
-    # official slim images have it).
+    # The official builds link libatomic, which the minimal base lacks (the official image has it).
     with_packages "$dir" libatomic1
     # The official Linux build of that release, as the registry serves it (the package holds the
     # binary alone); npm, which runs on any supported Node, is this machine's.

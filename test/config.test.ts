@@ -99,7 +99,17 @@ describe('loadConfig', () => {
   });
 
   it('parses the RPC cost table', () => {
-    expect(loadConfig({}).RPC_CREDITS).toMatchObject({ getProgramAccounts: 10, '*': 1 });
+    expect(loadConfig({}).RPC_CREDITS).toMatchObject({
+      getProgramAccounts: 10,
+      getProgramAccountsV2: 10,
+      '*': 1,
+    });
+    // Method names with digits (getProgramAccountsV2) are names too; `*` stands alone.
+    expect(loadConfig({ RPC_CREDITS: 'getProgramAccountsV2=30' }).RPC_CREDITS).toEqual({
+      getProgramAccountsV2: 30,
+    });
+    expect(() => loadConfig({ RPC_CREDITS: '2x=1' })).toThrow(/RPC_CREDITS:/);
+    expect(() => loadConfig({ RPC_CREDITS: 'get*=1' })).toThrow(/RPC_CREDITS:/);
     expect(
       loadConfig({ RPC_CREDITS: 'getProgramAccounts=100, getMultipleAccounts=2,*=1' }).RPC_CREDITS,
     ).toEqual({

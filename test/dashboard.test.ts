@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { buildDashboard, ROWS } from '../grafana/dashboard.js';
 import { renderDashboard } from '../grafana/generate.js';
+import { panelTable, renderObservabilityDoc } from '../grafana/panel-table.js';
 import { timeseries } from '../grafana/panels.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { binary, hasBinary } from './support/programs.js';
@@ -144,6 +145,18 @@ describe('grafana/dashboards/sns-gateway.json', () => {
     // The parsed comparison first, so a failure names the field that differs.
     expect(JSON.parse(checkedIn), hint).toEqual(JSON.parse(generated));
     expect(checkedIn, hint).toBe(generated);
+  });
+
+  it('is listed panel by panel in docs/observability.md, as `npm run dashboard` writes it', async () => {
+    const checkedIn = readText('docs/observability.md');
+    const hint = 'the panel table differs from the dashboard: run `npm run dashboard`';
+    expect(checkedIn, hint).toBe(await renderObservabilityDoc());
+    // One line per panel (rows aside), titled as the dashboard titles it.
+    const titles = (buildDashboard().panels ?? []).flatMap((p) =>
+      p.type === 'row' || !('title' in p) ? [] : [p.title],
+    );
+    const table = panelTable().split('\n').slice(2);
+    expect(table.map((line) => line.split(' | ')[1])).toEqual(titles);
   });
 
   it('refuses to generate a panel that reuses an id or runs past 24 columns', () => {

@@ -141,6 +141,20 @@ describe('the runtime dependencies', () => {
   });
 });
 
+describe('file sizes', () => {
+  it('names in docs/design.md every file of src/, worker/ or tools/ over 400 lines', () => {
+    const design = readFileSync(join(ROOT, 'docs/design.md'), 'utf8');
+    const section = /\*\*Files over about 400 lines\.\*\*([\s\S]*?)\n\*\*/.exec(design)?.[1] ?? '';
+    const named = new Set(
+      [...section.matchAll(/`((?:src|worker|tools)\/[^`]+\.ts)`/g)].map((m) => m[1]),
+    );
+    const long = files.filter(
+      (f) => f !== 'main.ts' && readFileSync(join(ROOT, f), 'utf8').split('\n').length > 400,
+    );
+    expect(long.filter((f) => !named.has(f))).toEqual([]);
+  });
+});
+
 describe('what the repository cites', () => {
   /** Every text file a reader meets: code, tests, benches, tools, scripts and the documents. */
   const texts = (): string[] => {

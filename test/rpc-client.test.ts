@@ -64,6 +64,17 @@ describe('RpcClient against the simulator', () => {
     expect(await value('sns_rpc_retries_total', { method: 'getSlot' })).toBe(0);
   });
 
+  it('charges a getProgramAccountsV2 page like a getProgramAccounts by default (Helius: 10)', async () => {
+    await rpc.call(
+      endpoint,
+      'getProgramAccountsV2',
+      ['namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX', { encoding: 'base64', limit: 1 }],
+      { decode },
+    );
+    expect(sim.callCount('getProgramAccountsV2')).toBe(1);
+    expect(await value('sns_rpc_credits_total', { method: 'getProgramAccountsV2' })).toBe(10);
+  });
+
   it('retries 503s with back-off and succeeds, counting every round trip', async () => {
     sim.setFaults([{ kind: 'http', status: 503, times: 2 }]);
     await rpc.call(endpoint, 'getSlot', [], { decode });

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import type { Config } from '../src/core/config.js';
 import { buildOpsApp } from '../src/core/http/ops-app.js';
-import { REFRESH_EVENT_LOSS, type Metrics } from '../src/core/metrics.js';
+import type { Metrics } from '../src/core/metrics.js';
 import {
   createRefreshQueue,
   OVERRIDE_REFRESH_QUEUE,
@@ -24,22 +24,12 @@ import { SteadyWorker } from './steady-worker.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 import { createRuntimeKit, type RuntimeKit } from '../src/core/runtime/kit.js';
-import { redisKeys } from '../src/core/redis-keys.js';
-import { publishChange } from '../src/core/queue/refresh-events.js';
-import { occasionalWarning } from '../src/core/logger.js';
-import { addRefreshJob } from '../src/core/queue/refresh-queue.js';
-import { topHotParents } from '../src/core/cache/hot-parents.js';
-import { costOf } from './rpc/client.js';
-import { cacheStore } from './follow/cache-store.js';
-import { Follower } from './follow/follower.js';
 import { laneRpc } from './follow/lane-rpc.js';
-import { redlockLocker } from './follow/ownership.js';
-import { followStatusStore } from './follow/status-store.js';
 import { systemClock, type Clock } from './follow/types.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../src/core/redis-time.js';
-import { WsConnection } from './follow/ws-connection.js';
-import { Rereads } from './follow/rereads.js';
 import { startRegistrySweep } from './registry-sweep.js';
+import { startFollower, startRereads } from './follow-jobs.js';
+import { publishChange } from '../src/core/queue/refresh-events.js';
 import {
   createHotParentScanQueue,
   createHotParentScanWorker,
@@ -75,9 +65,6 @@ const SCHEDULE_START_WAIT_MS = 5_000;
  */
 const sweepEveryMs = (staleMs: number) =>
   Math.max(1_000, Math.min(60_000, Math.floor(staleMs / 4)));
-
-/** How often owed re-reads are checked against the stored scans, in milliseconds. */
-const REREAD_CHECK_MS = 2_000;
 
 /** Longest label from the configured RPC: a reverse record holds at most about this much text. */
 const DEFAULT_MAX_LABEL_BYTES = 1024 * 1024;
@@ -523,112 +510,31 @@ async function openWorker(
     );
   }
 
-  // Re-reads at a slot are queued again until a scan that far is stored (a re-read that joined a
-  // scan under way may have been read too early).
-  const rereads = defaultEndpoint
-    ? new Rereads({
-        queue: (parent, minContextSlot) =>
-          void addRefreshJob(
-            queue,
-            {
-              cacheKey: cache.key(defaultEndpoint.id, parent),
-              parent,
-              endpoint: { kind: 'default' },
-              ...(minContextSlot === undefined ? {} : { minContextSlot }),
-            },
-            'change',
-          ).catch((err: unknown) =>
-            logger.warn({ err: String(err), parent }, 'could not queue a re-read'),
-          ),
-        scanSlotOf: async (parent) => {
-          const head = await cache.head(defaultEndpoint.id, parent);
-          return head === null ? null : head.scanSlot;
-        },
-      })
+  // The follower's jobs (./follow-jobs.ts): the re-read job, then the follower. Every cached
+  // parent follows the chain through one stream, owned by one worker at a time (docs/design.md,
+  // "Freshness"); without a websocket the clock keeps entries fresh. Declared last, so it closes
+  // first: its lease goes back at once to another worker.
+  const followJobs = defaultEndpoint
+    ? {
+        kit,
+        config,
+        metrics,
+        logger,
+        command,
+        queue,
+        cache,
+        defaultEndpoint,
+        defaultLane,
+        slots,
+        clock,
+        budget,
+        credits,
+        ...(registry ? { registry: registry.feed } : {}),
+      }
     : undefined;
-  if (rereads) {
-    let checking: Promise<void> | undefined;
-    const timer = setInterval(() => {
-      checking ??= rereads
-        .check()
-        .catch((err: unknown) => logger.warn({ err: String(err) }, 're-read check'))
-        .finally(() => (checking = undefined));
-    }, REREAD_CHECK_MS);
-    timer.unref();
-    kit.closes('worker re-read checks', timer, async (t) => {
-      clearInterval(t);
-      await checking;
-    });
-  }
-
-  // Every cached parent follows the chain through one stream, owned by one worker at a time
-  // (docs/design.md, "Freshness"); without a websocket the clock keeps entries fresh. Declared
-  // last, so it closes first: its lease goes back at once to another worker.
-  const warnPublish = occasionalWarning(logger);
+  const rereads = followJobs ? startRereads(followJobs) : undefined;
   const follower =
-    config.RPC_WS_URL && defaultEndpoint
-      ? kit.closes(
-          'worker follower',
-          new Follower({
-            store: cacheStore(cache, command, config.QUEUE_PREFIX, defaultEndpoint.id),
-            rpc: laneRpc(defaultLane, defaultEndpoint, slots),
-            clock,
-            slots,
-            metrics,
-            logger,
-            budget,
-            reread: (parent, minContextSlot) => rereads?.want(parent, minContextSlot),
-            owed: () => rereads?.size ?? 0,
-            changed: (parent) =>
-              void publishChange(
-                command,
-                config.QUEUE_PREFIX,
-                { endpointId: defaultEndpoint.id, parent, ok: true },
-                (err, attempt, final) => {
-                  if (!final) return;
-                  metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.publish });
-                  warnPublish(
-                    { err: String(err), parent, attempts: attempt },
-                    "could not publish a followed change: API processes see it by the events' count",
-                  );
-                },
-              ),
-            status: followStatusStore(command, config.QUEUE_PREFIX),
-            locker: redlockLocker(command),
-            leaseResource: redisKeys(config.QUEUE_PREFIX).followLease,
-            leaseMs: config.WATCH_LEASE_MS,
-            freshMs,
-            checkCost: costOf(config.RPC_CREDITS, 'getMultipleAccounts'),
-            scanCost: costOf(config.RPC_CREDITS, 'getProgramAccounts'),
-            hotParents: () =>
-              config.HOT_KEYS_TOP_N > 0
-                ? topHotParents(
-                    command,
-                    config.QUEUE_PREFIX,
-                    freshMs,
-                    config.HOT_KEYS_TOP_N,
-                    config.HOT_KEYS_MIN_CLIENTS,
-                  )
-                : Promise.resolve([]),
-            ...(registry ? { registry: registry.feed } : {}),
-            connect: (hooks) =>
-              new WsConnection({
-                url: config.RPC_WS_URL as string,
-                metrics,
-                logger,
-                costs: config.RPC_CREDITS,
-                credits,
-                pingMs: config.RPC_WS_PING_MS,
-                ...hooks,
-              }),
-          }),
-          (f) =>
-            f
-              .close()
-              .catch((err: unknown) => logger.warn({ err: String(err) }, 'closing the follower')),
-        )
-      : undefined;
-  follower?.start();
+    followJobs && rereads && config.RPC_WS_URL ? startFollower(followJobs, rereads) : undefined;
   if (follower) streamOwner = () => follower.owner;
 
   metrics.setQueueCountsSource(() => refreshQueueCounts(queue));

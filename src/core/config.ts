@@ -179,9 +179,11 @@ const trustProxy = z.preprocess(
 
 /**
  * Cost table of RPC methods (`RPC_CREDITS` unset) in Helius credits; `*` for the rest,
- * `wsConnection` per socket opened, `wsMegabyte` per 10^6 bytes received.
+ * `wsConnection` per socket opened, `wsMegabyte` per 10^6 bytes received. Helius bills a
+ * `getProgramAccountsV2` page as it bills a `getProgramAccounts`.
  */
-export const DEFAULT_RPC_CREDITS = 'getProgramAccounts=10,wsConnection=1,wsMegabyte=20,*=1';
+export const DEFAULT_RPC_CREDITS =
+  'getProgramAccounts=10,getProgramAccountsV2=10,wsConnection=1,wsMegabyte=20,*=1';
 
 /** The environment schema (names and meanings: docs/configuration.md); validated once, frozen. */
 export const configSchema = z
@@ -228,7 +230,8 @@ export const configSchema = z
             .split(',')
             .map((s) => s.trim())
             .filter(Boolean)) {
-            const match = /^([A-Za-z*]+)=(\d+(?:\.\d+)?)$/.exec(item);
+            // A JSON-RPC method name (letters, then digits too: getProgramAccountsV2) or `*`.
+            const match = /^([A-Za-z][A-Za-z0-9]*|\*)=(\d+(?:\.\d+)?)$/.exec(item);
             if (!match) {
               ctx.addIssue({ code: 'custom', message: `"${item}" is not method=cost` });
               continue;
