@@ -17,6 +17,16 @@ COPY src ./src
 COPY worker ./worker
 RUN npm run build
 
+# --- rpc-sim: the simulated Solana chain of the compose stack's `demo` profile ------------------
+# Built on the build stage (it needs the dev dependencies: tsx, @solana/web3.js), never part of
+# the runtime image. The websocket is on the HTTP port + 1, as the gateway derives it.
+FROM build AS rpc-sim
+COPY tools/rpc-sim ./tools/rpc-sim
+ENV RPC_SIM_HOST=0.0.0.0 RPC_SIM_PORT=8899
+USER node
+EXPOSE 8899 8900
+CMD ["node", "--import", "tsx", "tools/rpc-sim/cli.ts"]
+
 # --- runtime: production dependencies and the compiled output only ------------------------------
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production

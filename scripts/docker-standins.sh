@@ -153,6 +153,9 @@ if ! have "$NODE_TAG" || ! have "$REDIS_TAG" || ! have "$PROMETHEUS_TAG"; then
       -c 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' \
       -c "ENV NODE_VERSION=$NODE_VERSION" \
       -c 'CMD ["node"]'
+    # A binary that cannot load (a missing shared library) fails here, not in a build later.
+    docker run --rm "$NODE_TAG" node -e 'process.exit(0)' ||
+      { docker rmi "$NODE_TAG" >/dev/null; die "node does not run in $NODE_TAG"; }
   fi
 
   if ! have "$REDIS_TAG"; then

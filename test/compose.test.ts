@@ -6,7 +6,8 @@
  * provisioning consistent.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,17 +30,38 @@ function parseYaml(text: string): unknown {
 type Healthcheck = { test?: string[] | string; disable?: boolean };
 type Service = {
   image?: string;
-  build?: string | { context?: string; dockerfile?: string };
+  build?: string | { context?: string; dockerfile?: string; target?: string };
+  profiles?: string[];
+  read_only?: boolean;
+  security_opt?: string[];
+  mem_limit?: string;
+  pids_limit?: number;
+  logging?: { driver?: string; options?: Record<string, string> };
   command?: string[] | string;
   environment?: Record<string, string>;
   volumes?: Array<string | { type?: string; source?: string; target?: string }>;
   ports?: string[];
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: Healthcheck;
+  expose?: string[];
 };
 type Compose = { services: Record<string, Service>; volumes?: Record<string, unknown> };
 
 const composeText = read('docker-compose.yml');
+const envExampleText = read('.env.example');
+/** The values .env.example sets (lines `NAME=value`, comments left out). */
+const envExample: Record<string, string> = Object.fromEntries(
+  [...envExampleText.matchAll(/^([A-Z][A-Z0-9_]+)=(.*)$/gm)].map((m): [string, string] => [
+    m[1] ?? '',
+    m[2] ?? '',
+  ]),
+);
+/** The values Compose refuses to start without (`${VAR:?...}`), set for the checks that run it. */
+const REQUIRED: Record<string, string> = {
+  REDIS_PASSWORD: 'a-test-password',
+  GRAFANA_ADMIN_PASSWORD: 'another-test-password',
+  RPC_URL: 'http://rpc-sim:8899',
+};
 const compose = parseYaml(composeText) as Compose;
 const services = compose.services;
 const service = (name: string): Service => {
@@ -105,15 +127,31 @@ describe('docker-compose.yml', () => {
   const compose1 = hasBinary('docker-compose')
     ? spawnSync(binary('docker-compose'), ['version', '--short'], { encoding: 'utf8' }).stdout
     : '';
+  /** An empty env file: a developer's .env is not read. */
+  const noEnvFile = join(mkdtempSync(join(tmpdir(), 'sns-compose-')), 'empty.env');
+  writeFileSync(noEnvFile, '');
+  /** `docker-compose config -q` with `env` only (no .env file of a developer's read). */
+  const composeConfig = (env: Record<string, string>) =>
+    spawnSync(
+      binary('docker-compose'),
+      ['-f', 'docker-compose.yml', '--env-file', noEnvFile, '--profile', 'demo', 'config', '-q'],
+      { cwd: root, encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH, ...env } },
+    );
   it.runIf(/^1\./.test(compose1))('passes `docker-compose config` of Compose v1', () => {
     // Reads and validates the file only: no Docker engine is asked anything.
-    const run = spawnSync(binary('docker-compose'), ['-f', 'docker-compose.yml', 'config', '-q'], {
-      cwd: root,
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const run = composeConfig(REQUIRED);
     expect(run.status, run.stdout + run.stderr).toBe(0);
   });
+  it.runIf(/^1\./.test(compose1))(
+    'is refused by Compose without each required value: no default password',
+    () => {
+      for (const name of Object.keys(REQUIRED)) {
+        const run = composeConfig({ ...REQUIRED, [name]: '' });
+        expect(run.status, name).not.toBe(0);
+        expect(run.stderr, name).toContain(`set ${name}`);
+      }
+    },
+  );
   if (!/^1\./.test(compose1)) {
     console.warn('compose.test: docker-compose v1 not installed; skipping its `config` check');
   }
@@ -127,12 +165,13 @@ describe('docker-compose.yml', () => {
     expect(validateCompose(typo)).toBe(false);
   });
 
-  it('has the five services, and every file or folder it mounts or builds from exists', () => {
+  it("has the five services and the demo profile's simulator, and every file or folder it mounts or builds from exists", () => {
     expect(Object.keys(services).sort()).toEqual([
       'api',
       'grafana',
       'prometheus',
       'redis',
+      'rpc-sim',
       'worker',
     ]);
     const missing: string[] = [];
@@ -157,13 +196,18 @@ describe('docker-compose.yml', () => {
     const command = Array.isArray(redis.command) ? redis.command.join(' ') : (redis.command ?? '');
     expect(command).toMatch(/--appendonly yes/);
     expect(command).toMatch(/--maxmemory-policy noeviction/);
+    // A password, from the environment, never a default one.
+    expect(command).toMatch(/--requirepass \$\{REDIS_PASSWORD:\?[^}]+\}/);
+    expect(redis.ports).toBeUndefined();
     const named = (redis.volumes ?? []).map((v) =>
       typeof v === 'string' ? v.split(':')[0] : v.source,
     );
     expect(named.some((v) => v !== undefined && compose.volumes && v in compose.volumes)).toBe(
       true,
     );
-    expect(JSON.stringify(redis.healthcheck?.test)).toMatch(/redis-cli.*ping/);
+    // Healthy on PONG only: `redis-cli ping` exits 0 on NOAUTH too.
+    expect(JSON.stringify(redis.healthcheck?.test)).toMatch(/redis-cli.*ping.*PONG/);
+    expect(redis.environment?.REDISCLI_AUTH).toMatch(/^\$\{REDIS_PASSWORD:\?/);
   });
 
   it('builds api and worker from the one Dockerfile with their ROLE and RPC_URL from the environment', () => {
@@ -174,8 +218,10 @@ describe('docker-compose.yml', () => {
       const s = service(name);
       expect(s.build).toMatchObject({ context: '.', dockerfile: 'Dockerfile' });
       expect(s.environment?.ROLE).toBe(role);
-      expect(s.environment?.RPC_URL).toBe('${RPC_URL:-}');
-      expect(s.environment?.REDIS_URL).toBe('redis://redis:6379');
+      expect(s.environment?.RPC_URL).toMatch(/^\$\{RPC_URL:\?[^}]+\}$/);
+      expect(s.environment?.REDIS_URL).toMatch(
+        /^redis:\/\/:\$\{REDIS_PASSWORD:\?[^}]+\}@redis:6379$/,
+      );
       expect(s.depends_on?.redis).toEqual({ condition: 'service_healthy' });
       // Healthy means ready (Redis answers; the worker takes jobs), not merely alive, so
       // depends_on waits for a stack that works; bounded so a stalled answer is a failure.
@@ -218,7 +264,7 @@ describe('docker-compose.yml', () => {
       './prometheus/alerts.yml',
       '/etc/prometheus/alerts.yml',
     ]);
-    expect(prometheus.ports).toContain('${PROMETHEUS_PUBLISH:-9090}:9090');
+    expect(prometheus.ports).toContain('${PROMETHEUS_PUBLISH:-127.0.0.1:9090}:9090');
 
     const grafana = service('grafana');
     expect(grafana.image).toMatch(/^grafana\/grafana(:|$)/);
@@ -238,12 +284,64 @@ describe('docker-compose.yml', () => {
       url: 'http://prometheus:9090',
     });
     const env = grafana.environment ?? {};
-    const anonymous = env.GF_AUTH_ANONYMOUS_ENABLED === 'true';
-    expect(anonymous || /GRAFANA_ADMIN_PASSWORD/.test(env.GF_SECURITY_ADMIN_PASSWORD ?? '')).toBe(
-      true,
+    // No anonymous access unless asked for, and then as Viewer; no default admin password.
+    expect(env.GF_AUTH_ANONYMOUS_ENABLED).toBe('${GRAFANA_ANONYMOUS:-false}');
+    expect(env.GF_AUTH_ANONYMOUS_ORG_ROLE).toBe('Viewer');
+    expect(env.GF_SECURITY_ADMIN_PASSWORD).toMatch(/^\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}$/);
+    expect(grafana.ports).toContain('${GRAFANA_PUBLISH:-127.0.0.1:3001}:3000');
+  });
+
+  it('is safe by default: only the API on every interface, and every container hardened', () => {
+    const problems: string[] = [];
+    for (const [name, s] of Object.entries(services)) {
+      for (const port of s.ports ?? []) {
+        // `${VAR:-default}:target`, or a literal: what is published when nothing is set.
+        const published = port.replace(/\$\{\w+:-([^}]*)\}/g, '$1').replace(/:\d+$/, '');
+        const loopback = /^127\.0\.0\.1:\d+$/.test(published);
+        if (name !== 'api' && !loopback) problems.push(`${name} published on ${published}`);
+      }
+      const logOptions = s.logging?.options ?? {};
+      if (s.logging?.driver !== 'json-file' || !logOptions['max-size'] || !logOptions['max-file']) {
+        problems.push(`${name}: no log rotation`);
+      }
+      if (!s.security_opt?.includes('no-new-privileges:true')) {
+        problems.push(`${name}: no no-new-privileges`);
+      }
+      if (!s.mem_limit || !s.pids_limit) problems.push(`${name}: no memory or process limit`);
+      // Grafana's image is the one no test here can run (no registry, no Debian package).
+      if (name !== 'grafana' && s.read_only !== true) problems.push(`${name}: root not read-only`);
+    }
+    expect(problems).toEqual([]);
+    expect(service('api').ports).toEqual(['${API_PUBLISH:-3000}:3000']);
+    // The queue UI is read-only unless the operator asks otherwise.
+    expect(service('api').environment?.ADMIN_QUEUES_WRITE).toBe('${ADMIN_QUEUES_WRITE:-false}');
+  });
+
+  it('runs the simulated chain under the demo profile, at the RPC_URL .env.example gives', () => {
+    const sim = service('rpc-sim');
+    expect(sim.profiles).toEqual(['demo']);
+    expect(sim.build).toMatchObject({ context: '.', dockerfile: 'Dockerfile', target: 'rpc-sim' });
+    expect(readFileSync(join(root, 'Dockerfile'), 'utf8')).toMatch(/^FROM build AS rpc-sim$/m);
+    expect(sim.expose).toEqual(['8899', '8900']);
+    expect(sim.ports).toBeUndefined();
+    expect(envExample.RPC_URL).toBe('http://rpc-sim:8899');
+    expect(envExample.HOT_KEYS_MIN_CLIENTS).toBe('1');
+    expect(JSON.stringify(sim.healthcheck?.test)).toMatch(/8899/);
+  });
+
+  it('has every variable it reads in .env.example, the required ones left to fill in', () => {
+    const read = new Set([...composeText.matchAll(/\$\{(\w+)(?::[-?][^}]*)?\}/g)].map((m) => m[1]));
+    const documented = new Set(
+      [...envExampleText.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]),
     );
-    if (anonymous) expect(env.GF_AUTH_ANONYMOUS_ORG_ROLE).toBe('Viewer');
-    expect(grafana.ports).toContain('3001:3000');
+    // The test-only values of test/stack.test.ts are not the user's.
+    const missing = [...read].filter((v) => v !== undefined && !documented.has(v));
+    expect(missing).toEqual([]);
+    for (const name of ['REDIS_PASSWORD', 'GRAFANA_ADMIN_PASSWORD']) {
+      expect(composeText).toContain(`\${${name}:?`);
+      expect(envExample[name], name).toBe('');
+    }
+    expect(composeText).toContain('${RPC_URL:?');
   });
 });
 

@@ -487,8 +487,10 @@ describe('backstop', () => {
     const store = new FakeStore();
     const rpc = new FakeRpc();
     const a = sub('mango');
-    store.put(PARENT, 10, { [a.account]: ['mango', 'o'] });
-    rpc.existing = new Set([a.account, a.reverse]);
+    const owner = new PublicKey(Buffer.alloc(32, 5)).toBase58();
+    store.put(PARENT, 10, { [a.account]: ['mango', owner] });
+    rpc.accountsByKey.set(a.account, { owner: NAME_PROGRAM, head: a.subNote(10).head as Buffer });
+    rpc.existing = new Set([a.reverse]);
     const freshMs = 60_000;
     const backstop = new Backstop({
       rpc,
@@ -524,6 +526,54 @@ describe('backstop', () => {
     await backstop.round();
     expect(store.labels(PARENT)).toEqual([]);
     expect((backstop.dueAt(PARENT) ?? 0) - clock.now()).toBe(freshMs);
+  });
+
+  it('reads owners too: a forged transfer (from the websocket provider) is put right at the check', async () => {
+    const clock = new FakeClock();
+    const store = new FakeStore();
+    const rpc = new FakeRpc();
+    const realOwner = new PublicKey(Buffer.alloc(32, 5));
+    const a = sub('nectarine', realOwner);
+    const b = sub('olive', realOwner);
+    // The stream said 'nectarine' went to another owner; the chain (the HTTP provider) says not.
+    const forged = new PublicKey(Buffer.alloc(32, 9)).toBase58();
+    store.put(PARENT, 10, {
+      [a.account]: ['nectarine', forged, a.reverse],
+      [b.account]: ['olive', realOwner.toBase58(), b.reverse],
+    });
+    for (const s of [a, b]) {
+      rpc.accountsByKey.set(s.account, { owner: NAME_PROGRAM, head: s.subNote(10).head as Buffer });
+    }
+    rpc.existing = new Set([a.reverse, b.reverse]);
+    const changed: string[] = [];
+    const { metrics } = quietDeps();
+    const backstop = new Backstop({
+      rpc,
+      store,
+      clock,
+      slots: trustingSlots(),
+      freshMs: 60_000,
+      checkCost: 1,
+      scanCost: 10,
+      reread: () => undefined,
+      changed: (parent) => changed.push(parent),
+      metrics,
+    });
+    backstop.sync([PARENT]);
+    await clock.advance(60_000);
+    await backstop.round();
+    expect(await store.member(PARENT, a.account)).toMatchObject({
+      label: 'nectarine',
+      owner: realOwner.toBase58(),
+    });
+    expect(await store.member(PARENT, b.account)).toMatchObject({ owner: realOwner.toBase58() });
+    expect(changed).toEqual([PARENT]);
+    // Checked again within a window, as after a deletion.
+    expect((backstop.dueAt(PARENT) ?? 0) - clock.now()).toBe(60_000);
+    // A second check finds nothing to put right: quiet.
+    await clock.advance(60_000);
+    await backstop.round();
+    expect(changed).toEqual([PARENT]);
   });
 });
 

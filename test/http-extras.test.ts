@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { validate, compileErrors } from '@readme/openapi-parser';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
 import { ifNoneMatchHits } from '../src/api/http/etag.js';
 import { startGateway, type Gateway } from './support/gateway.js';
 
@@ -346,6 +348,60 @@ describe('the queue UI with ADMIN_TOKEN', () => {
     expect(api.status).toBe(200);
     const body = (await api.json()) as { queues: Array<{ name: string }> };
     expect(body.queues.map((q) => q.name)).toContain('subdomain-refresh');
+  });
+
+  it('is read-only by default: the token shows the queues but cannot pause, retry or clean them', async () => {
+    const bearer = { authorization: `Bearer ${token}` };
+    const list = await fetch(`${gw.baseUrl}/admin/queues/api/queues`, { headers: bearer });
+    const body = (await list.json()) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
+    expect(body.queues.length).toBeGreaterThan(0);
+    expect(body.queues.every((q) => q.readOnlyMode)).toBe(true);
+    const pause = await fetch(`${gw.baseUrl}/admin/queues/api/queues/pause`, {
+      method: 'PUT',
+      headers: bearer,
+    });
+    expect(pause.status).toBeLessThan(500);
+    const queue = new Queue(REFRESH_QUEUE, {
+      connection: gw.redis,
+      prefix: gw.config.QUEUE_PREFIX,
+    });
+    try {
+      expect(await queue.isPaused()).toBe(false);
+    } finally {
+      await queue.close();
+    }
+  });
+});
+
+describe('the queue UI with ADMIN_TOKEN and ADMIN_QUEUES_WRITE=true', () => {
+  const token = 'another-long-admin-token';
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({ env: { ADMIN_TOKEN: token, ADMIN_QUEUES_WRITE: 'true' } });
+  });
+  afterAll(() => gw.close());
+
+  it('lets the token pause and resume the queues', async () => {
+    const bearer = { authorization: `Bearer ${token}` };
+    const queue = new Queue(REFRESH_QUEUE, {
+      connection: gw.redis,
+      prefix: gw.config.QUEUE_PREFIX,
+    });
+    try {
+      const pause = await fetch(`${gw.baseUrl}/admin/queues/api/queues/pause`, {
+        method: 'PUT',
+        headers: bearer,
+      });
+      expect(pause.status).toBe(200);
+      expect(await queue.isPaused()).toBe(true);
+      await fetch(`${gw.baseUrl}/admin/queues/api/queues/resume`, {
+        method: 'PUT',
+        headers: bearer,
+      });
+      expect(await queue.isPaused()).toBe(false);
+    } finally {
+      await queue.close();
+    }
   });
 });
 

@@ -16,6 +16,7 @@
  * builds the stand-ins; the suite skips, printing why, only where that script cannot.
  */
 import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
 import { join } from 'node:path';
@@ -58,6 +59,8 @@ if ('reason' in engine) {
 }
 
 const PROJECT = `snsgw-stack-${process.pid}`;
+/** The stack's Redis password: Compose refuses to start without one (no default exists). */
+const REDIS_PASSWORD = `redis-${randomBytes(12).toString('hex')}`;
 const GATEWAY_IMAGE = `sns-gateway:stack-test-${process.pid}`;
 const SERVICES = ['redis', 'api', 'worker', 'prometheus'];
 const compose = parseYaml(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
@@ -135,7 +138,12 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
   /** The refresh jobs by state (ids), of every parent or of `parent` alone. */
   const queueCounts = async (parent?: string) => {
     const queue = new Queue(REFRESH_QUEUE, {
-      connection: { host: '127.0.0.1', port: redisPort, maxRetriesPerRequest: 1 },
+      connection: {
+        host: '127.0.0.1',
+        port: redisPort,
+        password: REDIS_PASSWORD,
+        maxRetriesPerRequest: 1,
+      },
       prefix: 'sns',
     });
     try {
@@ -202,7 +210,15 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
       STACK_REDIS_PORT: String(redisPort),
       API_PUBLISH: `127.0.0.1:${apiPort}`,
       PROMETHEUS_PUBLISH: `127.0.0.1:${promPort}`,
-      // What the compose file reads from the environment, set so a developer's shell cannot leak in.
+      // What the compose file reads from the environment, set so a developer's shell or .env
+      // cannot leak in. The passwords Compose refuses to start without are the test's own.
+      REDIS_PASSWORD,
+      GRAFANA_ADMIN_PASSWORD: `grafana-${randomBytes(12).toString('hex')}`,
+      GRAFANA_ANONYMOUS: 'false',
+      GRAFANA_PUBLISH: `127.0.0.1:${await freePort()}`,
+      ADMIN_QUEUES_WRITE: 'false',
+      HOT_KEYS_MIN_CLIENTS: '',
+      RPC_CREDITS_PER_DAY: '',
       RPC_URL: sim.url,
       RPC_OVERRIDE: 'on',
       RPC_OVERRIDE_ALLOWLIST: '',
@@ -334,7 +350,12 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
     await Promise.all(pending);
     const queued = (await queueCounts()).waiting.sort();
 
-    const redis = new Redis({ host: '127.0.0.1', port: redisPort, maxRetriesPerRequest: 1 });
+    const redis = new Redis({
+      host: '127.0.0.1',
+      port: redisPort,
+      password: REDIS_PASSWORD,
+      maxRetriesPerRequest: 1,
+    });
     redis.on('error', () => undefined);
     try {
       const entries = await redis.keys(redisKeys('sns').entryMeta('*', '67679'));

@@ -40,8 +40,11 @@ export type HotParentScanWatch = {
   readonly installed: Promise<boolean>;
   /** `running` once the scheduler was installed, or found by the last check; else `stopped`. */
   state(): 'running' | 'stopped';
-  /** Stops the checks; waits for one under way. */
-  stop(): Promise<void>;
+  /**
+   * Stops the checks. One under way is not waited for: BullMQ waits for a ready connection for
+   * ever (a Redis refusing the worker), and the shutdown must not; its failure is not reported.
+   */
+  stop(): void;
 };
 
 /**
@@ -95,10 +98,9 @@ export function watchHotParentScans(opts: {
   return {
     installed,
     state: () => state,
-    async stop() {
+    stop() {
       stopped = true;
       clearInterval(timer);
-      await checking;
     },
   };
 }

@@ -315,6 +315,8 @@ export const configSchema = z
       unsetIfEmpty,
       z.string().min(16, 'must be at least 16 characters').optional(),
     ),
+    /** The queue UI may pause, retry, clean and add jobs; read-only unless `true`. */
+    ADMIN_QUEUES_WRITE: bool(false),
     ACCESS_LOG: bool(false),
     LOG_LEVEL: z.preprocess(
       unsetIfEmpty,

@@ -47,6 +47,7 @@ export type WsNotificationOutcome =
 export const DELETION_CHECK_OUTCOME = Object.freeze({
   unchanged: 'unchanged',
   dropped: 'dropped',
+  owner: 'owner',
   scanned: 'scanned',
 } as const);
 
@@ -308,7 +309,7 @@ export function createMetrics(registry: Registry, opts: { defaultMetrics?: boole
     }),
     deletionChecks: new Counter({
       name: METRIC.deletionChecks,
-      help: 'Watched parents checked for closed accounts, by outcome: unchanged, dropped or scanned.',
+      help: 'Watched parents checked for closed accounts and owners, by outcome: unchanged, dropped, owner (an owner put right) or scanned.',
       labelNames: ['outcome'] as const,
       registers,
     }),

@@ -2,7 +2,8 @@ import { DELETION_CHECK_OUTCOME, type Metrics } from '../../src/core/metrics.js'
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import type { FollowRpc } from './rpc.js';
-import type { Clock, FollowStore, Reread } from './types.js';
+import { NAME_PROGRAM } from './stream.js';
+import type { Clock, FollowStore, Member, MemberChange, Reread } from './types.js';
 
 /** The longest wait between two existence checks of a quiet parent: a day. */
 export const BACKSTOP_MAX_MS = 24 * 3600_000;
@@ -10,8 +11,8 @@ export const BACKSTOP_MAX_MS = 24 * 3600_000;
 export const BACKSTOP_ROUND_KEYS = 10_000;
 
 export type BackstopDeps = {
-  rpc: Pick<FollowRpc, 'existence'>;
-  store: Pick<FollowStore, 'members' | 'markChecked'>;
+  rpc: Pick<FollowRpc, 'existence' | 'accounts'>;
+  store: Pick<FollowStore, 'members' | 'markChecked' | 'applyChanges'>;
   clock: Clock;
   slots: Pick<SlotClock, 'trusts'>;
   /** `CACHE_FRESH_MS`: the first wait, and the wait again after a check that found a deletion. */
@@ -27,14 +28,17 @@ export type BackstopDeps = {
 type Schedule = { intervalMs: number; dueAt: number };
 
 /**
- * Existence checks, the backstop of deletions (docs/design.md, "Freshness"): the logs stream
- * reports Deletes within seconds, but a missed one (a notification lost, a transaction that
- * stayed unreadable) would otherwise stay. Each followed parent's subdomain name accounts and
- * reverse records are checked with `getMultipleAccounts` (`dataSlice` of length 0, 100 keys a
- * credit, keys of every due parent batched together), first one freshness window after it is
- * followed, then after twice the last wait while checks find nothing gone, up to a day: a quiet
- * parent costs at most a credit a day once settled. A check that finds a deletion starts again
- * from a window. A parent whose check would cost more than a scan is re-read instead.
+ * Existence and owner checks, the backstop of the stream (docs/design.md, "Freshness"): the logs
+ * stream reports Deletes within seconds, but a missed one (a notification lost, a transaction
+ * that stayed unreadable) would otherwise stay; and an owner the websocket provider reported
+ * (`RPC_WS_URL` may be another provider than `RPC_URL`) is taken on its word, so a forged
+ * transfer would otherwise stay. Each followed parent's subdomain name accounts are read with
+ * `getMultipleAccounts` sliced to their head (parent and owner) and its reverse records with a
+ * `dataSlice` of length 0, both on the HTTP provider (100 keys a credit, keys of every due parent
+ * batched together), first one freshness window after it is followed, then after twice the last
+ * wait while checks find nothing to put right, up to a day: a quiet parent costs at most two
+ * credits a day once settled. A check that finds a deletion or another owner starts again from a
+ * window. A parent whose check would cost more than a scan is re-read instead.
  */
 export class Backstop {
   private readonly schedules = new Map<string, Schedule>();
@@ -78,7 +82,11 @@ export class Backstop {
   async round(): Promise<void> {
     const { deps } = this;
     const now = deps.clock.now();
-    type Due = { parent: string; keys: Array<[account: string, reverse: string]> };
+    type Due = {
+      parent: string;
+      keys: Array<[account: string, reverse: string]>;
+      members: Map<string, Member>;
+    };
     const due: Due[] = [];
     let total = 0;
     for (const [parent, schedule] of this.schedules) {
@@ -93,7 +101,7 @@ export class Backstop {
         account,
         toBase58(reverseKeyFromDomainKey(account, parentKey)),
       ]);
-      if (Math.ceil((2 * keys.length) / 100) * deps.checkCost > deps.scanCost) {
+      if (2 * Math.ceil(keys.length / 100) * deps.checkCost > deps.scanCost) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.scanned });
         deps.reread(parent, undefined);
         this.quiet(schedule, now);
@@ -101,14 +109,23 @@ export class Backstop {
       }
       if (total + 2 * keys.length > BACKSTOP_ROUND_KEYS && due.length > 0) break;
       total += 2 * keys.length;
-      due.push({ parent, keys });
+      due.push({ parent, keys, members });
     }
     if (due.length === 0) return;
-    const { exists, slot } = await deps.rpc.existence(
-      due.flatMap((d) => d.keys.flat()),
-      undefined,
-    );
-    for (const { parent, keys } of due) {
+    const accountKeys = due.flatMap((d) => d.keys.map(([account]) => account));
+    const [read, reverses] = await Promise.all([
+      deps.rpc.accounts(accountKeys),
+      deps.rpc.existence(
+        due.flatMap((d) => d.keys.map(([, reverse]) => reverse)),
+        undefined,
+      ),
+    ]);
+    const heads = new Map(accountKeys.map((key, i) => [key, read.accounts[i] ?? null]));
+    const slot =
+      read.slot === undefined || reverses.slot === undefined
+        ? undefined
+        : Math.min(read.slot, reverses.slot);
+    for (const { parent, keys, members } of due) {
       const schedule = this.schedules.get(parent);
       if (!schedule) continue;
       // A reply slot not believed proves nothing: the parent stays as it is, checked next time.
@@ -116,18 +133,31 @@ export class Backstop {
         this.quiet(schedule, now);
         continue;
       }
-      const gone = keys
-        .filter(([a, r]) => exists.get(a) !== true || exists.get(r) !== true)
-        .map(([account]) => account);
-      // Per member slot guard: a member added after the slot this check read at stays.
+      const parentKey = toBase58(domainKey(parent));
+      const gone: string[] = [];
+      const moved: MemberChange[] = [];
+      for (const [account, reverse] of keys) {
+        const owner = ownerIn(heads.get(account) ?? null, parentKey);
+        const member = members.get(account);
+        if (owner === undefined || reverses.exists.get(reverse) !== true) gone.push(account);
+        else if (member && member[1] !== owner) {
+          moved.push({ account, reverse, member: [member[0], owner] });
+        }
+      }
+      // Per member slot guard: a member added or written after the slot this check read at stays.
       const dropped = await deps.store.markChecked(parent, now, slot, gone);
-      if (dropped === 0) {
+      const transferred =
+        moved.length > 0 && (await deps.store.applyChanges(parent, moved, slot)) === 'written';
+      if (dropped === 0 && !transferred) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.unchanged });
         this.quiet(schedule, now);
         continue;
       }
       deps.changed(parent);
-      deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.dropped });
+      if (dropped > 0) deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.dropped });
+      if (transferred) {
+        deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.owner });
+      }
       schedule.intervalMs = deps.freshMs;
       schedule.dueAt = now + deps.freshMs;
     }
@@ -137,4 +167,14 @@ export class Backstop {
     schedule.intervalMs = Math.min(BACKSTOP_MAX_MS, schedule.intervalMs * 2);
     schedule.dueAt = now + schedule.intervalMs;
   }
+}
+
+/**
+ * The owner in a subdomain name account's head (bytes 32..64), or undefined when the account is
+ * gone: missing, not the name program's, too short, or under another parent (bytes 0..32).
+ */
+function ownerIn(account: { owner: string; head: Buffer } | null, parentKey: string) {
+  if (!account || account.owner !== NAME_PROGRAM || account.head.length < 64) return undefined;
+  if (toBase58(account.head.subarray(0, 32)) !== parentKey) return undefined;
+  return toBase58(account.head.subarray(32, 64));
 }

@@ -52,6 +52,7 @@ export type AppDeps = {
     | 'CACHE_FRESH_SECONDS'
     | 'CACHE_STALE_SECONDS'
     | 'ADMIN_TOKEN'
+    | 'ADMIN_QUEUES_WRITE'
     | 'ACCESS_LOG'
     | 'COLD_MISS_LIMIT'
     | 'COLD_MISS_WINDOW_MS'
@@ -215,6 +216,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       prefix: ADMIN_PREFIX,
       queue: deps.queue,
       token: deps.config.ADMIN_TOKEN,
+      writable: deps.config.ADMIN_QUEUES_WRITE,
     });
   }
   void app.register(opsRoutes, {

@@ -27,9 +27,14 @@ function basicPasswordIs(token: string): (credentials: string) => boolean {
 /**
  * The queue UI (@bull-board/fastify) at `/admin/queues`, only with `ADMIN_TOKEN`: Bearer, or
  * Basic with the token as password (a browser's prompt). Otherwise 401 in the envelope with a
- * Basic challenge.
+ * Basic challenge. Read-only (bull-board's `readOnlyMode`: no pause, retry, clean, add or delete)
+ * unless `writable` (`ADMIN_QUEUES_WRITE`): a token that leaks, or is read off plain HTTP, then
+ * shows the queues but cannot stop the refreshes.
  */
-export async function adminPlugin(app: FastifyInstance, opts: { queue: Queue; token: string }) {
+export async function adminPlugin(
+  app: FastifyInstance,
+  opts: { queue: Queue; token: string; writable: boolean },
+) {
   // rfc6749 mode: the scheme is case-insensitive (RFC 9110 §11.1). Refusals are client mistakes.
   const common = { specCompliance: 'rfc6749', verifyErrorLogLevel: 'debug' } as const;
   // No hook of its own: ours picks Bearer or Basic and answers with the envelope.
@@ -57,7 +62,7 @@ export async function adminPlugin(app: FastifyInstance, opts: { queue: Queue; to
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(ADMIN_PREFIX);
   createBullBoard({
-    queues: [new BullMQAdapter(opts.queue, { readOnlyMode: false })],
+    queues: [new BullMQAdapter(opts.queue, { readOnlyMode: !opts.writable })],
     serverAdapter,
   });
   await app.register(serverAdapter.registerPlugin());
