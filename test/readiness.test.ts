@@ -145,7 +145,8 @@ async function startOpsWorker(config: Config) {
   return { worker, url: `http://127.0.0.1:${worker.metricsPort}` };
 }
 
-const redisUp = async (url: string) => value(await scrape(`${url}/metrics`), 'sns_redis_up');
+/** `sns_redis_up` as scraped from a metrics URL (the API's is off its public port). */
+const redisUp = async (metricsUrl: string) => value(await scrape(metricsUrl), 'sns_redis_up');
 
 describe('readiness is the ability to do the job (what the compose health checks ask)', () => {
   it.runIf(externalAddress)(
@@ -164,22 +165,26 @@ describe('readiness is the ability to do the job (what the compose health checks
       const gw = await startGateway({ worker: false, env: { REDIS_URL: url } });
       const { worker, url: workerUrl } = await startOpsWorker(gw.config);
       try {
-        for (const base of [gw.baseUrl, workerUrl]) {
+        const sides = [
+          { base: gw.baseUrl, metrics: gw.metricsUrl },
+          { base: workerUrl, metrics: `${workerUrl}/metrics` },
+        ];
+        for (const { base, metrics } of sides) {
           expect((await getJson(base, '/healthz')).status).toBe(200);
           expect(await getJson(base, '/readyz')).toMatchObject({
             status: 503,
             body: { s: 'error', result: 'Not ready', parts: { redis: false } },
           });
-          expect(await redisUp(base)).toBe(0);
+          expect(await redisUp(metrics)).toBe(0);
         }
         expect((await getJson(workerUrl, '/readyz')).body).toMatchObject({
           parts: { queue: false },
         });
         // The same processes, let in: both turn ready without a restart.
         await admin.config('SET', 'protected-mode', 'no');
-        for (const base of [gw.baseUrl, workerUrl]) {
+        for (const { base, metrics } of sides) {
           await waitFor(async () => (await getJson(base, '/readyz')).status === 200, 10_000);
-          expect(await redisUp(base)).toBe(1);
+          expect(await redisUp(metrics)).toBe(1);
         }
         expect((await getJson(workerUrl, '/readyz')).body).toMatchObject({
           parts: { redis: true, queue: true },
@@ -216,7 +221,7 @@ describe('readiness is the ability to do the job (what the compose health checks
         parts: { ...ALL_READY, queue: false, refreshAhead: 'running' },
       });
       // Redis itself answers: the API (no scripts on its readiness path) stays ready.
-      expect(await redisUp(workerUrl)).toBe(1);
+      expect(await redisUp(`${workerUrl}/metrics`)).toBe(1);
       expect((await gw.get('/readyz')).status).toBe(200);
       await admin.call('ACL', 'SETUSER', 'noscripts', '+@scripting');
       await waitFor(async () => (await getJson(workerUrl, '/readyz')).status === 200, 15_000);
