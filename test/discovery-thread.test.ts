@@ -431,12 +431,21 @@ describe('discovery through the discovery thread', () => {
     }
   });
 
+  /**
+   * A heap budget small enough to pass quickly, yet one a thread of every supported Node line can
+   * start in: the newer lines' threads need more than 8 MiB of old generation before any task.
+   */
+  const SMALL_HEAP_MB = 24;
+
   it('fails a decode past its heap budget, not retried, and the thread comes back', async () => {
-    const small = new DecodeThread({ heapMb: 8, taskMs: 30_000 });
+    const small = new DecodeThread({ heapMb: SMALL_HEAP_MB, taskMs: 30_000 });
     try {
-      on('getProgramAccounts', gpa(Array.from({ length: 8 }, many).flat()));
+      on('getProgramAccounts', gpa(Array.from({ length: SMALL_HEAP_MB }, many).flat()));
       const err = await failure(discoverSubdomains({ ...lane, thread: small }, endpoint, PARENT));
-      expect(err).toMatchObject({ retryable: false, message: 'reply decode over 8 MiB' });
+      expect(err).toMatchObject({
+        retryable: false,
+        message: `reply decode over ${SMALL_HEAP_MB} MiB`,
+      });
       on('getProgramAccounts', gpa(subdomain('small').accounts));
       expect(
         (await discoverSubdomains({ ...lane, thread: small }, endpoint, PARENT)).labels,
@@ -448,7 +457,7 @@ describe('discovery through the discovery thread', () => {
 
   it('refuses a reply with one string past the heap budget before building it', async () => {
     // One allocation past the limit would abort the whole process, not fail the thread.
-    const small = new DecodeThread({ heapMb: 8, taskMs: 30_000 });
+    const small = new DecodeThread({ heapMb: SMALL_HEAP_MB, taskMs: 30_000 });
     try {
       const body = Buffer.from(reply(1, { value: [['A'.repeat(40 * 1024 * 1024), 'base64']] }));
       const err = await failure(
@@ -459,7 +468,10 @@ describe('discovery through the discovery thread', () => {
           body: DecodeThread.transferable(body),
         }),
       );
-      expect(err).toMatchObject({ retryable: false, message: 'reply decode over 8 MiB' });
+      expect(err).toMatchObject({
+        retryable: false,
+        message: `reply decode over ${SMALL_HEAP_MB} MiB`,
+      });
       const ok = Buffer.from(reply(2, { value: 'fits' }));
       await expect(
         small.run({
