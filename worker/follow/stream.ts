@@ -377,10 +377,14 @@ const HEAD_CHARS = Math.ceil(HEAD_SLICE.length / 3) * 4;
 
 /**
  * The first {@link HEAD_SLICE} bytes of base64 `data` (fewer when it is shorter), decoding only
- * those characters, in a buffer of their own.
+ * those characters, in a buffer of their own. Not a view into Buffer's shared pool: a kept head
+ * would pin the whole slab, and the slab's size differs between Node lines (8 KiB, 64 KiB).
  */
 export function headOf(data: string): Buffer {
-  return Buffer.from(data.slice(0, HEAD_CHARS), 'base64').subarray(0, HEAD_SLICE.length);
+  const decoded = Buffer.from(data.slice(0, HEAD_CHARS), 'base64');
+  const head = Buffer.allocUnsafeSlow(Math.min(decoded.length, HEAD_SLICE.length));
+  decoded.copy(head, 0, 0, head.length);
+  return head;
 }
 
 /**
