@@ -23,7 +23,7 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
     commands: [
       ...['get', 'mget', 'set', 'del', 'exists', 'incr', 'incrby', 'decrby', 'incrbyfloat'],
       'pexpire',
-      ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall', 'hscan'],
+      ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall', 'hscan', 'hincrbyfloat'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
       ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall', 'time'],
@@ -89,6 +89,7 @@ const CHECK_ARGS: Readonly<Record<string, string>> = {
   hexists: '{k} f',
   hkeys: '{k}',
   hincrby: '{k} f 1',
+  hincrbyfloat: '{k} f 1',
   hscan: '{k} 0',
   sscan: '{k} 0',
   lpush: '{k} 1',
