@@ -23,7 +23,7 @@ import type { Readiness } from '../src/core/http/ops-routes.js';
 import { SteadyWorker } from './steady-worker.js';
 import { DecodeThread } from './sns/decode-thread.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
-import { createRuntimeKit, type RuntimeKit } from '../src/core/runtime/kit.js';
+import { createRuntimeKit, openOnKit, type RuntimeKit } from '../src/core/runtime/kit.js';
 import { laneRpc } from './follow/lane-rpc.js';
 import { systemClock, type Clock } from './follow/types.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../src/core/redis-time.js';
@@ -130,12 +130,7 @@ export async function startWorker(
     redisErrors: opts.redisErrors,
     redisAccess: opts.redisAccess,
   });
-  try {
-    return await openWorker(kit, config, metrics, logger, opts);
-  } catch (err) {
-    await kit.close().catch(() => undefined);
-    throw err;
-  }
+  return openOnKit(kit, (k) => openWorker(k, config, metrics, logger, opts));
 }
 
 async function openWorker(

@@ -29,7 +29,7 @@ import { CreditBudget, creditSharesOf } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { buildOpsApp } from '../core/http/ops-app.js';
-import { createRuntimeKit, type RuntimeKit } from '../core/runtime/kit.js';
+import { createRuntimeKit, openOnKit, type RuntimeKit } from '../core/runtime/kit.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../core/redis-time.js';
 import { redisKeys } from '../core/redis-keys.js';
 import type { Readiness } from '../core/http/ops-routes.js';
@@ -91,12 +91,7 @@ export async function startApi(
     redisErrors: opts.redisErrors,
     redisAccess: opts.redisAccess,
   });
-  try {
-    return await openApi(kit, config, metrics, logger, opts);
-  } catch (err) {
-    await kit.close().catch(() => undefined);
-    throw err;
-  }
+  return openOnKit(kit, (k) => openApi(k, config, metrics, logger, opts));
 }
 
 async function openApi(

@@ -116,3 +116,22 @@ export function createRuntimeKit(opts: {
     },
   };
 }
+
+/**
+ * Runs `open` on `kit` and returns what it opened; when `open` throws, closes the kit (every step
+ * it had gathered, errors of the close swallowed) and rethrows, so a runtime that fails to start
+ * leaves no connection behind. The one start-up pattern of both runtimes.
+ *
+ * @throws whatever `open` throws.
+ */
+export async function openOnKit<T>(
+  kit: RuntimeKit,
+  open: (kit: RuntimeKit) => Promise<T>,
+): Promise<T> {
+  try {
+    return await open(kit);
+  } catch (err) {
+    await kit.close().catch(() => undefined);
+    throw err;
+  }
+}
