@@ -171,14 +171,29 @@ function chainCall<T>(fn: () => T): T {
 
 // ---- methods ---------------------------------------------------------------------------
 
-function getProgramAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
-  const programKey = pubkeyParam(params[0]);
+/**
+ * The parameters `getProgramAccounts` and `getProgramAccountsV2` share: `[program, {encoding,
+ * dataSlice, filters, withContext, commitment, minContextSlot}]`, read at `slot`.
+ * @throws RpcError -32602 on bad params.
+ */
+function programQuery(params: unknown[], slot: number) {
   const config = optionalConfig(params[1]);
-  const encoding = readEncoding(config);
-  const dataSlice = readDataSlice(config);
-  const withContext = readBoolean(config, 'withContext');
-  const filters = readFilters(config);
-  const context = readContext(config, slot);
+  return {
+    programKey: pubkeyParam(params[0]),
+    config,
+    encoding: readEncoding(config),
+    dataSlice: readDataSlice(config),
+    withContext: readBoolean(config, 'withContext'),
+    filters: readFilters(config),
+    context: readContext(config, slot),
+  };
+}
+
+function getProgramAccounts(chain: ChainView, params: unknown[], slot: number): ResultJson {
+  const { programKey, encoding, dataSlice, withContext, filters, context } = programQuery(
+    params,
+    slot,
+  );
   const parts: string[] = [];
   for (const account of chain.candidates(programKey, hintsOf(filters))) {
     if (!filters.every((filter) => filter(account.data))) continue;
@@ -202,13 +217,10 @@ function getProgramAccounts(chain: ChainView, params: unknown[], slot: number): 
  * @throws RpcError -32602 on bad params (`limit` outside 1..10,000 included).
  */
 function getProgramAccountsV2(chain: ChainView, params: unknown[], slot: number): ResultJson {
-  const programKey = pubkeyParam(params[0]);
-  const config = optionalConfig(params[1]);
-  const encoding = readEncoding(config);
-  const dataSlice = readDataSlice(config);
-  const withContext = readBoolean(config, 'withContext');
-  const filters = readFilters(config);
-  const context = readContext(config, slot);
+  const { programKey, config, encoding, dataSlice, withContext, filters, context } = programQuery(
+    params,
+    slot,
+  );
   const limit = config.limit ?? DEFAULT_V2_LIMIT;
   if (
     typeof limit !== 'number' ||
