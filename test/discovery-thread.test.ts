@@ -202,6 +202,8 @@ describe('discovery through the discovery thread', () => {
         [long.child]: [long.label, owner],
         [unicode.child]: [unicode.label, owner],
       },
+      // Found among the reply's accounts, the keys the SDK's derivation gives.
+      reverses: new Map([short, long, unicode].map((s) => [s.child, s.reverse])),
       slot: 42,
       accounts: accounts.length,
     });
@@ -210,12 +212,35 @@ describe('discovery through the discovery thread', () => {
     expect(await count('sns_rpc_credits_total', { method: 'getProgramAccounts' })).toBe(10);
   });
 
+  it("lists a reverse record whose own reverse record exists, as the SDK's rule does", async () => {
+    // The SDK derives a reverse key for every child, reverse records included: one with a reverse
+    // record of its own (made by hand; the registrar never makes one) is a subdomain too.
+    const plain = subdomain('plain');
+    const nested = subdomain('nested');
+    const inner = toBase58(reverseKeyFromDomainKey(plain.reverse, parentKey));
+    const innerAccount = { ...(nested.accounts[1] as object), pubkey: inner } as Account;
+    const accounts = [...plain.accounts, innerAccount];
+    on('getProgramAccounts', gpa(accounts));
+    const found = await discoverSubdomains(lane, endpoint, PARENT);
+    expect(found.labels).toEqual(['nested', 'plain']);
+    expect(found.reverses).toEqual(
+      new Map([
+        [plain.child, plain.reverse],
+        [plain.reverse, inner],
+      ]),
+    );
+    // Without the extra record, every reverse record is claimed and none is looked at as a child.
+    on('getProgramAccounts', gpa(plain.accounts));
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual(['plain']);
+  });
+
   it('decodes a body small enough to sit in the shared buffer pool without harming it', async () => {
     const neighbour = Buffer.from('neighbour');
     on('getProgramAccounts', (_p, id) => reply(id, []));
     expect(await discoverSubdomains(lane, endpoint, PARENT)).toEqual({
       labels: [],
       members: {},
+      reverses: new Map(),
       slot: undefined,
       accounts: 0,
     });
