@@ -376,17 +376,28 @@ async function openWorker(
               void index.markBehind().catch(() => undefined);
             },
           });
+          // The build shares nothing a refresh waits on: a lane (decode thread) and a blocking
+          // connection of its own, and it stands aside while refresh jobs wait to be taken.
+          const buildLane = lane({
+            retries: config.RPC_RETRIES,
+            maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
+            decodeMs: config.RPC_DECODE_MS,
+            maxLabelBytes: DEFAULT_MAX_LABEL_BYTES,
+            maxAnswerBytes: config.RPC_MAX_RESPONSE_BYTES,
+          });
+          threads.push(buildLane.thread);
           workers.push(
             createRegistryBuildWorker(
-              workerConnection,
+              kit.redis('worker', 'worker registry build connection'),
               config.QUEUE_PREFIX,
               {
                 index,
-                lane: defaultLane,
+                lane: buildLane,
                 endpoint: defaultEndpoint,
                 slots,
                 budget,
                 followStatus: () => readFollowStatus(command, config.QUEUE_PREFIX),
+                refreshWaiting: () => queue.getJobCountByTypes('wait', 'prioritized'),
                 logger,
               },
               (err) => kit.reportError(err, 'registry build worker'),
