@@ -151,6 +151,8 @@ export function gatewayEnv(
     PORT: '0',
     HOST: '127.0.0.1',
     WORKER_METRICS_PORT: '0',
+    // Both metrics ports ephemeral: a fixed one collides with any other gateway on the machine.
+    API_METRICS_PORT: '0',
     CACHE_FRESH_SECONDS: '3600',
     SUBDOMAINS_WAIT_MS: '120000',
     LOG_LEVEL: 'info',
