@@ -22,6 +22,9 @@ import {
   toBase58,
 } from '../src/core/sns/pda.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
+import { laneRpc } from '../worker/follow/lane-rpc.js';
+import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { SlotClock } from '../src/core/rpc/slot.js';
 import { discoverSubdomains, type DiscoveryLane } from '../worker/sns/subdomain-discovery.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;
@@ -369,6 +372,28 @@ describe('discovery through the discovery thread', () => {
     const err = await failure(discoverSubdomains(lane, endpoint, PARENT));
     expect(err).toMatchObject({ retryable: false });
     expect(err.message).toMatch(/not a reverse record's slice|longer than/);
+  });
+
+  it("the follower's account read: a null entry is gone, a short or empty list is refused", async () => {
+    const follow = laneRpc(lane, endpoint, new SlotClock());
+    const named = subdomain('named');
+    const keys = [named.child, named.reverse];
+    const head = Buffer.alloc(HEAD_SLICE.length, 3);
+    const account = { owner: NAME_PROGRAM, data: b64(head) };
+    on('getMultipleAccounts', (_p, id) => reply(id, withContext([account, null])));
+    const read = await follow.accounts(keys);
+    expect(read.accounts).toEqual([{ owner: NAME_PROGRAM, head }, null]);
+    for (const value of [[account], null, [account, 7]]) {
+      calls.length = 0;
+      on('getMultipleAccounts', (_p, id) => reply(id, withContext(value)));
+      const err = await failure(follow.accounts(keys));
+      expect(err).toBeInstanceOf(RpcCallError);
+      expect(err).toMatchObject({ outcome: 'http_error', retryable: false });
+      expect(calls).toEqual(['getMultipleAccounts']);
+    }
+    calls.length = 0;
+    on('getMultipleAccounts', (_p, id) => reply(id, null));
+    await expect(follow.accounts(keys)).rejects.toThrow('wrong account list');
   });
 
   it('reads long reverse texts at the slot of the scan or later (minContextSlot)', async () => {
