@@ -9,7 +9,7 @@ import {
 } from '../src/core/rpc/endpoint.js';
 import { startDnsServer, type DnsServer } from './support/dns-server.js';
 import { startGateway } from './support/gateway.js';
-import { elapse } from './support/wait.js';
+import { until, waitFor } from './support/wait.js';
 
 const PUBLIC = '93.184.216.34';
 
@@ -79,7 +79,14 @@ describe('the ?rpc= host check resolves with c-ares, bounded', () => {
     const pending = Array.from({ length: 16 }, (_, i) =>
       timed(s.select(`https://n${i}.hostile.example/`)),
     );
-    await elapse(100);
+    // Every hostile name has reached the server that never answers: all sixteen are pending.
+    await waitFor(
+      () =>
+        new Set(silent.queries.map((q) => q.name).filter((n) => n.endsWith('.hostile.example')))
+          .size === 16,
+      10_000,
+      'the sixteen hostile names asked',
+    );
     // getaddrinfo runs on libuv's pool: dns.lookup held all four threads, so this waited.
     const pool = await timed(new Promise((resolve) => lookup('localhost', resolve)));
     expect(pool.ms).toBeLessThan(500);
@@ -94,13 +101,17 @@ describe('the ?rpc= host check resolves with c-ares, bounded', () => {
   }, 15_000);
 
   it('refuses past the bound of lookups in flight with 503, and ends each at its deadline', async () => {
-    // A DNS slower than the deadline: each query ends (c-ares always does) 600 ms in.
+    // A DNS slower than the deadline: its queries end (c-ares always ends one) only when the
+    // test says, so the requests can only be answered by their deadline.
+    const queries: Array<() => void> = [];
     const slow: HostResolver = () =>
-      new Promise<string[]>((_resolve, reject) =>
-        setTimeout(() => reject(new Error('ETIMEOUT')), 600),
-      );
+      new Promise<string[]>((_resolve, reject) => {
+        queries.push(() => reject(new Error('ETIMEOUT')));
+      });
+    const endQueries = () => {
+      for (const end of queries.splice(0)) end();
+    };
     const s = selector(slow, { maxInFlight: 4, deadlineMs: 300 });
-    const started = performance.now();
     const pending = Array.from({ length: 4 }, (_, i) =>
       timed(s.select(`https://h${i}.example.com/`)),
     );
@@ -112,25 +123,31 @@ describe('the ?rpc= host check resolves with c-ares, bounded', () => {
     for (const { ms, error } of await Promise.all(pending)) {
       expect(error).toBeInstanceOf(InvalidInputError);
       expect(ms).toBeGreaterThanOrEqual(250);
-      expect(ms).toBeLessThan(550);
+      // Far below the default deadline: this one was the 300 ms asked for.
+      expect(ms).toBeLessThan(4_000);
     }
     // The requests have their answer, but the queries go on: their slots are still taken.
-    if (performance.now() - started < 550) {
-      expect((await timed(s.select('https://h5.example.com/'))).error).toBeInstanceOf(
-        OverloadedError,
-      );
-    }
+    expect(queries).toHaveLength(4);
+    expect((await timed(s.select('https://h5.example.com/'))).error).toBeInstanceOf(
+      OverloadedError,
+    );
     // Once the queries have ended, the slots are free again.
-    await new Promise((resolve) => setTimeout(resolve, 700 - (performance.now() - started)));
-    const again = await timed(s.select('https://h6.example.com/'));
+    endQueries();
+    const again = await until(async () => {
+      const attempt = await timed(s.select('https://h6.example.com/'));
+      return attempt.error instanceof OverloadedError ? undefined : attempt;
+    }, 'a free lookup slot');
     expect(again.error).toBeInstanceOf(InvalidInputError);
+    endQueries();
   });
 
   it('resolves a host once for concurrent and later requests, and charges only the first', async () => {
     const asked: string[] = [];
+    let answer: () => void = () => undefined;
     const counting: HostResolver = async (host) => {
       asked.push(host);
-      await elapse(20);
+      // The first lookup answers only when the test says: the other requests arrive meanwhile.
+      if (host === 'rpc.example.com') await new Promise<void>((resolve) => (answer = resolve));
       if (host === 'gone.example.com') throw new Error('ENOTFOUND');
       return [PUBLIC];
     };
@@ -140,9 +157,12 @@ describe('the ?rpc= host check resolves with c-ares, bounded', () => {
       charges++;
     };
     // Requests arriving together share one resolution.
-    const together = await Promise.all(
+    const arriving = Promise.all(
       Array.from({ length: 10 }, () => s.select('https://rpc.example.com/', charge)),
     );
+    await waitFor(() => asked.length === 1, 5_000, 'the lookup under way');
+    answer();
+    const together = await arriving;
     expect(together.every((e) => e.kind === 'override')).toBe(true);
     expect(asked).toEqual(['rpc.example.com']);
     // Later requests reuse it, and spend nothing of their client's limit.
