@@ -22,6 +22,9 @@ import {
   toBase58,
 } from '../src/core/sns/pda.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
+import { laneRpc } from '../worker/follow/lane-rpc.js';
+import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { SlotClock } from '../src/core/rpc/slot.js';
 import { discoverSubdomains, type DiscoveryLane } from '../worker/sns/subdomain-discovery.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;
@@ -213,6 +216,8 @@ describe('discovery through the discovery thread', () => {
         [long.child]: [long.label, owner],
         [unicode.child]: [unicode.label, owner],
       },
+      // Found among the reply's accounts, the keys the SDK's derivation gives.
+      reverses: new Map([short, long, unicode].map((s) => [s.child, s.reverse])),
       slot: 42,
       accounts: accounts.length,
     });
@@ -221,12 +226,35 @@ describe('discovery through the discovery thread', () => {
     expect(await count('sns_rpc_credits_total', { method: 'getProgramAccounts' })).toBe(10);
   });
 
+  it("lists a reverse record whose own reverse record exists, as the SDK's rule does", async () => {
+    // The SDK derives a reverse key for every child, reverse records included: one with a reverse
+    // record of its own (made by hand; the registrar never makes one) is a subdomain too.
+    const plain = subdomain('plain');
+    const nested = subdomain('nested');
+    const inner = toBase58(reverseKeyFromDomainKey(plain.reverse, parentKey));
+    const innerAccount = { ...(nested.accounts[1] as object), pubkey: inner } as Account;
+    const accounts = [...plain.accounts, innerAccount];
+    on('getProgramAccounts', gpa(accounts));
+    const found = await discoverSubdomains(lane, endpoint, PARENT);
+    expect(found.labels).toEqual(['nested', 'plain']);
+    expect(found.reverses).toEqual(
+      new Map([
+        [plain.child, plain.reverse],
+        [plain.reverse, inner],
+      ]),
+    );
+    // Without the extra record, every reverse record is claimed and none is looked at as a child.
+    on('getProgramAccounts', gpa(plain.accounts));
+    expect((await discoverSubdomains(lane, endpoint, PARENT)).labels).toEqual(['plain']);
+  });
+
   it('decodes a body small enough to sit in the shared buffer pool without harming it', async () => {
     const neighbour = Buffer.from('neighbour');
     on('getProgramAccounts', (_p, id) => reply(id, []));
     expect(await discoverSubdomains(lane, endpoint, PARENT)).toEqual({
       labels: [],
       members: {},
+      reverses: new Map(),
       slot: undefined,
       accounts: 0,
     });
@@ -344,6 +372,28 @@ describe('discovery through the discovery thread', () => {
     const err = await failure(discoverSubdomains(lane, endpoint, PARENT));
     expect(err).toMatchObject({ retryable: false });
     expect(err.message).toMatch(/not a reverse record's slice|longer than/);
+  });
+
+  it("the follower's account read: a null entry is gone, a short or empty list is refused", async () => {
+    const follow = laneRpc(lane, endpoint, new SlotClock());
+    const named = subdomain('named');
+    const keys = [named.child, named.reverse];
+    const head = Buffer.alloc(HEAD_SLICE.length, 3);
+    const account = { owner: NAME_PROGRAM, data: b64(head) };
+    on('getMultipleAccounts', (_p, id) => reply(id, withContext([account, null])));
+    const read = await follow.accounts(keys);
+    expect(read.accounts).toEqual([{ owner: NAME_PROGRAM, head }, null]);
+    for (const value of [[account], null, [account, 7]]) {
+      calls.length = 0;
+      on('getMultipleAccounts', (_p, id) => reply(id, withContext(value)));
+      const err = await failure(follow.accounts(keys));
+      expect(err).toBeInstanceOf(RpcCallError);
+      expect(err).toMatchObject({ outcome: 'http_error', retryable: false });
+      expect(calls).toEqual(['getMultipleAccounts']);
+    }
+    calls.length = 0;
+    on('getMultipleAccounts', (_p, id) => reply(id, null));
+    await expect(follow.accounts(keys)).rejects.toThrow('wrong account list');
   });
 
   it('reads long reverse texts at the slot of the scan or later (minContextSlot)', async () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
 import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
 import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
+import { CreditBudgetRefusal } from '../worker/rpc/credits.js';
 import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
 import { every } from '../worker/follow/types.js';
 import {
@@ -59,7 +60,8 @@ describe('a spent budget', () => {
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
     let state: 'normal' | 'exhausted' = 'normal';
     let owed = 0;
-    const f = fakeFollower({ rpc, deps: { budget: { state: () => state }, owed: () => owed } });
+    const budget = { state: () => state, proactiveAffordable: () => state !== 'exhausted' };
+    const f = fakeFollower({ rpc, deps: { budget, owed: () => owed } });
     await f.open();
     await f.clock.advance(2_500);
     expect(f.follower.healthy).toBe(true);
@@ -162,9 +164,30 @@ describe('reads for Deletes', () => {
     await clock.advance(60_000);
     await deletions.idle();
     const reads = rpc.count('getTransaction');
-    expect(reads).toBeLessThanOrEqual(2 * MAX_READS_PER_MINUTE);
+    // The allowance: a minute's worth at once, then refilled at its rate over the 90 s.
+    expect(reads).toBeLessThanOrEqual(MAX_READS_PER_MINUTE * (1 + 90 / 60));
     // Every one is given up, never taken for "nothing deleted".
     expect(new Set(lost).size).toBe(600);
+  });
+
+  it('reads a Delete soon after a burst spent the allowance, rather than giving it up', async () => {
+    const { store, rpc, clock, lost, deletions } = make();
+    // A burst of honest Deletes, read at once, spends the whole allowance.
+    for (let i = 0; i < MAX_READS_PER_MINUTE; i++) {
+      rpc.setTx(`burst${i}`, tx(50, [[3, `gone${i}`]]));
+      deletions.onLogs(forged(`burst${i}`));
+    }
+    await deletions.idle();
+    expect(rpc.count('getTransaction')).toBe(MAX_READS_PER_MINUTE);
+    // Twenty seconds later (within the same minute) a member is deleted: it is read and removed.
+    await clock.advance(20_000);
+    store.put('p1', 10, { acct1: ['a', 'o'] });
+    rpc.setTx('later', tx(61, [[3, 'acct1']]));
+    deletions.onLogs(forged('later'));
+    await clock.advance(1_000);
+    await deletions.idle();
+    expect(lost).toEqual([]);
+    expect(store.labels('p1')).toEqual([]);
   });
 
   it('reads a signature reported again once, and none the budget cannot pay for', async () => {
@@ -183,6 +206,18 @@ describe('reads for Deletes', () => {
     await poor.deletions.idle();
     expect(poor.rpc.count('getTransaction')).toBe(0);
     expect(poor.lost).toEqual(['dear']);
+  });
+
+  it('gives a Delete up at the first call the budget refuses, without trying it again', async () => {
+    const { rpc, lost, deletions } = make();
+    rpc.transaction = async (signature: string) => {
+      rpc.calls.push(`getTransaction ${signature}`);
+      throw new CreditBudgetRefusal('getTransaction', 1, 90, 1000, 'proactive');
+    };
+    deletions.onLogs(forged('refused'));
+    await deletions.idle();
+    expect(rpc.calls).toEqual(['getTransaction refused']);
+    expect(lost).toEqual(['refused']);
   });
 
   it('refuses a reply of more instructions than a transaction runs, and looks Deletes up at once', async () => {

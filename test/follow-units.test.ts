@@ -490,7 +490,7 @@ describe('backstop', () => {
     const owner = new PublicKey(Buffer.alloc(32, 5)).toBase58();
     store.put(PARENT, 10, { [a.account]: ['mango', owner] });
     rpc.accountsByKey.set(a.account, { owner: NAME_PROGRAM, head: a.subNote(10).head as Buffer });
-    rpc.existing = new Set([a.reverse]);
+    rpc.accountsByKey.set(a.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
     const freshMs = 60_000;
     const backstop = new Backstop({
       rpc,
@@ -510,22 +510,72 @@ describe('backstop', () => {
       await backstop.round();
       await clock.advance(30_000);
     }
-    const checks = rpc.count('existence');
+    const checks = rpc.count('getMultipleAccounts');
     // Doubling from a minute reaches a day after ~11 checks; then one a day.
     expect(checks).toBeLessThanOrEqual(11 + 3);
-    const before = rpc.count('existence');
+    const before = rpc.count('getMultipleAccounts');
     for (let t = 0; t < 2 * day; t += 60_000) {
       await backstop.round();
       await clock.advance(60_000);
     }
-    expect(rpc.count('existence') - before).toBeLessThanOrEqual(2);
+    expect(rpc.count('getMultipleAccounts') - before).toBeLessThanOrEqual(2);
     expect((backstop.dueAt(PARENT) ?? 0) - clock.now()).toBeLessThanOrEqual(BACKSTOP_MAX_MS);
     // A deletion found: dropped, and checked again within a window.
-    rpc.existing.delete(a.reverse);
+    rpc.accountsByKey.delete(a.reverse);
     await clock.advance(day);
     await backstop.round();
     expect(store.labels(PARENT)).toEqual([]);
     expect((backstop.dueAt(PARENT) ?? 0) - clock.now()).toBe(freshMs);
+  });
+
+  it('reads names and reverse records in one call, and takes no short answer for "gone"', async () => {
+    const clock = new FakeClock();
+    const store = new FakeStore();
+    const rpc = new FakeRpc();
+    const owner = new PublicKey(Buffer.alloc(32, 5)).toBase58();
+    // Sixty subdomains: their 120 keys in one read (which the RPC client sends 100 a call).
+    const subs = Array.from({ length: 60 }, (_, i) => sub(`quince${i}`));
+    store.put(
+      PARENT,
+      10,
+      Object.fromEntries(subs.map((s, i) => [s.account, [`quince${i}`, owner]])),
+    );
+    for (const s of subs) {
+      rpc.accountsByKey.set(s.account, { owner: NAME_PROGRAM, head: s.subNote(10).head as Buffer });
+      rpc.accountsByKey.set(s.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
+    }
+    const backstop = new Backstop({
+      rpc,
+      store,
+      clock,
+      slots: trustingSlots(),
+      freshMs: 60_000,
+      checkCost: 1,
+      scanCost: 10,
+      reread: () => undefined,
+      changed: () => undefined,
+      metrics: quietDeps().metrics,
+    });
+    backstop.sync([PARENT]);
+    await clock.advance(60_000);
+    await backstop.round();
+    expect(rpc.calls).toEqual(['getMultipleAccounts 120']);
+    expect(store.labels(PARENT)).toHaveLength(60);
+    // An answer one entry short proves nothing: every member stays, none read as gone.
+    const answer = rpc.accounts.bind(rpc);
+    rpc.accounts = async (keys) => {
+      const read = await answer(keys);
+      return { ...read, accounts: read.accounts.slice(1) };
+    };
+    rpc.accountsByKey.delete((subs[0] as (typeof subs)[number]).reverse);
+    await clock.advance(BACKSTOP_MAX_MS);
+    await backstop.round();
+    expect(store.labels(PARENT)).toHaveLength(60);
+    // The whole answer: the one whose record is gone is dropped.
+    rpc.accounts = answer;
+    await clock.advance(BACKSTOP_MAX_MS);
+    await backstop.round();
+    expect(store.labels(PARENT)).toHaveLength(59);
   });
 
   it('reads owners too: a forged transfer (from the websocket provider) is put right at the check', async () => {
@@ -543,8 +593,8 @@ describe('backstop', () => {
     });
     for (const s of [a, b]) {
       rpc.accountsByKey.set(s.account, { owner: NAME_PROGRAM, head: s.subNote(10).head as Buffer });
+      rpc.accountsByKey.set(s.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
     }
-    rpc.existing = new Set([a.reverse, b.reverse]);
     const changed: string[] = [];
     const { metrics } = quietDeps();
     const backstop = new Backstop({

@@ -16,6 +16,7 @@ import { isOnCurve, isSquareModP } from '../src/core/sns/ed25519.js';
 import {
   CENTRAL_STATE_SNS_RECORDS,
   domainKey,
+  existingNameAccountKey,
   fromBase58,
   hashName,
   NAME_PROGRAM_ID,
@@ -273,6 +274,30 @@ describe('derivations equal the SDK', () => {
       expect(toBase58(fromText), child.toBase58()).toBe(expected);
       expect(toBase58(fromBytes)).toBe(expected);
     }
+  });
+
+  it('existingNameAccountKey finds the SDK key among accounts, and nothing without it', () => {
+    const wrong: string[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      const child = new PublicKey(bytesOf('child', i));
+      const parent = new PublicKey(bytesOf('parent', i % 40));
+      const expected = getReverseKeyFromDomainKey(child, parent).toBase58();
+      const hashed = hashName(child.toBase58());
+      const args = [hashed, REVERSE_LOOKUP_CLASS, parent.toBuffer()] as const;
+      // The derived key among other accounts: found; among none: nothing.
+      const others = new Set([expected, toBase58(bytesOf('other', i))]);
+      if (existingNameAccountKey(...args, (k) => others.has(k)) !== expected) wrong.push(expected);
+      expect(existingNameAccountKey(...args, () => false)).toBe(undefined);
+    }
+    expect(wrong).toEqual([]);
+    expect(() =>
+      existingNameAccountKey(
+        new Uint8Array(31),
+        REVERSE_LOOKUP_CLASS,
+        new Uint8Array(32),
+        () => false,
+      ),
+    ).toThrow(RangeError);
   });
 
   it('hashName and nameAccountKey on generated seeds, class and parent optional', () => {

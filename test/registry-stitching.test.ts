@@ -3,7 +3,10 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { RegistryIndex, type PieceMember } from '../src/core/cache/registry-index.js';
 import { redisKeys } from '../src/core/redis-keys.js';
-import { toBase58 } from '../src/core/sns/pda.js';
+import { createLogger } from '../src/core/logger.js';
+import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
+import { RegistryFeed } from '../worker/registry/feed.js';
+import { subdomainKey } from '../worker/sns/change.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 
 /**
@@ -148,6 +151,63 @@ describe('registry index stitching', () => {
       bytes += Number(await redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0'));
     }
     expect(bytes / members.length).toBeLessThanOrEqual(300);
+    await deletePrefix(redis, prefix);
+  });
+});
+
+/**
+ * The feed (worker/registry/feed.ts) between the stream and the index: what it reads besides the
+ * stream never makes it lose a fact, nor declare the index behind for nothing.
+ */
+describe('registry feed', () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+  });
+  afterAll(() => redis.disconnect());
+
+  /** A name account's head: parent, owner, a zero class. */
+  const nameHead = (parent: Buffer, owner: Buffer) =>
+    Buffer.concat([parent, owner, Buffer.alloc(32)]);
+  /** A reverse record's head: parent, owner, the reverse class, the text with its leading NUL. */
+  const reverseHead = (parent: Buffer, label: string) => {
+    const text = Buffer.from(`\0${label}`);
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(text.length);
+    return Buffer.concat([parent, randomBytes(32), REVERSE_LOOKUP_CLASS, len, text]);
+  };
+
+  it('fills an owner read at a slot the clock does not believe, and keeps the index served', async () => {
+    const prefix = uniquePrefix();
+    const index = new RegistryIndex(redis, prefix);
+    await index.start(1);
+    await index.writePiece(1, '00', 100, 100, []);
+    expect((await index.state()).status).toBe('complete');
+    const parent = randomBytes(32);
+    const owner = randomBytes(32);
+    const account = subdomainKey('fresh', parent);
+    const reverse = toBase58(reverseKeyFromDomainKey(account, parent));
+    const lost: string[] = [];
+    const feed = new RegistryFeed({
+      index,
+      // The node answers at a slot past the clock's ceiling: the read's slot is unknown.
+      rpc: {
+        accounts: async (keys) => ({
+          slot: undefined,
+          accounts: keys.map((k) => (k === account ? { head: nameHead(parent, owner) } : null)),
+        }),
+      },
+      logger: createLogger('silent'),
+      lost: (why) => lost.push(why),
+    });
+    // The reverse record of a new subdomain, its name account's notification missed: the feed
+    // reads the owner.
+    feed.onAccount({ slot: 200, pubkey: reverse, head: reverseHead(parent, 'fresh') });
+    await feed.idle();
+    expect(lost).toEqual([]);
+    expect((await index.members(toBase58(parent))).members).toEqual([
+      { label: 'fresh', account, owner: toBase58(owner) },
+    ]);
     await deletePrefix(redis, prefix);
   });
 });

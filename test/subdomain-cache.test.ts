@@ -415,6 +415,22 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   const reverseOf = (parent: string, account: string) =>
     toBase58(reverseKeyFromDomainKey(account, domainKey(parent)));
 
+  it('indexes the reverse records a scan found as given, deriving only the others', async () => {
+    // A scan names each member's reverse record: it is written as given, not derived again.
+    const given = new Map([['K1', 'GivenReverse1']]);
+    const accounts = { K1: ['k', 'o'], K2: ['l', 'o'] } as const;
+    await cache.put('e', 'given', scan(10), accounts, undefined, 1, given);
+    expect(await cache.parentOfMember('e', 'GivenReverse1')).toEqual({
+      parent: 'given',
+      subdomain: 'K1',
+    });
+    expect(await cache.parentOfMember('e', reverseOf('given', 'K1'))).toBeNull();
+    expect(await cache.parentOfMember('e', reverseOf('given', 'K2'))).toEqual({
+      parent: 'given',
+      subdomain: 'K2',
+    });
+  });
+
   it('puts a scan as head, labels and members, indexes every account, and registers the parent', async () => {
     const accounts = { B1: ['beta', 'o1'], A1: ['alpha', 'o2'], Z1: ['alpha', 'o3'] } as const;
     expect(await cache.put('e', 'split', scan(10), accounts, undefined, 123)).toBe('written');

@@ -194,7 +194,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         // answer is the scan's, an empty list at its slot.
         found = checked.exists
           ? await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot)
-          : { labels: [], members: {}, slot: checked.slot, accounts: 0 };
+          : { labels: [], members: {}, reverses: new Map(), slot: checked.slot, accounts: 0 };
         if (deps.checkParents && found.labels.length > 0 && !override) {
           await deps.publisher.set(
             keys.parentExists(endpoint.id, parent),
@@ -222,6 +222,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           { ...entry, slot, scanSlot: slot },
           found.members,
           ceiling,
+          undefined,
+          found.reverses,
         );
         if (outcome === 'written') break;
         // The stored entry reflects a later slot. When that is a later scan, this one is simply

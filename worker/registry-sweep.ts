@@ -3,6 +3,13 @@ import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 
 /** How often the followed-parents registry is swept. */
 export const SWEEP_EVERY_MS = 60_000;
+/**
+ * How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"): a
+ * minute, or a quarter of the stale window when that is shorter, so an entry nobody asks for
+ * leaves about when its stale window ends (its keys outlive it only so the sweep finds them).
+ */
+export const sweepEveryMs = (staleMs: number) =>
+  Math.max(1_000, Math.min(SWEEP_EVERY_MS, Math.floor(staleMs / 4)));
 /** Batches one sweep runs at most (each a bounded Lua script); the rest waits for the next. */
 const MAX_BATCHES = 10;
 

@@ -167,7 +167,6 @@ export class FakeRpc implements FollowRpc {
   txs = new Map<string, unknown[]>();
   sigs: Array<{ signature: string; slot: number; failed: boolean }> = [];
   accountsByKey = new Map<string, { owner: string; head: Buffer } | null>();
-  existing = new Set<string>();
   replySlot: number | undefined = 100;
   failSignatures = false;
 
@@ -207,11 +206,6 @@ export class FakeRpc implements FollowRpc {
   async accounts(keys: readonly string[]) {
     this.calls.push(`getMultipleAccounts ${keys.length}`);
     return { slot: this.replySlot, accounts: keys.map((k) => this.accountsByKey.get(k) ?? null) };
-  }
-  async existence(keys: readonly string[]) {
-    for (let i = 0; i < keys.length; i += 100)
-      this.calls.push(`existence ${Math.min(100, keys.length - i)}`);
-    return { exists: new Map(keys.map((k) => [k, this.existing.has(k)])), slot: this.replySlot };
   }
   count(method: string): number {
     return this.calls.filter((c) => c.startsWith(method)).length;

@@ -2,16 +2,20 @@ import { DELETION_CHECK_OUTCOME, type Metrics } from '../../src/core/metrics.js'
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import type { FollowRpc } from './rpc.js';
+import { MULTIPLE_ACCOUNTS_BATCH } from '../sns/subdomain-discovery.js';
 import { NAME_PROGRAM } from './stream.js';
 import type { Clock, FollowStore, Member, MemberChange, Reread } from './types.js';
 
 /** The longest wait between two existence checks of a quiet parent: a day. */
 export const BACKSTOP_MAX_MS = 24 * 3600_000;
-/** Keys checked per round at most (100 a credit): a round stays bounded however many parents. */
+/**
+ * Keys checked per round at most (100 a `getMultipleAccounts`, two a subdomain): a round stays
+ * bounded however many parents.
+ */
 export const BACKSTOP_ROUND_KEYS = 10_000;
 
 export type BackstopDeps = {
-  rpc: Pick<FollowRpc, 'existence' | 'accounts'>;
+  rpc: Pick<FollowRpc, 'accounts'>;
   store: Pick<FollowStore, 'members' | 'markChecked' | 'applyChanges'>;
   clock: Clock;
   slots: Pick<SlotClock, 'trusts'>;
@@ -32,13 +36,14 @@ type Schedule = { intervalMs: number; dueAt: number };
  * stream reports Deletes within seconds, but a missed one (a notification lost, a transaction
  * that stayed unreadable) would otherwise stay; and an owner the websocket provider reported
  * (`RPC_WS_URL` may be another provider than `RPC_URL`) is taken on its word, so a forged
- * transfer would otherwise stay. Each followed parent's subdomain name accounts are read with
- * `getMultipleAccounts` sliced to their head (parent and owner) and its reverse records with a
- * `dataSlice` of length 0, both on the HTTP provider (100 keys a credit, keys of every due parent
- * batched together), first one freshness window after it is followed, then after twice the last
- * wait while checks find nothing to put right, up to a day: a quiet parent costs at most two
- * credits a day once settled. A check that finds a deletion or another owner starts again from a
- * window. A parent whose check would cost more than a scan is re-read instead.
+ * transfer would otherwise stay. Each followed parent's subdomain name accounts and reverse
+ * records are read together, in one `getMultipleAccounts` sliced to the head (parent and owner) on
+ * the HTTP provider (100 keys a call, keys of every due parent batched together): a reverse
+ * record exists when its entry is not null. First one freshness window after the parent is
+ * followed, then after twice the last wait while checks find nothing to put right, up to a day: a
+ * quiet parent of up to fifty subdomains costs one call a day once settled. A check that finds a
+ * deletion or another owner starts again from a window. A parent whose check would cost more
+ * than a scan is re-read instead.
  */
 export class Backstop {
   private readonly schedules = new Map<string, Schedule>();
@@ -101,7 +106,7 @@ export class Backstop {
         account,
         toBase58(reverseKeyFromDomainKey(account, parentKey)),
       ]);
-      if (2 * Math.ceil(keys.length / 100) * deps.checkCost > deps.scanCost) {
+      if (Math.ceil((2 * keys.length) / MULTIPLE_ACCOUNTS_BATCH) * deps.checkCost > deps.scanCost) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.scanned });
         deps.reread(parent, undefined);
         this.quiet(schedule, now);
@@ -112,19 +117,12 @@ export class Backstop {
       due.push({ parent, keys, members });
     }
     if (due.length === 0) return;
-    const accountKeys = due.flatMap((d) => d.keys.map(([account]) => account));
-    const [read, reverses] = await Promise.all([
-      deps.rpc.accounts(accountKeys),
-      deps.rpc.existence(
-        due.flatMap((d) => d.keys.map(([, reverse]) => reverse)),
-        undefined,
-      ),
-    ]);
-    const heads = new Map(accountKeys.map((key, i) => [key, read.accounts[i] ?? null]));
-    const slot =
-      read.slot === undefined || reverses.slot === undefined
-        ? undefined
-        : Math.min(read.slot, reverses.slot);
+    // Both kinds of key in one read: existence costs no call of its own.
+    const keys = due.flatMap((d) => d.keys.flat());
+    const read = await deps.rpc.accounts(keys);
+    const heads = new Map(keys.map((key, i) => [key, read.accounts[i]]));
+    // Only an entry per key proves anything: a missing one is never taken for "gone".
+    const slot = read.accounts.length === keys.length ? read.slot : undefined;
     for (const { parent, keys, members } of due) {
       const schedule = this.schedules.get(parent);
       if (!schedule) continue;
@@ -137,9 +135,9 @@ export class Backstop {
       const gone: string[] = [];
       const moved: MemberChange[] = [];
       for (const [account, reverse] of keys) {
-        const owner = ownerIn(heads.get(account) ?? null, parentKey);
+        const owner = ownerIn(heads.get(account), parentKey);
         const member = members.get(account);
-        if (owner === undefined || reverses.exists.get(reverse) !== true) gone.push(account);
+        if (owner === undefined || heads.get(reverse) === null) gone.push(account);
         else if (member && member[1] !== owner) {
           moved.push({ account, reverse, member: [member[0], owner] });
         }
@@ -173,7 +171,7 @@ export class Backstop {
  * The owner in a subdomain name account's head (bytes 32..64), or undefined when the account is
  * gone: missing, not the name program's, too short, or under another parent (bytes 0..32).
  */
-function ownerIn(account: { owner: string; head: Buffer } | null, parentKey: string) {
+function ownerIn(account: { owner: string; head: Buffer } | null | undefined, parentKey: string) {
   if (!account || account.owner !== NAME_PROGRAM || account.head.length < 64) return undefined;
   if (toBase58(account.head.subarray(0, 32)) !== parentKey) return undefined;
   return toBase58(account.head.subarray(32, 64));

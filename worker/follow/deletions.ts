@@ -3,6 +3,7 @@ import { occasionalWarning } from '../../src/core/logger.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
+import { CreditBudgetRefusal } from '../rpc/credits.js';
 import type { FollowRpc } from './rpc.js';
 import type { LogsNote } from './stream.js';
 import { logsDelete, nameWrites } from './transaction.js';
@@ -20,10 +21,18 @@ const CONCURRENCY = 4;
  * `getTransaction` calls for Deletes per minute at most, tries included: Deletes are a few
  * percent of the name program's transactions (a few hundred a day), so this is far above a real
  * chain's rate, and a stream forging "Instruction: Delete Name" lines (or a chain flooded with
- * Deletes) costs at most this many credits a minute. Past it a Delete is given up as lost: one new
- * epoch covers all of them, rather than a credit each.
+ * Deletes) costs at most this many credits a minute. An allowance that refills continuously (a
+ * token bucket holding a minute's worth): a burst spends it at once, and it comes back a read at a
+ * time, so a Delete soon after a burst waits a second or so rather than for a new minute.
  */
 export const MAX_READS_PER_MINUTE = 60;
+/**
+ * How long after it was reported a Delete may wait for the allowance (and its tries) before it is
+ * given up as lost: one new epoch then covers all of them, rather than a credit each. A lost
+ * Delete costs more than its read (a new epoch; with the registry index, a rebuild), so an honest
+ * burst waits; a flood of forged lines still ends in that bound.
+ */
+export const MAX_READ_WAIT_MS = 60_000;
 /** Signatures read (or given up) remembered, so one reported again is not read again. */
 const RECENT_MAX = 4_096;
 
@@ -31,9 +40,10 @@ export type DeletionsDeps = {
   rpc: Pick<FollowRpc, 'transaction'>;
   store: Pick<FollowStore, 'parentsOfMembers' | 'applyChanges'>;
   /**
-   * Whether the daily credit budget pays for a proactive read now (docs/design.md, "Budget");
-   * always when absent. A Delete it cannot pay for is given up as lost (a new epoch), never taken
-   * for "nothing deleted".
+   * Whether the daily credit budget pays for a proactive read now: the proactive share at its
+   * pace, not only the day (docs/design.md, "Budget"; `CreditBudget.proactiveAffordable`); always
+   * when absent. Asked before every try. A Delete it cannot pay for is given up as lost (a new
+   * epoch), never taken for "nothing deleted".
    */
   affordable?: () => boolean;
   clock: Clock;
@@ -64,14 +74,15 @@ export type DeletionsDeps = {
  */
 export class Deletions {
   private readonly queue: string[] = [];
-  private readonly queued = new Set<string>();
+  /** Signatures queued or being read, and when each was reported (ms). */
+  private readonly queued = new Map<string, number>();
   private running = 0;
   private readonly waiters: Array<() => void> = [];
   /** Signatures read or given up lately, oldest first. */
   private readonly recent = new Set<string>();
-  /** Reads made in the current minute, and when it began. */
-  private reads = 0;
-  private minuteFrom = -Infinity;
+  /** Reads the allowance holds (at most {@link MAX_READS_PER_MINUTE}), as of `refilledAt`. */
+  private tokens = MAX_READS_PER_MINUTE;
+  private refilledAt: number | undefined;
 
   /** A flood of unreadable Deletes writes one line a minute, not one each. */
   private readonly warn: ReturnType<typeof occasionalWarning>;
@@ -93,7 +104,7 @@ export class Deletions {
       this.deps.lost(signature);
       return;
     }
-    this.queued.add(signature);
+    this.queued.set(signature, this.deps.clock.now());
     this.queue.push(signature);
     this.pump();
   }
@@ -147,7 +158,7 @@ export class Deletions {
     while (this.running < CONCURRENCY && this.queue.length > 0) {
       const signature = this.queue.shift() as string;
       this.running++;
-      void this.read(signature)
+      void this.read(signature, this.queued.get(signature) ?? this.deps.clock.now())
         .catch((err: unknown) => {
           this.warn({ err: String(err), signature }, 'follow: a deletion was not applied');
           this.deps.lost(signature);
@@ -166,15 +177,25 @@ export class Deletions {
     }
   }
 
-  private async read(signature: string): Promise<void> {
+  private async read(signature: string, reportedAt: number): Promise<void> {
     const { rpc, clock } = this.deps;
     let wait = TRANSACTION_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
-      if (!this.mayRead()) {
+      if (!(await this.mayRead(reportedAt))) {
         this.deps.lost(signature);
         return;
       }
-      const tx = await rpc.transaction(signature).catch(() => undefined);
+      let refused = false;
+      const tx = await rpc.transaction(signature).catch((err: unknown) => {
+        refused = err instanceof CreditBudgetRefusal;
+        return undefined;
+      });
+      // The budget refused the call unmade: trying again before its pace allows meets the same
+      // refusal, so the Delete is given up now rather than after every try.
+      if (refused) {
+        this.deps.lost(signature);
+        return;
+      }
       const writes = nameWrites(tx);
       // A transaction that failed changed nothing.
       if (writes === 'failed') return;
@@ -185,7 +206,7 @@ export class Deletions {
       }
       // Null (a lagging node), a failed call, or a reply that is not a transaction (a broken
       // node): which names it deleted is unknown, tried again and then given up as lost.
-      if (attempt >= TRANSACTION_TRIES) {
+      if (attempt >= TRANSACTION_TRIES || clock.now() + wait - reportedAt > MAX_READ_WAIT_MS) {
         this.warn({ signature }, 'follow: a deleting transaction stayed unreadable');
         this.deps.lost(signature);
         return;
@@ -196,18 +217,28 @@ export class Deletions {
   }
 
   /**
-   * Takes one read of this minute's allowance if the budget pays for it; false when either is
-   * spent.
+   * Takes one read of the allowance if the budget pays for it, waiting for the allowance to refill
+   * while that keeps within {@link MAX_READ_WAIT_MS} of `reportedAt`; false when the budget is
+   * spent or the wait would be longer.
    */
-  private mayRead(): boolean {
-    const now = this.deps.clock.now();
-    if (now - this.minuteFrom >= 60_000) {
-      this.minuteFrom = now;
-      this.reads = 0;
+  private async mayRead(reportedAt: number): Promise<boolean> {
+    const { clock } = this.deps;
+    const perMs = MAX_READS_PER_MINUTE / 60_000;
+    for (;;) {
+      if (this.deps.affordable && !this.deps.affordable()) return false;
+      const now = clock.now();
+      if (this.refilledAt !== undefined) {
+        const back = (now - this.refilledAt) * perMs;
+        this.tokens = Math.min(MAX_READS_PER_MINUTE, this.tokens + back);
+      }
+      this.refilledAt = now;
+      if (this.tokens >= 1) {
+        this.tokens--;
+        return true;
+      }
+      const wait = Math.ceil((1 - this.tokens) / perMs);
+      if (now + wait - reportedAt > MAX_READ_WAIT_MS) return false;
+      await new Promise<void>((resolve) => clock.after(wait, resolve));
     }
-    if (this.reads >= MAX_READS_PER_MINUTE) return false;
-    if (this.deps.affordable && !this.deps.affordable()) return false;
-    this.reads++;
-    return true;
   }
 }

@@ -1,7 +1,7 @@
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
-import { DecodeThread } from '../sns/decode-thread.js';
+import { malformed } from '../rpc/envelope.js';
 import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
 import type { FollowRpc } from './rpc.js';
 import { HEAD_SLICE, headOf, NAME_PROGRAM } from './stream.js';
@@ -60,61 +60,51 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
       return out;
     },
     async accounts(keys) {
-      type Reply = {
-        context?: { slot?: unknown };
-        value?: Array<{ owner?: unknown; data?: unknown } | null>;
-      };
-      const batches = await accountsInBatches<Reply>(lane, endpoint, keys, {
+      const batches = await accountsInBatches(lane, endpoint, keys, {
         dataSlice: HEAD_SLICE,
-        decode: () => envelope<Reply>(),
+        decode: (count) => async (body, context) =>
+          headList(context.method, await envelope<unknown>()(body, context), count),
       });
       let slot: number | undefined;
       let unknown = false;
       const accounts: Array<{ owner: string; head: Buffer } | null> = [];
-      for (const { batch, result } of batches) {
-        const verdict = slots.observe(result.context?.slot);
-        if (verdict !== 'trusted') unknown = true;
-        else slot = Math.min(slot ?? Infinity, result.context?.slot as number);
-        batch.forEach((_key, i) => {
-          const entry = result.value?.[i];
-          const data = (entry?.data as unknown[] | undefined)?.[0];
-          if (!entry || typeof entry.owner !== 'string' || typeof data !== 'string') {
-            accounts.push(null);
-            return;
-          }
-          accounts.push({
-            owner: entry.owner,
-            head: headOf(data),
-          });
-        });
+      for (const { result } of batches) {
+        const verdict = slots.observe(result.slot);
+        if (verdict !== 'trusted' || !isSlot(result.slot)) unknown = true;
+        else slot = Math.min(slot ?? Infinity, result.slot);
+        accounts.push(...result.accounts);
       }
       return { slot: unknown ? undefined : slot, accounts };
     },
-    async existence(keys, minContextSlot) {
-      const exists = new Map<string, boolean>();
-      let slot: number | undefined;
-      let unknown = false;
-      const batches = await accountsInBatches(lane, endpoint, keys, {
-        dataSlice: { offset: 0, length: 0 },
-        minContextSlot,
-        decode:
-          (count) =>
-          (body, { method, id }) =>
-            lane.thread.run({
-              kind: 'existence',
-              method,
-              id,
-              body: DecodeThread.transferable(body),
-              count,
-            }),
-      });
-      for (const { batch, result } of batches) {
-        batch.forEach((key, i) => exists.set(key, result.exists[i] === true));
-        // A slot not believed raises nothing: the check says what exists, not since when.
-        if (slots.observe(result.slot) !== 'trusted' || result.slot === undefined) unknown = true;
-        else slot = Math.min(slot ?? result.slot, result.slot);
-      }
-      return { exists, slot: unknown ? undefined : slot };
-    },
   };
+}
+
+/**
+ * A head-sliced `getMultipleAccounts` result checked: its slot as sent, and one entry per key,
+ * null for a key without an account. Only a null entry in a list of the right length says an
+ * account is gone: a reply without a list, a list of another length, or an entry that is not an
+ * account proves nothing, and is refused as a whole rather than read as "gone".
+ *
+ * @throws RpcCallError (final) for a reply of another shape.
+ */
+function headList(
+  method: string,
+  result: unknown,
+  count: number,
+): { slot: unknown; accounts: Array<{ owner: string; head: Buffer } | null> } {
+  const reply = result as { context?: { slot?: unknown }; value?: unknown } | null;
+  const list = reply?.value;
+  if (!Array.isArray(list) || list.length !== count) {
+    throw malformed(`${method}: wrong account list`);
+  }
+  const accounts = list.map((entry: unknown) => {
+    if (entry === null) return null;
+    const { owner, data } = (entry ?? {}) as { owner?: unknown; data?: unknown };
+    const text: unknown = Array.isArray(data) ? data[0] : undefined;
+    if (typeof owner !== 'string' || typeof text !== 'string') {
+      throw malformed(`${method}: an account entry is not an account`);
+    }
+    return { owner, head: headOf(text) };
+  });
+  return { slot: reply?.context?.slot, accounts };
 }

@@ -35,22 +35,15 @@ export interface FollowRpc {
   /**
    * `getMultipleAccounts(keys)` sliced to the stream's head (bytes 0..130), 100 keys a call: each
    * account's program owner and head, null when it does not exist; the lowest slot the replies
-   * read at (undefined when one is missing or not believed).
+   * read at (undefined when one is missing or not believed). Null means the node answered that
+   * key with null in a list of one entry per key: a reply of any other shape is refused, so a
+   * short or empty answer never reads as "gone".
    *
-   * @throws RpcCallError when a call fails.
+   * @throws RpcCallError when a call fails, or (final) when a reply is not one account or null
+   *   per key.
    */
   accounts(keys: readonly string[]): Promise<{
     slot: number | undefined;
     accounts: Array<{ owner: string; head: Buffer } | null>;
   }>;
-  /**
-   * Which of `keys` still have an account (`getMultipleAccounts`, `dataSlice` of length 0, 100
-   * keys a call) at `minContextSlot` or later, and the lowest believed slot the replies read at.
-   *
-   * @throws RpcCallError when a call fails.
-   */
-  existence(
-    keys: readonly string[],
-    minContextSlot: number | undefined,
-  ): Promise<{ exists: Map<string, boolean>; slot: number | undefined }>;
 }

@@ -19,6 +19,11 @@ const RECENT_OWNERS = 10_000;
 const RECENT_OWNERS_MS = 60_000;
 
 const ZERO_KEY = toBase58(new Uint8Array(32));
+/**
+ * The slot of an owner read whose reply's slot the clock does not believe: below every fact, so
+ * it only fills an owner the index does not know (the merge rule) and never changes one it knows.
+ */
+const FILL_ONLY_SLOT = 0;
 const ROOT_KEY = toBase58(ROOT_DOMAIN_ACCOUNT);
 
 /** The reads the feed makes besides the stream (the configured endpoint's lane). */
@@ -152,7 +157,7 @@ export class RegistryFeed {
         try {
           const { changed, needOwner } = await this.deps.index.apply(batch);
           if (changed.length > 0) this.deps.changed?.(changed);
-          if (needOwner.length > 0) await this.readHeads(needOwner);
+          if (needOwner.length > 0) await this.readHeads(needOwner, true);
         } catch (err) {
           this.deps.logger.warn({ err: String(err) }, 'registry: a write of the stream failed');
           this.deps.lost('registry write failed');
@@ -161,12 +166,19 @@ export class RegistryFeed {
     })().finally(() => (this.draining = undefined));
   }
 
-  /** Reads the heads of `keys` and feeds them as notifications at the read's slot. */
-  private async readHeads(keys: readonly string[]): Promise<void> {
+  /**
+   * Reads the heads of `keys` and feeds them as notifications at the read's slot. With
+   * `fillOnly` (owners the index does not know), a reply at a slot the clock does not believe is
+   * still fed, at {@link FILL_ONLY_SLOT}: what it fills was unknown, so nothing is lost or brought
+   * back, and the index is not declared behind (a rebuild) for a slot it could not date.
+   */
+  private async readHeads(keys: readonly string[], fillOnly = false): Promise<void> {
     try {
-      const { slot, accounts } = await this.deps.rpc.accounts(keys);
+      const read = await this.deps.rpc.accounts(keys);
+      const { accounts } = read;
+      const slot = read.slot ?? (fillOnly ? FILL_ONLY_SLOT : undefined);
       if (slot === undefined) {
-        this.deps.lost('registry: an owner read at an unknown slot');
+        this.deps.lost('registry: an account read at an unknown slot');
         return;
       }
       accounts.forEach((found, i) => {

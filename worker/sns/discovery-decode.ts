@@ -1,6 +1,11 @@
 import { decodeEnvelope, malformed } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
-import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
+import {
+  existingNameAccountKey,
+  hashName,
+  REVERSE_LOOKUP_CLASS,
+  toBase58,
+} from '../../src/core/sns/pda.js';
 
 /**
  * The heavy half of discovery, run in the discovery thread so a reply of megabytes never stalls
@@ -83,6 +88,8 @@ export type ProgramAccountsSummary = {
   children: string[];
   /** Owner (base58) per child, same order. */
   owners: string[];
+  /** Reverse record (base58) per child, same order. */
+  reverses: string[];
   /** Cut reverse records, and the subdomains (with owners) they belong to. */
   waiting: Array<{ reverse: string; children: string[]; owners: string[] }>;
   /** Cut reverse records some subdomain points at, to complete. */
@@ -128,7 +135,8 @@ function sliceOwner(text: string): string {
 /**
  * Decodes a scan reply (`memcmp` on the parent, {@link SCAN_SLICE}) and sorts its accounts:
  * reverse records by key, and each account's reverse key (`getReverseKeyFromDomainKey` of its
- * base58 text).
+ * base58 text), found among the reply's reverse records ({@link existingNameAccountKey}). A
+ * reverse record's own reverse key is sought only while some reverse record is unclaimed.
  *
  * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
  */
@@ -160,26 +168,47 @@ export function classifyProgramAccounts(
   // Cut texts are known only once completed; subdomains pointing at them wait.
   const cutKeys = new Set(truncated);
   const waiting = new Map<string, { children: string[]; owners: string[] }>();
-  const members: Array<[label: string, child: string, owner: string]> = [];
-  for (let i = 0; i < accounts.length; i++) {
+  const members: Array<[label: string, child: string, owner: string, reverse: string]> = [];
+  const exists = (key: string) => reverses.has(key);
+  const claimed = new Set<string>();
+  const list = (i: number, reverse: string | undefined) => {
+    if (reverse === undefined) return;
+    claimed.add(reverse);
     const child = (accounts[i] as Account).pubkey;
-    const reverse = toBase58(reverseKeyFromDomainKey(child, parentKey));
     if (cutKeys.has(reverse)) {
       const found = waiting.get(reverse) ?? { children: [], owners: [] };
       found.children.push(child);
       found.owners.push(sliceOwner(texts[i] as string));
       waiting.set(reverse, found);
-      continue;
+      return;
     }
     const payload = reverses.get(reverse);
     const label = payload && reverseText(payload);
-    if (label) members.push([label, child, sliceOwner(texts[i] as string)]);
+    if (label) members.push([label, child, sliceOwner(texts[i] as string), reverse]);
+  };
+  const reverseOf = (i: number) =>
+    existingNameAccountKey(
+      hashName((accounts[i] as Account).pubkey),
+      REVERSE_LOOKUP_CLASS,
+      parentKey,
+      exists,
+    );
+  for (let i = 0; i < accounts.length; i++) {
+    if (!reverses.has((accounts[i] as Account).pubkey)) list(i, reverseOf(i));
+  }
+  // A reverse record's own reverse record would be one no other account claimed (two accounts
+  // share a reverse key only through a SHA-256 collision): with none left, none has one.
+  if (claimed.size < reverses.size) {
+    for (let i = 0; i < accounts.length; i++) {
+      if (reverses.has((accounts[i] as Account).pubkey)) list(i, reverseOf(i));
+    }
   }
   members.sort(byLabel);
   return {
     labels: members.map((m) => m[0]),
     children: members.map((m) => m[1]),
     owners: members.map((m) => m[2]),
+    reverses: members.map((m) => m[3]),
     waiting: [...waiting].map(([reverse, found]) => ({ reverse, ...found })),
     // Only texts a subdomain points at: others would let a reply cause calls for nothing.
     truncated: [...waiting.keys()],

@@ -17,6 +17,8 @@ export type Discovery = {
   labels: string[];
   /** Subdomain account (base58) -> label and owner. */
   members: Record<string, Member>;
+  /** Subdomain account (base58) -> its reverse record (base58), for each of `members`. */
+  reverses: Map<string, string>;
   slot: number | undefined;
   /** Accounts the scan returned (all kinds). */
   accounts: number;
@@ -105,15 +107,26 @@ export async function discoverUnder(
         ),
     },
   );
-  const { labels, children, owners, waiting, truncated, slot, accounts } = found;
+  const {
+    labels,
+    children,
+    owners,
+    reverses: reverseList,
+    waiting,
+    truncated,
+    slot,
+    accounts,
+  } = found;
   // Labels still to complete are longer than the inline text: fail now if they cannot fit.
   let pending = 0;
   for (const { children } of waiting) pending += children.length;
   checkAnswerBounds(lane, labels, pending * (INLINE_TEXT_BYTES + 3));
   const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
   const members: Record<string, Member> = {};
+  const reverses = new Map<string, string>();
   for (let i = 0; i < labels.length; i++) {
     members[children[i] as string] = [labels[i] as string, owners[i] as string];
+    reverses.set(children[i] as string, reverseList[i] as string);
   }
   const count = labels.length;
   for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
@@ -122,11 +135,12 @@ export async function discoverUnder(
     waitingChildren.forEach((child, i) => {
       labels.push(label);
       members[child] = [label, waitingOwners[i] as string];
+      reverses.set(child, reverse);
     });
   }
   if (labels.length > count) labels.sort();
   checkAnswerBounds(lane, labels);
-  return { labels, members, slot, accounts };
+  return { labels, members, reverses, slot, accounts };
 }
 
 /**

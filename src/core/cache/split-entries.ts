@@ -241,6 +241,8 @@ export class SplitEntries {
    * @param ceiling the highest slot the chain can have reached now (`SlotClock.ceiling`), when
    *   known: a stored entry whose slot is past it is replaced whatever this entry's slot, so it
    *   cannot hold scans back.
+   * @param reverses the reverse record (base58) of accounts the caller knows it of (a scan found
+   *   them): those are neither looked up nor derived.
    * @returns 'written', or 'kept' when the stored entry was newer.
    * @throws TypeError for an entry whose slots are not slots (see `entryArgs`).
    */
@@ -251,6 +253,7 @@ export class SplitEntries {
     accounts?: EntryAccounts,
     ceiling?: number,
     now = Date.now(),
+    reverses?: ReadonlyMap<string, string>,
   ): Promise<'written' | 'kept'> {
     const [slot, fetchedAt] = entryArgs(entry);
     const args: string[] = [
@@ -267,16 +270,15 @@ export class SplitEntries {
       args.push('m');
       const memberSlot = entry.slot ?? 0;
       const listed = Object.entries(accounts);
-      const reverses = await this.index.reverseKeys(
-        endpointId,
-        parent,
-        listed.map(([account]) => account),
-      );
-      listed.forEach(([account, [label, owner]], i) => {
+      const unknown = listed.map(([account]) => account).filter((a) => !reverses?.has(a));
+      const found = await this.index.reverseKeys(endpointId, parent, unknown);
+      const known = new Map(reverses);
+      unknown.forEach((account, i) => known.set(account, found[i] as string));
+      for (const [account, [label, owner]] of listed) {
         // JSON.stringify escapes every newline, so the first one ends the value.
         const value = JSON.stringify([label, owner, memberSlot]);
-        args.push(`${account} ${reverses[i] as string} ${value}\n${label}`);
-      });
+        args.push(`${account} ${known.get(account) as string} ${value}\n${label}`);
+      }
     } else {
       args.push('l');
       entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));

@@ -138,8 +138,9 @@ export class SubdomainCache {
     accounts?: EntryAccounts,
     ceiling?: number,
     now = Date.now(),
+    reverses?: ReadonlyMap<string, string>,
   ): Promise<'written' | 'kept'> {
-    return this.entries.put(endpointId, parent, entry, accounts, ceiling, now);
+    return this.entries.put(endpointId, parent, entry, accounts, ceiling, now, reverses);
   }
 
   /** {@link SplitEntries.applyChanges}. */

@@ -81,6 +81,39 @@ export function nameAccountKey(
 }
 
 /**
+ * {@link nameAccountKey}`(hashed, nameClass, parent)` in base58 when `exists` says an account is
+ * there, else undefined; cheaper than deriving then looking up, because a candidate address found
+ * among the accounts needs no curve check. The candidates are tried from bump 255 down, as the
+ * derivation does: one that exists is the derived key, since the name program creates its
+ * accounts only at derived keys (every higher bump's candidate is on the curve, and no account
+ * can be created at those); one that does not exist ends the search when it is off the curve (it
+ * is the derived key, and nothing is there).
+ *
+ * @param exists whether an account is at a base58 key (the accounts of one reply).
+ */
+export function existingNameAccountKey(
+  hashed: Uint8Array,
+  nameClass: Uint8Array,
+  parent: Uint8Array,
+  exists: (key: string) => boolean,
+): string | undefined {
+  if (hashed.length !== 32 || nameClass.length !== 32 || parent.length !== 32) {
+    throw new RangeError('name-account seeds are 32 bytes each');
+  }
+  NAME_SEEDS.set(hashed, 0);
+  NAME_SEEDS.set(nameClass, 32);
+  NAME_SEEDS.set(parent, 64);
+  for (let bump = 255; bump > 0; bump--) {
+    NAME_SEEDS[96] = bump;
+    const key = hash('sha256', NAME_SEEDS, 'buffer');
+    const text = toBase58(key);
+    if (exists(text)) return text;
+    if (!isOnCurve(key)) return undefined;
+  }
+  throw new Error('Unable to find a viable program address nonce');
+}
+
+/**
  * The SDK's `getDomainKeySync(name + ".sol").pubkey`, `name` without suffix (`sub.parent`: `"\0" +
  * sub` under the parent).
  *
