@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { clientKeyOf } from '../src/api/http/subdomain-answers.js';
+import { clientKeyOf } from '../src/api/http/client-identity.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { CreditBudget, shareCaps, utcDay } from '../src/core/rpc/budget.js';
 import { redisKeys } from '../src/core/redis-keys.js';
@@ -17,6 +17,8 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import { elapse } from './support/wait.js';
+import { Deletions } from '../worker/follow/deletions.js';
+import { FakeClock, FakeRpc, FakeStore, quietDeps, trustingSlots } from './support/follow-fakes.js';
 
 /**
  * The day's credits shared so that nobody anonymous can drain them (docs/design.md, "Budget"):
@@ -131,6 +133,52 @@ describe('the credit meter charges every call to an account', () => {
     meter.spend('wsMegabyte', 'default', 2);
     await meter.flush();
     expect(Number((await shares()).proactive)).toBe(92);
+  });
+
+  it("gives up a followed Delete's read once the proactive share is spent at its pace, not the day", async () => {
+    const morning = Date.UTC(2026, 10, 24) + 2.4 * HOUR;
+    const { meter, view } = meterOf(1000, morning);
+    const rpc = new FakeRpc();
+    const lost: string[] = [];
+    const deletions = new Deletions({
+      rpc,
+      store: new FakeStore(),
+      clock: new FakeClock(),
+      slots: trustingSlots(),
+      affordable: () => view.proactiveAffordable(),
+      reread: () => undefined,
+      changed: () => undefined,
+      lost: (signature) => lost.push(signature),
+      ...quietDeps(),
+    });
+    const deleting = (signature: string) => ({
+      slot: 60,
+      signature,
+      failed: false,
+      logs: [
+        'Program namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX invoke [1]',
+        'Program log: Instruction: Delete Name',
+      ],
+    });
+    // A transaction that failed: read once, it changed nothing.
+    rpc.setTx('affordable', { slot: 60, meta: { err: { InstructionError: [0, 'Custom'] } } });
+    await view.read();
+    expect(view.proactiveAffordable()).toBe(true);
+    deletions.onLogs(deleting('affordable'));
+    await deletions.idle();
+    expect(rpc.count('getTransaction affordable')).toBe(1);
+    // The share's 90 credits of the morning spent by refreshes ahead: a tenth of the day.
+    expect(await drain(meter, { kind: 'proactive' }, 10)).toMatchObject({ reserved: 9 });
+    await view.read();
+    expect(view.state()).toBe('normal');
+    expect(view.proactiveAffordable()).toBe(false);
+    rpc.calls.length = 0;
+    deletions.onLogs(deleting('paced'));
+    await deletions.idle();
+    expect(rpc.calls).toEqual([]);
+    expect(lost).toContain('paced');
+    // At noon the share's pace has room again.
+    expect(view.proactiveAffordable(1, NOON)).toBe(true);
   });
 
   it('gives a refused or unspent reservation back to every field it took', async () => {

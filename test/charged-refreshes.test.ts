@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { clientKeyOf } from '../src/api/http/subdomain-answers.js';
+import { clientKeyOf } from '../src/api/http/client-identity.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { elapse } from './support/wait.js';

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
 import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
 import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
+import { CreditBudgetRefusal } from '../worker/rpc/credits.js';
 import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
 import { every } from '../worker/follow/types.js';
 import {
@@ -59,7 +60,8 @@ describe('a spent budget', () => {
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
     let state: 'normal' | 'exhausted' = 'normal';
     let owed = 0;
-    const f = fakeFollower({ rpc, deps: { budget: { state: () => state }, owed: () => owed } });
+    const budget = { state: () => state, proactiveAffordable: () => state !== 'exhausted' };
+    const f = fakeFollower({ rpc, deps: { budget, owed: () => owed } });
     await f.open();
     await f.clock.advance(2_500);
     expect(f.follower.healthy).toBe(true);
@@ -204,6 +206,18 @@ describe('reads for Deletes', () => {
     await poor.deletions.idle();
     expect(poor.rpc.count('getTransaction')).toBe(0);
     expect(poor.lost).toEqual(['dear']);
+  });
+
+  it('gives a Delete up at the first call the budget refuses, without trying it again', async () => {
+    const { rpc, lost, deletions } = make();
+    rpc.transaction = async (signature: string) => {
+      rpc.calls.push(`getTransaction ${signature}`);
+      throw new CreditBudgetRefusal('getTransaction', 1, 90, 1000, 'proactive');
+    };
+    deletions.onLogs(forged('refused'));
+    await deletions.idle();
+    expect(rpc.calls).toEqual(['getTransaction refused']);
+    expect(lost).toEqual(['refused']);
   });
 
   it('refuses a reply of more instructions than a transaction runs, and looks Deletes up at once', async () => {

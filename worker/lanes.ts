@@ -31,13 +31,19 @@ type LaneLimits = {
 export const decodeHeapMb = (maxResponseBytes: number) =>
   Math.min(2048, Math.max(64, Math.ceil((24 * maxResponseBytes) / (1024 * 1024))));
 
-/** The worker's two lanes (docs/design.md, "Replies from an RPC") and their decode threads. */
+/** The worker's lanes (docs/design.md, "Replies from an RPC") and their decode threads. */
 export type Lanes = {
   /** The configured endpoint's: its retries and bounds. */
   defaultLane: DiscoveryLane;
   /** `?rpc=` overrides': one retry, the override bounds, cut at `SUBDOMAINS_WAIT_MS`. */
   overrideLane: DiscoveryLane;
-  /** Both lanes' decode threads, closed with the kit (and at once by a forced close of the jobs). */
+  /**
+   * The registry index's build (`SUBDOMAIN_INDEX=registry`): the configured endpoint with its
+   * bounds, but a decode thread of its own, so a refresh's decode never queues behind a page's.
+   * Its thread starts only when a piece first decodes.
+   */
+  buildLane: DiscoveryLane;
+  /** The lanes' decode threads, closed with the kit (and at once by a forced close of the jobs). */
   threads: DecodeThread[];
 };
 
@@ -72,13 +78,15 @@ export function openLanes(
     maxAnswerBytes: limits.maxAnswerBytes,
     refreshMs: limits.refreshMs,
   });
-  const defaultLane = lane({
+  const configured: LaneLimits = {
     retries: config.RPC_RETRIES,
     maxResponseBytes: config.RPC_MAX_RESPONSE_BYTES,
     decodeMs: config.RPC_DECODE_MS,
     maxLabelBytes: DEFAULT_MAX_LABEL_BYTES,
     maxAnswerBytes: config.RPC_MAX_RESPONSE_BYTES,
-  });
+  };
+  const defaultLane = lane(configured);
+  const buildLane = lane(configured);
   // One retry at most: a server that fails twice is as likely to be slow on purpose as by accident.
   const overrideLane = lane({
     retries: Math.min(config.RPC_RETRIES, 1),
@@ -91,10 +99,10 @@ export function openLanes(
   });
   const threads = kit.closes(
     'worker decode threads',
-    [defaultLane.thread, overrideLane.thread],
+    [defaultLane.thread, overrideLane.thread, buildLane.thread],
     async (all) => {
       await Promise.all(all.map((t) => t.close().catch(() => undefined)));
     },
   );
-  return { defaultLane, overrideLane, threads };
+  return { defaultLane, overrideLane, buildLane, threads };
 }

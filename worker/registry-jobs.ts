@@ -77,16 +77,19 @@ export function openRegistryJobs(boot: WorkerBoot, endpoint: RpcEndpoint): Regis
       void index.markBehind().catch(() => undefined);
     },
   });
+  // The build shares nothing a refresh waits on: a lane (decode thread) and a blocking connection
+  // of its own, and it stands aside while refresh jobs wait to be taken.
   const worker = createRegistryBuildWorker(
-    boot.workerConnection,
+    kit.redis('worker', 'worker registry build connection'),
     prefix,
     {
       index,
-      lane: defaultLane,
+      lane: boot.buildLane,
       endpoint,
       slots,
       budget,
       followStatus: () => readFollowStatus(command, prefix),
+      refreshWaiting: () => boot.queue.getJobCountByTypes('wait', 'prioritized'),
       logger,
     },
     (err) => kit.reportError(err, 'registry build worker'),

@@ -3,6 +3,7 @@ import { occasionalWarning } from '../../src/core/logger.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
+import { CreditBudgetRefusal } from '../rpc/credits.js';
 import type { FollowRpc } from './rpc.js';
 import type { LogsNote } from './stream.js';
 import { logsDelete, nameWrites } from './transaction.js';
@@ -39,9 +40,10 @@ export type DeletionsDeps = {
   rpc: Pick<FollowRpc, 'transaction'>;
   store: Pick<FollowStore, 'parentsOfMembers' | 'applyChanges'>;
   /**
-   * Whether the daily credit budget pays for a proactive read now (docs/design.md, "Budget");
-   * always when absent. A Delete it cannot pay for is given up as lost (a new epoch), never taken
-   * for "nothing deleted".
+   * Whether the daily credit budget pays for a proactive read now: the proactive share at its
+   * pace, not only the day (docs/design.md, "Budget"; `CreditBudget.proactiveAffordable`); always
+   * when absent. Asked before every try. A Delete it cannot pay for is given up as lost (a new
+   * epoch), never taken for "nothing deleted".
    */
   affordable?: () => boolean;
   clock: Clock;
@@ -183,7 +185,17 @@ export class Deletions {
         this.deps.lost(signature);
         return;
       }
-      const tx = await rpc.transaction(signature).catch(() => undefined);
+      let refused = false;
+      const tx = await rpc.transaction(signature).catch((err: unknown) => {
+        refused = err instanceof CreditBudgetRefusal;
+        return undefined;
+      });
+      // The budget refused the call unmade: trying again before its pace allows meets the same
+      // refusal, so the Delete is given up now rather than after every try.
+      if (refused) {
+        this.deps.lost(signature);
+        return;
+      }
       const writes = nameWrites(tx);
       // A transaction that failed changed nothing.
       if (writes === 'failed') return;

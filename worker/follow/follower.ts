@@ -58,10 +58,11 @@ export type FollowerDeps = {
   clock: Clock;
   slots: Pick<SlotClock, 'trusts' | 'ceiling' | 'newest'>;
   /**
-   * The daily credit budget: past its soft threshold the existence checks (the backstop) stop;
-   * the stream itself goes on, its spend flat (docs/design.md, "Budget").
+   * The daily credit budget: past its soft threshold the existence checks (the backstop) stop,
+   * reads for Deletes go at the proactive share's pace; the stream itself goes on, its spend flat
+   * (docs/design.md, "Budget").
    */
-  budget?: Pick<CreditBudget, 'state'>;
+  budget?: Pick<CreditBudget, 'state' | 'proactiveAffordable'>;
   metrics: Metrics;
   logger: Logger;
   reread: Reread;
@@ -146,7 +147,7 @@ export class Follower {
     });
     this.deletions = new Deletions({
       rpc: deps.rpc,
-      affordable: () => deps.budget?.state() !== 'exhausted',
+      affordable: () => deps.budget?.proactiveAffordable() ?? true,
       store: deps.store,
       clock,
       slots: deps.slots,

@@ -1,3 +1,4 @@
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { PieceMember, RegistryIndex } from '../../src/core/cache/registry-index.js';
@@ -34,6 +35,15 @@ export const PAGE_LIMIT = 10_000;
 /** Tries of a piece (with exponential back-off from {@link PIECE_BACKOFF_MS}). */
 export const PIECE_ATTEMPTS = 12;
 export const PIECE_BACKOFF_MS = 2_000;
+/**
+ * Longest a piece stands aside, before each page, while refresh jobs wait to be taken: the build
+ * is background work and yields to the refreshes that users wait on, but is never stopped for good.
+ */
+export const PIECE_YIELD_MS = 5_000;
+/** Records of a page checked between two turns of the event loop. */
+const DERIVE_CHUNK = 500;
+/** How often a piece standing aside looks again at the refresh jobs waiting, in ms. */
+export const PIECE_YIELD_POLL_MS = 100;
 
 export type PieceJob = { run: number; shard: string };
 
@@ -46,9 +56,28 @@ export type BuildDeps = {
   budget?: Pick<CreditBudget, 'state'>;
   /** The follow status: a piece is read only while the stream is whole-program and healthy. */
   followStatus: () => Promise<FollowStatus | null>;
+  /**
+   * Refresh jobs of the configured endpoint waiting to be taken (the refresh queue's `wait` and
+   * `prioritized` counts): while some wait, a piece reads no page ({@link PIECE_YIELD_MS}).
+   */
+  refreshWaiting?: () => Promise<number>;
   logger: Logger;
   now?: () => number;
 };
+
+/**
+ * Waits, up to {@link PIECE_YIELD_MS}, while refresh jobs wait to be taken: the build's scans and a
+ * refresh's share the provider's rate limit and this process, and a user waits on the refresh.
+ * A count that cannot be read does not hold the build.
+ */
+async function standAside(deps: BuildDeps): Promise<void> {
+  const waiting = deps.refreshWaiting;
+  if (!waiting) return;
+  const until = Date.now() + PIECE_YIELD_MS;
+  while (Date.now() < until && (await waiting().catch(() => 0)) > 0) {
+    await sleep(PIECE_YIELD_POLL_MS);
+  }
+}
 
 /** Whether the provider refused the method (-32601): V2 pagination is then not offered. */
 const refused = (err: unknown): boolean =>
@@ -166,6 +195,7 @@ export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number
   let total = 0;
   for (;;) {
     let page: Page;
+    await standAside(deps);
     const params = {
       ...config,
       ...(minContextSlot === undefined ? {} : { minContextSlot }),
@@ -200,7 +230,15 @@ export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number
     }
     deps.slots.observe(page.slot);
     minContextSlot = Math.max(minContextSlot ?? page.slot, page.slot);
-    const { found, cut } = reverseRecordsOf(page.accounts);
+    const found: Array<Omit<PieceMember, 'owner'>> = [];
+    const cut: string[] = [];
+    // Two derivations a record, on this thread: a page is cut so refreshes' callbacks run between.
+    for (let at = 0; at < page.accounts.length; at += DERIVE_CHUNK) {
+      if (at > 0) await setImmediate();
+      const some = reverseRecordsOf(page.accounts.slice(at, at + DERIVE_CHUNK));
+      found.push(...some.found);
+      cut.push(...some.cut);
+    }
     const long = await readLongTexts(lane, endpoint, cut, page.slot);
     found.push(...long);
     const { members, slot: ownersSlot } = await ownersOf(lane, endpoint, found, page.slot);
@@ -287,7 +325,11 @@ export function createRegistryBuildQueue(connection: RedisClient, prefix: string
   return new Queue<PieceJob>(REGISTRY_BUILD_QUEUE, { connection, prefix });
 }
 
-/** The BullMQ worker running pieces, one at a time (a bootstrap is paced, not raced). */
+/**
+ * The BullMQ worker running pieces, one at a time (a bootstrap is paced, not raced), on a queue
+ * and a connection of its own: a refresh job never waits behind a piece (docs/design.md, "The
+ * registry index").
+ */
 export function createRegistryBuildWorker(
   connection: RedisClient,
   prefix: string,

@@ -195,6 +195,8 @@ export class CreditBudget {
   private readonly keys: ReturnType<typeof redisKeys>;
   private day = '';
   private spentToday = 0;
+  /** The proactive share's spend of {@link day}, as last read. */
+  private proactiveToday = 0;
   private readAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
   /** Totals observed from writes: a read that saw none meanwhile is the newest value known. */
@@ -227,6 +229,22 @@ export class CreditBudget {
     if (this.creditsPerDay === undefined) return 'normal';
     if (now - this.readAt >= this.readEveryMs) void this.read().catch(() => undefined);
     return budgetState(this.spent(now), this.creditsPerDay, now);
+  }
+
+  /**
+   * Whether a call of `credits` no request asked for fits the proactive share now: its spend, as
+   * last read, plus `credits` within the share's cap at `now` ({@link shareCaps}: paced through
+   * the day; the reservation's tolerance), and the day not exhausted. What the followed chain's reads for Deletes ask before each call, so they are
+   * paced like every other proactive spend instead of being refused one by one by the
+   * reservation (which is what holds the share exactly). Always true without a budget; reads the
+   * counter as {@link state} does.
+   */
+  proactiveAffordable(credits = 1, now = this.now()): boolean {
+    const budget = this.creditsPerDay;
+    if (budget === undefined) return true;
+    if (this.state(now) === 'exhausted') return false;
+    const spent = this.day === utcDay(now) ? this.proactiveToday : 0;
+    return spent + credits <= shareCaps(budget, this.shares, now).proactive + 1e-9;
   }
 
   /**
@@ -289,6 +307,7 @@ export class CreditBudget {
     if (!Number.isFinite(total)) return;
     if (day === this.day && total < this.spentToday && !lower) return;
     if (day < this.day) return;
+    if (day !== this.day) this.proactiveToday = 0;
     this.day = day;
     this.spentToday = total;
     this.opts.metrics.rpcBudgetSpent.set(total);
@@ -301,13 +320,18 @@ export class CreditBudget {
       this.readAt = now;
       const day = utcDay(now);
       const observed = this.observed;
-      const raw = await this.opts.redis.get(this.keys.rpcCredits(day));
+      const [raw, proactive] = await Promise.all([
+        this.opts.redis.get(this.keys.rpcCredits(day)),
+        this.opts.redis.hget(this.keys.rpcCreditShares(day), SHARE_FIELD.proactive),
+      ]);
       // No counter within a day that had one is Redis having lost its data (the counter outlives
       // its day, and reservations given back leave it at 0, not gone): not a fresh budget. The
       // spend known is kept, and the worker writes it back (`floorOf`).
       if (raw === null && day === this.day && this.spentToday > 0) return;
       // A write's total that arrived meanwhile may be newer than this read's.
       this.take(day, raw === null ? 0 : Number(raw), this.observed === observed);
+      const share = Number(proactive ?? 0);
+      if (day === this.day && Number.isFinite(share)) this.proactiveToday = share;
     })().finally(() => (this.reading = undefined));
     return this.reading;
   }
