@@ -2,6 +2,7 @@
  * JSON parsing bounded before `JSON.parse`, which cannot be interrupted and costs by values built,
  * not bytes (docs/design.md, "Replies from an RPC").
  */
+import { constants } from 'node:buffer';
 import { getHeapStatistics } from 'node:v8';
 
 /** Bounds of one parse. */
@@ -35,9 +36,10 @@ const COLON = 0x3a;
 /**
  * Counts what a parse of `bytes` would build, building nothing (validity is the parse's job).
  *
+ * @returns how many values the parse builds, at most (keys included).
  * @throws JsonBoundsError past the nesting or value bound.
  */
-export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): void {
+export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): number {
   const maxValues = 64 + Math.floor(bytes.length * bounds.maxValuesPerByte);
   let depth = 0;
   let values = 0;
@@ -67,6 +69,7 @@ export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): void {
       throw new JsonBoundsError(`more than ${maxValues} values in ${bytes.length} bytes`);
     }
   }
+  return values;
 }
 
 /**
@@ -78,17 +81,16 @@ export class JsonHeapError extends Error {
 }
 
 /**
- * Bytes handed to one `JSON.parse`; longer objects are parsed member by member, longer arrays in
- * runs of members up to this size. One `JSON.parse` (or one string of the body) allocates all at
- * once and cannot be interrupted, and a worker terminated at its heap limit only gets a little
- * headroom to stop in: a whole body parsed at once can overrun it and abort the process. Between
- * pieces, termination takes effect.
+ * Heap bytes one counted value may cost once parsed: about 1.5 times the worst measured
+ * (BENCHMARKS.md, "Decoding large replies").
  */
-export const PIECE_BYTES = 256 * 1024;
+export const HEAP_PER_VALUE = 64;
 
-/** First bytes of a string, a number or a literal. */
-const VALUE_START = new Set(Buffer.from('"-0123456789tfn'));
-const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+/**
+ * Bodies up to this many bytes are parsed without asking the heap first: what they can build fits
+ * the headroom a thread stopped at its heap limit still has (Node's 16 MiB).
+ */
+export const SMALL_BODY_BYTES = 256 * 1024;
 
 /**
  * Fails with {@link JsonHeapError} unless `bytes` more fit under the heap limit (garbage not yet
@@ -101,129 +103,23 @@ function reserve(bytes: number): void {
   }
 }
 
-/** Where the value starting at or after `start` ends: the next `,` `]` `}` outside it, or `end`. */
-function valueEnd(buf: Buffer, start: number, end: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < end; i++) {
-    const b = buf[i] as number;
-    if (inString) {
-      if (b === BACKSLASH) i++;
-      else if (b === QUOTE) inString = false;
-    } else if (b === QUOTE) inString = true;
-    else if (b === OPEN_BRACE || b === OPEN_BRACKET) depth++;
-    else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
-      if (depth === 0) return i;
-      depth--;
-    } else if (b === COMMA && depth === 0) return i;
-  }
-  return end;
-}
-
-/** Like `JSON.parse` of `buf[start, end)`, in pieces of at most `piece` bytes. */
-function parseSpan(buf: Buffer, start: number, end: number, piece: number): unknown {
-  while (start < end && isSpace(buf[start] as number)) start++;
-  while (end > start && isSpace(buf[end - 1] as number)) end--;
-  const open = buf[start];
-  if (end - start <= piece || (open !== OPEN_BRACE && open !== OPEN_BRACKET)) {
-    // Not JSON (a proxy's page): fail as `JSON.parse` would, before building its text.
-    if (end - start > piece && !VALUE_START.has(open as number)) {
-      throw new SyntaxError(`unexpected byte ${open} at ${start}`);
-    }
-    // The UTF-8 text and what it parses to: at most 2 bytes per byte each.
-    if (end - start > piece) reserve(4 * (end - start));
-    return JSON.parse(buf.toString('utf8', start, end));
-  }
-  const close = open === OPEN_BRACE ? CLOSE_BRACE : CLOSE_BRACKET;
-  if (buf[end - 1] !== close) throw new SyntaxError(`unterminated value at byte ${start}`);
-  const inner = end - 1;
-  let at = start + 1;
-  while (at < inner && isSpace(buf[at] as number)) at++;
-  // An array's members in chunks: runs of small members parsed together, each large one alone.
-  const chunks: unknown[][] = [];
-  let runStart = -1;
-  let runEnd = -1;
-  const flush = () => {
-    if (runStart < 0) return;
-    chunks.push(JSON.parse(`[${buf.toString('utf8', runStart, runEnd)}]`) as unknown[]);
-    runStart = -1;
-  };
-  const object: Record<string, unknown> = {};
-  while (at < inner) {
-    let key: string | undefined;
-    if (open === OPEN_BRACE) {
-      const colon = keyEnd(buf, at, inner);
-      const parsed: unknown = JSON.parse(buf.toString('utf8', at, colon));
-      if (typeof parsed !== 'string') throw new SyntaxError(`object key not a string at ${at}`);
-      key = parsed;
-      at = colon + 1;
-    }
-    const stop = valueEnd(buf, at, inner);
-    if (stop < inner && buf[stop] !== COMMA) throw new SyntaxError(`unexpected byte at ${stop}`);
-    if (key === undefined) {
-      let first = at;
-      while (first < stop && isSpace(buf[first] as number)) first++;
-      if (first === stop) throw new SyntaxError(`missing array member at byte ${at}`);
-      if (runStart >= 0 && stop - runStart > piece) flush();
-      if (stop - at <= piece) {
-        if (runStart < 0) runStart = at;
-        runEnd = stop;
-      } else chunks.push([parseSpan(buf, at, stop, piece)]);
-    } else {
-      const value = parseSpan(buf, at, stop, piece);
-      if (key === '__proto__') {
-        // As `JSON.parse` builds it: an own property, not the prototype.
-        Object.defineProperty(object, key, {
-          value,
-          writable: true,
-          enumerable: true,
-          configurable: true,
-        });
-      } else object[key] = value;
-    }
-    if (stop === inner) break;
-    at = stop + 1;
-    if (at >= inner) throw new SyntaxError(`trailing comma at byte ${stop}`);
-  }
-  if (open === OPEN_BRACE) return object;
-  flush();
-  const members = chunks.reduce((sum, c) => sum + c.length, 0);
-  reserve(8 * members);
-  const array = new Array<unknown>(members);
-  let i = 0;
-  for (const c of chunks) for (const v of c) array[i++] = v;
-  return array;
-}
-
-/** Where the key starting at `start` ends: its colon. */
-function keyEnd(buf: Buffer, start: number, end: number): number {
-  let inString = false;
-  for (let i = start; i < end; i++) {
-    const b = buf[i] as number;
-    if (inString) {
-      if (b === BACKSLASH) i++;
-      else if (b === QUOTE) inString = false;
-    } else if (b === QUOTE) inString = true;
-    else if (b === COLON) return i;
-    else if (!isSpace(b)) throw new SyntaxError(`unexpected byte in an object key at ${i}`);
-  }
-  throw new SyntaxError(`object key without a value at byte ${start}`);
-}
-
 /**
- * `JSON.parse` of UTF-8 `bytes` after {@link checkJsonBounds}, with the same result; a body over
- * `piece` bytes is parsed piece by piece (see {@link PIECE_BYTES}).
+ * `JSON.parse` of UTF-8 `bytes` after {@link checkJsonBounds}, as one `JSON.parse` once the heap
+ * is known to hold all it can build: the body's text (two bytes a character at most) and
+ * {@link HEAP_PER_VALUE} per value counted. `JSON.parse` cannot be interrupted, so the check
+ * comes first (docs/design.md, "Replies from an RPC").
  *
- * @throws JsonBoundsError past the bounds; SyntaxError for non-JSON; JsonHeapError where one
- *   allocation would not fit the heap left.
+ * @throws JsonBoundsError past the bounds; SyntaxError for non-JSON; JsonHeapError where the
+ *   parse would not fit the heap left, or the text would be longer than a string can be.
  */
-export function parseBoundedJson(
-  bytes: Uint8Array,
-  bounds: JsonBounds = RPC_JSON_BOUNDS,
-  piece: number = PIECE_BYTES,
-): unknown {
-  checkJsonBounds(bytes, bounds);
+export function parseBoundedJson(bytes: Uint8Array, bounds: JsonBounds = RPC_JSON_BOUNDS): unknown {
+  const values = checkJsonBounds(bytes, bounds);
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (buf.length <= piece) return JSON.parse(buf.toString('utf8'));
-  return parseSpan(buf, 0, buf.length, piece);
+  if (buf.length > SMALL_BODY_BYTES) {
+    if (buf.length > constants.MAX_STRING_LENGTH) {
+      throw new JsonHeapError(`a body of ${buf.length} bytes is longer than a string can be`);
+    }
+    reserve(2 * buf.length + HEAP_PER_VALUE * values);
+  }
+  return JSON.parse(buf.toString('utf8'));
 }

@@ -38,7 +38,7 @@ import { subdomainDetailsRoutes } from './routes/subdomain-details.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { subdomainEventRoutes } from './routes/subdomain-events.js';
 import { redisKeys } from '../../core/redis-keys.js';
-import { clientKey } from './subdomain-answers.js';
+import { clientKey } from './client-identity.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
 

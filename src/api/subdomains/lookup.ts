@@ -46,7 +46,7 @@ export type LookupResult = { entry: CacheEntry; state: CacheState; accounts?: En
  * its new refreshes.
  */
 export type Requester = {
-  /** The cold-miss limit's key of the request (`clientKey`, src/api/http/subdomain-answers.ts). */
+  /** The cold-miss limit's key of the request (`clientKey`, src/api/http/client-identity.ts). */
   readonly client: string;
   /**
    * Called only when this request would start a new refresh (a cold miss or a stale hit that joins

@@ -1,26 +1,23 @@
-import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { OverloadedError } from '../../../core/errors.js';
-import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
 import {
   buildDetailsView,
   rowsText,
   type DetailsAnswer,
   type DetailsViews,
 } from '../../subdomains/details-views.js';
-import type { LookupResult } from '../../subdomains/lookup.js';
-import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
+import { selectPage } from '../../subdomains/page-selection.js';
 import { renderPageText } from '../paged-answer.js';
 import { sendRendered } from '../rendered.js';
+import type { CachedReply } from '../cache-headers.js';
+import { cachedAnswers, type CachedAnswerDeps, type FoundAnswer } from '../cached-answers.js';
 import {
   CACHED_ANSWER_HEADERS,
   cachedAnswerQuery,
-  cachedAnswers,
   parentParams,
   subdomainDetail,
   subdomainDetails,
-  type CachedAnswerDeps,
-} from '../subdomain-answers.js';
+} from '../subdomain-schemas.js';
 import {
   errorEnvelopeSchema,
   errorResponse,
@@ -49,14 +46,10 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   const cached = cachedAnswers(app, deps);
 
   /** Sends the whole view, or the page's rows cut from it with `X-Total-Count`. */
-  const sendView = (
-    reply: FastifyReply,
-    endpoint: RpcEndpoint,
-    { view, entry, state }: DetailsAnswer,
-    page: PageRequest | undefined,
-    now: number,
-  ) => {
-    cached.setHeaders(reply, endpoint, entry, state, page !== undefined, now);
+  const sendView = (to: CachedReply, shown: DetailsAnswer) => {
+    const { reply, page } = to;
+    const { view } = shown;
+    cached.setHeaders(to, shown);
     if (page === undefined) return sendRendered(reply, view.whole);
     const selected = selectPage(view.labels, page);
     reply.header('x-total-count', String(selected.total));
@@ -73,35 +66,23 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
    * Sends the entry's view. Kept views (configured endpoint, warm) go synchronously; an override's
    * is rendered per request and not kept (`no-store`, rare, read from Redis anyway).
    */
-  const send = (
-    reply: FastifyReply,
-    endpoint: RpcEndpoint,
-    found: LookupResult,
-    page: PageRequest | undefined,
-    parent: string,
-    now: number,
-  ): Promise<unknown> | undefined => {
+  const send = (answer: FoundAnswer): Promise<unknown> | undefined => {
+    const { endpoint, found, parent } = answer;
     const views = deps.views;
     if (endpoint.kind === 'override') {
       const { entry, state } = found;
       if (!entry.accounts) throw notYetWithAccounts();
-      sendView(
-        reply,
-        endpoint,
-        { view: buildDetailsView(entry, entry.accounts), entry, state },
-        page,
-        now,
-      );
+      sendView(answer, { view: buildDetailsView(entry, entry.accounts), entry, state });
       return;
     }
     const kept = views.peek(endpoint.id, parent, found);
     if (kept) {
-      sendView(reply, endpoint, kept, page, now);
+      sendView(answer, kept);
       return;
     }
-    return views.get(endpoint.id, parent, found).then((answer) => {
-      if (!answer) throw notYetWithAccounts();
-      return sendView(reply, endpoint, answer, page, deps.lookup.now());
+    return views.get(endpoint.id, parent, found).then((built) => {
+      if (!built) throw notYetWithAccounts();
+      return sendView({ ...answer, now: deps.lookup.now() }, built);
     });
   };
 

@@ -4,7 +4,8 @@ import { parseParentLabel } from '../../sns/names.js';
 import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/live-updates.js';
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
-import { parentParams, requesterOf, rpcQueryProperty } from '../subdomain-answers.js';
+import { requesterOf } from '../cold-miss.js';
+import { parentParams, rpcQueryProperty } from '../subdomain-schemas.js';
 import {
   errorEnvelopeSchema,
   errorResponse,

@@ -1,9 +1,6 @@
-import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { CacheEntry } from '../../../core/cache/subdomain-cache.js';
-import type { RpcEndpoint } from '../../../core/rpc/endpoint.js';
-import type { LookupResult } from '../../subdomains/lookup.js';
-import { selectPage, type PageRequest } from '../../subdomains/page-selection.js';
+import { selectPage } from '../../subdomains/page-selection.js';
 import { renderPage } from '../paged-answer.js';
 import { renderOk, sendRendered, type RenderedAnswer } from '../rendered.js';
 import {
@@ -16,14 +13,13 @@ import {
   SHUTTING_DOWN,
   useSchemas,
 } from '../../../core/http/schemas.js';
+import { cachedAnswers, type CachedAnswerDeps, type FoundAnswer } from '../cached-answers.js';
 import {
   CACHED_ANSWER_HEADERS,
   cachedAnswerQuery,
-  cachedAnswers,
   parentParams,
   subdomainList,
-  type CachedAnswerDeps,
-} from '../subdomain-answers.js';
+} from '../subdomain-schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 
 /** What the list route needs. */
@@ -45,22 +41,17 @@ const WRONG_SHAPE_DETAIL =
 
 /**
  * `GET /subdomains/:parent[?rpc=URL]` from the cache, with `X-Cache: HIT|STALE|MISS` and the
- * headers of ../subdomain-answers.ts `cacheHeaders`.
+ * headers of ../cache-headers.ts `cacheHeaders`.
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   useSchemas(app, [errorEnvelopeSchema, subdomainList]);
   const cached = cachedAnswers(app, deps);
 
   /** Sends the whole list, or the page asked for (same caching headers) with `X-Total-Count`. */
-  const send = (
-    reply: FastifyReply,
-    endpoint: RpcEndpoint,
-    { entry, state }: LookupResult,
-    page: PageRequest | undefined,
-    _parent: string,
-    now: number,
-  ): undefined => {
-    cached.setHeaders(reply, endpoint, entry, state, page !== undefined, now);
+  const send = (answer: FoundAnswer): undefined => {
+    const { reply, page } = answer;
+    const { entry } = answer.found;
+    cached.setHeaders(answer, answer.found);
     if (page === undefined) {
       sendRendered(reply, render(entry));
       return;
