@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import {
   getDomainKeySync,
   getHashedNameSync,
@@ -132,9 +134,9 @@ describe('isOnCurve equals web3.js PublicKey.isOnCurve', () => {
   });
 });
 
-describe('isSquareModP (binary Jacobi symbol) equals Euler’s criterion', () => {
-  const limbs30 = (value: bigint): Int32Array =>
-    Int32Array.from({ length: 9 }, (_, i) => Number((value >> BigInt(30 * i)) & 0x3fffffffn));
+describe('isSquareModP (binary Jacobi symbol, WebAssembly) equals Euler’s criterion', () => {
+  const words32 = (value: bigint): number[] =>
+    Array.from({ length: 8 }, (_, i) => Number((value >> BigInt(32 * i)) & 0xffffffffn));
   const euler = (a: bigint): boolean => {
     let result = 1n;
     let base = a % P;
@@ -146,19 +148,30 @@ describe('isSquareModP (binary Jacobi symbol) equals Euler’s criterion', () =>
   };
 
   it('on random values below 2^256, and on values sharing low limbs with p (the rare branch)', () => {
-    const values: bigint[] = [1n, 2n, 3n, P - 1n, P + 1n, 2n ** 256n - 1n, 2n ** 255n];
+    // Powers of two and multiples of 2^64: the first step drops whole limbs before it shifts.
+    const values: bigint[] = [1n, 2n, 3n, P - 1n, P + 1n, 2n ** 256n - 1n, 2n ** 255n, 2n ** 64n];
+    values.push(3n * 2n ** 128n, 2n ** 192n + 2n ** 200n, 2n ** 63n, 5n * 2n ** 65n);
     for (let i = 0; i < 300; i++) {
       const r = BigInt(`0x${bytesOf('jacobi', i).toString('hex')}`);
       values.push(r % P || 1n, r);
-      // Low 30, 60 or 90 bits equal to p's: a - b has whole zero limbs.
-      const k = BigInt(30 * (1 + (i % 3)));
+      // Low 64, 128 or 192 bits equal to p's: a - b has whole zero 64-bit limbs.
+      const k = BigInt(64 * (1 + (i % 3)));
       const high = (r >> k) << k;
       const v = high | (P & ((1n << k) - 1n));
       if (v % P !== 0n) values.push(v);
       const below = v % P;
       if (below !== 0n) values.push(below);
     }
-    for (const v of values) expect(isSquareModP(limbs30(v)), v.toString()).toBe(euler(v));
+    for (const v of values) expect(isSquareModP(words32(v)), v.toString()).toBe(euler(v));
+  });
+
+  it('runs src/core/sns/legendre.wasm as assembled from its .wat (npm run build:wasm)', () => {
+    const check = spawnSync(process.execPath, ['scripts/build-wasm.mjs', '--check'], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      encoding: 'utf8',
+    });
+    expect(check.stderr).toBe('');
+    expect(check.status).toBe(0);
   });
 });
 

@@ -112,7 +112,7 @@ export function redisKeys(prefix: string) {
      * characters of the subdomain name account>` (its reverse record): how a Delete finds its member.
      */
     registryAccounts: (bucket: string) => `${prefix}:registry:a:${bucket}`,
-    /** The index's build: a hash (run, status, shards, startedAt, completedAt). */
+    /** The index's build: a hash (run, status, shards, startedAt, completedAt, minSlot, floor). */
     registryState: `${prefix}:registry:state`,
     /** The shards of build number `run` done: a hash, shard -> `slot count`. */
     registryShards: (run: number) => `${prefix}:registry:shards:${run}`,

@@ -18,6 +18,11 @@ import type { FollowStatus } from './follow-status.js';
  * notification, a piece read before a change), though it may fill an unknown one. A member whose
  * two facts are gone is a tombstone: it keeps a piece read before the deletion from bringing the
  * name back.
+ *
+ * A complete build sets the floor: the lowest slot its pages were read at. A member whose newest
+ * fact is older than the floor was in none of that build's pages (the chain no longer listed it,
+ * by a Delete the stream missed before the build) and reads as its label gone at the floor, so a
+ * rebuild after an unhealed gap leaves the index as the chain was at its pages' slots.
  */
 
 /** What {@link RegistryIndex.apply} does with one fact. */
@@ -48,6 +53,9 @@ export type PieceMember = {
   owner: string | null;
 };
 
+/** A member as stored: slot, owner (`''` unknown, `-` gone), label (`+label`, `''`, `-`). */
+type StoredMember = { slot: number; owner: string; label: string };
+
 /** A listed subdomain: label, name account, owner. */
 export type RegistryMember = { label: string; account: string; owner: string };
 
@@ -65,6 +73,8 @@ export type RegistryState = {
   startedAt: number;
   /** When it completed (Unix ms), 0 before. */
   completedAt: number;
+  /** The last complete build's floor: the lowest slot its pages were read at (0 before one). */
+  floor: number;
 };
 
 /**
@@ -280,7 +290,33 @@ export class RegistryIndex {
       done,
       startedAt: num(raw.startedAt),
       completedAt: num(raw.completedAt),
+      floor: num(raw.floor),
     };
+  }
+
+  /**
+   * Every member of the parent whose key is `parentKey` as stored, listed or not (the audit): name
+   * account -> slot, owner (`''` unknown, `-` gone) and label (`+label`, `''` unknown, `-` gone),
+   * as the floor reads them (one older than the last build's floor: its label gone at the floor,
+   * its owner unknown). One round trip.
+   */
+  async storedMembers(parentKey: string): Promise<Map<string, StoredMember>> {
+    const replies = await this.redis
+      .pipeline()
+      .hgetall(this.keys.registryParent(parentIdOf(parentKey)))
+      .hget(this.keys.registryState, 'floor')
+      .exec();
+    const [hash, floorReply] = replies ?? [];
+    if (hash?.[0]) throw hash[0];
+    if (floorReply?.[0]) throw floorReply[0];
+    const raw = (hash?.[1] ?? {}) as Record<string, string>;
+    const floor = Number(floorReply?.[1] ?? 0);
+    const out = new Map<string, StoredMember>();
+    for (const [account, value] of Object.entries(raw)) {
+      const m = parseValue(value);
+      if (m) out.set(account, atFloor(m, floor));
+    }
+    return out;
   }
 
   /**
@@ -288,12 +324,9 @@ export class RegistryIndex {
    * label as answers list them, and the highest slot among its members (undefined: none).
    */
   async members(parentKey: string): Promise<{ members: RegistryMember[]; slot?: number }> {
-    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
     const members: RegistryMember[] = [];
     let slot: number | undefined;
-    for (const [account, value] of Object.entries(raw)) {
-      const m = parseValue(value);
-      if (!m) continue;
+    for (const [account, m] of await this.storedMembers(parentKey)) {
       slot = Math.max(slot ?? m.slot, m.slot);
       if (m.owner === '' || m.owner === '-' || !m.label.startsWith('+')) continue;
       members.push({ label: m.label.slice(1), account, owner: m.owner });
@@ -333,35 +366,25 @@ export class RegistryIndex {
   private sampleCursor = '0';
 
   /**
-   * Every member of the parent whose key is `parentKey` as stored, listed or not (the audit): name
-   * account -> slot, owner (`''` unknown, `-` gone) and label (`+label`, `''` unknown, `-` gone).
-   */
-  async storedMembers(
-    parentKey: string,
-  ): Promise<Map<string, { slot: number; owner: string; label: string }>> {
-    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
-    const out = new Map<string, { slot: number; owner: string; label: string }>();
-    for (const [account, value] of Object.entries(raw)) {
-      const m = parseValue(value);
-      if (m) out.set(account, m);
-    }
-    return out;
-  }
-
-  /**
    * One member as stored, listed or not (tests, the audit): its slot, owner (`''` unknown, `-`
    * gone) and label (`+label`, `''` unknown, `-` gone).
    */
-  async member(
-    parentKey: string,
-    account: string,
-  ): Promise<{ slot: number; owner: string; label: string } | null> {
-    const raw = await this.redis.hget(this.keys.registryParent(parentIdOf(parentKey)), account);
-    return raw === null ? null : parseValue(raw);
+  async member(parentKey: string, account: string): Promise<StoredMember | null> {
+    const [value, floor] = await Promise.all([
+      this.redis.hget(this.keys.registryParent(parentIdOf(parentKey)), account),
+      this.redis.hget(this.keys.registryState, 'floor'),
+    ]);
+    const m = value === null ? null : parseValue(value);
+    return m && atFloor(m, Number(floor ?? 0));
   }
 }
 
-function parseValue(value: string): { slot: number; owner: string; label: string } | null {
+/** A member as the floor reads it (src/core/lua/includes/registry-member.lua, `at_floor`). */
+function atFloor(m: StoredMember, floor: number): StoredMember {
+  return Number.isSafeInteger(floor) && m.slot < floor ? { slot: floor, owner: '', label: '-' } : m;
+}
+
+function parseValue(value: string): StoredMember | null {
   const a = value.indexOf('|');
   const b = a < 0 ? -1 : value.indexOf('|', a + 1);
   if (b < 0) return null;

@@ -63,3 +63,11 @@ local function merge(m, f, value, slot)
   return true
 end
 local function jslot(j) return j and tonumber(string.match(j, '^(%d+)|')) end
+-- The floor (the state's `floor`): the lowest slot the last complete build read a page at. Every
+-- member that build's pages found, and every fact the stream saw since, is at the floor or later;
+-- a member older than it was in no page, so the chain did not list it then (a Delete the stream
+-- missed before the build): it reads as its label gone at the floor, its owner unknown.
+local function at_floor(m, floor)
+  if m and m.slot < floor then return { slot = floor, owner = '', label = '-' } end
+  return m
+end
