@@ -13,7 +13,7 @@ import { spawnMain, type MainProcess } from './support/main-process.js';
 import { ATTACK_NAMES, peakRss, startHostileRpc, type HostileRpc } from './support/hostile-rpc.js';
 import { freePort } from './support/ports.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
-import { elapse } from './support/wait.js';
+import { elapse, waitFor } from './support/wait.js';
 
 const MiB = 1024 * 1024;
 const SHUTDOWN_TIMEOUT_MS = 5_000;
@@ -86,6 +86,7 @@ describe('a hostile ?rpc= server', () => {
     'keeps answering through the %s attack, the configured endpoint unharmed',
     async (attack) => {
       const rpc = encodeURIComponent(`${hostileUrl}/${attack}`);
+      const before = hostile.received(attack);
       // More requests than the override lane has slots, each for its own parent (no dedup).
       const hostileRequests = Promise.all(
         Array.from({ length: 6 }, (_, i) =>
@@ -94,7 +95,8 @@ describe('a hostile ?rpc= server', () => {
           }),
         ),
       );
-      await elapse(150); // the attack is under way
+      // The attack is under way: the hostile server has its first request.
+      await waitFor(() => hostile.received(attack) > before, 10_000);
       const during = (async () => [await defaultColdMiss(), await defaultColdMiss()])();
       const worstProbe = await probeWhile(Promise.all([hostileRequests, during]));
       for (const miss of await during) {
@@ -119,10 +121,12 @@ describe('a hostile ?rpc= server', () => {
 
   it('stays within its memory bound and exits within the shutdown bound on SIGTERM mid-attack', async () => {
     const rpc = encodeURIComponent(`${hostileUrl}/junk`);
+    const before = hostile.received('junk');
     const pending = Array.from({ length: 4 }, (_, i) =>
       getJson(base, `/subdomains/last${i}?rpc=${rpc}`).catch(() => undefined),
     );
-    await elapse(300);
+    // Mid-attack: the hostile server has its first request, its reply is on the way.
+    await waitFor(() => hostile.received('junk') > before, 10_000);
     const started = performance.now();
     const exit = await gateway.kill('SIGTERM');
     const took = performance.now() - started;

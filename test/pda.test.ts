@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import {
   getDomainKeySync,
   getHashedNameSync,
@@ -11,6 +13,7 @@ import {
   ROOT_DOMAIN_ACCOUNT as SDK_ROOT_DOMAIN_ACCOUNT,
 } from '@bonfida/spl-name-service';
 import { PublicKey } from '@solana/web3.js';
+import bs58 from 'bs58';
 import { describe, expect, it } from 'vitest';
 import { isOnCurve, isSquareModP } from '../src/core/sns/ed25519.js';
 import {
@@ -132,9 +135,9 @@ describe('isOnCurve equals web3.js PublicKey.isOnCurve', () => {
   });
 });
 
-describe('isSquareModP (binary Jacobi symbol) equals Euler’s criterion', () => {
-  const limbs30 = (value: bigint): Int32Array =>
-    Int32Array.from({ length: 9 }, (_, i) => Number((value >> BigInt(30 * i)) & 0x3fffffffn));
+describe('isSquareModP (binary Jacobi symbol, WebAssembly) equals Euler’s criterion', () => {
+  const words32 = (value: bigint): number[] =>
+    Array.from({ length: 8 }, (_, i) => Number((value >> BigInt(32 * i)) & 0xffffffffn));
   const euler = (a: bigint): boolean => {
     let result = 1n;
     let base = a % P;
@@ -146,19 +149,30 @@ describe('isSquareModP (binary Jacobi symbol) equals Euler’s criterion', () =>
   };
 
   it('on random values below 2^256, and on values sharing low limbs with p (the rare branch)', () => {
-    const values: bigint[] = [1n, 2n, 3n, P - 1n, P + 1n, 2n ** 256n - 1n, 2n ** 255n];
+    // Powers of two and multiples of 2^64: the first step drops whole limbs before it shifts.
+    const values: bigint[] = [1n, 2n, 3n, P - 1n, P + 1n, 2n ** 256n - 1n, 2n ** 255n, 2n ** 64n];
+    values.push(3n * 2n ** 128n, 2n ** 192n + 2n ** 200n, 2n ** 63n, 5n * 2n ** 65n);
     for (let i = 0; i < 300; i++) {
       const r = BigInt(`0x${bytesOf('jacobi', i).toString('hex')}`);
       values.push(r % P || 1n, r);
-      // Low 30, 60 or 90 bits equal to p's: a - b has whole zero limbs.
-      const k = BigInt(30 * (1 + (i % 3)));
+      // Low 64, 128 or 192 bits equal to p's: a - b has whole zero 64-bit limbs.
+      const k = BigInt(64 * (1 + (i % 3)));
       const high = (r >> k) << k;
       const v = high | (P & ((1n << k) - 1n));
       if (v % P !== 0n) values.push(v);
       const below = v % P;
       if (below !== 0n) values.push(below);
     }
-    for (const v of values) expect(isSquareModP(limbs30(v)), v.toString()).toBe(euler(v));
+    for (const v of values) expect(isSquareModP(words32(v)), v.toString()).toBe(euler(v));
+  });
+
+  it('runs src/core/sns/legendre.wasm as assembled from its .wat (npm run build:wasm)', () => {
+    const check = spawnSync(process.execPath, ['scripts/build-wasm.mjs', '--check'], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      encoding: 'utf8',
+    });
+    expect(check.stderr).toBe('');
+    expect(check.status).toBe(0);
   });
 });
 
@@ -173,6 +187,15 @@ describe('base58', () => {
     }
     expect(toBase58(new Uint8Array(0))).toBe('');
     expect(() => fromBase58('0OIl')).toThrow(TypeError);
+    expect(() => fromBase58('1ü')).toThrow(TypeError);
+    // Any length, as web3.js reads it (bs58 under it).
+    for (let n = 0; n <= 80; n++) {
+      const random = [bytesOf('len', n), bytesOf('len+', n), bytesOf('len++', n)];
+      const bytes = Buffer.concat([Buffer.alloc(n % 3), ...random]).subarray(0, n);
+      const text = bs58.encode(bytes);
+      expect(toBase58(bytes)).toBe(text);
+      expect(fromBase58(text).equals(Buffer.from(bs58.decode(text)))).toBe(true);
+    }
   });
 });
 
@@ -285,9 +308,15 @@ describe('derivations equal the SDK', () => {
       const hashed = hashName(child.toBase58());
       const args = [hashed, REVERSE_LOOKUP_CLASS, parent.toBuffer()] as const;
       // The derived key among other accounts: found; among none: nothing.
-      const others = new Set([expected, toBase58(bytesOf('other', i))]);
-      if (existingNameAccountKey(...args, (k) => others.has(k)) !== expected) wrong.push(expected);
-      expect(existingNameAccountKey(...args, () => false)).toBe(undefined);
+      const others = new Map(
+        [expected, toBase58(bytesOf('other', i))].map((k) => [
+          Buffer.from(fromBase58(k)).toString('hex'),
+          k,
+        ]),
+      );
+      const find = (key: Buffer) => others.get(key.toString('hex'));
+      if (existingNameAccountKey(...args, find) !== expected) wrong.push(expected);
+      expect(existingNameAccountKey(...args, () => undefined)).toBe(undefined);
     }
     expect(wrong).toEqual([]);
     expect(() =>

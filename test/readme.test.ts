@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { waitFor } from './support/gateway.js';
+import { settled } from './support/wait.js';
 import { killGroup, npmRun, type NpmRun } from './support/npm-run.js';
 import { freePort } from './support/ports.js';
 import { inDatabase } from './support/shared-redis.js';
@@ -112,12 +113,11 @@ describe('the examples, against npm run demo', () => {
   afterAll(async () => {
     if (!demo) return;
     demo.child.kill('SIGTERM');
-    const stopped = await Promise.race([
-      demo.exited,
-      new Promise<'late'>((resolve) => setTimeout(resolve, 40_000, 'late')),
-    ]);
-    killGroup(demo.child);
-    expect(stopped).toBe(0);
+    try {
+      expect(await settled(demo.exited, 'npm run demo stopped by SIGTERM', 40_000)).toBe(0);
+    } finally {
+      killGroup(demo.child);
+    }
   }, 60_000);
 
   const here = (command: string) =>

@@ -161,14 +161,16 @@ describe('the registry audit', () => {
     const hash = keys.registryParent(alpha.slice(0, 16));
     const stored = await index.storedMembers(alpha);
     const [first, second] = [...stored.keys()].sort();
-    // Planted at slot 1: one member gone, one with another owner, one the chain does not have.
+    // Planted at the build's floor (older members read as gone): one member gone, one with
+    // another owner, one the chain does not have.
+    const at = (await index.state()).floor.toString(36);
     await gw.redis.hdel(hash, first as string);
     const other = stored.get(second as string);
-    await gw.redis.hset(hash, second as string, `1|${NEW_OWNER.toBase58()}|${other?.label}`);
+    await gw.redis.hset(hash, second as string, `${at}|${NEW_OWNER.toBase58()}|${other?.label}`);
     await gw.redis.hset(
       hash,
       'GhostAccount1111111111111111111111111111111',
-      `1|${NEW_OWNER.toBase58()}|+ghost`,
+      `${at}|${NEW_OWNER.toBase58()}|+ghost`,
     );
     expect(await labels(gw, 'alpha')).not.toEqual(['one', 'three', 'two']);
 

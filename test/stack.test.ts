@@ -9,8 +9,10 @@
  * scraping both with every dashboard query returning data; Redis restarted with its append-only
  * file keeping entries and queued jobs; the worker container killed mid-job and its job taken
  * over by the container the restart policy brings back; `docker stop` of api and worker ending
- * both with exit code 0 within stop_grace_period, in-flight requests answered. Grafana is left out:
- * no image of it can be made without an image registry (it has no Debian package).
+ * both with exit code 0 within stop_grace_period, in-flight requests answered. Then the demo
+ * profile, as `.env.example` sets it up: the simulator a service of the stack, the demo chain
+ * answered and a subdomain created on it shown without a scan. Grafana is left out: no image of
+ * it can be made without an image registry (it has no Debian package).
  *
  * scripts/docker-standins.sh (run first, as .ci/run does too) installs and starts the engine and
  * builds the stand-ins; the suite skips, printing why, only where that script cannot.
@@ -59,9 +61,17 @@ if ('reason' in engine) {
 }
 
 const PROJECT = `snsgw-stack-${process.pid}`;
+/** The project of the demo profile's stack, run after the first one is down. */
+const DEMO_PROJECT = `snsgw-demo-${process.pid}`;
+/** The stand-in tags, by `STANDIN_*` name. */
+const tags = 'tags' in engine ? engine.tags : {};
+/** Image ids there before the first build; undefined until taken (then nothing is removed). */
+let imagesBefore: Set<string> | undefined;
 /** The stack's Redis password: Compose refuses to start without one (no default exists). */
 const REDIS_PASSWORD = `redis-${randomBytes(12).toString('hex')}`;
 const GATEWAY_IMAGE = `sns-gateway:stack-test-${process.pid}`;
+/** The demo profile's simulator image, built from the Dockerfile's `rpc-sim` stage. */
+const SIM_IMAGE = `sns-gateway-rpc-sim:stack-test-${process.pid}`;
 const SERVICES = ['redis', 'api', 'worker', 'prometheus'];
 const compose = parseYaml(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
   'x-gateway': { stop_grace_period: string };
@@ -84,14 +94,11 @@ const dashboardQueries = (dashboard.panels ?? [])
   .flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title ?? '?', expr: t.expr ?? '' })));
 
 describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
-  const tags = 'tags' in engine ? engine.tags : {};
   let sim: RpcSimulator;
   let env: Record<string, string>;
   let apiUrl: string;
   let promUrl: string;
   let redisPort: number;
-  /** Image ids there before the build; undefined until taken (then nothing is removed). */
-  let imagesBefore: Set<string> | undefined;
   let failed = false;
 
   const sh = async (file: string, args: string[], timeout = 120_000): Promise<string> => {
@@ -207,6 +214,7 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
       STACK_REDIS_IMAGE: tags.STANDIN_REDIS ?? '',
       STACK_PROMETHEUS_IMAGE: tags.STANDIN_PROMETHEUS ?? '',
       STACK_GATEWAY_IMAGE: GATEWAY_IMAGE,
+      STACK_SIM_IMAGE: SIM_IMAGE,
       STACK_REDIS_PORT: String(redisPort),
       API_PUBLISH: `127.0.0.1:${apiPort}`,
       PROMETHEUS_PUBLISH: `127.0.0.1:${promPort}`,
@@ -246,18 +254,6 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
   afterAll(async () => {
     if (failed) console.log(await dc(['logs', '--no-color', '--tail=60']).catch(String));
     await dc(['down', '-v', '--remove-orphans'], 180_000).catch((e: unknown) => console.error(e));
-    // The gateway image and the layers of its build; the stand-ins stay (they are the cache), and
-    // so does every image that was there before.
-    await sh('docker', ['rmi', GATEWAY_IMAGE]).catch(() => undefined);
-    if (imagesBefore) {
-      const keep = imagesBefore;
-      const after = (await sh('docker', ['images', '-aq', '--no-trunc'])).split('\n');
-      const standIns = Object.values(tags).map((tag) => inspect(tag, '{{.Id}}').catch(() => ''));
-      const kept = new Set([...keep, ...(await Promise.all(standIns))]);
-      for (const id of after.filter((i) => i && !kept.has(i))) {
-        await sh('docker', ['rmi', id]).catch(() => undefined);
-      }
-    }
     await sim?.close();
   }, 300_000);
 
@@ -461,3 +457,176 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
     }
   }, 120_000);
 });
+
+/**
+ * `docker compose --profile demo up` as docs/operations.md tells a user to try it: the settings of
+ * `.env.example` (the simulator as RPC_URL, one client making a parent hot), the passwords it
+ * leaves to fill in, the simulator a service of the stack. Prometheus and Grafana are left out
+ * (the first describe runs Prometheus; Grafana has no image here).
+ */
+describe.runIf(!('reason' in engine))("the compose stack's demo profile in Docker", () => {
+  const DEMO_SERVICES = ['redis', 'api', 'worker', 'rpc-sim'];
+  let env: Record<string, string>;
+  let apiUrl: string;
+  let failed = false;
+
+  const sh = async (file: string, args: string[], timeout = 120_000): Promise<string> => {
+    try {
+      const { stdout } = await run(file, args, { cwd: root, env, timeout, maxBuffer: 64 << 20 });
+      return stdout;
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      throw new Error(`${file} ${args.join(' ')}: ${e.message}\n${e.stderr ?? ''}`);
+    }
+  };
+  const dc = (args: string[], timeout?: number) =>
+    sh(
+      'docker-compose',
+      [
+        '-p',
+        DEMO_PROJECT,
+        '-f',
+        'docker-compose.yml',
+        '-f',
+        'test/stack.override.yml',
+        '--env-file',
+        '.env.example',
+        '--profile',
+        'demo',
+        ...args,
+      ],
+      timeout,
+    );
+  const containerOf = async (service: string) => (await dc(['ps', '-q', service])).trim();
+  /** What `script` prints, run by node inside `service`'s container. */
+  const nodeIn = async (service: string, script: string) =>
+    sh('docker', ['exec', await containerOf(service), 'node', '-e', script]);
+  const workerMetrics = async () =>
+    parseExposition(
+      await nodeIn(
+        'worker',
+        "fetch('http://127.0.0.1:9101/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
+      ),
+    );
+  const get = (path: string): Promise<Reply> => getJson(apiUrl, path);
+  const labels = async () => ((await get('/subdomains/67679')).body as { result?: unknown }).result;
+
+  beforeAll(async () => {
+    const apiPort = await freePort();
+    apiUrl = `http://127.0.0.1:${apiPort}`;
+    // Every variable the compose file reads comes from .env.example, as for a user who copied it,
+    // not from the shell the tests run in; only what the user must fill in, and the test's own
+    // images and ports, are given.
+    const composeText = readFileSync(join(root, 'docker-compose.yml'), 'utf8');
+    env = { ...(process.env as Record<string, string>) };
+    for (const [, name] of composeText.matchAll(/\$\{(\w+)(?::[-?][^}]*)?\}/g)) {
+      if (name) delete env[name];
+    }
+    env = {
+      ...env,
+      DOCKER_BUILDKIT: '0',
+      COMPOSE_DOCKER_CLI_BUILD: '0',
+      STACK_NODE_IMAGE: tags.STANDIN_NODE ?? '',
+      STACK_REDIS_IMAGE: tags.STANDIN_REDIS ?? '',
+      STACK_PROMETHEUS_IMAGE: tags.STANDIN_PROMETHEUS ?? '',
+      STACK_GATEWAY_IMAGE: GATEWAY_IMAGE,
+      STACK_SIM_IMAGE: SIM_IMAGE,
+      STACK_REDIS_PORT: String(await freePort()),
+      API_PUBLISH: `127.0.0.1:${apiPort}`,
+      PROMETHEUS_PUBLISH: `127.0.0.1:${await freePort()}`,
+      GRAFANA_PUBLISH: `127.0.0.1:${await freePort()}`,
+      REDIS_PASSWORD: `redis-${randomBytes(12).toString('hex')}`,
+      GRAFANA_ADMIN_PASSWORD: `grafana-${randomBytes(12).toString('hex')}`,
+    };
+    imagesBefore ??= new Set((await sh('docker', ['images', '-aq', '--no-trunc'])).split('\n'));
+    // The gateway's image is the first describe's when it built one (its layers are cached).
+    await dc(['build', 'api', 'rpc-sim'], 15 * 60_000);
+    await dc(['up', '-d', '--no-build', ...DEMO_SERVICES], 5 * 60_000);
+    // The worker follows the simulated chain (its websocket on 8900) before the walkthrough.
+    await waitFor(
+      async () =>
+        value(await workerMetrics().catch(() => parseExposition('')), 'sns_follow_healthy') === 1,
+      120_000,
+    );
+  }, 20 * 60_000);
+
+  beforeEach((ctx) => {
+    ctx.onTestFailed(() => {
+      failed = true;
+    });
+  });
+
+  afterAll(async () => {
+    if (!env) return;
+    if (failed) console.log(await dc(['logs', '--no-color', '--tail=60']).catch(String));
+    await dc(['down', '-v', '--remove-orphans'], 180_000).catch((e: unknown) => console.error(e));
+  }, 300_000);
+
+  it('answers on the simulated chain, the simulator a service that is not published', async () => {
+    expect(await labels()).toEqual(['bullish', 'hollaaa', 'testing']);
+    expect(await get('/record-key-v2/bonfida/SOL')).toMatchObject({
+      status: 200,
+      body: { result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' },
+    });
+    const sim = await containerOf('rpc-sim');
+    expect(
+      await sh('docker', ['inspect', '-f', '{{.State.Health.Status}} {{.Config.User}}', sim]),
+    ).toBe('healthy node\n');
+    expect((await sh('docker', ['port', sim])).trim()).toBe('');
+    // The gateway's RPC is the service, as .env.example says.
+    const workerEnv = await sh('docker', [
+      'inspect',
+      '-f',
+      '{{join .Config.Env "\\n"}}',
+      await containerOf('worker'),
+    ]);
+    expect(workerEnv.split('\n')).toEqual(
+      expect.arrayContaining(['RPC_URL=http://rpc-sim:8899', 'HOT_KEYS_MIN_CLIENTS=1']),
+    );
+  });
+
+  it("shows a subdomain created on the chain, as the demo's walkthrough does, with no scan", async () => {
+    const scans = () =>
+      workerMetrics().then((m) =>
+        value(m, 'sns_rpc_requests_total', { method: 'getProgramAccounts' }),
+      );
+    expect(await labels()).toEqual(['bullish', 'hollaaa', 'testing']);
+    const before = await scans();
+    // The walkthrough's third command, from inside the simulator's container (not published).
+    const add = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'simAddSubdomain',
+      params: ['67679', 'fresh'],
+    });
+    await nodeIn(
+      'rpc-sim',
+      `fetch('http://127.0.0.1:8899',{method:'POST',headers:{'content-type':'application/json'},body:${JSON.stringify(add)}}).then(async r=>{if(!r.ok)process.exit(1)})`,
+    );
+    await waitFor(async () => JSON.stringify(await labels()).includes('"fresh"'), 30_000);
+    expect(await labels()).toEqual(['bullish', 'fresh', 'hollaaa', 'testing']);
+    expect(await scans()).toBe(before);
+  });
+});
+
+// The gateway and simulator images and the layers of their builds; the stand-ins stay (they are
+// the cache), and so does every image that was there before.
+afterAll(async () => {
+  if (!imagesBefore) return;
+  const docker = async (args: string[]) =>
+    (await run('docker', args, { cwd: root, timeout: 120_000, maxBuffer: 64 << 20 })).stdout;
+  for (const image of [GATEWAY_IMAGE, SIM_IMAGE]) {
+    await docker(['rmi', image]).catch(() => undefined);
+  }
+  const after = (await docker(['images', '-aq', '--no-trunc'])).split('\n');
+  const standIns = Object.values(tags).map((tag) =>
+    docker(['inspect', '-f', '{{.Id}}', tag]).then(
+      (id) => id.trim(),
+      () => '',
+    ),
+  );
+  const kept = new Set([...imagesBefore, ...(await Promise.all(standIns))]);
+  for (const id of after.filter((i) => i && !kept.has(i))) {
+    await docker(['rmi', id]).catch(() => undefined);
+  }
+}, 300_000);

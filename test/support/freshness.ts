@@ -5,6 +5,7 @@ import { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 import { elapse } from './wait.js';
+import { JOIN_EVERY_MS } from '../../worker/follow/follower.js';
 
 /** The parent the freshness tests watch: bullish, hollaaa, testing on the demo chain. */
 export const PARENT = '67679';
@@ -38,7 +39,8 @@ export async function metric(g: Gateway, name: string, labels: Record<string, st
 /**
  * Asks for `parent` once the follow stream vouches for entries (the worker owns it, both
  * subscriptions confirmed, its gap healed), and waits until the worker follows the parent: in the
- * registry, and past the second within which the worker reads the registry's recent writes.
+ * registry, and then in the worker's own set (its `sns_watched_parents`; with the worker in a process
+ * of its own, past the second within which it reads the registry's recent writes).
  */
 export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): Promise<void> {
   // The status, not this process's gauge: the worker may run in a process of its own.
@@ -49,7 +51,19 @@ export async function watched(g: Gateway, sim: RpcSimulator, parent = PARENT): P
   await g.get(`/subdomains/${parent}`);
   const registry = redisKeys(g.config.QUEUE_PREFIX).followedParents(endpointId(sim.url));
   await waitFor(async () => (await g.redis.zscore(registry, parent)) !== null, 10_000);
-  await elapse(1_500);
+  if (g.worker) {
+    // The worker follows every parent of the registry once it has read its recent writes (every
+    // JOIN_EVERY_MS): its gauge of watched parents counts them all by then.
+    await waitFor(
+      async () => (await metric(g, 'sns_watched_parents')) >= (await g.redis.zcard(registry)),
+      10_000,
+      `the worker following ${parent}`,
+    );
+  } else {
+    // A worker in a process of its own: its gauge is not this one's. Its next read of the
+    // registry, with room for a late tick.
+    await elapse(JOIN_EVERY_MS + 500);
+  }
 }
 
 /** Keeps asking for `parent` (so it stays hot) for `ms` milliseconds; the answers' X-Cache. */

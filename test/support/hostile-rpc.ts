@@ -70,11 +70,19 @@ const ATTACKS: Record<string, (res: http.ServerResponse, id: unknown) => void> =
 /** The attacks, by the path that serves each. */
 export const ATTACK_NAMES = Object.keys(ATTACKS);
 
-export type HostileRpc = { readonly url: string; close(): Promise<void> };
+export type HostileRpc = {
+  readonly url: string;
+  /** Requests received so far for `attack` (its path), answered or not yet. */
+  received(attack: string): number;
+  close(): Promise<void>;
+};
 
 /** Starts the hostile server on an ephemeral loopback port. */
 export async function startHostileRpc(): Promise<HostileRpc> {
+  const received = new Map<string, number>();
   const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').slice(1);
+    received.set(path, (received.get(path) ?? 0) + 1);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -84,7 +92,7 @@ export async function startHostileRpc(): Promise<HostileRpc> {
       } catch {
         // answer anyway
       }
-      const attack = ATTACKS[(req.url ?? '/').slice(1)];
+      const attack = ATTACKS[path];
       if (!attack) return void res.writeHead(404).end();
       res.statusCode = 200;
       res.setHeader('content-type', 'application/json');
@@ -95,6 +103,7 @@ export async function startHostileRpc(): Promise<HostileRpc> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    received: (attack) => received.get(attack) ?? 0,
     async close() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { findBinary } from './programs.js';
 import { redisAnswers, withTestDatabase } from './shared-redis.js';
+import { waitFor } from './wait.js';
 
 export type PrivateRedis = {
   readonly port: number;
@@ -87,15 +88,21 @@ export async function startPrivateRedis(
         reject(new Error(`redis-server exited (${code}) on start:\n${output.slice(-2000)}`)),
       );
     });
-    exited.catch(() => undefined);
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      if (await redisAnswers(url)) return;
-      if (Date.now() > deadline) {
-        await stop();
-        throw new Error(`redis-server did not answer on ${url}:\n${output.slice(-2000)}`);
-      }
-      await Promise.race([new Promise((r) => setTimeout(r, 50)), exited]);
+    let gone = false;
+    exited.catch(() => (gone = true));
+    // Until it answers or exits (then `exited` says why, with its output).
+    const answers = waitFor(
+      async () => gone || (await redisAnswers(url)),
+      10_000,
+      `redis-server answering on ${url}`,
+      50,
+    );
+    try {
+      await Promise.race([answers, exited]);
+    } catch (err) {
+      if (gone) throw err;
+      await stop();
+      throw new Error(`redis-server did not answer on ${url}:\n${output.slice(-2000)}`);
     }
   };
 

@@ -50,3 +50,22 @@ export async function until<T>(
  * Never a way to wait for something to happen: that is {@link waitFor}.
  */
 export const elapse = (ms: number): Promise<void> => timer(ms);
+
+/**
+ * Waits, bounded, for `promise` to settle (a process to exit, a server to close): the one wait
+ * on an event that is a promise already, so nothing is polled.
+ *
+ * @returns what `promise` resolves with.
+ * @throws what it rejects with; or, when it is still pending after `ms`, an error naming `what`.
+ */
+export async function settled<T>(promise: Promise<T>, what: string, ms = 10_000): Promise<T> {
+  let bound: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    bound = setTimeout(() => reject(new Error(`${what} not within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(bound);
+  }
+}

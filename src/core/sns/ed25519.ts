@@ -1,12 +1,15 @@
+import { readFileSync } from 'node:fs';
+
 /**
  * `PublicKey.isOnCurve` of @solana/web3.js 1.99 without BigInt. web3.js decodes with @noble/curves
  * 1.9 per RFC 8032 §5.1.3 (`zip215` false); since `v = d·y² + 1` is never 0 that reduces to:
  *
  *   on curve  ⟺  y < p  and  (u = 0 ? sign bit clear : u·v is a square mod p),  u = y² - 1
  *
- * with `u = 0` exactly for `y = 1` or `y = p - 1`. The square test is a binary Jacobi symbol on
- * 30-bit limbs, far cheaper than a square root; products use 16-bit limbs in doubles (exact
- * under 2^53).
+ * with `u = 0` exactly for `y = 1` or `y = p - 1`. The square test is a binary Jacobi symbol in
+ * WebAssembly on 64-bit limbs (./legendre.wat), far cheaper than a square root and than the same
+ * algorithm on the 30-bit limbs JavaScript's bit operations allow (BENCHMARKS.md); products use
+ * 16-bit limbs in doubles (exact under 2^53).
  */
 
 const P = 2n ** 255n - 19n;
@@ -29,15 +32,21 @@ function limbs16(value: bigint): Float64Array {
 
 /** `d = -121665/121666 mod p`, computed rather than transcribed. */
 const D = limbs16(((P - 121665n) * modPow(121666n, P - 2n)) % P);
-/** `p` in 30-bit limbs. */
-const P30 = (() => {
-  const out = new Int32Array(9);
-  for (let i = 0; i < 9; i++) out[i] = Number((P >> BigInt(30 * i)) & 0x3fffffffn);
-  return out;
-})();
-
-const MASK30 = 0x3fffffff;
 const TWO16 = 65536;
+const TWO32 = 2 ** 32;
+
+/** Node's global `WebAssembly`, the part used here: the project's libs (ES2023, Node) declare none. */
+declare const WebAssembly: {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object) => { exports: object };
+};
+
+/** ./legendre.wat assembled: compiled once, at load, from the file beside this module. */
+const legendre = new WebAssembly.Instance(
+  new WebAssembly.Module(readFileSync(new URL('./legendre.wasm', import.meta.url))),
+).exports as {
+  is_square: (...words: [number, number, number, number, number, number, number, number]) => number;
+};
 
 // Scratch space: the check runs synchronously, so one set per process is enough.
 const y = new Float64Array(16);
@@ -46,9 +55,7 @@ const u = new Float64Array(16);
 const v = new Float64Array(16);
 const w = new Float64Array(16);
 const prod = new Float64Array(31);
-const w30 = new Int32Array(9);
-const ja = new Int32Array(9);
-const jb = new Int32Array(9);
+const words = new Float64Array(8);
 
 /** Spreads carries so every limb is in [0, 2^16); the top carry wraps as ×38 (2^256 ≡ 38). */
 function carry(o: Float64Array): void {
@@ -75,109 +82,23 @@ function mul(o: Float64Array, a: Float64Array, b: Float64Array): void {
   carry(o);
 }
 
-/** Loads a non-negative 16-bit-limb value (below 2^257) into 30-bit limbs. */
-function toLimbs30(out: Int32Array, a: Float64Array): void {
-  let acc = 0;
-  let scale = 1;
-  let k = 0;
-  for (let i = 0; i < 16; i++) {
-    acc += (a[i] as number) * scale;
-    scale *= TWO16;
-    while (scale >= 2 ** 30) {
-      const low = acc % 2 ** 30;
-      out[k++] = low;
-      acc = (acc - low) / 2 ** 30;
-      scale /= 2 ** 30;
-    }
-  }
-  out[k] = acc;
-}
-
 /**
- * Whether `value` (nine 30-bit limbs, LE, not a multiple of p) is a square mod p, by the binary
- * Jacobi algorithm. Invariant: `b` odd, answer `(a/b)·(-1)^flip`. Exported for tests.
+ * Whether `value` (eight 32-bit words, little-endian: below 2^256, not a multiple of p) is a
+ * square mod p: the binary Jacobi symbol of ./legendre.wat. Exported for tests.
  */
-export function isSquareModP(value: Int32Array): boolean {
-  let a = ja;
-  let b = jb;
-  a.set(value);
-  b.set(P30);
-  let flip = 0;
-  let n = 9;
-  // Make a odd. Whole zero limbs are dropped freely: (2/b)^30 = 1.
-  while (a[0] === 0) {
-    let k = 1;
-    while (k < n && a[k] === 0) k++;
-    if (k === n) return false; // a = 0: not reached for the values isOnCurve passes
-    for (let i = 0; i < n; i++) a[i] = i + k < n ? (a[i + k] as number) : 0;
-  }
-  let low = a[0] as number;
-  let tz = 31 - Math.clz32(low & -low);
-  if (tz > 0) {
-    const up = 30 - tz;
-    for (let i = 0; i < n - 1; i++) {
-      a[i] = ((a[i] as number) >> tz) | (((a[i + 1] as number) << up) & MASK30);
-    }
-    a[n - 1] = (a[n - 1] as number) >> tz;
-    if (tz & 1) flip ^= 1; // b = p ≡ 5 (mod 8): (2/p) = -1
-  }
-  for (;;) {
-    // Both odd. Keep a >= b.
-    let i = n - 1;
-    while (i > 0 && a[i] === b[i]) i--;
-    if ((a[i] as number) < (b[i] as number)) {
-      const t = a;
-      a = b;
-      b = t;
-      if (((a[0] as number) & 3) === 3 && ((b[0] as number) & 3) === 3) flip ^= 1;
-    } else if (i === 0 && a[0] === b[0]) {
-      // a = b: the gcd, 1 since p is prime and a is not a multiple of it.
-      return flip === 0;
-    }
-    low = ((a[0] as number) - (b[0] as number)) & MASK30;
-    if (low === 0) {
-      // Rare (about 2^-30 a step): subtract, drop the zero limbs of the (positive, even)
-      // difference, then shift. 30·k + tz factors of two: only tz's parity counts.
-      let borrow = 0;
-      for (let j = 0; j < n; j++) {
-        const d = (a[j] as number) - (b[j] as number) + borrow;
-        a[j] = d & MASK30;
-        borrow = d >> 30;
-      }
-      while (a[0] === 0) {
-        let k = 1;
-        while (a[k] === 0) k++;
-        for (let j = 0; j < n; j++) a[j] = j + k < n ? (a[j + k] as number) : 0;
-      }
-      low = a[0] as number;
-      tz = 31 - Math.clz32(low & -low);
-      if (tz > 0) {
-        const up = 30 - tz;
-        for (let j = 0; j < n - 1; j++) {
-          a[j] = ((a[j] as number) >> tz) | (((a[j + 1] as number) << up) & MASK30);
-        }
-        a[n - 1] = (a[n - 1] as number) >> tz;
-      }
-    } else {
-      tz = 31 - Math.clz32(low & -low);
-      const up = 30 - tz;
-      // a = (a - b) >> tz, limb by limb: d is the difference limb, prev the one below it.
-      let d = (a[0] as number) - (b[0] as number);
-      let borrow = d >> 30;
-      let prev = d & MASK30;
-      for (let j = 1; j < n; j++) {
-        d = (a[j] as number) - (b[j] as number) + borrow;
-        borrow = d >> 30;
-        d &= MASK30;
-        a[j - 1] = (prev >> tz) | ((d << up) & MASK30);
-        prev = d;
-      }
-      a[n - 1] = prev >> tz;
-    }
-    const b8 = (b[0] as number) & 7;
-    if (tz & 1 && (b8 === 3 || b8 === 5)) flip ^= 1;
-    while (n > 1 && a[n - 1] === 0 && b[n - 1] === 0) n--;
-  }
+export function isSquareModP(value: ArrayLike<number>): boolean {
+  return (
+    legendre.is_square(
+      value[0] as number,
+      value[1] as number,
+      value[2] as number,
+      value[3] as number,
+      value[4] as number,
+      value[5] as number,
+      value[6] as number,
+      value[7] as number,
+    ) === 1
+  );
 }
 
 /**
@@ -209,6 +130,13 @@ export function isOnCurve(bytes: Uint8Array): boolean {
   mul(v, D, s);
   v[0] = (v[0] as number) + 1; // v = d·y² + 1
   mul(w, u, v);
-  toLimbs30(w30, w);
-  return isSquareModP(w30);
+  // Into 32-bit words. Below 2^256 + 38 (carry's top wrap), so at most one 2^256, folded as 38.
+  let c = 0;
+  for (let i = 0; i < 8; i++) {
+    const x = (w[2 * i] as number) + (w[2 * i + 1] as number) * TWO16 + c;
+    c = x >= TWO32 ? 1 : 0;
+    words[i] = x - c * TWO32;
+  }
+  words[0] = (words[0] as number) + 38 * c;
+  return isSquareModP(words);
 }
