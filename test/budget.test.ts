@@ -82,6 +82,7 @@ describe('the budget view and the credit meter on Redis', () => {
         if (prop !== 'get') return Reflect.get(target, prop, receiver) as unknown;
         return async (key: string) => {
           reads++;
+          // A slow read, so that asks meet one in flight: what is tested is how many overlap.
           await elapse(30);
           return target.get(key);
         };
@@ -303,6 +304,7 @@ describe('the daily credit budget of a gateway', () => {
     );
     expect(override.status).toBe(200);
     await waitFor(async () => (await counter(first)) >= spent);
+    // Time is the subject: nothing more may be counted once the calls are in.
     await elapse(400);
     expect(await counter(first)).toBeCloseTo(spent);
     expect((await defaultCredits(first)) + (await defaultCredits(second))).toBeCloseTo(spent);
@@ -418,6 +420,7 @@ describe('the daily credit budget of a gateway', () => {
     const cached = await g.get('/subdomains/bonfida');
     expect(cached.status).toBe(200);
     expect(cached.headers.get('x-cache')).toBe('STALE');
+    // Time is the subject: the stale hit starts no call meanwhile.
     await elapse(500);
     expect(g.sim.callCount()).toBe(0);
     expect(await metric(g, 'sns_rpc_budget_state')).toBe(2);
@@ -447,6 +450,7 @@ describe('the daily credit budget of a gateway', () => {
     // its scan would take it to 33. A made-up parent costs its check alone (an empty list), until
     // the pool (24.5) cannot pay for one.
     expect(statuses).toEqual([200, 200, 503, 200, 503]);
+    // Time is the subject: no retry of a refused refresh comes meanwhile.
     await elapse(1_000);
     const calls = g.sim.callCount('getProgramAccounts');
     expect(calls).toBe(2);
