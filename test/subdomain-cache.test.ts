@@ -279,6 +279,7 @@ describe('SubdomainCache.putOverride', () => {
     const entry = (i: number): CacheEntry => ({ labels: ['y'.repeat(900)], fetchedAt: i });
     await cache.putOverride('o', 'a', entry(1));
     await cache.putOverride('o', 'b', entry(2));
+    // Past the entries' ttlMs: an expiry is what is tested.
     await elapse(80);
     await cache.putOverride('o', 'c', entry(3));
     expect(await redis.zcard(redisKeys(`${prefix}:b`).overrideEntries.byExpiry)).toBe(1);
