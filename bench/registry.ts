@@ -56,6 +56,10 @@ import {
 } from './lib.js';
 
 const MODES = ['registry', 'parents'] as const;
+/** Whether the gateway's processes run the compiled build (bench/lib.ts `Child.start`). */
+const COMPILED = process.env.BENCH_CODE === 'dist';
+/** The options this run was given, as typed. */
+const ARGS = process.argv.slice(2).join(' ');
 type Mode = (typeof MODES)[number];
 
 const flags = parseBenchArgs({
@@ -880,7 +884,11 @@ function report(
   return [
     `Run ${started.toISOString()} at commit ${m.code} on ${m.cores} cores (${m.cpu}), Node ${m.node}, ` +
       `Redis ${m.redis} (database ${m.database}); load ${m.load} at the start, ${m.loadEnd} at the ` +
-      `end (other work shared the machine); ${took.toFixed(0)} s in all.`,
+      `end (other work shared the machine); ${took.toFixed(0)} s in all. Command: ` +
+      `\`${COMPILED ? 'BENCH_CODE=dist ' : ''}npm run bench:registry${ARGS ? ` -- ${ARGS}` : ''}\`: ` +
+      (COMPILED
+        ? 'the API and the worker run the compiled build (dist/, `npm run bench:build`) with plain `node`.'
+        : 'the API and the worker run the TypeScript sources under `tsx`.'),
     '',
     `Registry on the simulator (seed ${SEED}, ${fmt.int(accounts)} name-program accounts, written ` +
       `in ${fmtSeconds(seedMs)}): ${fmt.int(SIZES.topLevel)} top-level names with reverse records, ` +
