@@ -22,7 +22,33 @@ import { sdkSubdomains } from './support/sdk.js';
 const REGISTRY = { ...FOLLOW, SUBDOMAIN_INDEX: 'registry' } as const;
 const NEW_OWNER = new PublicKey('9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin');
 
-/** A small registry: top-level names with reverse records, subdomains, a v1 record, an orphan. */
+/**
+ * A top-level name whose key starts with byte 0: its subdomains' reverse records are in shard
+ * `00`, with every top-level name's (parent all zeros).
+ */
+const ZERO_PARENT = (() => {
+  for (let i = 0; ; i++) if (domainKey(`zero${i}`)[0] === 0) return `zero${i}`;
+})();
+
+/**
+ * Rewrites `label.parent`'s reverse record with its text lacking the leading NUL, as records made
+ * by hand or by old tools are: the SDK's `findSubdomains` lists them all the same.
+ */
+function bareReverse(chain: SimChain, parent: string, label: string): void {
+  const { reverseKey } = chain.addSubdomain(parent, label);
+  const old = chain.getAccount(reverseKey);
+  if (!old) throw new Error('no reverse record');
+  const text = Buffer.from(label);
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(text.length);
+  const data = Buffer.concat([Buffer.from(old.data).subarray(0, 96), len, text]);
+  chain.setAccount(reverseKey, { data, lamports: old.lamports });
+}
+
+/**
+ * A small registry: top-level names with reverse records, subdomains, a v1 record, an orphan, and
+ * reverse texts without their leading NUL (in shard `00` and another).
+ */
 function registryChain(): SimChain {
   const chain = new SimChain();
   for (const name of ['alpha', 'beta', 'gamma', 'delta', 'lonely']) chain.addDomain(name);
@@ -32,6 +58,9 @@ function registryChain(): SimChain {
   chain.addSubdomain('delta', 'kept');
   chain.addSubdomain('delta', 'norecord', { reverse: false });
   chain.addOrphanReverse('delta', 'orphan');
+  chain.addSubdomain(ZERO_PARENT, 'usual');
+  bareReverse(chain, ZERO_PARENT, 'byhand');
+  bareReverse(chain, 'delta', 'bare');
   return chain;
 }
 
@@ -73,10 +102,13 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
     expect((await index.state()).status).toBe('complete');
     expect(gw.sim.callCount('getProgramAccountsV2')).toBeGreaterThanOrEqual(SHARDS.length);
     gw.sim.resetCalls();
-    for (const parent of ['alpha', 'beta', 'gamma', 'delta', 'lonely']) {
+    for (const parent of ['alpha', 'beta', 'gamma', 'delta', 'lonely', ZERO_PARENT]) {
       const got = await labels(gw, parent);
       expect(got).toEqual((await sdkSubdomains(gw.sim.url, parent)).sort());
     }
+    // Texts without the leading NUL are listed, in shard `00` as in any other.
+    expect(await labels(gw, ZERO_PARENT)).toEqual(['byhand', 'usual']);
+    expect(await labels(gw, 'delta')).toEqual(['bare', 'kept']);
     // Made-up parents: an empty list, as the SDK gives, and no scan either.
     gw.sim.resetCalls();
     for (const parent of ['nosuchparent1', 'zz-made-up', 'alpha2']) {

@@ -280,6 +280,7 @@ describe('SubdomainCache.putOverride', () => {
     const entry = (i: number): CacheEntry => ({ labels: ['y'.repeat(900)], fetchedAt: i });
     await cache.putOverride('o', 'a', entry(1));
     await cache.putOverride('o', 'b', entry(2));
+    // Past the entries' ttlMs: an expiry is what is tested.
     await elapse(80);
     await cache.putOverride('o', 'c', entry(3));
     expect(await redis.zcard(redisKeys(`${prefix}:b`).overrideEntries.byExpiry)).toBe(1);
@@ -420,13 +421,14 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     // A scan names each member's reverse record: it is written as given, not derived again.
     const given = new Map([['K1', 'GivenReverse1']]);
     const accounts = { K1: ['k', 'o'], K2: ['l', 'o'] } as const;
-    await cache.put('e', 'given', scan(10), accounts, undefined, 1, given);
-    expect(await cache.parentOfMember('e', 'GivenReverse1')).toEqual({
+    // An endpoint of its own: the tests below read the whole index of theirs.
+    await cache.put('g', 'given', scan(10), accounts, undefined, 1, given);
+    expect(await cache.parentOfMember('g', 'GivenReverse1')).toEqual({
       parent: 'given',
       subdomain: 'K1',
     });
-    expect(await cache.parentOfMember('e', reverseOf('given', 'K1'))).toBeNull();
-    expect(await cache.parentOfMember('e', reverseOf('given', 'K2'))).toEqual({
+    expect(await cache.parentOfMember('g', reverseOf('given', 'K1'))).toBeNull();
+    expect(await cache.parentOfMember('g', reverseOf('given', 'K2'))).toEqual({
       parent: 'given',
       subdomain: 'K2',
     });

@@ -3,21 +3,22 @@ import { LuaScript, replyList, replyNumber, replyStrings } from '../lua-script.j
 import { redisKeys, type RedisKeys } from '../redis-keys.js';
 import { isSlot } from '../rpc/slot.js';
 import type { FollowStatus } from './follow-status.js';
+import { ownerArg, parseValue } from './registry-value.js';
 
 /**
  * The registry index (docs/design.md, "The registry index"): every subdomain of the name program,
  * per parent key, in Redis. One hash per parent key (subdomain name account -> `slot|owner|label`),
- * one hash of accounts (subdomain and reverse record -> parent key, so a Delete finds its member),
- * the build's state and shards, and a journal of what the stream saw during a build for accounts no
- * piece had written yet.
+ * buckets of accounts (a subdomain -> its parent id, a reverse record -> its subdomain's first
+ * characters, so a Delete finds its member), the build's state and shards, and a journal of what
+ * the stream saw during a build for accounts no piece had written yet.
  *
  * A member holds two facts, each known, unknown or deleted: the owner in the subdomain name
- * account's header (base58; `''` unknown; `-` the account is gone) and the label of its reverse
- * record (`+label`; `''` unknown; `-` gone). It is listed when both are known. Each member keeps the
- * slot of its newest fact: a fact at a lower slot never changes a known or deleted one (a late
- * notification, a piece read before a change), though it may fill an unknown one. A member whose
- * two facts are gone is a tombstone: it keeps a piece read before the deletion from bringing the
- * name back.
+ * account's header (stored as `#` and its 32 bytes, read back as base58; `''` unknown; `-` the
+ * account is gone) and the label of its reverse record (`+label`; `''` unknown; `-` gone). It is
+ * listed when both are known. Each member keeps the slot of its newest fact: a fact at a lower slot
+ * never changes a known or deleted one (a late notification, a piece read before a change), though
+ * it may fill an unknown one. A member whose two facts are gone is a tombstone: it keeps a piece
+ * read before the deletion from bringing the name back.
  *
  * A complete build sets the floor: the lowest slot its pages were read at. A member whose newest
  * fact is older than the floor was in none of that build's pages (the chain no longer listed it,
@@ -180,13 +181,13 @@ export class RegistryIndex {
    */
   async apply(ops: readonly RegistryOp[]): Promise<{ changed: string[]; needOwner: string[] }> {
     if (ops.length === 0) return { changed: [], needOwner: [] };
-    const args: string[] = [];
+    const args: Array<string | Buffer> = [];
     for (const o of ops) {
       const slot = slotArg(o.slot);
       if (o.op === 'label') {
         args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
       } else if (o.op === 'owner') {
-        args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
+        args.push('O', slot, parentIdOf(o.parentKey), o.account, ownerArg(o.owner), '');
       } else if (o.op === 'unlist') {
         args.push('U', slot, parentIdOf(o.parentKey), o.account, '', '');
       } else args.push('D', slot, o.account, '', '', '');
@@ -214,9 +215,9 @@ export class RegistryIndex {
     members: readonly PieceMember[],
     now = Date.now(),
   ): Promise<{ written: number; done: number } | null> {
-    const args: string[] = [];
+    const args: Array<string | Buffer> = [];
     for (const m of members) {
-      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, m.owner ?? '');
+      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, ownerArg(m.owner ?? ''));
     }
     const [written, done] = await SCRIPTS.piece.run(
       this.redis,
@@ -303,13 +304,13 @@ export class RegistryIndex {
   async storedMembers(parentKey: string): Promise<Map<string, StoredMember>> {
     const replies = await this.redis
       .pipeline()
-      .hgetall(this.keys.registryParent(parentIdOf(parentKey)))
+      .hgetallBuffer(this.keys.registryParent(parentIdOf(parentKey)))
       .hget(this.keys.registryState, 'floor')
       .exec();
     const [hash, floorReply] = replies ?? [];
     if (hash?.[0]) throw hash[0];
     if (floorReply?.[0]) throw floorReply[0];
-    const raw = (hash?.[1] ?? {}) as Record<string, string>;
+    const raw = (hash?.[1] ?? {}) as Record<string, Buffer>;
     const floor = Number(floorReply?.[1] ?? 0);
     const out = new Map<string, StoredMember>();
     for (const [account, value] of Object.entries(raw)) {
@@ -371,7 +372,7 @@ export class RegistryIndex {
    */
   async member(parentKey: string, account: string): Promise<StoredMember | null> {
     const [value, floor] = await Promise.all([
-      this.redis.hget(this.keys.registryParent(parentIdOf(parentKey)), account),
+      this.redis.hgetBuffer(this.keys.registryParent(parentIdOf(parentKey)), account),
       this.redis.hget(this.keys.registryState, 'floor'),
     ]);
     const m = value === null ? null : parseValue(value);
@@ -382,14 +383,4 @@ export class RegistryIndex {
 /** A member as the floor reads it (src/core/lua/includes/registry-member.lua, `at_floor`). */
 function atFloor(m: StoredMember, floor: number): StoredMember {
   return Number.isSafeInteger(floor) && m.slot < floor ? { slot: floor, owner: '', label: '-' } : m;
-}
-
-function parseValue(value: string): StoredMember | null {
-  const a = value.indexOf('|');
-  const b = a < 0 ? -1 : value.indexOf('|', a + 1);
-  if (b < 0) return null;
-  const digits = value.slice(0, a);
-  const slot = /^[0-9a-z]{1,11}$/.test(digits) ? Number.parseInt(digits, 36) : NaN;
-  if (!isSlot(slot)) return null;
-  return { slot, owner: value.slice(a + 1, b), label: value.slice(b + 1) };
 }

@@ -66,14 +66,8 @@ for i = 2, #ARGV, 6 do
     end
   elseif kind == 'D' then
     local acct = a
-    local idx = aget(acct)
-    local pk, sub, f
-    if idx then
-      local prefix
-      pk, prefix = string.match(idx, '^(%S+) (%S+)$')
-      f = 'label'
-      if pk then sub = find_sub(pk, prefix) else pk, sub, f = idx, acct, 'owner' end
-    end
+    local pk, sub, f = indexed(acct)
+    if pk and f == 'label' then sub = find_sub(pk, sub) end
     if sub then
       local m = load(pk, sub)
       if m then

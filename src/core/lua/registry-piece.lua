@@ -24,10 +24,10 @@ for i = 7, #ARGV, 5 do
   local ja = redis.call('HGET', KEYS[1], acct)
   local jr = redis.call('HGET', KEYS[1], rev)
   local jas = jslot(ja)
-  if ja and string.match(ja, '|del$') and jas > P_slot then owner = '-' end
+  if ja and string.match(ja, '^%d+|del$') and jas > P_slot then owner = '-' end
   local jp, jo = string.match(ja or '', '^%d+|([^|]+)|(.+)$')
   if jp == pk and jas > Q_slot then owner = jo end
-  if jr and string.match(jr, '|del$') and jslot(jr) > P_slot then label = '-' end
+  if jr and string.match(jr, '^%d+|del$') and jslot(jr) > P_slot then label = '-' end
   local m = parse(redis.call('HGET', pkey(pk), acct))
   if m and m.slot > P_slot then
     if m.owner == '' then m.owner = owner end
