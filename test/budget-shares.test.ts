@@ -135,6 +135,37 @@ describe('the credit meter charges every call to an account', () => {
     expect(Number((await shares()).proactive)).toBe(92);
   });
 
+  it('puts back the shares Redis lost with the day: a client that spent its share stays refused', async () => {
+    const { meter, shares } = meterOf(2000);
+    const client = { kind: 'client', client: '10.0.4.1', reserve: false } as const;
+    // The client's share is 40 credits of 2,000: four scans.
+    expect(await drain(meter, client, 10)).toMatchObject({
+      reserved: 4,
+      refusal: { kind: 'client' },
+    });
+    await drain(meter, { kind: 'proactive' }, 10, 3);
+    const before = await shares();
+    expect(before).toMatchObject({ 'client:10.0.4.1': '40', pool: '40', proactive: '30' });
+    // Redis loses the day (a restart without persistence): the counter and the shares hash.
+    const keys = redisKeys(prefix);
+    await redis.del(keys.rpcCredits(utcDay(NOON)), keys.rpcCreditShares(utcDay(NOON)));
+    // Not a fresh share: the client is refused as before, and the fields are back.
+    expect(await drain(meter, client, 10)).toMatchObject({
+      reserved: 0,
+      refusal: { kind: 'client' },
+    });
+    expect(await shares()).toMatchObject({ 'client:10.0.4.1': '40', pool: '40' });
+    expect(Number(await redis.get(keys.rpcCredits(utcDay(NOON))))).toBe(70);
+    // Another client spends from the pool, on top of what it held; the proactive share too.
+    expect(
+      await drain(meter, { kind: 'client', client: '10.0.4.2', reserve: false }, 10, 1),
+    ).toMatchObject({ reserved: 1 });
+    meter.spend('wsMegabyte', 'default', 2);
+    await meter.flush();
+    expect(await shares()).toMatchObject({ pool: '50', proactive: '32', 'client:10.0.4.2': '10' });
+    expect(await redis.pttl(keys.rpcCreditShares(utcDay(NOON)))).toBeGreaterThan(0);
+  });
+
   it("gives up a followed Delete's read once the proactive share is spent at its pace, not the day", async () => {
     const morning = Date.UTC(2026, 10, 24) + 2.4 * HOUR;
     const { meter, view } = meterOf(1000, morning);

@@ -17,7 +17,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { DEMO_PREFIX, GET_A_REDIS, shownUrl } from '../tools/demo/redis.js';
 import { NOT_FOLLOWING } from '../tools/demo/text.js';
 import { deletePrefix, uniquePrefix, waitFor } from './support/gateway.js';
-import { alive, killGroup, listening, npmRun } from './support/npm-run.js';
+import { alive, groupAlive, killGroup, listening, npmRun } from './support/npm-run.js';
 import { freePort } from './support/ports.js';
 import { inDatabase } from './support/shared-redis.js';
 import { hasBinary } from './support/programs.js';
@@ -270,6 +270,9 @@ describe('npm run demo', () => {
         run.child.kill('SIGTERM');
         expect(await run.exited).toBe(0);
         await waitFor(() => [...gateway, ...redis].every((pid) => !alive(pid)), 10_000);
+        // No orphan: nothing npm started is left in its process group, nor elsewhere.
+        await waitFor(() => !groupAlive(run.child.pid as number), 10_000);
+        expect(processesWhere((cmd, env) => env.includes(`\0PORT=${api}\0`))).toEqual([]);
         for (const port of ports) expect(await listening(port), String(port)).toBe(false);
         expect(run.output()).toContain('demo: stopped');
       } finally {
@@ -301,6 +304,8 @@ describe('npm run demo', () => {
       // Ctrl-C: the terminal signals the whole foreground group, npm and the demo alike.
       process.kill(-(run.child.pid as number), 'SIGINT');
       expect(await run.exited).toBe(0);
+      await waitFor(() => !groupAlive(run.child.pid as number), 10_000);
+      expect(processesWhere((cmd, env) => env.includes(`\0PORT=${api}\0`))).toEqual([]);
       expect(await demoKeys()).toBe(0);
       for (const port of [api, metrics]) expect(await listening(port), String(port)).toBe(false);
     } finally {

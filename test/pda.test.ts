@@ -13,6 +13,7 @@ import {
   ROOT_DOMAIN_ACCOUNT as SDK_ROOT_DOMAIN_ACCOUNT,
 } from '@bonfida/spl-name-service';
 import { PublicKey } from '@solana/web3.js';
+import bs58 from 'bs58';
 import { describe, expect, it } from 'vitest';
 import { isOnCurve, isSquareModP } from '../src/core/sns/ed25519.js';
 import {
@@ -186,6 +187,15 @@ describe('base58', () => {
     }
     expect(toBase58(new Uint8Array(0))).toBe('');
     expect(() => fromBase58('0OIl')).toThrow(TypeError);
+    expect(() => fromBase58('1ü')).toThrow(TypeError);
+    // Any length, as web3.js reads it (bs58 under it).
+    for (let n = 0; n <= 80; n++) {
+      const random = [bytesOf('len', n), bytesOf('len+', n), bytesOf('len++', n)];
+      const bytes = Buffer.concat([Buffer.alloc(n % 3), ...random]).subarray(0, n);
+      const text = bs58.encode(bytes);
+      expect(toBase58(bytes)).toBe(text);
+      expect(fromBase58(text).equals(Buffer.from(bs58.decode(text)))).toBe(true);
+    }
   });
 });
 
@@ -298,9 +308,15 @@ describe('derivations equal the SDK', () => {
       const hashed = hashName(child.toBase58());
       const args = [hashed, REVERSE_LOOKUP_CLASS, parent.toBuffer()] as const;
       // The derived key among other accounts: found; among none: nothing.
-      const others = new Set([expected, toBase58(bytesOf('other', i))]);
-      if (existingNameAccountKey(...args, (k) => others.has(k)) !== expected) wrong.push(expected);
-      expect(existingNameAccountKey(...args, () => false)).toBe(undefined);
+      const others = new Map(
+        [expected, toBase58(bytesOf('other', i))].map((k) => [
+          Buffer.from(fromBase58(k)).toString('hex'),
+          k,
+        ]),
+      );
+      const find = (key: Buffer) => others.get(key.toString('hex'));
+      if (existingNameAccountKey(...args, find) !== expected) wrong.push(expected);
+      expect(existingNameAccountKey(...args, () => undefined)).toBe(undefined);
     }
     expect(wrong).toEqual([]);
     expect(() =>

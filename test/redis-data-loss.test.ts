@@ -20,7 +20,8 @@ import { parseExposition, value } from './support/prometheus.js';
  * Redis losing its data under a running gateway (a Redis without persistence restarted, a failover
  * to an empty replica), staged with FLUSHALL on a private redis-server this file starts: the
  * hot-parent scans' job scheduler is installed again, readiness says when refresh-ahead is not
- * running, and the day's credit counter is not reset to a fresh budget.
+ * running, and neither the day's credit counter nor a client's share of it is reset to a fresh
+ * budget.
  */
 
 const available = hasBinary('redis-server');
@@ -70,6 +71,7 @@ describe.skipIf(!available)('Redis losing its data under the API and the worker'
   const workerReadyz = () => getJson(`http://127.0.0.1:${worker?.metricsPort}`, '/readyz');
   const scheduled = async () => (await scans.getJobScheduler(HOT_PARENT_SCHEDULER_ID)) != null;
   const counterKey = () => redisKeys(gw.config.QUEUE_PREFIX).rpcCredits(utcDay(Date.now()));
+  const sharesKey = () => redisKeys(gw.config.QUEUE_PREFIX).rpcCreditShares(utcDay(Date.now()));
   const refreshAheadOf = async (reply: Promise<Reply>) =>
     ((await reply).body as { parts?: { refreshAhead?: string } }).parts?.refreshAhead;
   const apiSpent = async () =>
@@ -93,6 +95,7 @@ describe.skipIf(!available)('Redis losing its data under the API and the worker'
 
   it('installs the scheduler again when Redis lost it, and keeps the day spent so far', async () => {
     expect(await gw.get('/subdomains/demo')).toMatchObject({ status: 200 });
+    expect(await gw.get('/subdomains/bonfida')).toMatchObject({ status: 200 });
     // Every credit this worker spent today is in the counter (its writes are batched).
     await waitFor(async () => {
       const counter = Number(await inspect.get(counterKey()));
@@ -100,6 +103,11 @@ describe.skipIf(!available)('Redis losing its data under the API and the worker'
     }, 10_000);
     const spent = Number(await inspect.get(counterKey()));
     await waitFor(async () => (await apiSpent()) === spent, 5_000);
+    // What the client (this test's address) and the pool were charged before the loss.
+    const charged = Object.entries(await inspect.hgetall(sharesKey())).filter(
+      ([field]) => field.startsWith('client:') || field === 'pool',
+    );
+    expect(charged.length).toBeGreaterThanOrEqual(2);
 
     await inspect.flushall();
     expect(await scheduled()).toBe(false);
@@ -122,5 +130,11 @@ describe.skipIf(!available)('Redis losing its data under the API and the worker'
       10_000,
     );
     await waitFor(async () => (await apiSpent()) === (await workerSpent()), 5_000);
+    // The client's share and the pool are put back too, not reset: each holds what it held
+    // before the loss (two cold misses) and the new spend (one) on top.
+    const after = await inspect.hgetall(sharesKey());
+    for (const [field, before] of charged) {
+      expect(Number(after[field]), field).toBeGreaterThan(Number(before));
+    }
   }, 60_000);
 });

@@ -91,17 +91,19 @@ export class LuaScript<Reply> {
 
   /**
    * Runs the script with `keys` (its KEYS, counted from them) and `args` (its ARGV) as one argument
-   * vector, so a script may take more arguments than a call's spread can.
+   * vector, so a script may take more arguments than a call's spread can. A Buffer argument
+   * reaches the script as its bytes.
    *
    * @throws the Redis error (a `ReplyError` for `redis.error_reply`), or the TypeError of `reply`.
    */
   async run(
     redis: RedisClient,
     keys: readonly string[],
-    args: readonly (string | number)[] = [],
+    args: readonly (string | number | Buffer)[] = [],
   ): Promise<Reply> {
-    const argv: string[] = [...keys];
-    for (const arg of args) argv.push(typeof arg === 'string' ? arg : String(arg));
+    // Buffers go as their bytes (binary-safe in Lua strings); numbers as decimal text.
+    const argv: Array<string | Buffer> = [...keys];
+    for (const arg of args) argv.push(typeof arg === 'number' ? String(arg) : arg);
     const { text, sha } = this.load();
     let raw: unknown;
     try {

@@ -31,7 +31,8 @@
  * - `<prefix>:registry:p:<parent id>`: the registry index's subdomains of one parent (a hash,
  *   subdomain name account -> `slot|owner|label`; docs/design.md, "The registry index").
  * - `<prefix>:registry:a:<2 characters>`: subdomain and reverse-record accounts of the index by
- *   their first characters -> their parent id (hashes).
+ *   their first characters -> the parent id (a name account) or `@` and its name account's first
+ *   characters (a reverse record) (hashes).
  * - `<prefix>:registry:state`: the index's build (a hash: run, status, shards, times).
  * - `<prefix>:registry:shards:<run>`: the shards of build `run` done so far (a hash).
  * - `<prefix>:registry:journal`: what the stream saw during a build of accounts no piece wrote yet.
@@ -112,7 +113,7 @@ export function redisKeys(prefix: string) {
      * characters of the subdomain name account>` (its reverse record): how a Delete finds its member.
      */
     registryAccounts: (bucket: string) => `${prefix}:registry:a:${bucket}`,
-    /** The index's build: a hash (run, status, shards, startedAt, completedAt). */
+    /** The index's build: a hash (run, status, shards, startedAt, completedAt, minSlot, floor). */
     registryState: `${prefix}:registry:state`,
     /** The shards of build number `run` done: a hash, shard -> `slot count`. */
     registryShards: (run: number) => `${prefix}:registry:shards:${run}`,

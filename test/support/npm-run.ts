@@ -71,3 +71,13 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/** True while any process of process group `pgid` exists (an {@link npmRun}'s: its child's pid). */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -96,21 +96,33 @@ export type CreditMeterOptions = {
  * the total, and the fields charged or why not.
  */
 const RESERVE = new LuaScript(new URL('../lua/reserve-credits.lua', import.meta.url), (raw) => {
-  const [added, total, detail] = replyList(raw);
+  const [added, total, detail, totals] = replyList(raw);
   return {
     added: replyNumber(added),
     total: Number(replyString(total)),
     detail: replyString(detail),
+    totals: totals === undefined ? '' : replyString(totals),
   };
 });
 
 /**
- * Adds credits (negative: given back) to a day's counter and share fields, the floor first: the
- * total.
+ * Adds credits (negative: given back) to a day's counter and share fields, the floors first: the
+ * total, and the fields' new totals joined by spaces.
  */
-const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (raw) =>
-  Number(replyString(raw)),
-);
+const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (raw) => {
+  const [total, totals] = replyList(raw);
+  return { total: Number(replyString(total)), totals: replyString(totals) };
+});
+
+/**
+ * Share fields whose last total a meter remembers at most (the proactive share, the pool and the
+ * reserve among them): a field forgotten is put back at 0 if Redis loses the day, so an attacker
+ * with more addresses than this could spend their shares again after a loss, never more than the
+ * day's counter (which is put back whole) allows.
+ */
+export const KNOWN_SHARES_MAX = 100_000;
+/** The fields no client owns: always remembered, whatever the clients. */
+const SHARED_FIELDS: ReadonlySet<string> = new Set(Object.values(SHARE_FIELD));
 
 /**
  * Counts worker credit spends: `sns_rpc_credits_total`, and for the configured endpoint today's
@@ -125,6 +137,12 @@ export class CreditMeter {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private warned = false;
+  /**
+   * The last total seen of each share field of `knownDay` (the answers of this meter's writes),
+   * least recently seen first: what a write puts back when Redis lost the field.
+   */
+  private knownDay = '';
+  private readonly known = new Map<string, number>();
 
   constructor(private readonly opts: CreditMeterOptions) {
     this.keys = opts.prefix === undefined ? undefined : redisKeys(opts.prefix);
@@ -167,7 +185,7 @@ export class CreditMeter {
     const caps = shareCaps(budget, budgetView.shares, now);
     const clientFields =
       account.kind === 'client' ? clientShareFields(account.client, budget, budgetView.shares) : [];
-    const { added, total, detail } = await RESERVE.run(
+    const { added, total, detail, totals } = await RESERVE.run(
       redis,
       [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
       [
@@ -180,7 +198,10 @@ export class CreditMeter {
         caps.pool,
         caps.reserve,
         account.kind === 'client' && account.reserve ? '1' : '0',
-        ...clientFields.flatMap((f) => [f.field, f.cap]),
+        this.knownOf(day, SHARE_FIELD.proactive),
+        this.knownOf(day, SHARE_FIELD.pool),
+        this.knownOf(day, SHARE_FIELD.reserve),
+        ...clientFields.flatMap((f) => [f.field, f.cap, this.knownOf(day, f.field)]),
       ],
     );
     budgetView.observe(day, total);
@@ -188,7 +209,9 @@ export class CreditMeter {
       const kind: RefusalKind = detail === 'client' || detail === 'proactive' ? detail : 'budget';
       throw new CreditBudgetRefusal(method, credits, total, budget, kind);
     }
-    return { day, credits, fields: detail === '' ? [] : detail.split(' ') };
+    const fields = detail === '' ? [] : detail.split(' ');
+    this.remember(day, fields, totals);
+    return { day, credits, fields };
   }
 
   /** Gives back an unspent reservation, to the counter and to the fields it was charged to. */
@@ -202,9 +225,39 @@ export class CreditMeter {
         this.floorOf(day),
         BUDGET_COUNTER_TTL_MS,
         -credits,
-        ...fields.flatMap((field) => [field, -credits]),
+        ...fields.flatMap((field) => [field, -credits, this.knownOf(day, field)]),
       ],
-    ).catch((err: unknown) => this.warn(err));
+    )
+      .then(({ totals }) => this.remember(day, fields, totals))
+      .catch((err: unknown) => this.warn(err));
+  }
+
+  /** The last total this meter saw of `day`'s share `field` (0 if none): its floor. */
+  private knownOf(day: string, field: string): number {
+    return day === this.knownDay ? (this.known.get(field) ?? 0) : 0;
+  }
+
+  /**
+   * Remembers the totals a write of `day` answered for `fields` (space-separated, in order),
+   * forgetting the least recently seen past {@link KNOWN_SHARES_MAX}; a new day forgets the last.
+   */
+  private remember(day: string, fields: readonly string[], totals: string): void {
+    if (day < this.knownDay) return;
+    if (day !== this.knownDay) {
+      this.knownDay = day;
+      this.known.clear();
+    }
+    const values = totals === '' ? [] : totals.split(' ');
+    fields.forEach((field, i) => {
+      const total = Number(values[i]);
+      if (!Number.isFinite(total)) return;
+      this.known.delete(field);
+      this.known.set(field, total);
+    });
+    for (const field of this.known.keys()) {
+      if (this.known.size <= KNOWN_SHARES_MAX) break;
+      if (!SHARED_FIELDS.has(field)) this.known.delete(field);
+    }
   }
 
   /** The spend of `day` known to the budget's view ({@link CreditBudget.floorOf}); 0 without one. */
@@ -264,12 +317,18 @@ export class CreditMeter {
     this.pending.clear();
     for (const [day, { total: credits, fields }] of days) {
       try {
-        const total = await ADD.run(
+        const { total, totals } = await ADD.run(
           redis,
           [this.keys.rpcCredits(day), this.keys.rpcCreditShares(day)],
-          [this.floorOf(day), BUDGET_COUNTER_TTL_MS, credits, ...[...fields].flat()],
+          [
+            this.floorOf(day),
+            BUDGET_COUNTER_TTL_MS,
+            credits,
+            ...[...fields].flatMap(([field, added]) => [field, added, this.knownOf(day, field)]),
+          ],
         );
         this.opts.budget?.observe(day, total);
+        this.remember(day, [...fields.keys()], totals);
       } catch (err) {
         // Kept for the next write: late, never lost while the process lives.
         this.addPending(day, credits, fields);

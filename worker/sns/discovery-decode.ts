@@ -2,6 +2,7 @@ import { decodeEnvelope, malformed } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import {
   existingNameAccountKey,
+  fromBase58,
   hashName,
   REVERSE_LOOKUP_CLASS,
   toBase58,
@@ -125,11 +126,18 @@ function accountList(reply: unknown): { accounts: Account[]; slot: number | unde
   return { accounts, slot: isSlot(slot) ? slot : undefined };
 }
 
-/** The owner in a slice's base64 text, as base58. */
-function sliceOwner(text: string): string {
-  return toBase58(
-    Buffer.from(text.slice(0, 44), 'base64').subarray(SLICE_AT.owner, SLICE_AT.class),
-  );
+/**
+ * The owner in a slice's base64 text, as base58, through `known` (owner text -> base58): a parent's
+ * subdomains share few owners, and a lookup costs a fraction of an encoding.
+ */
+function sliceOwner(text: string, known: Map<string, string>): string {
+  const head = text.slice(0, 44);
+  let owner = known.get(head);
+  if (owner === undefined) {
+    owner = toBase58(Buffer.from(head, 'base64').subarray(SLICE_AT.owner, SLICE_AT.class));
+    known.set(head, owner);
+  }
+  return owner;
 }
 
 /**
@@ -169,8 +177,12 @@ export function classifyProgramAccounts(
   const cutKeys = new Set(truncated);
   const waiting = new Map<string, { children: string[]; owners: string[] }>();
   const members: Array<[label: string, child: string, owner: string, reverse: string]> = [];
-  const exists = (key: string) => reverses.has(key);
+  // The reverse records by their bytes, for looking candidate keys up without base58.
+  const byBytes = new Map<string, string>();
+  for (const key of reverses.keys()) byBytes.set(fromBase58(key).toString('latin1'), key);
+  const find = (key: Buffer) => byBytes.get(key.toString('latin1'));
   const claimed = new Set<string>();
+  const ownerOf = new Map<string, string>();
   const list = (i: number, reverse: string | undefined) => {
     if (reverse === undefined) return;
     claimed.add(reverse);
@@ -178,20 +190,20 @@ export function classifyProgramAccounts(
     if (cutKeys.has(reverse)) {
       const found = waiting.get(reverse) ?? { children: [], owners: [] };
       found.children.push(child);
-      found.owners.push(sliceOwner(texts[i] as string));
+      found.owners.push(sliceOwner(texts[i] as string, ownerOf));
       waiting.set(reverse, found);
       return;
     }
     const payload = reverses.get(reverse);
     const label = payload && reverseText(payload);
-    if (label) members.push([label, child, sliceOwner(texts[i] as string), reverse]);
+    if (label) members.push([label, child, sliceOwner(texts[i] as string, ownerOf), reverse]);
   };
   const reverseOf = (i: number) =>
     existingNameAccountKey(
       hashName((accounts[i] as Account).pubkey),
       REVERSE_LOOKUP_CLASS,
       parentKey,
-      exists,
+      find,
     );
   for (let i = 0; i < accounts.length; i++) {
     if (!reverses.has((accounts[i] as Account).pubkey)) list(i, reverseOf(i));

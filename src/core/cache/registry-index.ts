@@ -3,21 +3,27 @@ import { LuaScript, replyList, replyNumber, replyStrings } from '../lua-script.j
 import { redisKeys, type RedisKeys } from '../redis-keys.js';
 import { isSlot } from '../rpc/slot.js';
 import type { FollowStatus } from './follow-status.js';
+import { ownerArg, parseValue } from './registry-value.js';
 
 /**
  * The registry index (docs/design.md, "The registry index"): every subdomain of the name program,
  * per parent key, in Redis. One hash per parent key (subdomain name account -> `slot|owner|label`),
- * one hash of accounts (subdomain and reverse record -> parent key, so a Delete finds its member),
- * the build's state and shards, and a journal of what the stream saw during a build for accounts no
- * piece had written yet.
+ * buckets of accounts (a subdomain -> its parent id, a reverse record -> its subdomain's first
+ * characters, so a Delete finds its member), the build's state and shards, and a journal of what
+ * the stream saw during a build for accounts no piece had written yet.
  *
  * A member holds two facts, each known, unknown or deleted: the owner in the subdomain name
- * account's header (base58; `''` unknown; `-` the account is gone) and the label of its reverse
- * record (`+label`; `''` unknown; `-` gone). It is listed when both are known. Each member keeps the
- * slot of its newest fact: a fact at a lower slot never changes a known or deleted one (a late
- * notification, a piece read before a change), though it may fill an unknown one. A member whose
- * two facts are gone is a tombstone: it keeps a piece read before the deletion from bringing the
- * name back.
+ * account's header (stored as `#` and its 32 bytes, read back as base58; `''` unknown; `-` the
+ * account is gone) and the label of its reverse record (`+label`; `''` unknown; `-` gone). It is
+ * listed when both are known. Each member keeps the slot of its newest fact: a fact at a lower slot
+ * never changes a known or deleted one (a late notification, a piece read before a change), though
+ * it may fill an unknown one. A member whose two facts are gone is a tombstone: it keeps a piece
+ * read before the deletion from bringing the name back.
+ *
+ * A complete build sets the floor: the lowest slot its pages were read at. A member whose newest
+ * fact is older than the floor was in none of that build's pages (the chain no longer listed it,
+ * by a Delete the stream missed before the build) and reads as its label gone at the floor, so a
+ * rebuild after an unhealed gap leaves the index as the chain was at its pages' slots.
  */
 
 /** What {@link RegistryIndex.apply} does with one fact. */
@@ -48,6 +54,9 @@ export type PieceMember = {
   owner: string | null;
 };
 
+/** A member as stored: slot, owner (`''` unknown, `-` gone), label (`+label`, `''`, `-`). */
+type StoredMember = { slot: number; owner: string; label: string };
+
 /** A listed subdomain: label, name account, owner. */
 export type RegistryMember = { label: string; account: string; owner: string };
 
@@ -65,6 +74,8 @@ export type RegistryState = {
   startedAt: number;
   /** When it completed (Unix ms), 0 before. */
   completedAt: number;
+  /** The last complete build's floor: the lowest slot its pages were read at (0 before one). */
+  floor: number;
 };
 
 /**
@@ -170,13 +181,13 @@ export class RegistryIndex {
    */
   async apply(ops: readonly RegistryOp[]): Promise<{ changed: string[]; needOwner: string[] }> {
     if (ops.length === 0) return { changed: [], needOwner: [] };
-    const args: string[] = [];
+    const args: Array<string | Buffer> = [];
     for (const o of ops) {
       const slot = slotArg(o.slot);
       if (o.op === 'label') {
         args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
       } else if (o.op === 'owner') {
-        args.push('O', slot, parentIdOf(o.parentKey), o.account, o.owner, '');
+        args.push('O', slot, parentIdOf(o.parentKey), o.account, ownerArg(o.owner), '');
       } else if (o.op === 'unlist') {
         args.push('U', slot, parentIdOf(o.parentKey), o.account, '', '');
       } else args.push('D', slot, o.account, '', '', '');
@@ -204,9 +215,9 @@ export class RegistryIndex {
     members: readonly PieceMember[],
     now = Date.now(),
   ): Promise<{ written: number; done: number } | null> {
-    const args: string[] = [];
+    const args: Array<string | Buffer> = [];
     for (const m of members) {
-      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, m.owner ?? '');
+      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, ownerArg(m.owner ?? ''));
     }
     const [written, done] = await SCRIPTS.piece.run(
       this.redis,
@@ -280,7 +291,33 @@ export class RegistryIndex {
       done,
       startedAt: num(raw.startedAt),
       completedAt: num(raw.completedAt),
+      floor: num(raw.floor),
     };
+  }
+
+  /**
+   * Every member of the parent whose key is `parentKey` as stored, listed or not (the audit): name
+   * account -> slot, owner (`''` unknown, `-` gone) and label (`+label`, `''` unknown, `-` gone),
+   * as the floor reads them (one older than the last build's floor: its label gone at the floor,
+   * its owner unknown). One round trip.
+   */
+  async storedMembers(parentKey: string): Promise<Map<string, StoredMember>> {
+    const replies = await this.redis
+      .pipeline()
+      .hgetallBuffer(this.keys.registryParent(parentIdOf(parentKey)))
+      .hget(this.keys.registryState, 'floor')
+      .exec();
+    const [hash, floorReply] = replies ?? [];
+    if (hash?.[0]) throw hash[0];
+    if (floorReply?.[0]) throw floorReply[0];
+    const raw = (hash?.[1] ?? {}) as Record<string, Buffer>;
+    const floor = Number(floorReply?.[1] ?? 0);
+    const out = new Map<string, StoredMember>();
+    for (const [account, value] of Object.entries(raw)) {
+      const m = parseValue(value);
+      if (m) out.set(account, atFloor(m, floor));
+    }
+    return out;
   }
 
   /**
@@ -288,12 +325,9 @@ export class RegistryIndex {
    * label as answers list them, and the highest slot among its members (undefined: none).
    */
   async members(parentKey: string): Promise<{ members: RegistryMember[]; slot?: number }> {
-    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
     const members: RegistryMember[] = [];
     let slot: number | undefined;
-    for (const [account, value] of Object.entries(raw)) {
-      const m = parseValue(value);
-      if (!m) continue;
+    for (const [account, m] of await this.storedMembers(parentKey)) {
       slot = Math.max(slot ?? m.slot, m.slot);
       if (m.owner === '' || m.owner === '-' || !m.label.startsWith('+')) continue;
       members.push({ label: m.label.slice(1), account, owner: m.owner });
@@ -333,40 +367,20 @@ export class RegistryIndex {
   private sampleCursor = '0';
 
   /**
-   * Every member of the parent whose key is `parentKey` as stored, listed or not (the audit): name
-   * account -> slot, owner (`''` unknown, `-` gone) and label (`+label`, `''` unknown, `-` gone).
-   */
-  async storedMembers(
-    parentKey: string,
-  ): Promise<Map<string, { slot: number; owner: string; label: string }>> {
-    const raw = await this.redis.hgetall(this.keys.registryParent(parentIdOf(parentKey)));
-    const out = new Map<string, { slot: number; owner: string; label: string }>();
-    for (const [account, value] of Object.entries(raw)) {
-      const m = parseValue(value);
-      if (m) out.set(account, m);
-    }
-    return out;
-  }
-
-  /**
    * One member as stored, listed or not (tests, the audit): its slot, owner (`''` unknown, `-`
    * gone) and label (`+label`, `''` unknown, `-` gone).
    */
-  async member(
-    parentKey: string,
-    account: string,
-  ): Promise<{ slot: number; owner: string; label: string } | null> {
-    const raw = await this.redis.hget(this.keys.registryParent(parentIdOf(parentKey)), account);
-    return raw === null ? null : parseValue(raw);
+  async member(parentKey: string, account: string): Promise<StoredMember | null> {
+    const [value, floor] = await Promise.all([
+      this.redis.hgetBuffer(this.keys.registryParent(parentIdOf(parentKey)), account),
+      this.redis.hget(this.keys.registryState, 'floor'),
+    ]);
+    const m = value === null ? null : parseValue(value);
+    return m && atFloor(m, Number(floor ?? 0));
   }
 }
 
-function parseValue(value: string): { slot: number; owner: string; label: string } | null {
-  const a = value.indexOf('|');
-  const b = a < 0 ? -1 : value.indexOf('|', a + 1);
-  if (b < 0) return null;
-  const digits = value.slice(0, a);
-  const slot = /^[0-9a-z]{1,11}$/.test(digits) ? Number.parseInt(digits, 36) : NaN;
-  if (!isSlot(slot)) return null;
-  return { slot, owner: value.slice(a + 1, b), label: value.slice(b + 1) };
+/** A member as the floor reads it (src/core/lua/includes/registry-member.lua, `at_floor`). */
+function atFloor(m: StoredMember, floor: number): StoredMember {
+  return Number.isSafeInteger(floor) && m.slot < floor ? { slot: floor, owner: '', label: '-' } : m;
 }

@@ -5,7 +5,6 @@
  */
 
 const ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-const DIGIT_OF = new Map<string, number>([...ALPHABET].map((ch, i) => [ch, i]));
 const CHUNK = 58 ** 5;
 
 /** Encodes bytes as base58 ('' for no bytes). */
@@ -46,26 +45,52 @@ export function toBase58(bytes: Uint8Array): string {
   return out;
 }
 
-/** Decodes base58 text; throws TypeError for a character outside the alphabet. */
+/** Each character's digit by char code (-1: not in the alphabet). */
+const DIGIT_AT = new Int8Array(128).fill(-1);
+for (let i = 0; i < ALPHABET.length; i++) DIGIT_AT[ALPHABET.charCodeAt(i)] = i;
+
+/**
+ * Decodes base58 text; throws TypeError for a character outside the alphabet. Five digits at a
+ * time (58^5 < 2^30) into 16-bit limbs, as {@link toBase58} divides, rather than digit by digit
+ * into bytes (BENCHMARKS.md, "Costs the code's comments refer to").
+ */
 export function fromBase58(text: string): Buffer {
   let zeros = 0;
-  while (zeros < text.length && text[zeros] === '1') zeros++;
-  const bytes: number[] = []; // little-endian base-256 digits
-  for (let i = zeros; i < text.length; i++) {
-    const digit = DIGIT_OF.get(text[i] as string);
-    if (digit === undefined) throw new TypeError(`not base58: ${JSON.stringify(text)}`);
-    let carry = digit;
-    for (let j = 0; j < bytes.length; j++) {
-      carry += (bytes[j] as number) * 58;
-      bytes[j] = carry & 0xff;
-      carry >>= 8;
+  while (zeros < text.length && text.charCodeAt(zeros) === 49) zeros++;
+  const limbs: number[] = []; // little-endian base-65536 digits
+  for (let i = zeros; i < text.length;) {
+    const end = Math.min(i + 5, text.length);
+    let chunk = 0;
+    let scale = 1;
+    for (; i < end; i++) {
+      const code = text.charCodeAt(i);
+      const digit = code < 128 ? (DIGIT_AT[code] as number) : -1;
+      if (digit < 0) throw new TypeError(`not base58: ${JSON.stringify(text)}`);
+      chunk = chunk * 58 + digit;
+      scale *= 58;
+    }
+    let carry = chunk;
+    for (let j = 0; j < limbs.length; j++) {
+      // At most 2^16 * 58^5 + 2^30: exact in a double.
+      const cur = (limbs[j] as number) * scale + carry;
+      carry = Math.floor(cur / 65536);
+      limbs[j] = cur - carry * 65536;
     }
     while (carry > 0) {
-      bytes.push(carry & 0xff);
-      carry >>= 8;
+      const q = Math.floor(carry / 65536);
+      limbs.push(carry - q * 65536);
+      carry = q;
     }
   }
-  const out = Buffer.alloc(zeros + bytes.length);
-  for (let i = 0; i < bytes.length; i++) out[out.length - 1 - i] = bytes[i] as number;
+  // Bytes of the number, most significant first, without leading zero bytes.
+  const bytes: number[] = [];
+  for (let j = limbs.length - 1; j >= 0; j--) {
+    const limb = limbs[j] as number;
+    bytes.push(limb >> 8, limb & 0xff);
+  }
+  let lead = 0;
+  while (lead < bytes.length && bytes[lead] === 0) lead++;
+  const out = Buffer.alloc(zeros + bytes.length - lead);
+  for (let i = lead; i < bytes.length; i++) out[zeros + i - lead] = bytes[i] as number;
   return out;
 }

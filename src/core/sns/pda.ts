@@ -80,35 +80,44 @@ export function nameAccountKey(
   throw new Error('Unable to find a viable program address nonce');
 }
 
+/** Candidates looked up before any is checked against the curve (see {@link existingNameAccountKey}). */
+const LOOKAHEAD = 8;
+
 /**
- * {@link nameAccountKey}`(hashed, nameClass, parent)` in base58 when `exists` says an account is
- * there, else undefined; cheaper than deriving then looking up, because a candidate address found
- * among the accounts needs no curve check. The candidates are tried from bump 255 down, as the
- * derivation does: one that exists is the derived key, since the name program creates its
- * accounts only at derived keys (every higher bump's candidate is on the curve, and no account
- * can be created at those); one that does not exist ends the search when it is off the curve (it
- * is the derived key, and nothing is there).
+ * {@link nameAccountKey}`(hashed, nameClass, parent)` when `find` knows an account there (what
+ * `find` returns for it), else undefined: cheaper than deriving then looking up, because a
+ * candidate address that is an account needs no curve check. The name program creates its
+ * accounts only at derived addresses, and two seeds give one candidate only through a SHA-256
+ * collision: a candidate that is an account is the derived address. Absence is proven as the
+ * derivation does, by the first candidate off the curve; candidates are looked up a few bumps
+ * ahead of the curve checks, so a key found at a lower bump costs none.
  *
- * @param exists whether an account is at a base58 key (the accounts of one reply).
+ * @param find the accounts known (one reply's), by their 32 bytes (only read during the call).
  */
-export function existingNameAccountKey(
+export function existingNameAccountKey<T>(
   hashed: Uint8Array,
   nameClass: Uint8Array,
   parent: Uint8Array,
-  exists: (key: string) => boolean,
-): string | undefined {
+  find: (key: Buffer) => T | undefined,
+): T | undefined {
   if (hashed.length !== 32 || nameClass.length !== 32 || parent.length !== 32) {
     throw new RangeError('name-account seeds are 32 bytes each');
   }
   NAME_SEEDS.set(hashed, 0);
   NAME_SEEDS.set(nameClass, 32);
   NAME_SEEDS.set(parent, 64);
+  const unchecked: Buffer[] = [];
   for (let bump = 255; bump > 0; bump--) {
     NAME_SEEDS[96] = bump;
     const key = hash('sha256', NAME_SEEDS, 'buffer');
-    const text = toBase58(key);
-    if (exists(text)) return text;
-    if (!isOnCurve(key)) return undefined;
+    const found = find(key);
+    if (found !== undefined) return found;
+    unchecked.push(key);
+    if (unchecked.length === LOOKAHEAD || bump === 1) {
+      // The derived address is the first candidate off the curve; none is there.
+      if (unchecked.some((c) => !isOnCurve(c))) return undefined;
+      unchecked.length = 0;
+    }
   }
   throw new Error('Unable to find a viable program address nonce');
 }
