@@ -54,7 +54,7 @@ loop.enable();
 let profiler: Session | undefined;
 
 function serve(
-  ready: { port?: number; url?: string },
+  ready: { port?: number; url?: string; wsUrl?: string },
   handle: Handler,
   close: () => Promise<void>,
 ) {
@@ -65,6 +65,7 @@ function serve(
           const cpu = process.cpuUsage();
           return {
             rss: process.memoryUsage().rss,
+            maxRss: process.resourceUsage().maxRSS * 1024,
             cpuUs: cpu.user + cpu.system,
             loopMaxMs: loop.max / 1e6,
             loopP99Ms: loop.percentile(99) / 1e6,
@@ -243,6 +244,15 @@ async function simRole(): Promise<void> {
         for (const l of labels) chain.addSubdomain(parent, l);
         return null;
       }
+      case 'deleteSubdomain': {
+        const { parent, label } = args as { parent: string; label: string };
+        return chain.deleteSubdomain(parent, label);
+      }
+      case 'transferSubdomain': {
+        const { parent, label, owner } = args as { parent: string; label: string; owner: string };
+        chain.transferSubdomain(parent, label, new PublicKey(owner));
+        return null;
+      }
       case 'resetCalls':
         sim.resetCalls();
         return null;
@@ -258,7 +268,7 @@ async function simRole(): Promise<void> {
         throw new Error(`unknown command ${cmd}`);
     }
   };
-  serve({ url: sim.url }, handle, () => sim.close());
+  serve({ url: sim.url, wsUrl: sim.wsUrl }, handle, () => sim.close());
 }
 
 const role = process.argv[2];

@@ -15,9 +15,14 @@ import { LOCAL_REDIS, withTestDatabase } from '../test/support/shared-redis.js';
 
 export type Role = 'api' | 'worker' | 'baseline' | 'ceiling' | 'sim';
 
+/** What a child sends when ready: its port (servers), the simulator's URLs. */
+export type ChildInfo = { port?: number; url?: string; wsUrl?: string };
+
 /** What a child answers to `stats`. */
 export type ChildStats = {
   rss: number;
+  /** The highest RSS the process has had since it started, in bytes. */
+  maxRss: number;
   /** User plus system CPU time of the process so far, in microseconds. */
   cpuUs: number;
   loopMaxMs: number;
@@ -44,7 +49,7 @@ export class Child {
     readonly role: Role,
     private readonly proc: ChildProcess,
     /** What the child sent when ready (its port, for the servers). */
-    readonly info: { port?: number; url?: string },
+    readonly info: ChildInfo,
   ) {
     proc.on('message', (msg: Reply) => this.pending.get(msg.id)?.(msg));
     // A child that died answers nothing: fail what waits on it instead of hanging.
@@ -76,7 +81,7 @@ export class Child {
       // The gateway logs JSON lines to stdout, as in production; the bench discards them.
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
-    const info = await new Promise<{ port?: number; url?: string }>((resolve, reject) => {
+    const info = await new Promise<ChildInfo>((resolve, reject) => {
       const fail = (why: string) => {
         clearTimeout(timer);
         proc.off('exit', onExit);
@@ -90,7 +95,7 @@ export class Child {
         READY_TIMEOUT_MS,
       );
       proc.once('exit', onExit);
-      proc.once('message', (msg: { ready?: { port?: number; url?: string } }) => {
+      proc.once('message', (msg: { ready?: ChildInfo }) => {
         if (!msg.ready) return fail('unexpected first message');
         clearTimeout(timer);
         proc.off('exit', onExit);

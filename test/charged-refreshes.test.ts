@@ -60,6 +60,7 @@ describe('refreshes charged to the client that asks', () => {
     for (let i = 0; Date.now() - started < floodMs; i++) {
       const parent = parents[i % parents.length] as string;
       answers.get(parent)?.push(await ask(gw, `/subdomains/${parent}`, FLOODER));
+      // The flood's pace: its windows are what the limit counts.
       await elapse(10);
     }
     // Whatever the flood queued has had time to run.
@@ -108,6 +109,7 @@ describe('refreshes charged to the client that asks', () => {
       cache: 'MISS',
     });
     expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
+    // Past CACHE_FRESH_SECONDS: the entry is stale.
     await elapse(1_200);
     // Stale, and the client's one refresh of the window is spent: served, not refreshed.
     for (let i = 0; i < 5; i++) {
@@ -117,6 +119,7 @@ describe('refreshes charged to the client that asks', () => {
       });
       await elapse(300);
     }
+    // Time is the subject: none of those stale hits starts a refresh meanwhile.
     await elapse(1_000);
     expect(gw.sim.callCount('getProgramAccounts')).toBe(1);
     // Another client's stale hit starts the refresh, charged to it.
@@ -151,6 +154,7 @@ describe('refreshes charged to the client that asks', () => {
         for (const address of ['127.0.0.2', '127.0.0.3']) {
           expect((await ask(g, `/subdomains/${parent}`, address)).status).toBe(200);
         }
+        // The users' pace: often enough to keep the parent hot.
         await elapse(500);
       }
     })();

@@ -102,6 +102,7 @@ describe('freshness while the chain is followed', () => {
       healthyUntil: Date.now() + 120_000,
       mode: 'parents',
     });
+    // Past the interval at which the API reads the status again (FollowStatusReader's).
     await elapse(600);
     const res = await gw.get('/subdomains/hotonly');
     expect(res.headers.get('x-cache')).toBe('STALE');

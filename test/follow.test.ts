@@ -103,6 +103,7 @@ describe('every cached parent follows the chain', () => {
     await waitFor(() => sim.wsStats().connections === 0);
     sim.chain.addSubdomain(PARENT, 'meanwhile');
     sim.chain.deleteSubdomain(PARENT, 'hollaaa');
+    // Time is the subject: the stream stays down a while after the changes, a gap to read.
     await elapse(300);
     sim.setWebsocketAvailable(true);
     const took = await within(7_000, async () => {

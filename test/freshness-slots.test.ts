@@ -147,6 +147,7 @@ describe('slots from the websocket', () => {
     const outcome = (name: string) =>
       metric(gw as Gateway, 'sns_ws_notifications_total', { outcome: name });
     await waitFor(async () => (await outcome('refused')) >= slots.length);
+    // Time is the subject: nothing more is refused or patched afterwards.
     await elapse(500);
     expect(await outcome('refused')).toBe(slots.length);
     expect(await outcome('patched')).toBe(0);

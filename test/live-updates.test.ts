@@ -318,6 +318,7 @@ describe('LiveUpdates', () => {
     await waitFor(() => slow.destroyed && fast.written.length >= 3, 2_000);
     expect(live.size).toBe(1);
     const written = slow.written.length;
+    // Time is the subject: nothing more reaches the dropped stream.
     await elapse(100);
     expect(slow.written.length).toBe(written);
     live.close();
@@ -332,6 +333,7 @@ describe('LiveUpdates', () => {
     refresh();
     refresh();
     await waitFor(() => sinks.every((s) => s.written.some((w) => w.includes('"c"'))), 2_000);
+    // Time is the subject: no second copy of the change follows.
     await elapse(50);
     for (const s of sinks) {
       expect(s.written.filter((w) => w.startsWith('event:'))).toEqual([

@@ -230,9 +230,11 @@ describe.skipIf(!aclCheck)('the start-up check of the Redis user', () => {
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       await waitFor(async () => (await admin.exists(redisKeys(prefix).followLease)) === 1);
+      // Past the fresh window: the next ask refreshes a stale entry.
       await elapse(2_500);
       expect((await getJson(base, '/subdomains/67679')).body.s).toBe('ok');
       expect((await getJson(base, '/readyz')).status).toBe(200);
+      // Time passes with the gateway at work (its timers, the lease renewed), under the ACL.
       await elapse(1_000);
       expect((await child.kill('SIGTERM')).code).toBe(0);
       expect(child.output()).not.toContain('failed to start');

@@ -121,8 +121,10 @@ describe('a shutdown that cannot finish', () => {
     const stuck = await startStuck(60_000);
     try {
       stuck.child.kill('SIGINT');
+      // Within SAME_SIGNAL_MS: the one signal twice, as npm forwards a terminal's Ctrl-C.
       await elapse(20);
       stuck.child.kill('SIGINT');
+      // Past SAME_SIGNAL_MS: time is the subject, and the process is still in its first shutdown.
       await elapse(SAME_SIGNAL_MS + 200);
       expect(stuck.child.exitCode === null && stuck.child.signalCode === null).toBe(true);
       expect(stuck.output()).not.toContain('second signal');

@@ -1,18 +1,18 @@
-import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { PieceMember, RegistryIndex } from '../../src/core/cache/registry-index.js';
+import type { RegistryIndex } from '../../src/core/cache/registry-index.js';
 import type { FollowStatus } from '../../src/core/cache/follow-status.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import type { CreditBudget } from '../../src/core/rpc/budget.js';
-import { isSlot, type SlotClock } from '../../src/core/rpc/slot.js';
-import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
-import { malformed, RpcCallError } from '../rpc/envelope.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import { REVERSE_LOOKUP_CLASS, toBase58 } from '../../src/core/sns/pda.js';
+import { RpcCallError } from '../rpc/envelope.js';
 import { NAME_PROGRAM } from '../follow/stream.js';
-import { subdomainKey } from '../sns/change.js';
 import { HEADER_LEN } from '../sns/discovery-decode.js';
-import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
+import type { DiscoveryLane } from '../sns/subdomain-discovery.js';
+import { namesPage, pageOf, reversesPage, type Page } from './pages.js';
 
 /** BullMQ queue of the index's bootstrap pieces (`<prefix>:registry-build:*`). */
 export const REGISTRY_BUILD_QUEUE = 'registry-build';
@@ -20,7 +20,10 @@ export const REGISTRY_BUILD_QUEUE = 'registry-build';
 /**
  * The shards of a build: the reverse records whose parent key starts with each byte (`00`..`ff`).
  * Shard `00` also holds every top-level name's reverse record (parent all zeros): it is read with
- * a third filter, the subdomain text's leading NUL at byte 100, which no top-level text has.
+ * a third filter, the subdomain text's leading NUL at byte 100, which no top-level text has. A
+ * record made by hand or by an old tool may lack that NUL, and `findSubdomains` lists it all the
+ * same: shard `00` also reads the name accounts of no class under parents starting with byte 0
+ * ({@link namesFilters}) and the reverse records derived from them.
  */
 export const SHARDS: readonly string[] = Array.from({ length: 256 }, (_, i) =>
   i.toString(16).padStart(2, '0'),
@@ -40,8 +43,6 @@ export const PIECE_BACKOFF_MS = 2_000;
  * is background work and yields to the refreshes that users wait on, but is never stopped for good.
  */
 export const PIECE_YIELD_MS = 5_000;
-/** Records of a page checked between two turns of the event loop. */
-const DERIVE_CHUNK = 500;
 /** How often a piece standing aside looks again at the refresh jobs waiting, in ms. */
 export const PIECE_YIELD_POLL_MS = 100;
 
@@ -95,68 +96,32 @@ export function shardFilters(shard: string): object[] {
   return filters;
 }
 
-type Page = {
-  slot: number;
-  accounts: Array<{ pubkey: string; data: string }>;
-  next: string | null;
-};
-
-/** A page of `getProgramAccounts[V2]` as sent: accounts, slot, pagination key. */
-function pageOf(result: unknown, v2: boolean): Page {
-  const bad = (why: string) => malformed(`registry piece: ${why}`);
-  if (typeof result !== 'object' || result === null) throw bad('no result');
-  const r = result as { context?: { slot?: unknown }; value?: unknown };
-  // V2 answers `{accounts, paginationKey, context?}`, or, with context, `{context, value: {...}}`.
-  let body: unknown = v2 ? (r.value ?? result) : r.value;
-  const slot = r.context?.slot;
-  if (!isSlot(slot)) throw bad('no context slot');
-  let next: string | null = null;
-  if (v2) {
-    const b = body as { accounts?: unknown; paginationKey?: unknown };
-    next = typeof b.paginationKey === 'string' && b.paginationKey !== '' ? b.paginationKey : null;
-    body = b.accounts;
-  }
-  if (!Array.isArray(body)) throw bad('no account list');
-  const accounts: Page['accounts'] = [];
-  for (const item of body as Array<{ pubkey?: unknown; account?: { data?: unknown } }>) {
-    const data = item?.account?.data;
-    if (typeof item?.pubkey !== 'string' || !Array.isArray(data) || typeof data[0] !== 'string') {
-      throw bad('an account of the wrong shape');
-    }
-    accounts.push({ pubkey: item.pubkey, data: data[0] });
-  }
-  return { slot, accounts, next };
+/**
+ * The filters of shard `00`'s second pass: name accounts whose parent starts with byte 0 and whose
+ * class is none (a subdomain's; reverse records, top-level ones included, have the reverse class).
+ */
+export function namesFilters(): object[] {
+  return [
+    { memcmp: { offset: 0, bytes: toBase58(Uint8Array.of(0)) } },
+    { memcmp: { offset: 64, bytes: toBase58(new Uint8Array(32)) } },
+  ];
 }
 
-/**
- * The subdomain reverse records of one page: each one's parent key, label and the subdomain name
- * account derived from it (checked: its reverse key must be the record's, as `findSubdomains`
- * pairs them). Texts cut at the slice are returned apart, to read whole.
- */
-export function reverseRecordsOf(accounts: Page['accounts']): {
-  found: Array<Omit<PieceMember, 'owner'>>;
-  cut: string[];
-} {
-  const found: Array<Omit<PieceMember, 'owner'>> = [];
-  const cut: string[] = [];
-  for (const { pubkey, data } of accounts) {
-    const bytes = Buffer.from(data, 'base64');
-    if (bytes.length < HEADER_LEN + 4) continue;
-    const parent = bytes.subarray(0, 32);
-    if (parent.every((b) => b === 0)) continue;
-    const len = bytes.readUInt32LE(HEADER_LEN);
-    const text = bytes.subarray(HEADER_LEN + 4);
-    if (len > text.length) {
-      cut.push(pubkey);
-      continue;
-    }
-    const label = text.subarray(0, len).toString('utf8').replace(/^\0/, '');
-    if (!label) continue;
-    const account = subdomainKey(label, parent);
-    if (toBase58(reverseKeyFromDomainKey(account, parent)) !== pubkey) continue;
-    found.push({ parentKey: toBase58(parent), account, reverse: pubkey, label });
+/** The pieces' `dataSlice` of name accounts: the parent and the owner. */
+const NAMES_SLICE = Object.freeze({ offset: 0, length: 64 });
+
+/** What one pass of a piece reads: reverse records by their parent, or name accounts. */
+type Pass = { kind: 'reverses' | 'names'; filters: object[]; dataSlice: object };
+
+/** The passes of a shard's piece, in order; the last one's last page marks the shard done. */
+export function piecePasses(shard: string): Pass[] {
+  const passes: Pass[] = [
+    { kind: 'reverses', filters: shardFilters(shard), dataSlice: PIECE_SLICE },
+  ];
+  if (Number.parseInt(shard, 16) === 0) {
+    passes.push({ kind: 'names', filters: namesFilters(), dataSlice: NAMES_SLICE });
   }
-  return { found, cut };
+  return passes;
 }
 
 /**
@@ -170,7 +135,7 @@ export function reverseRecordsOf(accounts: Page['accounts']): {
  *   (BullMQ retries with back-off).
  */
 export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number | null> {
-  const { index, lane, endpoint } = deps;
+  const { index } = deps;
   const state = await index.state();
   if (state.run !== job.run || state.status !== 'building') return null;
   if (await index.shardDone(job.run, job.shard)) return null;
@@ -182,17 +147,39 @@ export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number
   if (!status || status.mode !== 'program' || now >= status.healthyUntil) {
     throw new Error('registry piece: the stream is not followed whole; waiting');
   }
+  const passes = piecePasses(job.shard);
+  const reading = { v2: true, total: 0 };
+  for (const [i, pass] of passes.entries()) {
+    const shard = i === passes.length - 1 ? job.shard : undefined;
+    if ((await readPass(deps, job.run, shard, pass, reading)) === null) return null;
+  }
+  return reading.total;
+}
+
+/**
+ * Reads one pass of a piece, page by page, and writes each page; `shard` is marked done with the
+ * last page (undefined: a pass follows). `reading.v2` is false once the provider refused
+ * `getProgramAccountsV2`; `reading.total` counts the members written.
+ *
+ * @returns null when the build is no longer current.
+ */
+async function readPass(
+  deps: BuildDeps,
+  run: number,
+  shard: string | undefined,
+  pass: Pass,
+  reading: { v2: boolean; total: number },
+): Promise<number | null> {
+  const { index, lane, endpoint } = deps;
   const config = {
     encoding: 'base64',
     commitment: 'confirmed',
     withContext: true,
-    filters: shardFilters(job.shard),
-    dataSlice: PIECE_SLICE,
+    filters: pass.filters,
+    dataSlice: pass.dataSlice,
   };
-  let v2 = true;
   let paginationKey: string | null = null;
   let minContextSlot: number | undefined;
-  let total = 0;
   for (;;) {
     let page: Page;
     await standAside(deps);
@@ -200,7 +187,7 @@ export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number
       ...config,
       ...(minContextSlot === undefined ? {} : { minContextSlot }),
     };
-    if (v2) {
+    if (reading.v2) {
       try {
         const result = await lane.rpc.call<unknown>(
           endpoint,
@@ -214,7 +201,7 @@ export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number
         page = pageOf(result, true);
       } catch (err) {
         if (!refused(err) || paginationKey !== null) throw err;
-        v2 = false;
+        reading.v2 = false;
         continue;
       }
     } else {
@@ -230,94 +217,23 @@ export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number
     }
     deps.slots.observe(page.slot);
     minContextSlot = Math.max(minContextSlot ?? page.slot, page.slot);
-    const found: Array<Omit<PieceMember, 'owner'>> = [];
-    const cut: string[] = [];
-    // Two derivations a record, on this thread: a page is cut so refreshes' callbacks run between.
-    for (let at = 0; at < page.accounts.length; at += DERIVE_CHUNK) {
-      if (at > 0) await setImmediate();
-      const some = reverseRecordsOf(page.accounts.slice(at, at + DERIVE_CHUNK));
-      found.push(...some.found);
-      cut.push(...some.cut);
-    }
-    const long = await readLongTexts(lane, endpoint, cut, page.slot);
-    found.push(...long);
-    const { members, slot: ownersSlot } = await ownersOf(lane, endpoint, found, page.slot);
+    const { members, ownersSlot } =
+      pass.kind === 'reverses'
+        ? await reversesPage(lane, endpoint, page)
+        : await namesPage(lane, endpoint, page);
     const last = page.next === null;
     const written = await index.writePiece(
-      job.run,
-      last ? job.shard : undefined,
+      run,
+      last ? shard : undefined,
       page.slot,
       ownersSlot,
       members,
     );
     if (written === null) return null;
-    total += written.written;
-    if (last) return total;
+    reading.total += written.written;
+    if (last) return reading.total;
     paginationKey = page.next;
   }
-}
-
-/** Owners of the found subdomains (`getMultipleAccounts`, bytes 0..64) at `slot` or later. */
-async function ownersOf(
-  lane: DiscoveryLane,
-  endpoint: RpcEndpoint,
-  found: ReadonlyArray<Omit<PieceMember, 'owner'>>,
-  slot: number,
-): Promise<{ members: PieceMember[]; slot: number }> {
-  type Reply = { context?: { slot?: unknown }; value?: Array<{ data?: unknown } | null> };
-  const batches = await accountsInBatches<Reply>(
-    lane,
-    endpoint,
-    found.map((f) => f.account),
-    {
-      dataSlice: { offset: 0, length: 64 },
-      minContextSlot: slot,
-      decode: () => lane.thread.envelope<Reply>(),
-    },
-  );
-  const members: PieceMember[] = [];
-  let read = slot;
-  let i = 0;
-  for (const { result } of batches) {
-    const at = result.context?.slot;
-    if (isSlot(at)) read = Math.max(read, at);
-    for (const entry of result.value ?? []) {
-      const f = found[i++];
-      if (!f) break;
-      const data = (entry?.data as unknown[] | undefined)?.[0];
-      const head = typeof data === 'string' ? Buffer.from(data, 'base64') : undefined;
-      const owner =
-        head && head.length >= 64 && toBase58(head.subarray(0, 32)) === f.parentKey
-          ? toBase58(head.subarray(32, 64))
-          : null;
-      members.push({ ...f, owner });
-    }
-  }
-  return { members, slot: read };
-}
-
-/** Reverse records whose text was cut at the slice, read whole (up to the lane's label bound). */
-async function readLongTexts(
-  lane: DiscoveryLane,
-  endpoint: RpcEndpoint,
-  keys: readonly string[],
-  slot: number,
-): Promise<Array<Omit<PieceMember, 'owner'>>> {
-  if (keys.length === 0) return [];
-  type Reply = { value?: Array<{ data?: unknown } | null> };
-  const batches = await accountsInBatches<Reply>(lane, endpoint, keys, {
-    dataSlice: { offset: 0, length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes },
-    minContextSlot: slot,
-    decode: () => lane.thread.envelope<Reply>(),
-  });
-  const accounts: Page['accounts'] = [];
-  for (const { batch, result } of batches) {
-    (result.value ?? []).forEach((entry, i) => {
-      const data = (entry?.data as unknown[] | undefined)?.[0];
-      if (typeof data === 'string') accounts.push({ pubkey: batch[i] as string, data });
-    });
-  }
-  return reverseRecordsOf(accounts).found;
 }
 
 /** The queue of pieces. */

@@ -6,31 +6,18 @@ import type {
   EntryAccounts,
   SubdomainCache,
 } from '../../core/cache/subdomain-cache.js';
-import {
-  BudgetExhaustedError,
-  GatewayError,
-  InternalError,
-  OverloadedError,
-  RateLimitedError,
-  RpcUnavailableError,
-  REDIS_RETRY_AFTER_S,
-  ShuttingDownError,
-  UnavailableError,
-} from '../../core/errors.js';
+import { InternalError, ShuttingDownError } from '../../core/errors.js';
 import { REFRESH_EVENT_LOSS, type Metrics } from '../../core/metrics.js';
 import type { RefreshListener } from '../../core/queue/refresh-events.js';
-import {
-  addRefreshJob,
-  refreshDedupId,
-  waitingRefreshes,
-  type RefreshJobData,
-} from '../../core/queue/refresh-queue.js';
+import type { RefreshJobData } from '../../core/queue/refresh-queue.js';
 import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
 import type { FollowStatus, FollowStatusReader } from '../../core/cache/follow-status.js';
 import { InProcessCopy } from './in-process-copy.js';
 import type { ParentTouches } from './parent-touches.js';
+import { budgetSpent } from './refresh-charge.js';
+import { RefreshFlights } from './refresh-flights.js';
 import type { RegistrySource } from './registry-source.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
@@ -59,7 +46,10 @@ export type Requester = {
  * An entry read from Redis (null: none), and the in-process copy's generation of when the read
  * began ({@link InProcessCopy.generation}).
  */
-type EntryRead<E extends CacheEntry | null = CacheEntry | null> = { entry: E; generation: number };
+export type EntryRead<E extends CacheEntry | null = CacheEntry | null> = {
+  entry: E;
+  generation: number;
+};
 
 export type SubdomainLookupDeps = {
   cache: SubdomainCache;
@@ -111,18 +101,14 @@ export type SubdomainLookupDeps = {
  * starts is charged to its client ({@link Requester.charge}). The API never calls the RPC.
  */
 export class SubdomainLookup {
-  private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();
   private readonly recentlyQueued = new LRUCache<string, true>({ max: 10_000, ttl: 1_000 });
-  /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
-  private readonly closing = new AbortController();
-  private closingStarted = false;
-  private readonly closed = new Promise<'closed'>((resolve) =>
-    this.closing.signal.addEventListener('abort', () => resolve('closed'), { once: true }),
-  );
+  /** The refreshes this process starts and waits for (./refresh-flights.ts). */
+  private readonly refreshes: RefreshFlights;
   /** Fresh entries of the default endpoint kept in process; none when not configured. */
   private readonly local: InProcessCopy | undefined;
 
   constructor(private readonly deps: SubdomainLookupDeps) {
+    this.refreshes = new RefreshFlights({ ...deps, read: (key) => this.read(key) });
     const maxBytes = deps.localCacheBytes ?? 0;
     if (maxBytes > 0 && deps.localEndpointId !== undefined) {
       const follow = deps.follow;
@@ -205,32 +191,26 @@ export class SubdomainLookup {
       // threshold the refresh waits for the stretched window, and none once it is spent.
       if (!this.recentlyQueued.has(key) && this.mayRefreshStale(endpoint, entry)) {
         this.recentlyQueued.set(key, true);
-        this.refreshStale(key, parent, endpoint, requester).catch((err: unknown) =>
-          this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
-        );
+        this.refreshes
+          .refreshStale(key, parent, endpoint, requester)
+          .then((queued) => {
+            if (!queued) this.recentlyQueued.delete(key);
+          })
+          .catch((err: unknown) =>
+            this.deps.logger.warn({ err, parent }, 'could not queue a stale refresh'),
+          );
       }
       return { entry, state: 'STALE' };
     }
     metrics.countCacheLookup('miss');
-    if (this.closingStarted) throw new ShuttingDownError('shutting down', 1);
+    if (this.refreshes.closingStarted) throw new ShuttingDownError('shutting down', 1);
     if (endpoint.kind === 'default' && this.deps.budget?.state() === 'exhausted') {
       // Charged like the refresh it would have started: a client asking on past its limit gets
       // 429s, not a 503 per request.
       await requester.charge();
-      throw this.budgetSpent(parent);
+      throw budgetSpent(parent, this.deps.budget);
     }
-    let fetched: EntryRead<CacheEntry>;
-    try {
-      fetched = await this.flight(key, parent, endpoint, requester);
-    } catch (err) {
-      // A joiner refused with the starter's 429 tries again with its own charge: the first to
-      // resume finds no flight and starts one (no I/O between the flight's end and the resumes),
-      // the others join it. Only the starter's own request was over its limit.
-      if (!(err instanceof JoinedRefusal)) throw err;
-      fetched = await this.flight(key, parent, endpoint, requester).catch((again: unknown) => {
-        throw again instanceof JoinedRefusal ? again.refusal : again;
-      });
-    }
+    const fetched = await this.refreshes.wait(key, parent, endpoint, requester);
     this.counted(parent, endpoint, requester);
     this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
@@ -265,49 +245,10 @@ export class SubdomainLookup {
     };
   }
 
-  /**
-   * Joins the single flight of `key`, or starts it charged to `requester`. A joiner whose flight
-   * failed because the starter's charge was refused gets a {@link JoinedRefusal}, never the 429
-   * itself: that refusal was the starter's.
-   */
-  private async flight(
-    key: string,
-    parent: string,
-    endpoint: RpcEndpoint,
-    requester: Requester,
-  ): Promise<EntryRead<CacheEntry>> {
-    const joined = this.inflight.get(key);
-    if (joined) {
-      try {
-        return await joined;
-      } catch (err) {
-        if (err instanceof RateLimitedError) throw new JoinedRefusal(err);
-        throw err;
-      }
-    }
-    const started = this.refreshAndWait(key, parent, endpoint, requester).finally(() =>
-      this.inflight.delete(key),
-    );
-    this.inflight.set(key, started);
-    return started;
-  }
-
   /** Whether the daily credit budget lets a stale entry of `endpoint` be refreshed now. */
   private mayRefreshStale(endpoint: RpcEndpoint, entry: CacheEntry): boolean {
     const { budget } = this.deps;
     return endpoint.kind !== 'default' || !budget || budget.staleRefreshAllowed(entry.fetchedAt);
-  }
-
-  /** The 503 of a cold miss the day's credit budget cannot pay for. */
-  private budgetSpent(parent: string): BudgetExhaustedError {
-    return new BudgetExhaustedError(
-      `no refresh of ${parent}: the daily credit budget is spent`,
-      this.deps.budget?.retryAfterSeconds() ?? 60,
-      {
-        detail:
-          "the gateway's daily RPC credit budget is spent: cached answers are still served, new ones from the next UTC day (Retry-After)",
-      },
-    );
   }
 
   /**
@@ -331,109 +272,6 @@ export class SubdomainLookup {
   }
 
   /**
-   * The refresh of a stale entry, in the background: nothing when one is queued or running already;
-   * else charged to the client, and not queued when the charge refuses it (the stale answer is
-   * served anyway).
-   */
-  private async refreshStale(
-    key: string,
-    parent: string,
-    endpoint: RpcEndpoint,
-    requester: Requester,
-  ): Promise<void> {
-    const queue = this.deps.queues[endpoint.kind];
-    if ((await queue.getDeduplicationJobId(refreshDedupId(key))) !== null) return;
-    try {
-      await this.admit(endpoint, requester);
-    } catch (err) {
-      if (!(err instanceof RateLimitedError)) throw err;
-      this.recentlyQueued.delete(key);
-      return;
-    }
-    await addRefreshJob(queue, jobData(key, parent, endpoint, requester.client), 'stale');
-  }
-
-  /**
-   * Charges a new refresh to `requester`: a unit of its cold-miss limit, then, on the configured
-   * endpoint with a budget, a look at its share of the day's credits (docs/design.md, "Budget").
-   *
-   * @throws RateLimitedError past the limit, or with the share spent (to the next UTC day).
-   */
-  private async admit(endpoint: RpcEndpoint, requester: Requester): Promise<void> {
-    await requester.charge();
-    const { budget } = this.deps;
-    if (endpoint.kind !== 'default' || budget?.creditsPerDay === undefined) return;
-    let spent: boolean;
-    try {
-      spent = await budget.clientShareSpent(requester.client);
-    } catch {
-      // The worker's reservation holds the share exactly; a failed look refuses nothing.
-      return;
-    }
-    if (spent) throw this.shareSpent();
-  }
-
-  /** The 429 of a client that spent its share of the day's credits. */
-  private shareSpent(): RateLimitedError {
-    return new RateLimitedError(
-      "client spent its share of the day's credits",
-      this.deps.budget?.retryAfterSeconds() ?? 60,
-      {
-        reason: 'client_share',
-        detail:
-          "this client spent its share of the gateway's daily RPC credits: cached answers are still served, new refreshes from the next UTC day (Retry-After)",
-      },
-    );
-  }
-
-  private async refreshAndWait(
-    key: string,
-    parent: string,
-    endpoint: RpcEndpoint,
-    requester: Requester,
-  ): Promise<EntryRead<CacheEntry>> {
-    // Listen before queueing, then look again: a refresh that was already running may have
-    // finished between the first read and now, and its event would be lost to us.
-    const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs);
-    try {
-      const raced = await this.read(key);
-      if (raced.entry) {
-        wait.cancel();
-        return raced as EntryRead<CacheEntry>;
-      }
-      await this.enqueue(key, parent, endpoint, requester);
-    } catch (err) {
-      wait.cancel();
-      throw err;
-    }
-    const outcome = await Promise.race([wait.event, this.closed]);
-    if (outcome === 'closed') {
-      wait.cancel();
-      throw new ShuttingDownError(`stopped waiting for the refresh of ${parent}`, 1);
-    }
-    if (outcome === null)
-      throw new RpcUnavailableError(`no refresh of ${parent} within ${this.deps.waitMs} ms`);
-    if (!outcome.ok) {
-      if (outcome.reason === 'rpc')
-        throw new RpcUnavailableError(`refresh of ${parent} failed at the RPC`);
-      if (outcome.reason === 'budget') throw this.budgetSpent(parent);
-      if (outcome.reason === 'share') throw this.shareSpent();
-      if (outcome.reason === 'disconnected') {
-        throw new UnavailableError(
-          `lost the refresh events of ${parent}: Redis connection closed`,
-          REDIS_RETRY_AFTER_S,
-        );
-      }
-      throw new InternalError(`refresh of ${parent} failed in the worker`);
-    }
-    const read = await this.read(key);
-    if (!read.entry) {
-      throw new InternalError(`refresh of ${parent} reported done but wrote no entry`);
-    }
-    return read as EntryRead<CacheEntry>;
-  }
-
-  /**
    * Shutdown has begun: no new refresh is waited for, and requests already waiting get `graceMs`
    * to see theirs finish, then answer 503 `Shutting down` instead of outliving the process's
    * shutdown bound (a wait can last `SUBDOMAINS_WAIT_MS`). Hits are still served while the server
@@ -442,9 +280,7 @@ export class SubdomainLookup {
    * @param graceMs milliseconds waiting requests may still wait.
    */
   close(graceMs = 0): void {
-    this.closingStarted = true;
-    if (graceMs <= 0) this.closing.abort();
-    else setTimeout(() => this.closing.abort(), graceMs).unref();
+    this.refreshes.close(graceMs);
   }
 
   /** Reads the entry, with the in-process copy's generation of when the read began. */
@@ -456,59 +292,4 @@ export class SubdomainLookup {
       throw new InternalError('cache read failed', { cause: err });
     }
   }
-
-  /**
-   * Queues the refresh of a cold miss, deduplicated on the cache key. A request that would start a
-   * new job is first checked against the queue bound and charged to its client; one that joins a
-   * queued or running job never is.
-   */
-  private async enqueue(key: string, parent: string, endpoint: RpcEndpoint, requester: Requester) {
-    const queue = this.deps.queues[endpoint.kind];
-    const dedupId = refreshDedupId(key);
-    try {
-      // One round trip for both (sent back to back on one connection); the count is wasted
-      // when the miss joins a queued job, which is cheaper than a second round trip.
-      const [joined, waiting] = await Promise.all([
-        queue.getDeduplicationJobId(dedupId),
-        waitingRefreshes(queue),
-      ]);
-      if (joined === null) {
-        // Charged first: a shed miss (503) costs its client a unit too.
-        await this.admit(endpoint, requester);
-        if (waiting >= this.deps.maxWaiting) {
-          throw new OverloadedError(`${waiting} refreshes waiting`, 5);
-        }
-      }
-      await addRefreshJob(queue, jobData(key, parent, endpoint, requester.client), 'coldMiss');
-    } catch (err) {
-      if (err instanceof GatewayError) throw err;
-      throw new InternalError('could not queue a refresh', { cause: err });
-    }
-  }
-}
-
-/** A joined flight failed with its starter's refusal (`refusal`), not this request's. */
-class JoinedRefusal extends Error {
-  constructor(readonly refusal: RateLimitedError) {
-    super('the single flight joined was refused to its starter');
-  }
-}
-
-/**
- * A refresh job's data: the default endpoint travels as its kind, never its URL; the client that
- * starts it is charged its credits.
- */
-function jobData(
-  cacheKey: string,
-  parent: string,
-  endpoint: RpcEndpoint,
-  client: string,
-): RefreshJobData {
-  return {
-    cacheKey,
-    parent,
-    endpoint:
-      endpoint.kind === 'override' ? { kind: 'override', url: endpoint.url } : { kind: 'default' },
-    client,
-  };
 }
