@@ -8,6 +8,7 @@ import { every } from '../worker/follow/types.js';
 import {
   FakeClock,
   FakeRpc,
+  FakeStore,
   fakeFollower,
   quietDeps,
   settle,
