@@ -55,28 +55,51 @@ describe('a refused silence probe', () => {
 });
 
 describe('a spent budget', () => {
-  it('stops vouching for entries whose re-read it cannot pay for', async () => {
+  it('stops vouching for the one entry whose re-read it cannot pay for, not every entry', async () => {
     const rpc = new FakeRpc();
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const store = new FakeStore();
+    store.put('owing', 10, { acct1: ['a', 'o'] });
+    store.put('quiet', 10, { acct2: ['b', 'o'] });
     let state: 'normal' | 'exhausted' = 'normal';
-    let owed = 0;
+    let owed: Array<[string, number]> = [];
     const budget = { state: () => state, proactiveAffordable: () => state !== 'exhausted' };
-    const f = fakeFollower({ rpc, deps: { budget, owed: () => owed } });
+    const f = fakeFollower({ rpc, store, deps: { budget, owed: () => owed } });
     await f.open();
     await f.clock.advance(2_500);
     expect(f.follower.healthy).toBe(true);
     const epoch = f.statuses.at(-1)?.epoch ?? Infinity;
-    // A re-read is owed while the budget is normal: it will be made, the epoch stays.
-    owed = 1;
+    // A re-read is owed while the budget is normal: it will be made, nothing is marked.
+    owed = [['owing', 40]];
     await f.clock.advance(1_000);
-    expect(f.statuses.at(-1)?.epoch).toBe(epoch);
-    // The budget is spent: the re-read will be refused, so the entries it would correct (and,
-    // not knowing which, all fetched before now) are no longer vouched for.
+    expect(store.owed.size).toBe(0);
+    // The budget is spent: the re-read will be refused, so the entry it would correct is no
+    // longer vouched for, and only that one: the epoch stays, the other entries stay fresh.
     state = 'exhausted';
     await f.clock.advance(1_000);
-    const spent = f.statuses.at(-1)?.epoch ?? 0;
-    expect(spent).toBeGreaterThan(epoch);
-    expect(spent).toBeGreaterThanOrEqual(f.clock.now() - 1_000);
+    expect([...store.owed]).toEqual([['owing', 40]]);
+    expect(f.changed).toContain('owing');
+    // Marked once, not every second.
+    await f.clock.advance(3_000);
+    expect(store.calls.filter((c) => c.startsWith('owed'))).toEqual(['owed owing 40']);
+    expect(f.statuses.at(-1)?.epoch).toBe(epoch);
+    await f.follower.close();
+  });
+
+  it('gives every entry up when the owed entry cannot be marked', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const store = new FakeStore();
+    store.markOwed = async () => {
+      throw new Error('Redis refused');
+    };
+    const budget = { state: () => 'exhausted' as const, proactiveAffordable: () => false };
+    const f = fakeFollower({ rpc, store, deps: { budget, owed: () => [['owing', 40]] } });
+    await f.open();
+    await f.clock.advance(2_500);
+    const epoch = f.statuses.at(0)?.epoch ?? Infinity;
+    await f.clock.advance(2_000);
+    expect(f.statuses.at(-1)?.epoch).toBeGreaterThan(epoch);
     await f.follower.close();
   });
 });

@@ -17,6 +17,7 @@ import {
   createMetrics,
   DELETION_CHECK_OUTCOME,
   QUEUE_SCRAPE_TIMEOUT_MS,
+  QUEUE_STATES,
   REFRESH_OUTCOME,
   WS_NOTIFICATION_OUTCOME,
 } from '../src/core/metrics.js';
@@ -46,6 +47,8 @@ import { hasBinary } from './support/programs.js';
 import { startRpcSimulator, type Fault, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { freePort } from './support/ports.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { ROUTE } from '../src/api/http/routes/paths.js';
+import { OPS_ROUTE } from '../src/core/http/ops-routes.js';
 
 /** One row of the metrics table of docs/observability.md. */
 type MetricRow = {
@@ -230,8 +233,8 @@ describe('API /metrics after real traffic', () => {
     await waitFor(async () => {
       const now = await read();
       return (
-        value(now, 'sns_refresh_jobs_total', { outcome: 'completed' }) -
-          value(before, 'sns_refresh_jobs_total', { outcome: 'completed' }) ===
+        value(now, 'sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed }) -
+          value(before, 'sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed }) ===
         1
       );
     });
@@ -258,8 +261,8 @@ describe('API /metrics after real traffic', () => {
     );
     expect(countDelta('sns_rpc_request_duration_seconds', gpa)).toBe(1);
     expect(delta('sns_rpc_retries_total')).toBe(0);
-    expect(delta('sns_refresh_jobs_total', { outcome: 'completed' })).toBe(1);
-    expect(delta('sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.failed })).toBe(0);
     await waitFor(
       async () => histogramCount(await read(), 'sns_refresh_duration_seconds') > 0,
       2_000,
@@ -304,8 +307,8 @@ describe('API /metrics after real traffic', () => {
     expect(res.headers.get('x-cache')).toBe('STALE');
     await waitFor(
       async () =>
-        value(await read(), 'sns_refresh_jobs_total', { outcome: 'completed' }) >
-        value(before, 'sns_refresh_jobs_total', { outcome: 'completed' }),
+        value(await read(), 'sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed }) >
+        value(before, 'sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed }),
     );
     const after = await read();
     expect(
@@ -446,13 +449,13 @@ describe('API /metrics after real traffic', () => {
       value(after, name, labels) - value(before, name, labels);
     await waitFor(async () => {
       after = await read();
-      return delta('sns_refresh_jobs_total', { outcome: 'completed' }) >= 1;
+      return delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed }) >= 1;
     });
     expect(delta('sns_rpc_requests_total', { outcome: 'rpc_error' })).toBe(1);
     expect(delta('sns_rpc_retries_total', {})).toBe(0);
-    expect(delta('sns_refresh_jobs_total', { outcome: 'retried' })).toBe(1);
-    expect(delta('sns_refresh_jobs_total', { outcome: 'completed' })).toBe(1);
-    expect(delta('sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.retried })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.failed })).toBe(0);
   });
 
   it('a 403 from the configured endpoint is not a malformed reply: its job is retried', async () => {
@@ -469,10 +472,10 @@ describe('API /metrics after real traffic', () => {
       value(after, name, labels) - value(before, name, labels);
     await waitFor(async () => {
       after = await read();
-      return delta('sns_refresh_jobs_total', { outcome: 'completed' }) >= 1;
+      return delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed }) >= 1;
     });
-    expect(delta('sns_refresh_jobs_total', { outcome: 'retried' })).toBe(1);
-    expect(delta('sns_refresh_jobs_total', { outcome: 'completed' })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.retried })).toBe(1);
+    expect(delta('sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.completed })).toBe(1);
   });
 
   it('http_request_duration_seconds labels the route pattern, never the raw URL', async () => {
@@ -491,10 +494,8 @@ describe('API /metrics after real traffic', () => {
     const routes = new Set(
       labelSets(exp, 'http_request_duration_seconds').map((l) => l.route ?? ''),
     );
-    expect(routes).toContain('/subdomains/:parent');
-    expect(routes).toContain('/record-key-v2/:domain/:record');
-    expect(routes).toContain('/types/record');
-    expect(routes).toContain('/healthz');
+    for (const route of [ROUTE.subdomains, ROUTE.recordKey, ROUTE.recordTypes, OPS_ROUTE.healthz])
+      expect(routes).toContain(route);
     for (const route of routes) expect(isRoutePattern(gw, route), route).toBe(true);
     // Names and labels of every sample, without its value: '67679' can be digits of a byte count.
     const series = exp.text.replace(/ \S+$/gm, '');
@@ -521,7 +522,7 @@ describe('API /metrics after real traffic', () => {
       [
         'GET',
         '/record-key-v2/bonfida/nope',
-        { method: 'GET', route: '/record-key-v2/:domain/:record', status_code: '400' },
+        { method: 'GET', route: ROUTE.recordKey, status_code: '400' },
       ],
     ];
     for (const [method, path, labels] of requests) {
@@ -544,7 +545,7 @@ describe('API /metrics after real traffic', () => {
   it('sns_queue_jobs shows the four states', async () => {
     const exp = await read();
     const states = labelSets(exp, 'sns_queue_jobs').map((l) => l.state ?? '');
-    expect(states.sort()).toEqual(['active', 'delayed', 'failed', 'waiting']);
+    expect(states.sort()).toEqual([...QUEUE_STATES].sort());
     for (const state of states) {
       expect(value(exp, 'sns_queue_jobs', { state })).toBeGreaterThanOrEqual(0);
     }
@@ -717,7 +718,7 @@ describe("the worker's metrics server", () => {
       await waitFor(
         async () =>
           value(await scrape(`${workerUrl}/metrics`), 'sns_refresh_jobs_total', {
-            outcome: 'completed',
+            outcome: REFRESH_OUTCOME.completed,
           }) === 1,
       );
       const fromWorker = await scrape(`${workerUrl}/metrics`);

@@ -9,6 +9,7 @@ import {
 } from '../src/core/cache/subdomain-cache.js';
 import { PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
 import { redisUrlDatabase } from '../src/core/config.js';
+import { followedFresh } from '../src/core/cache/follow-status.js';
 import { createMetrics } from '../src/core/metrics.js';
 import {
   parseRefreshEvent,
@@ -686,6 +687,31 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     // An older check never moves fetchedAt back.
     await cache.markChecked('e', 'check', { fetchedAt: 4_000, gone: [] });
     expect((await cache.get(cache.key('e', 'check')))?.fetchedAt).toBe(5_000);
+  });
+
+  it('marks a re-read owed: not fresh by following until a scan that far is stored', async () => {
+    await cache.put('e', 'owing', scan(50), { NA: ['a', 'o'] });
+    const status = { epoch: 0, healthyUntil: 1e15, mode: 'program' as const };
+    const head = async () => (await cache.get(cache.key('e', 'owing'))) as CacheEntry;
+    expect(followedFresh(await head(), status, 10_000)).toBe(true);
+    expect(await cache.markOwed('e', 'owing', 70)).toBe('written');
+    expect(await cache.markOwed('e', 'absent', 70)).toBe('missing');
+    expect(await head()).toMatchObject({ owes: 70 });
+    expect(followedFresh(await head(), status, 10_000)).toBe(false);
+    // A change applied, a check, a scan short of the slot: still owed.
+    await cache.applyChanges(
+      'e',
+      'owing',
+      [{ account: 'NB', reverse: 'RNB', member: ['b', 'o'] }],
+      60,
+    );
+    await cache.markChecked('e', 'owing', { fetchedAt: 2_000, slot: 61, gone: [] });
+    await cache.put('e', 'owing', scan(65, 3_000), { NA: ['a', 'o'] });
+    expect(await head()).toMatchObject({ owes: 70 });
+    // A scan that far settles it.
+    await cache.put('e', 'owing', scan(70, 4_000), { NA: ['a', 'o'] });
+    expect((await head()).owes).toBeUndefined();
+    expect(followedFresh(await head(), status, 10_000)).toBe(true);
   });
 
   it('touch slides the expiry and the registry score; the sweep removes idle parents with their index fields', async () => {

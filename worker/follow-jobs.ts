@@ -133,7 +133,7 @@ export function startFollower(deps: FollowJobsDeps, rereads: Rereads): Follower 
       logger,
       budget: deps.budget,
       reread: (parent, minContextSlot) => rereads.want(parent, minContextSlot),
-      owed: () => rereads.size,
+      owed: () => rereads.owed(),
       changed: changePublisher(deps),
       status: followStatusStore(command, config.QUEUE_PREFIX),
       locker: redlockLocker(command),

@@ -109,7 +109,13 @@ export type Metrics = ReturnType<typeof createMetrics>;
 
 /** Reads the refresh queue's job counts by state (BullMQ's `getJobCounts`). */
 export type QueueCountsSource = () => Promise<Partial<Record<QueueState, number>>>;
-const QUEUE_STATES: readonly QueueState[] = ['waiting', 'active', 'delayed', 'failed'];
+/** The values of `sns_queue_jobs`' `state` label. */
+export const QUEUE_STATES: readonly QueueState[] = Object.freeze([
+  'waiting',
+  'active',
+  'delayed',
+  'failed',
+]);
 export const QUEUE_SCRAPE_TIMEOUT_MS = 500;
 /** Whether Redis answers this process now (the readiness probe, at most one write a second). */
 export type RedisUpSource = () => Promise<boolean>;

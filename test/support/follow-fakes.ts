@@ -147,6 +147,14 @@ export class FakeStore implements FollowStore {
     );
   }
 
+  /** Re-reads owed by parent (the highest slot marked). */
+  readonly owed = new Map<string, number>();
+  async markOwed(parent: string, slot: number) {
+    this.calls.push(`owed ${parent} ${slot}`);
+    if (!this.entries.has(parent)) return false;
+    this.owed.set(parent, Math.max(this.owed.get(parent) ?? slot, slot));
+    return true;
+  }
   async markChecked(parent: string, at: number, slot: number, gone: readonly string[]) {
     this.checked.push({ parent, at, slot });
     const entry = this.entries.get(parent);

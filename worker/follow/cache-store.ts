@@ -39,6 +39,9 @@ export function cacheStore(
         ? redis.zrange(registry, 0, -1)
         : redis.zrangebyscore(registry, Math.max(0, Math.floor(sinceMs)), '+inf');
     },
+    async markOwed(parent, slot) {
+      return (await cache.markOwed(endpointId, parent, slot)) === 'written';
+    },
     async markChecked(parent, checkedAt, slot, gone) {
       const { dropped } = await cache.markChecked(endpointId, parent, {
         fetchedAt: checkedAt,

@@ -67,10 +67,10 @@ export type FollowerDeps = {
   logger: Logger;
   reread: Reread;
   /**
-   * How many parents still owe a re-read at a slot (./rereads.ts): while the budget is spent none
-   * can be made, and the entries they would correct are not vouched for (a new epoch).
+   * The parents that still owe a re-read, each with the slot it must reach (./rereads.ts): while
+   * the budget is spent none can be made, and those entries are not vouched for (`markOwed`).
    */
-  owed?: () => number;
+  owed?: () => Iterable<readonly [parent: string, slot: number]>;
   changed: (parent: string) => void;
   status: { read(): Promise<FollowRecord | undefined>; write(status: FollowRecord): Promise<void> };
   locker: Locker;
@@ -123,6 +123,9 @@ export class Follower {
   private closed = false;
   private lastEventAt = 0;
 
+  /** Re-reads marked owed while the budget is spent, by parent: the slot marked (written once). */
+  private readonly owedMarked = new Map<string, number>();
+
   /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
   private readonly warnEpoch: ReturnType<typeof occasionalWarning>;
 
@@ -130,9 +133,9 @@ export class Follower {
     const { clock, metrics, logger } = deps;
     this.warnEpoch = occasionalWarning(logger, 60_000, () => clock.now());
     // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
-    // re-read will be refused, so the entries fetched before it stop being vouched for.
+    // re-read will be refused, so the entry it would correct stops being vouched for.
     const reread: Reread = (parent, minContextSlot) => {
-      if (this.budgetSpent()) this.newEpoch('a re-read the spent budget cannot pay for');
+      if (this.budgetSpent()) this.owe(parent, minContextSlot);
       deps.reread(parent, minContextSlot);
     };
     this.index = new ParentIndex(clock);
@@ -533,15 +536,41 @@ export class Follower {
     this.epoch = this.deps.clock.now();
   }
 
+  /**
+   * A re-read of `parent` the spent budget cannot pay for: that entry alone stops being vouched
+   * for until a scan reaches `slot` (the newest slot believed when the re-read names none). The
+   * entries of other parents missed nothing, so they stay fresh. When the slot is unknown or the
+   * mark cannot be written, every entry is given up instead (a new epoch): never a wrong HIT.
+   */
+  private owe(parent: string, slot: number | undefined): void {
+    const at = slot ?? this.deps.slots.newest;
+    if (at === undefined) {
+      this.newEpoch('a re-read the spent budget cannot pay for, at an unknown slot');
+      return;
+    }
+    if ((this.owedMarked.get(parent) ?? -1) >= at) return;
+    this.owedMarked.set(parent, at);
+    this.deps.store.markOwed(parent, at).then(
+      (written) => {
+        if (written) this.deps.changed(parent);
+      },
+      (err: unknown) => {
+        this.owedMarked.delete(parent);
+        this.warnEpoch({ err: String(err), parent }, 'follow: an owed re-read not marked');
+        this.newEpoch('an owed re-read could not be marked');
+      },
+    );
+  }
+
   private budgetSpent(): boolean {
     return this.deps.budget?.state() === 'exhausted';
   }
 
   private async writeStatus(): Promise<void> {
     this.checkAccounts();
-    if (this.owner && this.budgetSpent() && (this.deps.owed?.() ?? 0) > 0) {
-      this.newEpoch('re-reads owed while the budget is spent');
-    }
+    if (!this.budgetSpent()) this.owedMarked.clear();
+    else if (this.owner)
+      for (const [parent, slot] of this.deps.owed?.() ?? []) this.owe(parent, slot);
     const healthy = this.healthy;
     this.deps.metrics.followHealthy.set(healthy ? 1 : 0);
     if (!this.owner) return;

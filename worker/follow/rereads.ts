@@ -29,6 +29,11 @@ export class Rereads {
     return this.wanted.size;
   }
 
+  /** Each parent with a re-read still owed, and the slot it must reach (a snapshot). */
+  owed(): Array<[parent: string, slot: number]> {
+    return [...this.wanted];
+  }
+
   /** Queues a re-read of `parent` at `minContextSlot` or later, and remembers the slot. */
   want(parent: string, minContextSlot: number | undefined): void {
     this.deps.queue(parent, minContextSlot);

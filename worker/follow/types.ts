@@ -56,6 +56,12 @@ export interface FollowStore {
     slot: number,
     gone: readonly string[],
   ): Promise<number>;
+  /**
+   * Records that a re-read of `parent` at `slot` is owed and cannot be made (the budget spent):
+   * the stream stops vouching for that entry alone until a scan that far is stored. False when
+   * there is no entry.
+   */
+  markOwed(parent: string, slot: number): Promise<boolean>;
 }
 
 /** Time and timers, passed in so every unit is testable without waiting. */

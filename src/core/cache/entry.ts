@@ -25,6 +25,12 @@ export type CacheEntry = {
   /** When that scan began, in Unix milliseconds. */
   readonly scannedAt?: number;
   /**
+   * The slot a re-read of the entry must reach that the follower owes and could not make (the
+   * day's budget spent): while set, the stream does not vouch for the entry (it is fresh by its
+   * window only). A scan that far clears it.
+   */
+  readonly owes?: number;
+  /**
    * The name accounts behind the labels, inside the entry: for `?rpc=` overrides, whose entries
    * are one JSON string (short-lived, within a byte budget); the configured endpoint keeps them in
    * the entry's members hash (`SplitEntries.getWithAccounts`, ./split-entries.ts).

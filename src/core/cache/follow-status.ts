@@ -34,13 +34,14 @@ const MODES: ReadonlySet<string> = new Set<FollowMode>(['program', 'parents', 'o
 
 /**
  * Whether `entry` is fresh by following the chain: the stream covers every parent (`program`),
- * is healthy now, and has missed nothing since the entry was fetched (`fetchedAt >= epoch`). The
+ * is healthy now, has missed nothing since the entry was fetched (`fetchedAt >= epoch`), and owes
+ * it no re-read it could not make (`owes`, ./entry.ts). The
  * other half of the rule, the window, is {@link SubdomainCache.freshness}'s.
  *
  * @param now Unix ms.
  */
 export function followedFresh(
-  entry: { readonly fetchedAt: number },
+  entry: { readonly fetchedAt: number; readonly owes?: number },
   status: FollowStatus | null | undefined,
   now: number,
 ): boolean {
@@ -49,7 +50,8 @@ export function followedFresh(
     status !== undefined &&
     status.mode === 'program' &&
     now < status.healthyUntil &&
-    entry.fetchedAt >= status.epoch
+    entry.fetchedAt >= status.epoch &&
+    entry.owes === undefined
   );
 }
 

@@ -101,6 +101,10 @@ const SCRIPTS = {
       };
     },
   ),
+  markOwed: new LuaScript(new URL('../lua/mark-owed.lua', import.meta.url), (raw) => {
+    const [outcome] = replyList(raw);
+    return outcomeOf(outcome, ['written', 'missing'] as const);
+  }),
   touch: new LuaScript(new URL('../lua/touch-entry.lua', import.meta.url), replyNumber),
   get: new LuaScript(new URL('../lua/get-split-entry.lua', import.meta.url), replyStringsOrNull),
   getWithMembers: new LuaScript(
@@ -369,6 +373,20 @@ export class SplitEntries {
   }
 
   /**
+   * Records a re-read of (endpoint, parent) that the stream owes and cannot make (the day's
+   * budget spent): the head's `owes` is raised to `slot`, and until a scan that far is stored the
+   * entry is not fresh by following ({@link CacheEntry.owes}). Bumps the revision.
+   *
+   * @returns 'missing' when there is no entry (nothing to vouch for).
+   * @throws TypeError when `slot` is not a safe non-negative integer.
+   */
+  async markOwed(endpointId: string, parent: string, slot: number): Promise<'written' | 'missing'> {
+    if (!isSlot(slot)) throw new TypeError('an owed slot must be a safe non-negative integer');
+    const [meta] = this.splitKeys(endpointId, parent);
+    return SCRIPTS.markOwed.run(this.redis, [meta], [String(slot)]);
+  }
+
+  /**
    * A use of the entry of (endpoint, parent): its keys live {@link entryTtlMs} from `now` again
    * and its registry score is `now`, so a parent asked now and then is neither swept nor expired.
    * The API calls it through a throttle ({@link TouchThrottle}).
@@ -411,6 +429,7 @@ function parseHead(raw: string): Omit<CacheEntry, 'labels'> | null {
     if (typeof head.rev === 'number') entry.rev = head.rev;
     if (isSlot(head.scanSlot)) entry.scanSlot = head.scanSlot;
     if (typeof head.scannedAt === 'number') entry.scannedAt = head.scannedAt;
+    if (isSlot(head.owes)) entry.owes = head.owes;
     return entry as Omit<CacheEntry, 'labels'>;
   } catch {
     return null;

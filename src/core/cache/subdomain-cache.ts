@@ -162,6 +162,11 @@ export class SubdomainCache {
     return this.entries.markChecked(endpointId, parent, check);
   }
 
+  /** {@link SplitEntries.markOwed}. */
+  markOwed(endpointId: string, parent: string, slot: number): Promise<'written' | 'missing'> {
+    return this.entries.markOwed(endpointId, parent, slot);
+  }
+
   /** {@link SplitEntries.touch}. */
   touch(endpointId: string, parent: string, now = Date.now()): Promise<boolean> {
     return this.entries.touch(endpointId, parent, now);

@@ -119,11 +119,18 @@ const notReady = component(
   ),
 );
 
+/** The ops routes' paths (the API's public ones are `ROUTE`, src/api/http/routes/paths.ts). */
+export const OPS_ROUTE = Object.freeze({
+  healthz: '/healthz',
+  readyz: '/readyz',
+  metrics: '/metrics',
+});
+
 /** `/healthz`, `/readyz` (503 turns a load balancer away, e.g. in shutdown) and `/metrics`. */
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, deps) => {
   useSchemas(app, [errorEnvelopeSchema, liveness, readiness, notReady]);
   app.get(
-    '/healthz',
+    OPS_ROUTE.healthz,
     {
       schema: {
         tags: ['ops'],
@@ -142,7 +149,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
   );
 
   app.get(
-    '/readyz',
+    OPS_ROUTE.readyz,
     {
       schema: {
         tags: ['ops'],
@@ -190,7 +197,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRouteDeps> = async (app, de
 
   if (deps.metrics === false) return;
   app.get(
-    '/metrics',
+    OPS_ROUTE.metrics,
     {
       schema: {
         tags: ['ops'],

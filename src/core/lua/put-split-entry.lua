@@ -8,10 +8,10 @@
 -- (labels only follow, as sorted-set members). Refuses to take the entry back in time, as the
 -- override entries' `next_rev` does (older slot; unknown slot: older fetchedAt; a stored entry
 -- unsound or past the ceiling holds nothing back); a refused staged write drops its staged keys
--- and the index fields of the accounts the stored entry does not list. Replaces the members and
--- labels, drops the index fields of accounts no longer listed and writes those of the listed
--- ones, and registers the parent at `now`. Returns the new revision, 0 when it kept the stored
--- entry.
+-- and the index fields of the accounts the stored entry does not list. Keeps a re-read owed
+-- (`owes`) unless this scan read that far. Replaces the members and labels, drops the index
+-- fields of accounts no longer listed and writes those of the listed ones, and registers the
+-- parent at `now`. Returns the new revision, 0 when it kept the stored entry.
 
 --- @include "includes/split-entry"
 local slot = arg_slot(ARGV[1])
@@ -90,9 +90,13 @@ else
   chunked('HSET', KEYS[4], is)
 end
 local ttl = ARGV[5]
+-- A re-read the stream still owes (mark-owed.lua) is settled only by a scan that far.
+local scan_slot = tonumber(ARGV[3])
+local owes = c and c.owes
+if owes and scan_slot and scan_slot >= owes then owes = nil end
 redis.call('SET', KEYS[1], encode_meta({
-  slot = slot, rev = rev, fetchedAt = at, scanSlot = tonumber(ARGV[3]),
-  scannedAt = tonumber(ARGV[4]), count = count, members = with_members,
+  slot = slot, rev = rev, fetchedAt = at, scanSlot = scan_slot,
+  scannedAt = tonumber(ARGV[4]), count = count, members = with_members, owes = owes,
 }), 'PX', ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)

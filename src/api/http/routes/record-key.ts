@@ -19,6 +19,7 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
+import { ROUTE } from './paths.js';
 
 /** What the derivation routes need. */
 export type RecordKeyRouteDeps = {
@@ -90,7 +91,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   };
 
   app.get(
-    '/record-key-v2/:domain/:record',
+    ROUTE.recordKey,
     {
       // CORS comes with DERIVATION_HEADERS.
       config: { cors: false },
@@ -153,7 +154,7 @@ export const recordKeyRoutes: FastifyPluginAsyncTypebox<RecordKeyRouteDeps> = as
   refuseOtherPaths(app, '/record-key-v2', WRONG_SHAPE_DETAIL);
 
   app.get(
-    '/record-keys-v2/:domain',
+    ROUTE.recordKeys,
     {
       config: { cors: false },
       schema: {

@@ -11,6 +11,7 @@ import {
   SHUTTING_DOWN,
   useSchemas,
 } from '../../../core/http/schemas.js';
+import { ROUTE } from './paths.js';
 
 /** Enum name -> value. */
 const recordTypes = okEnvelope(
@@ -23,7 +24,7 @@ const recordTypes = okEnvelope(
 export const recordTypesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   useSchemas(app, [errorEnvelopeSchema, recordTypes]);
   app.get(
-    '/types/record',
+    ROUTE.recordTypes,
     {
       schema: {
         tags: ['sns'],

@@ -27,6 +27,7 @@ import {
   refResponse,
   useSchemas,
 } from '../../../core/http/schemas.js';
+import { ROUTE } from './paths.js';
 
 /** What the `/details` route needs. */
 export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
@@ -87,7 +88,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   };
 
   app.get(
-    '/subdomains/:parent/details',
+    ROUTE.subdomainDetails,
     {
       config: { cors: false },
       schema: {

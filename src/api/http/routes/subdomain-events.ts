@@ -14,6 +14,7 @@ import {
   SHUTTING_DOWN,
   useSchemas,
 } from '../../../core/http/schemas.js';
+import { ROUTE } from './paths.js';
 
 /** What the event-stream route needs. */
 export type SubdomainEventsDeps = {
@@ -55,7 +56,7 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
   app.addHook('preClose', async () => deps.live.close());
 
   app.get(
-    '/subdomains/:parent/events',
+    ROUTE.subdomainEvents,
     {
       config: { cors: false },
       schema: {

@@ -21,6 +21,7 @@ import {
   subdomainList,
 } from '../subdomain-schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
+import { ROUTE } from './paths.js';
 
 /** What the list route needs. */
 export type SubdomainRouteDeps = CachedAnswerDeps;
@@ -62,7 +63,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
   };
 
   app.get(
-    '/subdomains/:parent',
+    ROUTE.subdomains,
     {
       // CORS comes with the caching headers.
       config: { cors: false },

@@ -19,6 +19,7 @@ local function meta_of(raw)
   local m = {
     slot = num(d.slot), rev = num(d.rev), fetchedAt = num(d.fetchedAt), scanSlot = num(d.scanSlot),
     scannedAt = num(d.scannedAt), count = num(d.count) or 0, members = d.members == true,
+    owes = num(d.owes),
   }
   m.sound = (m.slot == nil or is_slot(m.slot)) and is_slot(m.fetchedAt)
   if not is_slot(m.rev) then m.rev = 0 end
@@ -29,6 +30,7 @@ local function encode_meta(m)
     ',"fetchedAt":' .. n(m.fetchedAt or 0)
   if m.scanSlot then s = s .. ',"scanSlot":' .. n(m.scanSlot) end
   if m.scannedAt then s = s .. ',"scannedAt":' .. n(m.scannedAt) end
+  if m.owes then s = s .. ',"owes":' .. n(m.owes) end
   return s .. ',"count":' .. n(math.max(0, m.count)) .. ',"members":' ..
     (m.members and 'true' or 'false') .. '}'
 end
