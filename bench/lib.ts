@@ -34,6 +34,9 @@ type Reply = { id: number; result?: unknown; error?: string };
 /** How long a child may take to start (the large parent's seeding is a request, not start-up). */
 const READY_TIMEOUT_MS = 60_000;
 
+/** The roles that are the gateway itself. */
+const isGateway = (role: Role): boolean => role === 'api' || role === 'worker';
+
 /**
  * One process of the benchmark (bench/child.ts in a role), started with `tsx` so it runs the
  * TypeScript sources as they are. Requests are IPC messages answered by id.
@@ -58,15 +61,22 @@ export class Child {
 
   /**
    * Forks bench/child.ts as `role` with `env` added to this process's environment; `script` runs
-   * another checkout's child.ts instead (bench/ab.ts).
+   * another checkout's child.ts instead (bench/ab.ts). With `BENCH_CODE=dist` in the environment,
+   * the gateway's roles (`api`, `worker`) run the compiled build instead, with plain `node` and
+   * nothing else loaded (dist/bench/gateway-child.js; `npm run bench:build` writes it).
    */
   static async start(
     role: Role,
     env: Record<string, string> = {},
-    script = fileURLToPath(new URL('./child.ts', import.meta.url)),
+    script?: string,
   ): Promise<Child> {
-    const proc = fork(script, [role], {
-      execArgv: ['--import', 'tsx'],
+    const compiled = script === undefined && process.env.BENCH_CODE === 'dist' && isGateway(role);
+    const file = compiled
+      ? fileURLToPath(new URL('../dist/bench/gateway-child.js', import.meta.url))
+      : (script ?? fileURLToPath(new URL('./child.ts', import.meta.url)));
+    if (compiled && !existsSync(file)) throw new Error(`${file} is missing: npm run bench:build`);
+    const proc = fork(file, [role], {
+      execArgv: compiled ? [] : ['--import', 'tsx'],
       env: { ...process.env, ...env },
       // The gateway logs JSON lines to stdout, as in production; the bench discards them.
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
