@@ -34,6 +34,9 @@ type Reply = { id: number; result?: unknown; error?: string };
 /** How long a child may take to start (the large parent's seeding is a request, not start-up). */
 const READY_TIMEOUT_MS = 60_000;
 
+/** The roles that are the gateway itself. */
+const isGateway = (role: Role): boolean => role === 'api' || role === 'worker';
+
 /**
  * One process of the benchmark (bench/child.ts in a role), started with `tsx` so it runs the
  * TypeScript sources as they are. Requests are IPC messages answered by id.
@@ -58,15 +61,22 @@ export class Child {
 
   /**
    * Forks bench/child.ts as `role` with `env` added to this process's environment; `script` runs
-   * another checkout's child.ts instead (bench/ab.ts).
+   * another checkout's child.ts instead (bench/ab.ts). With `BENCH_CODE=dist` in the environment,
+   * the gateway's roles (`api`, `worker`) run the compiled build instead, with plain `node` and
+   * nothing else loaded (dist/bench/gateway-child.js; `npm run bench:build` writes it).
    */
   static async start(
     role: Role,
     env: Record<string, string> = {},
-    script = fileURLToPath(new URL('./child.ts', import.meta.url)),
+    script?: string,
   ): Promise<Child> {
-    const proc = fork(script, [role], {
-      execArgv: ['--import', 'tsx'],
+    const compiled = script === undefined && process.env.BENCH_CODE === 'dist' && isGateway(role);
+    const file = compiled
+      ? fileURLToPath(new URL('../dist/bench/gateway-child.js', import.meta.url))
+      : (script ?? fileURLToPath(new URL('./child.ts', import.meta.url)));
+    if (compiled && !existsSync(file)) throw new Error(`${file} is missing: npm run bench:build`);
+    const proc = fork(file, [role], {
+      execArgv: compiled ? [] : ['--import', 'tsx'],
       env: { ...process.env, ...env },
       // The gateway logs JSON lines to stdout, as in production; the bench discards them.
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
@@ -364,6 +374,57 @@ export function machine(): { cores: number; cpu: string; node: string; load: str
       .map((l) => l.toFixed(2))
       .join(' '),
   };
+}
+
+/** Where a bench ran: {@link machine}, Redis's version and database, the code under test. */
+export type BenchSetting = ReturnType<typeof machine> & {
+  redis: string;
+  code: string;
+  database: string;
+};
+
+/** {@link BenchSetting} at the start of a run on `redisUrl`. */
+export async function benchSetting(redisUrl: string): Promise<BenchSetting> {
+  return {
+    ...machine(),
+    redis: await redisVersion(redisUrl),
+    code: codeUnderTest(),
+    database: new URL(redisUrl).pathname.slice(1) || '0',
+  };
+}
+
+/** The Redis server's version (INFO server), or 'unknown' when INFO is refused. */
+export async function redisVersion(redisUrl: string): Promise<string> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
+  try {
+    await redis.connect();
+    return /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
+  } catch {
+    return 'unknown';
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A target's cell in a report's table of targets. */
+export const met = (ok: boolean) => (ok ? 'yes' : '**no**');
+
+/**
+ * Prints a report, then writes it as the section `name` of BENCHMARKS.md ({@link writeSection})
+ * when `write`, saying which it did and how long the run took (`tookS`, seconds).
+ */
+export async function publishReport(
+  name: string,
+  markdown: string,
+  tookS: number,
+  write: boolean,
+): Promise<void> {
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  log(`\n${markdown}`);
+  if (write) {
+    await writeSection(name, markdown);
+    log(`\nwrote the ${name} section of BENCHMARKS.md (${tookS.toFixed(0)} s)`);
+  } else log(`\n(${tookS.toFixed(0)} s; --write no: BENCHMARKS.md left as it was)`);
 }
 
 /** The worker's /metrics text (its ops port). */

@@ -44,7 +44,8 @@ import {
   BENCH_REDIS_URL,
   type BenchRun,
   type Child,
-  codeUnderTest,
+  benchSetting,
+  type BenchSetting,
   fmt,
   fmtSeconds,
   gatewayEnv,
@@ -52,10 +53,15 @@ import {
   quantile,
   table,
   withBenchRun,
-  writeSection,
+  met,
+  publishReport,
 } from './lib.js';
 
 const MODES = ['registry', 'parents'] as const;
+/** Whether the gateway's processes run the compiled build (bench/lib.ts `Child.start`). */
+const COMPILED = process.env.BENCH_CODE === 'dist';
+/** The options this run was given, as typed. */
+const ARGS = process.argv.slice(2).join(' ');
 type Mode = (typeof MODES)[number];
 
 const flags = parseBenchArgs({
@@ -120,6 +126,19 @@ const flags = parseBenchArgs({
       min: 1,
       description: 'seconds a change of (d) may take to show before it counts as never',
     },
+    hot: {
+      value: 'N',
+      default: '40',
+      min: 1,
+      description:
+        'requests of each parent of (d) once it is cached, for the hot-parent figures (f)',
+    },
+    hostile: {
+      value: 'N',
+      default: '500',
+      min: 1,
+      description: 'made-up parents asked from one address, for the hostile figures (f)',
+    },
     seed: { value: 'N', default: '1', min: 0, description: 'seed of the registry and changes' },
     write: {
       value: 'WHAT',
@@ -143,6 +162,12 @@ const SIZES = {
 const CHANGES = count('changes');
 const ASKED = count('asked');
 const LAG_MS = count('lag');
+/** Requests of each hot parent in (f). */
+const HOT_ASKS = count('hot');
+/** Made-up parents asked in (f). */
+const HOSTILE = count('hostile');
+/** Requests in flight at once from the one address of (f)'s hostile client. */
+const HOSTILE_CONCURRENCY = 8;
 const SEED = count('seed');
 /** Parents per kind of change measured in (d). */
 const FIVE = count('watch');
@@ -317,18 +342,6 @@ async function buildDuration(stateKey: string): Promise<number | undefined> {
   }
 }
 
-async function redisVersion(): Promise<string> {
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  try {
-    await redis.connect();
-    return /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
-  } catch {
-    return 'unknown';
-  } finally {
-    redis.disconnect();
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // One mode.
 
@@ -362,7 +375,56 @@ const credits = (calls: Calls) =>
 const callsOf = (calls: Calls, method: string) => calls.get(method)?.calls ?? 0;
 const bytesOf = (calls: Calls) => [...calls.values()].reduce((sum, row) => sum + row.bytes, 0);
 
-type Shown = { kind: ChangeKind; ms: number[]; never: number };
+type Shown = { kind: ChangeKind; ms: number[]; never: number; parents: string[] };
+
+/** Many requests and what they cost: statuses, latency, the simulator's calls. */
+type Burst = {
+  parents: number;
+  answers: number;
+  statuses: Map<number, number>;
+  /** Answers 200 listing what the bench knows the chain holds (`[]` for a made-up parent). */
+  right: number;
+  p50: number;
+  p99: number;
+  calls: Calls;
+};
+
+/** Asks every path of `paths`, `concurrency` at a time from this one address, and tallies it. */
+async function burst(
+  base: string,
+  tally: CallTally,
+  paths: readonly string[],
+  concurrency: number,
+  expected: (parent: string) => string[],
+): Promise<Burst> {
+  const calls = tally.start();
+  const queue = [...paths];
+  const answers: Array<{ parent: string; answer: Answer }> = [];
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let parent = queue.shift(); parent !== undefined; parent = queue.shift()) {
+        answers.push({ parent, answer: await ask(base, parent) });
+      }
+    }),
+  );
+  tally.counting = undefined;
+  const statuses = new Map<number, number>();
+  let right = 0;
+  for (const { parent, answer } of answers) {
+    statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+    if (answer.status === 200 && same(answer.labels, expected(parent))) right++;
+  }
+  const latencies = Float64Array.from(answers.map((a) => a.answer.ms)).sort();
+  return {
+    parents: new Set(paths).size,
+    answers: answers.length,
+    statuses,
+    right,
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+    calls: new Map(calls),
+  };
+}
 
 type ModeResult = {
   mode: Mode;
@@ -382,6 +444,9 @@ type ModeResult = {
     calls: Calls;
   };
   shown: Shown[];
+  /** (f): the parents of (d), cached, asked again and again; made-up parents from one address. */
+  hot: Burst;
+  hostile: Burst;
   redis: { keys: number; bytes: number; subdomains: number };
   prefixBytes: number;
   workerRss: number;
@@ -546,7 +611,7 @@ async function measureMode(
   // (d) Changes under parents nobody asked.
   const shown: Shown[] = [];
   for (const kind of ['create', 'transfer', 'delete'] as const) {
-    const result: Shown = { kind, ms: [], never: 0 };
+    const result: Shown = { kind, ms: [], never: 0, parents: [] };
     for (let k = 0; k < FIVE; k++) {
       const parent = pools.unasked.shift();
       if (parent === undefined) break;
@@ -554,6 +619,7 @@ async function measureMode(
       const label = kind === 'create' ? `new-${k}-${randomBytes(3).toString('hex')}` : labels[0];
       if (label === undefined) continue;
       const owner = new PublicKey(randomBytes(32)).toBase58();
+      result.parents.push(parent);
       const at = performance.now();
       if (kind === 'create') chain.addSubdomain(parent, label);
       else if (kind === 'transfer') chain.transferSubdomain(parent, label, new PublicKey(owner));
@@ -590,6 +656,27 @@ async function measureMode(
         .join(', '),
   );
 
+  // (f) Per-parent figures. Hot parents: those of (d), cached by now, asked again and again from
+  // one address (a wallet showing the same parents to its users). Hostile: made-up parents from
+  // one address, each new (a client walking names to make the gateway scan).
+  const hotParents = [...new Set(shown.flatMap((s) => s.parents))];
+  const hotPaths = Array.from({ length: HOT_ASKS }, () => hotParents).flat();
+  const hot = await burst(base, tally, hotPaths, ASK_CONCURRENCY, (p) => labelsOf(truth, p));
+  await sampleRss(worker);
+  const hostilePaths = Array.from(
+    { length: HOSTILE },
+    (_, i) => `hostile-${mode}-${i}-${randomBytes(6).toString('hex')}`,
+  );
+  const hostile = await burst(base, tally, hostilePaths, HOSTILE_CONCURRENCY, () => []);
+  await sampleRss(worker);
+  log(
+    `[${mode}] hot parents: ${hot.answers} asks of ${hot.parents}, ${hot.statuses.get(200) ?? 0} ` +
+      `answered 200, p99 ${fmt.ms(hot.p99)} ms, getProgramAccounts ` +
+      `${callsOf(hot.calls, 'getProgramAccounts')}; hostile: ${hostile.answers} made-up parents, ` +
+      `${hostile.statuses.get(200) ?? 0} answered 200, getProgramAccounts ` +
+      `${callsOf(hostile.calls, 'getProgramAccounts')}, p99 ${fmt.ms(hostile.p99)} ms`,
+  );
+
   // (e) Redis and memory.
   await sampleRss(worker);
   const index = await keyBytes(`${run.prefix}:registry:*`);
@@ -614,6 +701,8 @@ async function measureMode(
       calls: asked,
     },
     shown,
+    hot,
+    hostile,
     redis: { ...index, subdomains },
     prefixBytes: all.bytes,
     workerRss: rss,
@@ -681,11 +770,9 @@ function pools(registry: SeededRegistry, mode: Mode, int: (n: number) => number)
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const m = machine();
   const startedAt = new Date();
-  const redis = await redisVersion();
-  const code = codeUnderTest();
-  const database = new URL(REDIS_URL).pathname.slice(1) || '0';
+  const m = await benchSetting(REDIS_URL);
+  const { redis, code, database } = m;
   log(
     `bench:registry: ${SIZES.topLevel} top-level names, ${SIZES.subdomains} subdomains under ` +
       `${SIZES.parents} parents (largest ${SIZES.largest}), ${SIZES.records} records, ` +
@@ -724,28 +811,17 @@ async function main(): Promise<void> {
   }
   const took = (Date.now() - startedAt.getTime()) / 1000;
   const markdown = report(
-    { ...m, redis, code, database, loadEnd: machine().load },
+    { ...m, loadEnd: machine().load },
     startedAt,
     took,
     seedMs,
     accounts,
     results,
   );
-  log(`\n${markdown}`);
-  if (flags.write === 'yes') {
-    await writeSection('registry', markdown);
-    log(`\nwrote the registry section of BENCHMARKS.md (${took.toFixed(0)} s)`);
-  } else log(`\n(${took.toFixed(0)} s; --write no: BENCHMARKS.md left as it was)`);
+  await publishReport('registry', markdown, took, flags.write === 'yes');
 }
 
-type Machine = ReturnType<typeof machine> & {
-  redis: string;
-  code: string;
-  database: string;
-  loadEnd: string;
-};
-
-const met = (ok: boolean) => (ok ? 'yes' : '**no**');
+type Machine = BenchSetting & { loadEnd: string };
 
 function report(
   m: Machine,
@@ -855,6 +931,54 @@ function report(
       ),
     ],
   );
+  const burstStatuses = (b: Burst) =>
+    [...b.statuses]
+      .sort((x, y) => x[0] - y[0])
+      .map(([st, n]) => `${fmt.int(n)} × ${st === 0 ? 'no answer' : st}`)
+      .join(', ');
+  const callText = (calls: Calls) =>
+    [...calls]
+      .sort()
+      .map(([k, v]) => `\`${k}\` ${fmt.int(v.calls)}`)
+      .join(', ') || 'none';
+  const perParentRow = (measure: string, f: (r: ModeResult) => string) => [
+    measure,
+    cell(registry, f),
+    cell(parents, f),
+  ];
+  const burstRows = (name: string, pick: (r: ModeResult) => Burst) => [
+    perParentRow(`${name}: answers`, (r) => {
+      const b = pick(r);
+      return `${burstStatuses(b)}; ${fmt.int(b.right)} right`;
+    }),
+    perParentRow(
+      `${name}: latency p50 / p99`,
+      (r) => `${fmt.ms(pick(r).p50)} / ${fmt.ms(pick(r).p99)} ms`,
+    ),
+    perParentRow(
+      `${name}: calls the simulator answered (credits)`,
+      (r) => `${callText(pick(r).calls)} (${fmt.int(credits(pick(r).calls))})`,
+    ),
+  ];
+  const anyRun = registry ?? parents;
+  const perParent = table(
+    ['per parent', '`registry`', '`parents`'],
+    [
+      perParentRow(
+        `long tail: ${ASKED} parents never asked, one address, ${ASK_CONCURRENCY} at a time (c)`,
+        (r) =>
+          `${statusText(r)}; \`getProgramAccounts\` ${fmt.int(gpa(r))}; p99 ${fmt.ms(r.asked.p99)} ms`,
+      ),
+      ...burstRows(
+        `hot: ${fmt.int(anyRun?.hot.parents ?? 0)} cached parents × ${HOT_ASKS}, one address, ${ASK_CONCURRENCY} at a time`,
+        (r) => r.hot,
+      ),
+      ...burstRows(
+        `hostile: ${fmt.int(HOSTILE)} made-up parents, one address, ${HOSTILE_CONCURRENCY} at a time`,
+        (r) => r.hostile,
+      ),
+    ],
+  );
   const callRows = results.flatMap((r) => [
     ...(r.bootstrap
       ? [
@@ -880,7 +1004,11 @@ function report(
   return [
     `Run ${started.toISOString()} at commit ${m.code} on ${m.cores} cores (${m.cpu}), Node ${m.node}, ` +
       `Redis ${m.redis} (database ${m.database}); load ${m.load} at the start, ${m.loadEnd} at the ` +
-      `end (other work shared the machine); ${took.toFixed(0)} s in all.`,
+      `end (other work shared the machine); ${took.toFixed(0)} s in all. Command: ` +
+      `\`${COMPILED ? 'BENCH_CODE=dist ' : ''}npm run bench:registry${ARGS ? ` -- ${ARGS}` : ''}\`: ` +
+      (COMPILED
+        ? 'the API and the worker run the compiled build (dist/, `npm run bench:build`) with plain `node`.'
+        : 'the API and the worker run the TypeScript sources under `tsx`.'),
     '',
     `Registry on the simulator (seed ${SEED}, ${fmt.int(accounts)} name-program accounts, written ` +
       `in ${fmtSeconds(seedMs)}): ${fmt.int(SIZES.topLevel)} top-level names with reverse records, ` +
@@ -898,6 +1026,13 @@ function report(
       '(`getProgramAccounts` and each `getProgramAccountsV2` page 10, every other call 1).',
     '',
     targets,
+    '',
+    'Per-parent figures, after (d): the long tail is (c); hot parents are the parents of (d), ' +
+      'cached by then, asked again and again; hostile parents are made-up names, each new, from ' +
+      "one address (a client walking names to make the gateway scan); 'right' counts answers " +
+      'that list what the chain holds (`[]` for a made-up name).',
+    '',
+    perParent,
     '',
     table(['phase', 'calls the simulator answered', 'bytes'], callRows),
   ].join('\n');

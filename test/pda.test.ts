@@ -166,7 +166,7 @@ describe('isSquareModP (binary Jacobi symbol, WebAssembly) equals Euler’s crit
     for (const v of values) expect(isSquareModP(words32(v)), v.toString()).toBe(euler(v));
   });
 
-  it('runs src/core/sns/legendre.wasm as assembled from its .wat (npm run build:wasm)', () => {
+  it('runs src/core/sns/ed25519.wasm as assembled from its .wat (npm run build:wasm)', () => {
     const check = spawnSync(process.execPath, ['scripts/build-wasm.mjs', '--check'], {
       cwd: fileURLToPath(new URL('..', import.meta.url)),
       encoding: 'utf8',

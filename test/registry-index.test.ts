@@ -1,5 +1,7 @@
 import { PublicKey } from '@solana/web3.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RegistryIndex } from '../src/core/cache/registry-index.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
@@ -12,11 +14,19 @@ import { RpcClient } from '../worker/rpc/client.js';
 import { Agents } from '../worker/rpc/transport.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
 import { createLogger } from '../src/core/logger.js';
+import { createMetrics } from '../src/core/metrics.js';
 import { startWorker } from '../worker/runtime.js';
 import { SHARDS } from '../worker/registry/build.js';
+import { ownersOf } from '../worker/registry/pages.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { FOLLOW } from './support/freshness.js';
-import { startGateway, waitFor, type Gateway } from './support/gateway.js';
+import {
+  deletePrefix,
+  startGateway,
+  uniquePrefix,
+  waitFor,
+  type Gateway,
+} from './support/gateway.js';
 import { sdkSubdomains } from './support/sdk.js';
 
 const REGISTRY = { ...FOLLOW, SUBDOMAIN_INDEX: 'registry' } as const;
@@ -158,6 +168,16 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
     } finally {
       abort.abort();
     }
+  });
+
+  it('lists a subdomain whose label is longer than the stream carries, made after the build', async () => {
+    // The stream's slice holds 30 bytes of a reverse text: this one is read whole.
+    const long = 'a-label-longer-than-the-slice-of-the-stream';
+    gw.sim.chain.addSubdomain('beta', long);
+    await waitFor(async () => (await labels(gw, 'beta')).includes(long), 10_000);
+    expect(await labels(gw, 'beta')).toEqual((await sdkSubdomains(gw.sim.url, 'beta')).sort());
+    gw.sim.chain.deleteSubdomain('beta', long);
+    await waitFor(async () => !(await labels(gw, 'beta')).includes(long), 10_000);
   });
 
   it('shows a subdomain created, transferred and deleted under a parent nobody asked for', async () => {
@@ -344,4 +364,69 @@ describe('the registry index while it is built', () => {
       await worker.close();
     }
   }, 150_000);
+});
+
+describe("a page's owners", () => {
+  it('are dated by the oldest of their reads, so a transfer the stream saw between two wins', async () => {
+    // 150 subdomains: their owners are read in two batches, each at a slot of its own.
+    const chain = new SimChain();
+    const keys = Array.from({ length: 150 }, (_, i) => chain.addSubdomain('owners', `l${i}`));
+    const sim = await startRpcSimulator({ chain });
+    const redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    const prefix = uniquePrefix();
+    const agents = new Agents();
+    const thread = new DecodeThread({ heapMb: 64, taskMs: 5_000 });
+    const lane = {
+      rpc: new RpcClient({
+        metrics: createMetrics(new Registry()),
+        agents,
+        timeoutMs: 5_000,
+        retries: 1,
+        maxResponseBytes: 1 << 24,
+        isTrusted: () => true,
+        costs: {},
+      }),
+      thread,
+      maxLabelBytes: 1024,
+      maxAnswerBytes: 1 << 20,
+    };
+    try {
+      const endpoint = { kind: 'default' as const, url: sim.url, id: endpointId(sim.url) };
+      const found = keys.map((k, i) => ({
+        parentKey: k.parentKey.toBase58(),
+        account: k.subKey.toBase58(),
+        reverse: k.reverseKey.toBase58(),
+        label: `l${i}`,
+      }));
+      const P = chain.slot;
+      const { members, slot } = await ownersOf(lane, endpoint, found, P);
+      expect(members.every((m) => m.owner !== null)).toBe(true);
+      // The simulator moves a slot per request: the batches were read at P + 1 and P + 2.
+      expect(slot).toBe(P + 1);
+      // The first subdomain (read at P + 1) was transferred at P + 2, and the stream saw it
+      // before the page was written: the transfer wins over the owner the page read.
+      const index = new RegistryIndex(redis, prefix);
+      await index.start(1);
+      const first = found[0] as (typeof found)[number];
+      await index.apply([
+        {
+          op: 'owner',
+          slot: P + 2,
+          parentKey: first.parentKey,
+          account: first.account,
+          owner: NEW_OWNER.toBase58(),
+        },
+      ]);
+      await index.writePiece(1, undefined, P, slot, members);
+      const listed = (await index.members(first.parentKey)).members;
+      expect(listed.find((m) => m.account === first.account)?.owner).toBe(NEW_OWNER.toBase58());
+      expect(listed).toHaveLength(150);
+    } finally {
+      await deletePrefix(redis, prefix);
+      redis.disconnect();
+      await thread.close();
+      agents.destroy();
+      await sim.close();
+    }
+  });
 });

@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { RegistryIndex, type PieceMember } from '../src/core/cache/registry-index.js';
+import {
+  RegistryIndex,
+  type PieceMember,
+  type RegistryOp,
+} from '../src/core/cache/registry-index.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { createLogger } from '../src/core/logger.js';
 import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
@@ -165,6 +169,104 @@ describe('registry index stitching', () => {
     // A late fact of a member the index never held, older than the floor, writes nothing.
     await add(6, 200);
     expect(await index.member(PK, 'Sub6')).toBeNull();
+    await deletePrefix(redis, prefix);
+  });
+
+  it('keeps a journaled fact as the newest: a late older notification does not undo it', async () => {
+    // A Delete of the name account at 120, before any page wrote the member: journaled.
+    await index.apply([{ op: 'delete', slot: 120, account: 'Sub20' }]);
+    // A transfer at 130 after the owners were read (110), journaled too.
+    await index.apply([{ op: 'owner', slot: 130, parentKey: PK, account: 'Sub21', owner: 'New' }]);
+    // The reverse record's Delete at 125.
+    await index.apply([{ op: 'delete', slot: 125, account: 'Rev22' }]);
+    await index.writePiece(1, undefined, 100, 110, [member(20), member(21), member(22)]);
+    expect(await labels()).toEqual(['label21']);
+    expect(await ownerOf(21)).toBe('New');
+    // Notifications older than those facts, though newer than the page, arrive late.
+    await index.apply([
+      { op: 'owner', slot: 115, parentKey: PK, account: 'Sub20', owner: 'Owner20' },
+      { op: 'owner', slot: 120, parentKey: PK, account: 'Sub21', owner: 'Mid' },
+      {
+        op: 'label',
+        slot: 115,
+        parentKey: PK,
+        account: 'Sub22',
+        reverse: 'Rev22',
+        label: 'label22',
+      },
+    ]);
+    expect(await labels()).toEqual(['label21']);
+    expect(await ownerOf(21)).toBe('New');
+    await deletePrefix(redis, prefix);
+  });
+
+  it('loses and brings back nothing that lands during the build, before or after a page, in either order', async () => {
+    // A page read at P = 100, its owners at Q = 110; each change lands at a slot before P, between
+    // P and Q, or after Q, and reaches the index before or after the page is written.
+    const P = 100;
+    const Q = 110;
+    type Case = {
+      kind: 'add' | 'transfer' | 'delete';
+      slot: number;
+      streamFirst: boolean;
+      n: number;
+    };
+    const cases: Case[] = [];
+    let n = 100;
+    for (const kind of ['add', 'transfer', 'delete'] as const)
+      for (const slot of [95, 105, 115])
+        for (const streamFirst of [true, false]) cases.push({ kind, slot, streamFirst, n: n++ });
+    const label = (c: Case, slot: number): RegistryOp => ({
+      op: 'label',
+      slot,
+      parentKey: PK,
+      account: `Sub${c.n}`,
+      reverse: `Rev${c.n}`,
+      label: `label${c.n}`,
+    });
+    const owner = (c: Case, slot: number, who: string): RegistryOp => ({
+      op: 'owner',
+      slot,
+      parentKey: PK,
+      account: `Sub${c.n}`,
+      owner: who,
+    });
+    /** What the stream sees of a change. */
+    const streamOf = (c: Case): RegistryOp[] =>
+      c.kind === 'delete'
+        ? [
+            { op: 'delete', slot: c.slot, account: `Sub${c.n}` },
+            { op: 'delete', slot: c.slot, account: `Rev${c.n}` },
+          ]
+        : [owner(c, c.slot, `New${c.n}`), ...(c.kind === 'add' ? [label(c, c.slot)] : [])];
+    /** What the page read of the member: its reverse record at P, its owner at Q. */
+    const pageOf = (c: Case): PieceMember[] => {
+      if (c.kind === 'add')
+        return c.slot <= P ? [member(c.n, c.slot <= Q ? `New${c.n}` : null)] : [];
+      if (c.kind === 'transfer') return [member(c.n, c.slot <= Q ? `New${c.n}` : `Owner${c.n}`)];
+      return c.slot <= P ? [] : [member(c.n, c.slot <= Q ? null : `Owner${c.n}`)];
+    };
+    for (const c of cases.filter((c) => c.streamFirst)) await index.apply(streamOf(c));
+    await index.writePiece(1, undefined, P, Q, cases.flatMap(pageOf));
+    for (const c of cases.filter((c) => !c.streamFirst)) await index.apply(streamOf(c));
+    /** Late notifications of a member as it was before its change (none before an addition). */
+    const stale = (c: Case): RegistryOp[] =>
+      c.kind === 'add' ? [] : [owner(c, c.slot - 1, `Owner${c.n}`), label(c, c.slot - 1)];
+    const check = async () => {
+      const listed = new Map((await index.members(PK)).members.map((m) => [m.account, m.owner]));
+      for (const c of cases) {
+        const want = c.kind === 'delete' ? undefined : `New${c.n}`;
+        expect({ ...c, owner: listed.get(`Sub${c.n}`) }).toEqual({ ...c, owner: want });
+      }
+    };
+    await index.apply(cases.flatMap(stale));
+    await check();
+    // Completing the build (its floor is the page's slot) changes none of it.
+    await index.writePiece(1, '00', P, Q, []);
+    await index.writePiece(1, '01', P, Q, []);
+    expect((await index.state()).status).toBe('complete');
+    await index.apply(cases.flatMap(stale));
+    await check();
     await deletePrefix(redis, prefix);
   });
 

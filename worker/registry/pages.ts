@@ -134,8 +134,12 @@ export async function namesPage(
   return { members, ownersSlot: page.slot };
 }
 
-/** Owners of the found subdomains (`getMultipleAccounts`, bytes 0..64) at `slot` or later. */
-async function ownersOf(
+/**
+ * Owners of the found subdomains (`getMultipleAccounts`, bytes 0..64) at `slot` or later, and the
+ * slot they are read at: the oldest of the batches' (each at least `slot`), so a change the stream
+ * saw after it wins over the page's owner (registry-piece.lua) whichever batch read the account.
+ */
+export async function ownersOf(
   lane: DiscoveryLane,
   endpoint: RpcEndpoint,
   found: ReadonlyArray<Omit<PieceMember, 'owner'>>,
@@ -153,11 +157,12 @@ async function ownersOf(
     },
   );
   const members: PieceMember[] = [];
-  let read = slot;
+  let read: number | undefined;
   let i = 0;
   for (const { result } of batches) {
     const at = result.context?.slot;
-    if (isSlot(at)) read = Math.max(read, at);
+    // A batch of no known slot was read at `slot` or later: no later than that is proven.
+    read = Math.min(read ?? Infinity, isSlot(at) ? Math.max(at, slot) : slot);
     for (const entry of result.value ?? []) {
       const f = found[i++];
       if (!f) break;
@@ -170,7 +175,7 @@ async function ownersOf(
       members.push({ ...f, owner });
     }
   }
-  return { members, slot: read };
+  return { members, slot: read ?? slot };
 }
 
 /**

@@ -235,7 +235,14 @@ export class SubdomainLookup {
       throw new InternalError('registry index read failed', { cause: err });
     }
     this.deps.metrics.countCacheLookup('hit');
-    return { entry: read.entry, state: 'HIT', accounts: read.accounts };
+    // Read through, so only `/details` builds them.
+    return {
+      entry: read.entry,
+      state: 'HIT',
+      get accounts() {
+        return read.accounts;
+      },
+    };
   }
 
   /** Whether the daily credit budget lets a stale entry of `endpoint` be refreshed now. */

@@ -1,5 +1,6 @@
 import type { CacheEntry, EntryAccounts } from '../../core/cache/subdomain-cache.js';
 import type { FollowStatus } from '../../core/cache/follow-status.js';
+import { ownerText } from '../../core/cache/registry-value.js';
 import {
   registryServing,
   type RegistryIndex,
@@ -9,7 +10,7 @@ import {
 import { domainKey, toBase58 } from '../../core/sns/pda.js';
 
 export type RegistrySourceOptions = {
-  index: Pick<RegistryIndex, 'state' | 'members'>;
+  index: Pick<RegistryIndex, 'state' | 'listed'>;
   /** The follow status as last read (`FollowStatusReader.current`). */
   status: () => FollowStatus | null;
   /** Reads the build's state at most this often, in ms (500). */
@@ -63,22 +64,32 @@ export class RegistrySource {
 
   /**
    * `parent`'s answer from the index: its listed subdomains as an entry (fetched now, at the
-   * newest slot among them) and their accounts. A made-up parent answers an empty list, as
+   * newest slot among them) and their accounts (built when first read). A made-up parent answers an empty list, as
    * `findSubdomains` does.
    *
    * @param parent a normalized single label.
    * @throws what Redis throws.
    */
-  async read(parent: string): Promise<{ entry: CacheEntry; accounts: EntryAccounts }> {
+  async read(parent: string): Promise<{ entry: CacheEntry; readonly accounts: EntryAccounts }> {
     const parentKey = toBase58(domainKey(parent));
-    const { members, slot } = await this.opts.index.members(parentKey);
-    const accounts: Record<string, readonly [string, string]> = {};
-    for (const m of members) accounts[m.account] = [m.label, m.owner];
+    const { members, slot } = await this.opts.index.listed(parentKey);
     const entry: CacheEntry = {
       labels: members.map((m) => m.label),
       fetchedAt: this.now(),
       ...(slot === undefined ? {} : { slot }),
     };
-    return { entry, accounts };
+    // Owners are base58'd only for `/details`, the one answer showing them: a list of thousands
+    // would otherwise pay a few microseconds each.
+    let accounts: Record<string, readonly [string, string]> | undefined;
+    return {
+      entry,
+      get accounts() {
+        if (!accounts) {
+          accounts = {};
+          for (const m of members) accounts[m.account] = [m.label, ownerText(m.owner)];
+        }
+        return accounts;
+      },
+    };
   }
 }

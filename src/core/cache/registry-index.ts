@@ -3,7 +3,7 @@ import { LuaScript, replyList, replyNumber, replyStrings } from '../lua-script.j
 import { redisKeys, type RedisKeys } from '../redis-keys.js';
 import { isSlot } from '../rpc/slot.js';
 import type { FollowStatus } from './follow-status.js';
-import { ownerArg, parseValue } from './registry-value.js';
+import * as rv from './registry-value.js';
 
 /**
  * The registry index (docs/design.md, "The registry index"): every subdomain of the name program,
@@ -187,7 +187,7 @@ export class RegistryIndex {
       if (o.op === 'label') {
         args.push('L', slot, parentIdOf(o.parentKey), o.account, o.reverse, o.label);
       } else if (o.op === 'owner') {
-        args.push('O', slot, parentIdOf(o.parentKey), o.account, ownerArg(o.owner), '');
+        args.push('O', slot, parentIdOf(o.parentKey), o.account, rv.ownerArg(o.owner), '');
       } else if (o.op === 'unlist') {
         args.push('U', slot, parentIdOf(o.parentKey), o.account, '', '');
       } else args.push('D', slot, o.account, '', '', '');
@@ -217,7 +217,7 @@ export class RegistryIndex {
   ): Promise<{ written: number; done: number } | null> {
     const args: Array<string | Buffer> = [];
     for (const m of members) {
-      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, ownerArg(m.owner ?? ''));
+      args.push(parentIdOf(m.parentKey), m.account, m.reverse, m.label, rv.ownerArg(m.owner ?? ''));
     }
     const [written, done] = await SCRIPTS.piece.run(
       this.redis,
@@ -302,20 +302,26 @@ export class RegistryIndex {
    * its owner unknown). One round trip.
    */
   async storedMembers(parentKey: string): Promise<Map<string, StoredMember>> {
+    const raw = await this.rawMembers(parentKey);
+    return new Map([...raw].map(([account, m]) => [account, rv.withOwnerText(m)]));
+  }
+
+  /** Every member of the parent as stored, the floor applied, owners as `rv.parseRaw` gives them. */
+  private async rawMembers(parentKey: string): Promise<Map<string, rv.RawValue>> {
     const replies = await this.redis
       .pipeline()
       .hgetallBuffer(this.keys.registryParent(parentIdOf(parentKey)))
       .hget(this.keys.registryState, 'floor')
       .exec();
     const [hash, floorReply] = replies ?? [];
-    if (hash?.[0]) throw hash[0];
-    if (floorReply?.[0]) throw floorReply[0];
+    const failed = hash?.[0] ?? floorReply?.[0];
+    if (failed) throw failed;
     const raw = (hash?.[1] ?? {}) as Record<string, Buffer>;
     const floor = Number(floorReply?.[1] ?? 0);
-    const out = new Map<string, StoredMember>();
+    const out = new Map<string, rv.RawValue>();
     for (const [account, value] of Object.entries(raw)) {
-      const m = parseValue(value);
-      if (m) out.set(account, atFloor(m, floor));
+      const m = rv.parseRaw(value);
+      if (m) out.set(account, rv.atFloor(m, floor));
     }
     return out;
   }
@@ -325,9 +331,19 @@ export class RegistryIndex {
    * label as answers list them, and the highest slot among its members (undefined: none).
    */
   async members(parentKey: string): Promise<{ members: RegistryMember[]; slot?: number }> {
-    const members: RegistryMember[] = [];
+    const { members, slot } = await this.listed(parentKey);
+    const out = members.map((m) => ({ ...m, owner: rv.ownerText(m.owner) }));
+    return slot === undefined ? { members: out } : { members: out, slot };
+  }
+
+  /**
+   * {@link members} with each owner as stored (32 bytes, or the text of an older write): what an
+   * answer reads, which shows owners only in `/details` (`rv.ownerText` then).
+   */
+  async listed(parentKey: string): Promise<{ members: rv.ListedMember[]; slot?: number }> {
+    const members: rv.ListedMember[] = [];
     let slot: number | undefined;
-    for (const [account, m] of await this.storedMembers(parentKey)) {
+    for (const [account, m] of await this.rawMembers(parentKey)) {
       slot = Math.max(slot ?? m.slot, m.slot);
       if (m.owner === '' || m.owner === '-' || !m.label.startsWith('+')) continue;
       members.push({ label: m.label.slice(1), account, owner: m.owner });
@@ -375,12 +391,7 @@ export class RegistryIndex {
       this.redis.hgetBuffer(this.keys.registryParent(parentIdOf(parentKey)), account),
       this.redis.hget(this.keys.registryState, 'floor'),
     ]);
-    const m = value === null ? null : parseValue(value);
-    return m && atFloor(m, Number(floor ?? 0));
+    const m = value && rv.parseRaw(value);
+    return m && rv.withOwnerText(rv.atFloor(m, Number(floor ?? 0)));
   }
-}
-
-/** A member as the floor reads it (src/core/lua/includes/registry-member.lua, `at_floor`). */
-function atFloor(m: StoredMember, floor: number): StoredMember {
-  return Number.isSafeInteger(floor) && m.slot < floor ? { slot: floor, owner: '', label: '-' } : m;
 }

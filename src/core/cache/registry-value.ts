@@ -30,11 +30,24 @@ export function ownerArg(owner: string): string | Buffer {
 }
 
 /**
- * A stored value `slot|owner|label`: slot in base 36; the owner `#` and 32 bytes (given back as
- * base58), or text up to the next `|` (`''` unknown, `-` gone, or a base58 owner of an older
- * write); the label the rest (`+label`, `''` unknown, `-` gone).
+ * A stored value with its owner as stored: text (`''` unknown, `-` gone, or a base58 owner of an
+ * older write), or the 32 bytes of an owner stored as bytes ({@link ownerText} gives its base58).
  */
-export function parseValue(value: Buffer): { slot: number; owner: string; label: string } | null {
+export type RawValue = { slot: number; owner: string | Buffer; label: string };
+
+/** A listed subdomain with its owner as stored (`RegistryIndex.listed`). */
+export type ListedMember = { label: string; account: string; owner: string | Buffer };
+
+/** An owner as {@link parseRaw} gives it, as base58 text (`''` and `-` as they are). */
+export const ownerText = (owner: string | Buffer): string =>
+  typeof owner === 'string' ? owner : toBase58(owner);
+
+/**
+ * A stored value `slot|owner|label`: slot in base 36; the owner `#` and 32 bytes (given as those
+ * bytes: base58 costs a few microseconds each, which a list of thousands need not pay), or text up
+ * to the next `|`; the label the rest (`+label`, `''` unknown, `-` gone).
+ */
+export function parseRaw(value: Buffer): RawValue | null {
   const a = value.indexOf(BAR);
   if (a < 0) return null;
   const digits = value.toString('latin1', 0, a);
@@ -44,11 +57,23 @@ export function parseValue(value: Buffer): { slot: number; owner: string; label:
   if (value[at] === RAW_OWNER && value[at + RAW_OWNER_LEN] === BAR) {
     return {
       slot,
-      owner: toBase58(value.subarray(at + 1, at + RAW_OWNER_LEN)),
+      owner: value.subarray(at + 1, at + RAW_OWNER_LEN),
       label: value.toString('utf8', at + RAW_OWNER_LEN + 1),
     };
   }
   const b = value.indexOf(BAR, at);
   if (b < 0) return null;
   return { slot, owner: value.toString('utf8', at, b), label: value.toString('utf8', b + 1) };
+}
+
+/** A value {@link parseRaw} gave, with its owner as base58 text. */
+export const withOwnerText = (m: RawValue): { slot: number; owner: string; label: string } => ({
+  slot: m.slot,
+  owner: ownerText(m.owner),
+  label: m.label,
+});
+
+/** A member as the floor reads it (src/core/lua/includes/registry-member.lua, `at_floor`). */
+export function atFloor<M extends RawValue>(m: M, floor: number): M | RawValue {
+  return Number.isSafeInteger(floor) && m.slot < floor ? { slot: floor, owner: '', label: '-' } : m;
 }

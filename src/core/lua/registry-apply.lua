@@ -38,7 +38,11 @@ for i = 2, #ARGV, 6 do
       if m.owner == '' then
         local j = redis.call('HGET', KEYS[1], acct)
         local jp, jo = string.match(j or '', '^%d+|([^|]+)|(.+)$')
-        if jp == pk then m.owner = jo; moved = true end
+        if jp == pk then
+          m.owner = jo
+          moved = true
+          if jslot(j) > m.slot then m.slot = jslot(j) end
+        end
       end
       if moved or fresh then
         put(pk, acct, m, before)

@@ -24,16 +24,30 @@ for i = 7, #ARGV, 5 do
   local ja = redis.call('HGET', KEYS[1], acct)
   local jr = redis.call('HGET', KEYS[1], rev)
   local jas = jslot(ja)
-  if ja and string.match(ja, '^%d+|del$') and jas > P_slot then owner = '-' end
+  -- A journal fact that wins is the member's newest: its slot, so nothing older undoes it.
+  local top = P_slot
+  if ja and string.match(ja, '^%d+|del$') and jas > P_slot then
+    owner = '-'
+    top = math.max(top, jas)
+  end
   local jp, jo = string.match(ja or '', '^%d+|([^|]+)|(.+)$')
-  if jp == pk and jas > Q_slot then owner = jo end
-  if jr and string.match(jr, '^%d+|del$') and jslot(jr) > P_slot then label = '-' end
+  -- A transfer after the page's read is a fact at its slot: the owners' read (Q) holds it when
+  -- not later, the journal's owner wins when later.
+  if jp == pk and jas > P_slot then
+    if jas > Q_slot then owner = jo end
+    top = math.max(top, jas)
+  end
+  if jr and string.match(jr, '^%d+|del$') and jslot(jr) > P_slot then
+    label = '-'
+    top = math.max(top, jslot(jr))
+  end
   local m = parse(redis.call('HGET', pkey(pk), acct))
   if m and m.slot > P_slot then
     if m.owner == '' then m.owner = owner end
     if m.label == '' then m.label = label end
+    if top > m.slot then m.slot = top end
   else
-    m = { slot = P_slot, owner = owner, label = label }
+    m = { slot = top, owner = owner, label = label }
   end
   redis.call('HSET', pkey(pk), acct, encode(m))
   index_member(pk, acct, rev)
