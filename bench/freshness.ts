@@ -32,6 +32,7 @@ import {
   withBenchRun,
   workerCredits,
   workerMetricsText,
+  met,
   writeSection,
 } from './lib.js';
 
@@ -400,7 +401,6 @@ async function main(): Promise<void> {
   log(`\nwrote the freshness section of BENCHMARKS.md (${took.toFixed(0)} s)`);
 }
 
-const met = (ok: boolean) => (ok ? 'yes' : '**no**');
 const seconds = (o: Observed | undefined) => (o ? fmtSeconds(o.allMs) : '—');
 
 function report(

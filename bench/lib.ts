@@ -376,6 +376,57 @@ export function machine(): { cores: number; cpu: string; node: string; load: str
   };
 }
 
+/** Where a bench ran: {@link machine}, Redis's version and database, the code under test. */
+export type BenchSetting = ReturnType<typeof machine> & {
+  redis: string;
+  code: string;
+  database: string;
+};
+
+/** {@link BenchSetting} at the start of a run on `redisUrl`. */
+export async function benchSetting(redisUrl: string): Promise<BenchSetting> {
+  return {
+    ...machine(),
+    redis: await redisVersion(redisUrl),
+    code: codeUnderTest(),
+    database: new URL(redisUrl).pathname.slice(1) || '0',
+  };
+}
+
+/** The Redis server's version (INFO server), or 'unknown' when INFO is refused. */
+export async function redisVersion(redisUrl: string): Promise<string> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
+  try {
+    await redis.connect();
+    return /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
+  } catch {
+    return 'unknown';
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A target's cell in a report's table of targets. */
+export const met = (ok: boolean) => (ok ? 'yes' : '**no**');
+
+/**
+ * Prints a report, then writes it as the section `name` of BENCHMARKS.md ({@link writeSection})
+ * when `write`, saying which it did and how long the run took (`tookS`, seconds).
+ */
+export async function publishReport(
+  name: string,
+  markdown: string,
+  tookS: number,
+  write: boolean,
+): Promise<void> {
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  log(`\n${markdown}`);
+  if (write) {
+    await writeSection(name, markdown);
+    log(`\nwrote the ${name} section of BENCHMARKS.md (${tookS.toFixed(0)} s)`);
+  } else log(`\n(${tookS.toFixed(0)} s; --write no: BENCHMARKS.md left as it was)`);
+}
+
 /** The worker's /metrics text (its ops port). */
 export async function workerMetricsText(worker: Child): Promise<string> {
   const res = await fetch(`http://127.0.0.1:${worker.info.port}/metrics`);

@@ -28,7 +28,6 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { PublicKey } from '@solana/web3.js';
-import { Redis } from 'ioredis';
 import {
   SimChain,
   startBackgroundWrites,
@@ -39,7 +38,8 @@ import { parseBenchArgs } from './cli.js';
 import {
   BENCH_REDIS_URL,
   type BenchRun,
-  codeUnderTest,
+  benchSetting,
+  type BenchSetting,
   creditTotal,
   fmtSeconds,
   gatewayEnv,
@@ -47,7 +47,8 @@ import {
   table,
   withBenchRun,
   workerCredits,
-  writeSection,
+  met,
+  publishReport,
 } from './lib.js';
 
 const flags = parseBenchArgs({
@@ -585,25 +586,10 @@ function describeTally(t: Tally): string {
     .join(', ')})`;
 }
 
-/** The Redis server's version (INFO server), or 'unknown' when INFO is refused. */
-async function redisVersion(): Promise<string> {
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  try {
-    await redis.connect();
-    return /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
-  } catch {
-    return 'unknown';
-  } finally {
-    redis.disconnect();
-  }
-}
-
 async function main(): Promise<void> {
-  const m = machine();
   const started = new Date();
-  const redis = await redisVersion();
-  const code = codeUnderTest();
-  const database = new URL(REDIS_URL).pathname.slice(1) || '0';
+  const m = await benchSetting(REDIS_URL);
+  const { redis, code, database } = m;
   log(
     `bench:longtail: ${PARENTS} parents (${HOT} hot), CACHE_FRESH_SECONDS=${FRESH_S}, HTTP lag ` +
       `${LAG_MS} ms, ${BACKGROUND_PER_SECOND} background writes/s, ${WINDOWS} quiet windows; ` +
@@ -624,27 +610,11 @@ async function main(): Promise<void> {
     await sim.close();
   }
   const took = (Date.now() - started.getTime()) / 1000;
-  const markdown = report(
-    { ...m, redis, code, database, loadEnd: machine().load },
-    started,
-    took,
-    result,
-  );
-  log(`\n${markdown}`);
-  if (flags.write === 'yes') {
-    await writeSection('long-tail', markdown);
-    log(`\nwrote the long-tail section of BENCHMARKS.md (${took.toFixed(0)} s)`);
-  } else log(`\n(${took.toFixed(0)} s; --write no: BENCHMARKS.md left as it was)`);
+  const markdown = report({ ...m, loadEnd: machine().load }, started, took, result);
+  await publishReport('long-tail', markdown, took, flags.write === 'yes');
 }
 
-const met = (ok: boolean) => (ok ? 'yes' : '**no**');
-
-type Machine = ReturnType<typeof machine> & {
-  redis: string;
-  code: string;
-  database: string;
-  loadEnd: string;
-};
+type Machine = BenchSetting & { loadEnd: string };
 
 function report(m: Machine, started: Date, took: number, r: Result): string {
   const creditsTotal = creditTotal(r.credits);

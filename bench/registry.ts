@@ -44,7 +44,8 @@ import {
   BENCH_REDIS_URL,
   type BenchRun,
   type Child,
-  codeUnderTest,
+  benchSetting,
+  type BenchSetting,
   fmt,
   fmtSeconds,
   gatewayEnv,
@@ -52,7 +53,8 @@ import {
   quantile,
   table,
   withBenchRun,
-  writeSection,
+  met,
+  publishReport,
 } from './lib.js';
 
 const MODES = ['registry', 'parents'] as const;
@@ -335,18 +337,6 @@ async function buildDuration(stateKey: string): Promise<number | undefined> {
     const state = await redis.hgetall(stateKey);
     const took = Number(state.completedAt) - Number(state.startedAt);
     return Number.isFinite(took) && took >= 0 ? took : undefined;
-  } finally {
-    redis.disconnect();
-  }
-}
-
-async function redisVersion(): Promise<string> {
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  try {
-    await redis.connect();
-    return /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1] ?? 'unknown';
-  } catch {
-    return 'unknown';
   } finally {
     redis.disconnect();
   }
@@ -780,11 +770,9 @@ function pools(registry: SeededRegistry, mode: Mode, int: (n: number) => number)
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const m = machine();
   const startedAt = new Date();
-  const redis = await redisVersion();
-  const code = codeUnderTest();
-  const database = new URL(REDIS_URL).pathname.slice(1) || '0';
+  const m = await benchSetting(REDIS_URL);
+  const { redis, code, database } = m;
   log(
     `bench:registry: ${SIZES.topLevel} top-level names, ${SIZES.subdomains} subdomains under ` +
       `${SIZES.parents} parents (largest ${SIZES.largest}), ${SIZES.records} records, ` +
@@ -823,28 +811,17 @@ async function main(): Promise<void> {
   }
   const took = (Date.now() - startedAt.getTime()) / 1000;
   const markdown = report(
-    { ...m, redis, code, database, loadEnd: machine().load },
+    { ...m, loadEnd: machine().load },
     startedAt,
     took,
     seedMs,
     accounts,
     results,
   );
-  log(`\n${markdown}`);
-  if (flags.write === 'yes') {
-    await writeSection('registry', markdown);
-    log(`\nwrote the registry section of BENCHMARKS.md (${took.toFixed(0)} s)`);
-  } else log(`\n(${took.toFixed(0)} s; --write no: BENCHMARKS.md left as it was)`);
+  await publishReport('registry', markdown, took, flags.write === 'yes');
 }
 
-type Machine = ReturnType<typeof machine> & {
-  redis: string;
-  code: string;
-  database: string;
-  loadEnd: string;
-};
-
-const met = (ok: boolean) => (ok ? 'yes' : '**no**');
+type Machine = BenchSetting & { loadEnd: string };
 
 function report(
   m: Machine,

@@ -17,8 +17,7 @@ import {
   type Gateway,
 } from './support/gateway.js';
 import { elapse } from './support/wait.js';
-import { Deletions } from '../worker/follow/deletions.js';
-import { FakeClock, FakeRpc, FakeStore, quietDeps, trustingSlots } from './support/follow-fakes.js';
+import { deleteLogs, fakeDeletions } from './support/follow-fakes.js';
 
 /**
  * The day's credits shared so that nobody anonymous can drain them (docs/design.md, "Budget"):
@@ -169,28 +168,10 @@ describe('the credit meter charges every call to an account', () => {
   it("gives up a followed Delete's read once the proactive share is spent at its pace, not the day", async () => {
     const morning = Date.UTC(2026, 10, 24) + 2.4 * HOUR;
     const { meter, view } = meterOf(1000, morning);
-    const rpc = new FakeRpc();
-    const lost: string[] = [];
-    const deletions = new Deletions({
-      rpc,
-      store: new FakeStore(),
-      clock: new FakeClock(),
-      slots: trustingSlots(),
+    const { rpc, lost, deletions } = fakeDeletions({
       affordable: () => view.proactiveAffordable(),
-      reread: () => undefined,
-      changed: () => undefined,
-      lost: (signature) => lost.push(signature),
-      ...quietDeps(),
     });
-    const deleting = (signature: string) => ({
-      slot: 60,
-      signature,
-      failed: false,
-      logs: [
-        'Program namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX invoke [1]',
-        'Program log: Instruction: Delete Name',
-      ],
-    });
+    const deleting = (signature: string) => deleteLogs(signature);
     // A transaction that failed: read once, it changed nothing.
     rpc.setTx('affordable', { slot: 60, meta: { err: { InstructionError: [0, 'Custom'] } } });
     await view.read();

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { toBase58 } from '../src/core/sns/pda.js';
-import { Deletions } from '../worker/follow/deletions.js';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
@@ -9,11 +8,11 @@ import { logsDelete, logsWrite, nameWrites } from '../worker/follow/transaction.
 import {
   FakeClock,
   FakeRpc,
-  FakeStore,
   fakeFollower,
   quietDeps,
   settle,
-  trustingSlots,
+  deleteLogs,
+  fakeDeletions,
 } from './support/follow-fakes.js';
 
 /**
@@ -196,28 +195,7 @@ describe('a socket that drops while the last gap is still being read', () => {
 });
 
 describe('a transaction reply that is not a transaction', () => {
-  const deletionsWith = (rpc: FakeRpc) => {
-    const store = new FakeStore();
-    const clock = new FakeClock();
-    const lost: string[] = [];
-    const deletions = new Deletions({
-      rpc,
-      store,
-      clock,
-      slots: trustingSlots(),
-      reread: () => undefined,
-      changed: () => undefined,
-      lost: (s) => lost.push(s),
-      ...quietDeps(),
-    });
-    return { deletions, clock, lost };
-  };
-  const deleteLogs = (signature: string) => ({
-    slot: 60,
-    signature,
-    failed: false,
-    logs: [`Program ${NAME_PROGRAM} invoke [1]`, 'Program log: Instruction: Delete Name'],
-  });
+  const deletionsWith = (rpc: FakeRpc) => fakeDeletions({ rpc });
 
   it('loses the deletion (a new epoch) rather than dropping it silently', async () => {
     const rpc = new FakeRpc();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GAP_MAX_PAGES, healGap } from '../worker/follow/gaps.js';
 import { PROBE_EVERY_MS, PROBE_RETRY_MS } from '../worker/follow/silence.js';
-import { Deletions, MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
+import { MAX_READS_PER_MINUTE } from '../worker/follow/deletions.js';
 import { CreditBudgetRefusal } from '../worker/rpc/credits.js';
 import { MAX_INSTRUCTIONS, nameWrites } from '../worker/follow/transaction.js';
 import { every } from '../worker/follow/types.js';
@@ -12,8 +12,9 @@ import {
   fakeFollower,
   quietDeps,
   settle,
-  trustingSlots,
   tx,
+  deleteLogs,
+  fakeDeletions,
 } from './support/follow-fakes.js';
 
 /**
@@ -149,33 +150,8 @@ describe('a gap read', () => {
 });
 
 describe('reads for Deletes', () => {
-  const make = (affordable = () => true) => {
-    const store = new FakeStore();
-    const rpc = new FakeRpc();
-    const clock = new FakeClock();
-    const lost: string[] = [];
-    const deletions = new Deletions({
-      rpc,
-      store,
-      clock,
-      slots: trustingSlots(),
-      affordable,
-      reread: () => undefined,
-      changed: () => undefined,
-      lost: (s) => lost.push(s),
-      ...quietDeps(),
-    });
-    return { store, rpc, clock, lost, deletions };
-  };
-  const forged = (signature: string) => ({
-    slot: 60,
-    signature,
-    failed: false,
-    logs: [
-      'Program namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX invoke [1]',
-      'Program log: Instruction: Delete Name',
-    ],
-  });
+  const make = (affordable = () => true) => fakeDeletions({ affordable });
+  const forged = (signature: string) => deleteLogs(signature);
 
   it('spends at most MAX_READS_PER_MINUTE on a flood of forged Delete lines', async () => {
     const { rpc, clock, lost, deletions } = make();

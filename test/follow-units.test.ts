@@ -22,6 +22,8 @@ import {
   settle,
   trustingSlots,
   tx,
+  deleteLogs,
+  fakeDeletions,
 } from './support/follow-fakes.js';
 
 /**
@@ -296,33 +298,7 @@ describe('transactions', () => {
 });
 
 describe('deletions', () => {
-  const make = () => {
-    const store = new FakeStore();
-    const rpc = new FakeRpc();
-    const clock = new FakeClock();
-    const lost: string[] = [];
-    const changed: string[] = [];
-    const deletions = new Deletions({
-      rpc,
-      store,
-      clock,
-      slots: trustingSlots(),
-      reread: () => undefined,
-      changed: (p) => changed.push(p),
-      lost: (s) => lost.push(s),
-      ...quietDeps(),
-    });
-    return { store, rpc, clock, lost, changed, deletions };
-  };
-  const deleteLogs = (signature: string, failed = false) => ({
-    slot: 60,
-    signature,
-    failed,
-    logs: [
-      'Program namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX invoke [1]',
-      'Program log: Instruction: Delete Name',
-    ],
-  });
+  const make = () => fakeDeletions();
 
   it('removes a member whose name account a Delete closed, reading only deleting transactions', async () => {
     const { store, rpc, deletions, changed } = make();

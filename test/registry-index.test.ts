@@ -170,6 +170,16 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
     }
   });
 
+  it('lists a subdomain whose label is longer than the stream carries, made after the build', async () => {
+    // The stream's slice holds 30 bytes of a reverse text: this one is read whole.
+    const long = 'a-label-longer-than-the-slice-of-the-stream';
+    gw.sim.chain.addSubdomain('beta', long);
+    await waitFor(async () => (await labels(gw, 'beta')).includes(long), 10_000);
+    expect(await labels(gw, 'beta')).toEqual((await sdkSubdomains(gw.sim.url, 'beta')).sort());
+    gw.sim.chain.deleteSubdomain('beta', long);
+    await waitFor(async () => !(await labels(gw, 'beta')).includes(long), 10_000);
+  });
+
   it('shows a subdomain created, transferred and deleted under a parent nobody asked for', async () => {
     const chain = gw.sim.chain;
     chain.addSubdomain('lonely', 'fresh');

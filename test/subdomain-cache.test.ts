@@ -7,6 +7,7 @@ import {
   SWEEP_GRACE_MS,
   type CacheEntry,
 } from '../src/core/cache/subdomain-cache.js';
+import { PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
 import { redisUrlDatabase } from '../src/core/config.js';
 import { followedFresh } from '../src/core/cache/follow-status.js';
 import { createMetrics } from '../src/core/metrics.js';
@@ -778,6 +779,36 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     }
     expect(removed).toBe(450);
     expect(await local.followedParents('e')).toEqual([]);
+  });
+
+  it('writes a scan past one chunk in chunks, whole, and drops what a refused one staged', async () => {
+    const local = new SubdomainCache(redis, `${prefix}:staged`, 60_000, 3_600_000);
+    const localKeys = redisKeys(`${prefix}:staged`);
+    const many = (n: number, tag: string) =>
+      Object.fromEntries(
+        Array.from({ length: n }, (_, i) => [`S${tag}${i}`, [`l${i}`, 'o'] as const]),
+      );
+    const first = many(2 * PUT_CHUNK_MEMBERS + 1, 'a');
+    expect(await local.put('e', 'staged', scan(10), first)).toBe('written');
+    const read = await local.getWithAccounts('e', 'staged');
+    expect(read?.accounts).toEqual(first);
+    expect((await local.get(local.key('e', 'staged')))?.labels).toHaveLength(
+      2 * PUT_CHUNK_MEMBERS + 1,
+    );
+    const index = () => redis.hgetall(localKeys.memberParents('e'));
+    expect(Object.keys(await index())).toHaveLength(2 * (2 * PUT_CHUNK_MEMBERS + 1));
+    // A rescan listing other accounts: those gone lose their index fields.
+    const second = many(PUT_CHUNK_MEMBERS + 5, 'b');
+    expect(await local.put('e', 'staged', scan(11), second)).toBe('written');
+    expect((await local.getWithAccounts('e', 'staged'))?.accounts).toEqual(second);
+    const fields = await index();
+    expect(Object.keys(fields)).toHaveLength(2 * (PUT_CHUNK_MEMBERS + 5));
+    expect(fields.Sa0).toBeUndefined();
+    // An older scan is refused: the entry stays, and nothing it staged is left behind.
+    expect(await local.put('e', 'staged', scan(9), many(PUT_CHUNK_MEMBERS + 3, 'c'))).toBe('kept');
+    expect((await local.getWithAccounts('e', 'staged'))?.accounts).toEqual(second);
+    expect(await index()).toEqual(fields);
+    expect(await redis.keys(`${prefix}:staged:entry-staging:*`)).toEqual([]);
   });
 
   it('costs a change in proportion to the accounts it touches: one change under 100,000 members', async () => {

@@ -90,6 +90,16 @@ export function redisKeys(prefix: string) {
       return colon < 0 ? null : { endpointId: rest.slice(0, colon), parent: rest.slice(colon + 1) };
     },
     /**
+     * A large scan's members and labels while its chunks are written (`token` is the write's own),
+     * renamed to {@link entryMembers} and {@link entryLabels} by its last step; they expire on
+     * their own when that step never comes.
+     */
+    entryStaging: (endpointId: string, token: string) =>
+      Object.freeze({
+        labels: `${prefix}:entry-staging:${endpointId}:${token}:labels`,
+        members: `${prefix}:entry-staging:${endpointId}:${token}:members`,
+      }),
+    /**
      * Which parent lists an account: a hash, subdomain name account -> `<parent> <account>
      * <reverse record>`, its reverse record -> `<parent> <account>`.
      */

@@ -2,6 +2,7 @@ import { Registry } from 'prom-client';
 import { createLogger } from '../../src/core/logger.js';
 import { createMetrics } from '../../src/core/metrics.js';
 import type { FollowRecord } from '../../src/core/cache/follow-status.js';
+import { Deletions } from '../../worker/follow/deletions.js';
 import { Follower, type FollowerDeps } from '../../worker/follow/follower.js';
 import type { Lease } from '../../worker/follow/ownership.js';
 import type { FollowRpc } from '../../worker/follow/rpc.js';
@@ -390,3 +391,38 @@ export function tx(
     transaction: { message: { accountKeys: keys, instructions: top.map(([t, a]) => ix(t, a)) } },
   };
 }
+
+/**
+ * A `Deletions` unit on fakes (a store, an RPC, a clock, slots trusted), and what it reports:
+ * the signatures it `lost`, the parents it `changed`.
+ *
+ * @param opts.rpc the RPC it reads transactions from (a new {@link FakeRpc} if absent).
+ * @param opts.affordable its budget's say (always yes if absent).
+ */
+export function fakeDeletions(opts: { rpc?: FakeRpc; affordable?: () => boolean } = {}) {
+  const store = new FakeStore();
+  const rpc = opts.rpc ?? new FakeRpc();
+  const clock = new FakeClock();
+  const lost: string[] = [];
+  const changed: string[] = [];
+  const deletions = new Deletions({
+    rpc,
+    store,
+    clock,
+    slots: trustingSlots(),
+    ...(opts.affordable ? { affordable: opts.affordable } : {}),
+    reread: () => undefined,
+    changed: (parent) => changed.push(parent),
+    lost: (signature) => lost.push(signature),
+    ...quietDeps(),
+  });
+  return { store, rpc, clock, lost, changed, deletions };
+}
+
+/** A logs notification of a transaction whose name-program logs say it deleted a name. */
+export const deleteLogs = (signature: string, failed = false, slot = 60) => ({
+  slot,
+  signature,
+  failed,
+  logs: [`Program ${NAME_PROGRAM} invoke [1]`, 'Program log: Instruction: Delete Name'],
+});

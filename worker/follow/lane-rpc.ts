@@ -2,6 +2,7 @@ import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import { malformed } from '../rpc/envelope.js';
+import { HEADER_LEN } from '../sns/discovery-decode.js';
 import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
 import type { FollowRpc } from './rpc.js';
 import { HEAD_SLICE, headOf, NAME_PROGRAM } from './stream.js';
@@ -59,11 +60,14 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
       }
       return out;
     },
-    async accounts(keys) {
+    async accounts(keys, opts) {
+      const whole = opts?.whole === true;
       const batches = await accountsInBatches(lane, endpoint, keys, {
-        dataSlice: HEAD_SLICE,
+        dataSlice: whole
+          ? { offset: 0, length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes }
+          : HEAD_SLICE,
         decode: (count) => async (body, context) =>
-          headList(context.method, await envelope<unknown>()(body, context), count),
+          headList(context.method, await envelope<unknown>()(body, context), count, whole),
       });
       let slot: number | undefined;
       let unknown = false;
@@ -83,7 +87,8 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
  * A head-sliced `getMultipleAccounts` result checked: its slot as sent, and one entry per key,
  * null for a key without an account. Only a null entry in a list of the right length says an
  * account is gone: a reply without a list, a list of another length, or an entry that is not an
- * account proves nothing, and is refused as a whole rather than read as "gone".
+ * account proves nothing, and is refused as a whole rather than read as "gone". With `whole`, each
+ * account's data is kept as read rather than cut to the head.
  *
  * @throws RpcCallError (final) for a reply of another shape.
  */
@@ -91,6 +96,7 @@ function headList(
   method: string,
   result: unknown,
   count: number,
+  whole = false,
 ): { slot: unknown; accounts: Array<{ owner: string; head: Buffer } | null> } {
   const reply = result as { context?: { slot?: unknown }; value?: unknown } | null;
   const list = reply?.value;
@@ -104,7 +110,7 @@ function headList(
     if (typeof owner !== 'string' || typeof text !== 'string') {
       throw malformed(`${method}: an account entry is not an account`);
     }
-    return { owner, head: headOf(text) };
+    return { owner, head: whole ? Buffer.from(text, 'base64') : headOf(text) };
   });
   return { slot: reply?.context?.slot, accounts };
 }

@@ -39,10 +39,16 @@ export interface FollowRpc {
    * key with null in a list of one entry per key: a reply of any other shape is refused, so a
    * short or empty answer never reads as "gone".
    *
+   * With `whole`, each account is read up to a reverse record's longest text (the header, the
+   * length and the lane's longest label) instead of the head: a reverse text the head cut.
+   *
    * @throws RpcCallError when a call fails, or (final) when a reply is not one account or null
    *   per key.
    */
-  accounts(keys: readonly string[]): Promise<{
+  accounts(
+    keys: readonly string[],
+    opts?: { whole?: boolean },
+  ): Promise<{
     slot: number | undefined;
     accounts: Array<{ owner: string; head: Buffer } | null>;
   }>;

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import type { RegistryIndex, RegistryOp } from '../../src/core/cache/registry-index.js';
 import { ROOT_DOMAIN_ACCOUNT, toBase58 } from '../../src/core/sns/pda.js';
@@ -17,6 +18,12 @@ export const FEED_MAX_QUEUED = 100_000;
  */
 const RECENT_OWNERS = 10_000;
 const RECENT_OWNERS_MS = 60_000;
+/**
+ * Reads of a reverse record whose text the stream's slice cut, until one at the notification's
+ * slot or later (an HTTP node lags the websocket), waiting {@link WHOLE_BACKOFF_MS} doubled between.
+ */
+const WHOLE_TRIES = 5;
+const WHOLE_BACKOFF_MS = 250;
 
 const ZERO_KEY = toBase58(new Uint8Array(32));
 /**
@@ -30,10 +37,12 @@ const ROOT_KEY = toBase58(ROOT_DOMAIN_ACCOUNT);
 export type FeedRpc = {
   /**
    * Heads (bytes 0..130: parent, owner, class, start of data) of `keys`, null for a missing
-   * account, with the lowest believed slot of the replies.
+   * account, with the lowest believed slot of the replies; with `whole`, a reverse record's whole
+   * text instead of the head.
    */
   accounts(
     keys: readonly string[],
+    opts?: { whole?: boolean },
   ): Promise<{ slot: number | undefined; accounts: Array<{ head: Buffer } | null> }>;
 };
 
@@ -71,6 +80,11 @@ export class RegistryFeed {
 
   /** An account notification of the name program (any parent), or one read for a gap. */
   onAccount(note: AccountNote): void {
+    this.take(note, false);
+  }
+
+  /** An account as the stream or a read saw it; `whole`: read whole already (never again). */
+  private take(note: AccountNote, whole: boolean): void {
     const head = note.head;
     if (!head || head.length < 32) {
       // A length that is not ours: read what it is now.
@@ -122,11 +136,39 @@ export class RegistryFeed {
         this.push({ op: 'delete', slot: note.slot, account: note.pubkey });
         return;
       case 'unproven':
-        // A reverse text cut at the slice: read whole below. Anything else (a record made by
-        // hand whose key is not derived from its text) is the audit's to find.
-        if (isReverseSlice(slice))
-          this.deps.logger.debug({ account: note.pubkey }, 'registry: long reverse text');
+        // A reverse text cut at the slice (a long label): read whole. Anything else (a record made
+        // by hand whose key is not derived from its text, a text past the longest label) is the
+        // audit's to find.
+        if (isReverseSlice(slice) && !whole) void this.readWhole(note.pubkey, note.slot);
+        else this.deps.logger.debug({ account: note.pubkey }, 'registry: reverse text unproven');
         return;
+    }
+  }
+
+  /**
+   * Reads the reverse record `pubkey` whole, at `slot` or later, and takes it as seen at the read's
+   * slot. Gone by then: nothing to add (its Delete comes through the logs). Never read at or after
+   * `slot` within {@link WHOLE_TRIES}: a fact lost, the index behind.
+   */
+  private async readWhole(pubkey: string, slot: number): Promise<void> {
+    let wait = WHOLE_BACKOFF_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const read = await this.deps.rpc.accounts([pubkey], { whole: true });
+        if (read.slot !== undefined && read.slot >= slot) {
+          const found = read.accounts[0];
+          if (found) this.take({ slot: read.slot, pubkey, head: found.head }, true);
+          return;
+        }
+      } catch (err) {
+        this.deps.logger.debug({ err: String(err), account: pubkey }, 'registry: a read failed');
+      }
+      if (attempt >= WHOLE_TRIES) {
+        this.deps.lost('registry: a long reverse text stayed unread');
+        return;
+      }
+      await sleep(wait);
+      wait *= 2;
     }
   }
 

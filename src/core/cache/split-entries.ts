@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../redis.js';
 import type { RedisKeys } from '../redis-keys.js';
 import { LuaScript, replyList, replyNumber, replyStringsOrNull } from '../lua-script.js';
@@ -56,6 +57,15 @@ export const SWEEP_GRACE_MS = 5 * 60_000;
 const SWEEP_PARENTS = 200;
 const SWEEP_MEMBERS = 20_000;
 
+/**
+ * Members a scan's put writes in one script; a larger scan is written in chunks of this many (one
+ * script each, so Redis serves other clients between them), then taken in by a last script. One
+ * script of 100,000 members held Redis past the clients' command timeout.
+ */
+export const PUT_CHUNK_MEMBERS = 2_000;
+/** How long a large scan's staged chunks outlive a write that never finished. */
+const STAGING_TTL_MS = 10 * 60_000;
+
 /** The separator between a label and its account in the labels' sorted set (below any text). */
 const SEP = '\0';
 
@@ -69,6 +79,7 @@ function outcomeOf<O extends string>(raw: unknown, outcomes: readonly O[]): O {
 /** The scripts of the split entries, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
 const SCRIPTS = {
   put: new LuaScript(new URL('../lua/put-split-entry.lua', import.meta.url), replyNumber),
+  putChunk: new LuaScript(new URL('../lua/put-split-chunk.lua', import.meta.url), replyNumber),
   applyChanges: new LuaScript(
     new URL('../lua/apply-changes.lua', import.meta.url),
     (raw): ApplyOutcome => {
@@ -239,6 +250,8 @@ export class SplitEntries {
    * answer from an older slot; neither takes the answer back. Replaces the members and labels in
    * one atomic step (a Lua script), keeps the member-parents index in step, registers the parent
    * as used at `now`, and expires with the stale window ({@link entryTtlMs}). Work: O(members).
+   * Past {@link PUT_CHUNK_MEMBERS} members, the members are first staged in chunks (their index
+   * fields written then), and the atomic step renames them into place.
    *
    * @param accounts the name accounts behind the labels; without them the entry keeps labels only
    *   (and cannot be patched).
@@ -270,24 +283,37 @@ export class SplitEntries {
       String(now),
       parent,
     ];
+    const staging = this.keys.entryStaging(endpointId, randomBytes(8).toString('hex'));
+    const keys = [...this.splitKeys(endpointId, parent), staging.labels, staging.members];
     if (accounts) {
-      args.push('m');
       const memberSlot = entry.slot ?? 0;
       const listed = Object.entries(accounts);
       const unknown = listed.map(([account]) => account).filter((a) => !reverses?.has(a));
       const found = await this.index.reverseKeys(endpointId, parent, unknown);
       const known = new Map(reverses);
       unknown.forEach((account, i) => known.set(account, found[i] as string));
-      for (const [account, [label, owner]] of listed) {
+      const members = listed.map(([account, [label, owner]]) => {
         // JSON.stringify escapes every newline, so the first one ends the value.
         const value = JSON.stringify([label, owner, memberSlot]);
-        args.push(`${account} ${known.get(account) as string} ${value}\n${label}`);
+        return `${account} ${known.get(account) as string} ${value}\n${label}`;
+      });
+      if (members.length <= PUT_CHUNK_MEMBERS) args.push('m', ...members);
+      else {
+        const index = this.keys.memberParents(endpointId);
+        for (let i = 0; i < members.length; i += PUT_CHUNK_MEMBERS) {
+          await SCRIPTS.putChunk.run(
+            this.redis,
+            [staging.labels, staging.members, index],
+            [parent, String(STAGING_TTL_MS), ...members.slice(i, i + PUT_CHUNK_MEMBERS)],
+          );
+        }
+        args.push('s');
       }
     } else {
       args.push('l');
       entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
     }
-    const rev = await SCRIPTS.put.run(this.redis, this.splitKeys(endpointId, parent), args);
+    const rev = await SCRIPTS.put.run(this.redis, keys, args);
     return rev > 0 ? 'written' : 'kept';
   }
 

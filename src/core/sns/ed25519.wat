@@ -131,9 +131,7 @@
     (result i32)
     (local $a0 i64) (local $a1 i64) (local $a2 i64) (local $a3 i64)
     (local $b0 i64) (local $b1 i64) (local $b2 i64) (local $b3 i64)
-    (local $d0 i64) (local $d1 i64) (local $d2 i64) (local $d3 i64)
-    (local $n0 i64) (local $n1 i64) (local $n2 i64) (local $n3 i64)
-    (local $t i64) (local $c i64) (local $tz i64) (local $up i64)
+    (local $t i64) (local $c i64) (local $d i64) (local $tz i64) (local $up i64)
     (local $flip i64) (local $less i32)
 
     (local.set $a0 (i64.or (i64.extend_i32_u (local.get $w0))
@@ -175,71 +173,134 @@
     ;; p = 5 (mod 8): (2/p) = -1, once per factor of two.
     (local.set $flip (local.get $tz))
 
-    (loop $step
-      ;; d = a - b; c ends as the borrow out: a < b.
-      (local.set $d0 (i64.sub (local.get $a0) (local.get $b0)))
-      (local.set $c (i64.extend_i32_u (i64.lt_u (local.get $a0) (local.get $b0))))
-      (local.set $t (i64.sub (local.get $a1) (local.get $b1)))
-      (local.set $d1 (i64.sub (local.get $t) (local.get $c)))
-      (local.set $c (i64.extend_i32_u (i32.or (i64.lt_u (local.get $a1) (local.get $b1))
-                                              (i64.lt_u (local.get $t) (local.get $c)))))
-      (local.set $t (i64.sub (local.get $a2) (local.get $b2)))
-      (local.set $d2 (i64.sub (local.get $t) (local.get $c)))
-      (local.set $c (i64.extend_i32_u (i32.or (i64.lt_u (local.get $a2) (local.get $b2))
-                                              (i64.lt_u (local.get $t) (local.get $c)))))
-      (local.set $t (i64.sub (local.get $a3) (local.get $b3)))
-      (local.set $d3 (i64.sub (local.get $t) (local.get $c)))
-      (local.set $less (i32.or (i64.lt_u (local.get $a3) (local.get $b3))
-                               (i64.lt_u (local.get $t) (local.get $c))))
-      (if (i64.eqz (i64.or (i64.or (local.get $d0) (local.get $d1))
-                           (i64.or (local.get $d2) (local.get $d3))))
-        (then (return (i32.wrap_i64 (i64.xor (i64.and (local.get $flip) (i64.const 1))
-                                             (i64.const 1))))))
-      ;; n = -d = b - a: ~d + 1, the carry running up while limbs are zero.
-      (local.set $n0 (i64.sub (i64.const 0) (local.get $d0)))
-      (local.set $c (i64.extend_i32_u (i64.eqz (local.get $d0))))
-      (local.set $n1 (i64.add (i64.xor (local.get $d1) (i64.const -1)) (local.get $c)))
-      (local.set $c (i64.and (local.get $c) (i64.extend_i32_u (i64.eqz (local.get $d1)))))
-      (local.set $n2 (i64.add (i64.xor (local.get $d2) (i64.const -1)) (local.get $c)))
-      (local.set $c (i64.and (local.get $c) (i64.extend_i32_u (i64.eqz (local.get $d2)))))
-      (local.set $n3 (i64.add (i64.xor (local.get $d3) (i64.const -1)) (local.get $c)))
+    ;; Four limbs while a or b is at least 2^128, then two while one is at least 2^64 (in both,
+    ;; a != b, since their gcd is 1), then one until a = b.
+    (block $done4
+      (loop $step4
+        (br_if $done4 (i64.eqz (i64.or (i64.or (local.get $a2) (local.get $a3)) (i64.or (local.get $b2) (local.get $b3)))))
+        (local.set $less (i64.lt_u (local.get $a0) (local.get $b0)))
+        (local.set $less (i32.or (i64.lt_u (local.get $a1) (local.get $b1))
+                                 (i32.and (i64.eq (local.get $a1) (local.get $b1)) (local.get $less))))
+        (local.set $less (i32.or (i64.lt_u (local.get $a2) (local.get $b2))
+                                 (i32.and (i64.eq (local.get $a2) (local.get $b2)) (local.get $less))))
+        (local.set $less (i32.or (i64.lt_u (local.get $a3) (local.get $b3))
+                                 (i32.and (i64.eq (local.get $a3) (local.get $b3)) (local.get $less))))
+        ;; Reciprocity when a < b: both 3 (mod 4) is bit 1 of a0 & b0.
+        (local.set $flip (i64.xor (local.get $flip)
+                                  (i64.and (i64.extend_i32_u (local.get $less))
+                                           (i64.shr_u (i64.and (local.get $a0) (local.get $b0)) (i64.const 1)))))
+        ;; a < b: swap, so that a - b is (b - a) and b is the old a.
+        (local.set $t (select (local.get $b0) (local.get $a0) (local.get $less)))
+        (local.set $b0 (select (local.get $a0) (local.get $b0) (local.get $less)))
+        (local.set $a0 (local.get $t))
+        (local.set $t (select (local.get $b1) (local.get $a1) (local.get $less)))
+        (local.set $b1 (select (local.get $a1) (local.get $b1) (local.get $less)))
+        (local.set $a1 (local.get $t))
+        (local.set $t (select (local.get $b2) (local.get $a2) (local.get $less)))
+        (local.set $b2 (select (local.get $a2) (local.get $b2) (local.get $less)))
+        (local.set $a2 (local.get $t))
+        (local.set $t (select (local.get $b3) (local.get $a3) (local.get $less)))
+        (local.set $b3 (select (local.get $a3) (local.get $b3) (local.get $less)))
+        (local.set $a3 (local.get $t))
+        ;; a = a - b: positive and even; c is the borrow.
+        (local.set $c (i64.extend_i32_u (i64.lt_u (local.get $a0) (local.get $b0))))
+        (local.set $a0 (i64.sub (local.get $a0) (local.get $b0)))
+        (local.set $t (i64.sub (local.get $a1) (local.get $b1)))
+        (local.set $d (i64.extend_i32_u (i32.or (i64.lt_u (local.get $a1) (local.get $b1)) (i64.lt_u (local.get $t) (local.get $c)))))
+        (local.set $a1 (i64.sub (local.get $t) (local.get $c)))
+        (local.set $c (local.get $d))
+        (local.set $t (i64.sub (local.get $a2) (local.get $b2)))
+        (local.set $d (i64.extend_i32_u (i32.or (i64.lt_u (local.get $a2) (local.get $b2)) (i64.lt_u (local.get $t) (local.get $c)))))
+        (local.set $a2 (i64.sub (local.get $t) (local.get $c)))
+        (local.set $c (local.get $d))
+        (local.set $t (i64.sub (local.get $a3) (local.get $b3)))
+        (local.set $a3 (i64.sub (local.get $t) (local.get $c)))
+        ;; Whole zero limbs (rare): dropped, an even count of twos.
+        (block $low4
+          (loop $drop4
+            (br_if $low4 (i64.ne (local.get $a0) (i64.const 0)))
+            (local.set $a0 (local.get $a1))
+            (local.set $a1 (local.get $a2))
+            (local.set $a2 (local.get $a3))
+            (local.set $a3 (i64.const 0))
+            (br $drop4)))
+        (local.set $tz (i64.ctz (local.get $a0)))
+        ;; A shift by tz in [0, 63]: the limb above moves by 63 - tz, then by 1.
+        (local.set $t (i64.sub (i64.const 63) (local.get $tz)))
+        (local.set $a0 (i64.or (i64.shr_u (local.get $a0) (local.get $tz))
+                                (i64.shl (i64.shl (local.get $a1) (local.get $t)) (i64.const 1))))
+        (local.set $a1 (i64.or (i64.shr_u (local.get $a1) (local.get $tz))
+                                (i64.shl (i64.shl (local.get $a2) (local.get $t)) (i64.const 1))))
+        (local.set $a2 (i64.or (i64.shr_u (local.get $a2) (local.get $tz))
+                                (i64.shl (i64.shl (local.get $a3) (local.get $t)) (i64.const 1))))
+        (local.set $a3 (i64.shr_u (local.get $a3) (local.get $tz)))
+        ;; (2/b) = -1 for b = 3 or 5 (mod 8), where bit 0 of (b >> 1) ^ (b >> 2) is set.
+        (local.set $flip (i64.xor (local.get $flip)
+                                  (i64.and (local.get $tz)
+                                           (i64.xor (i64.shr_u (local.get $b0) (i64.const 1))
+                                                    (i64.shr_u (local.get $b0) (i64.const 2))))))
+        (br $step4)))
+    (block $done2
+      (loop $step2
+        (br_if $done2 (i64.eqz (i64.or (local.get $a1) (local.get $b1))))
+        (local.set $less (i64.lt_u (local.get $a0) (local.get $b0)))
+        (local.set $less (i32.or (i64.lt_u (local.get $a1) (local.get $b1))
+                                 (i32.and (i64.eq (local.get $a1) (local.get $b1)) (local.get $less))))
+        ;; Reciprocity when a < b: both 3 (mod 4) is bit 1 of a0 & b0.
+        (local.set $flip (i64.xor (local.get $flip)
+                                  (i64.and (i64.extend_i32_u (local.get $less))
+                                           (i64.shr_u (i64.and (local.get $a0) (local.get $b0)) (i64.const 1)))))
+        ;; a < b: swap, so that a - b is (b - a) and b is the old a.
+        (local.set $t (select (local.get $b0) (local.get $a0) (local.get $less)))
+        (local.set $b0 (select (local.get $a0) (local.get $b0) (local.get $less)))
+        (local.set $a0 (local.get $t))
+        (local.set $t (select (local.get $b1) (local.get $a1) (local.get $less)))
+        (local.set $b1 (select (local.get $a1) (local.get $b1) (local.get $less)))
+        (local.set $a1 (local.get $t))
+        ;; a = a - b: positive and even; c is the borrow.
+        (local.set $c (i64.extend_i32_u (i64.lt_u (local.get $a0) (local.get $b0))))
+        (local.set $a0 (i64.sub (local.get $a0) (local.get $b0)))
+        (local.set $t (i64.sub (local.get $a1) (local.get $b1)))
+        (local.set $a1 (i64.sub (local.get $t) (local.get $c)))
+        ;; Whole zero limbs (rare): dropped, an even count of twos.
+        (block $low2
+          (loop $drop2
+            (br_if $low2 (i64.ne (local.get $a0) (i64.const 0)))
+            (local.set $a0 (local.get $a1))
+            (local.set $a1 (i64.const 0))
+            (br $drop2)))
+        (local.set $tz (i64.ctz (local.get $a0)))
+        ;; A shift by tz in [0, 63]: the limb above moves by 63 - tz, then by 1.
+        (local.set $t (i64.sub (i64.const 63) (local.get $tz)))
+        (local.set $a0 (i64.or (i64.shr_u (local.get $a0) (local.get $tz))
+                                (i64.shl (i64.shl (local.get $a1) (local.get $t)) (i64.const 1))))
+        (local.set $a1 (i64.shr_u (local.get $a1) (local.get $tz)))
+        ;; (2/b) = -1 for b = 3 or 5 (mod 8), where bit 0 of (b >> 1) ^ (b >> 2) is set.
+        (local.set $flip (i64.xor (local.get $flip)
+                                  (i64.and (local.get $tz)
+                                           (i64.xor (i64.shr_u (local.get $b0) (i64.const 1))
+                                                    (i64.shr_u (local.get $b0) (i64.const 2))))))
+        (br $step2)))
+    (loop $step1
+      (if (i64.eq (local.get $a0) (local.get $b0))
+        (then (return (i32.wrap_i64 (i64.xor (i64.and (local.get $flip) (i64.const 1)) (i64.const 1))))))
+      (local.set $less (i64.lt_u (local.get $a0) (local.get $b0)))
       ;; Reciprocity when a < b: both 3 (mod 4) is bit 1 of a0 & b0.
       (local.set $flip (i64.xor (local.get $flip)
                                 (i64.and (i64.extend_i32_u (local.get $less))
-                                         (i64.shr_u (i64.and (local.get $a0) (local.get $b0))
-                                                    (i64.const 1)))))
-      ;; a < b: (a, b) = (b - a, a); else (a - b, b).
+                                         (i64.shr_u (i64.and (local.get $a0) (local.get $b0)) (i64.const 1)))))
+      ;; a < b: swap, so that a - b is (b - a) and b is the old a.
+      (local.set $t (select (local.get $b0) (local.get $a0) (local.get $less)))
       (local.set $b0 (select (local.get $a0) (local.get $b0) (local.get $less)))
-      (local.set $b1 (select (local.get $a1) (local.get $b1) (local.get $less)))
-      (local.set $b2 (select (local.get $a2) (local.get $b2) (local.get $less)))
-      (local.set $b3 (select (local.get $a3) (local.get $b3) (local.get $less)))
-      (local.set $a0 (select (local.get $n0) (local.get $d0) (local.get $less)))
-      (local.set $a1 (select (local.get $n1) (local.get $d1) (local.get $less)))
-      (local.set $a2 (select (local.get $n2) (local.get $d2) (local.get $less)))
-      (local.set $a3 (select (local.get $n3) (local.get $d3) (local.get $less)))
-
-      ;; a is even and not 0. Whole zero limbs (rare): dropped, an even count of twos.
-      (block $low
-        (loop $drop
-          (br_if $low (i64.ne (local.get $a0) (i64.const 0)))
-          (local.set $a0 (local.get $a1))
-          (local.set $a1 (local.get $a2))
-          (local.set $a2 (local.get $a3))
-          (local.set $a3 (i64.const 0))
-          (br $drop)))
+      (local.set $a0 (local.get $t))
+      ;; a = a - b: positive and even; c is the borrow.
+      (local.set $a0 (i64.sub (local.get $a0) (local.get $b0)))
       (local.set $tz (i64.ctz (local.get $a0)))
-      (local.set $up (i64.sub (i64.const 63) (local.get $tz)))
-      (local.set $a0 (i64.or (i64.shr_u (local.get $a0) (local.get $tz))
-                             (i64.shl (i64.shl (local.get $a1) (local.get $up)) (i64.const 1))))
-      (local.set $a1 (i64.or (i64.shr_u (local.get $a1) (local.get $tz))
-                             (i64.shl (i64.shl (local.get $a2) (local.get $up)) (i64.const 1))))
-      (local.set $a2 (i64.or (i64.shr_u (local.get $a2) (local.get $tz))
-                             (i64.shl (i64.shl (local.get $a3) (local.get $up)) (i64.const 1))))
-      (local.set $a3 (i64.shr_u (local.get $a3) (local.get $tz)))
-      ;; (2/b) = -1 for b = 3 or 5 (mod 8), exactly where bit 0 of (b >> 1) ^ (b >> 2) is set.
+      (local.set $a0 (i64.shr_u (local.get $a0) (local.get $tz)))
+      ;; (2/b) = -1 for b = 3 or 5 (mod 8), where bit 0 of (b >> 1) ^ (b >> 2) is set.
       (local.set $flip (i64.xor (local.get $flip)
                                 (i64.and (local.get $tz)
                                          (i64.xor (i64.shr_u (local.get $b0) (i64.const 1))
                                                   (i64.shr_u (local.get $b0) (i64.const 2))))))
-      (br $step))
+      (br $step1))
     (unreachable)))
