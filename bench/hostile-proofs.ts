@@ -9,7 +9,12 @@
  * - `shortpage`: a provider capping `getSignaturesForAddress` at three rows
  *   (`setSignaturesPageCap`), the websocket refused while six subdomains are created; once it is
  *   back the gap read must page to its anchor. Answers `HIT` without all six are wrong.
+ * - `lostevent`: the API and the worker as two processes, each a Redis user of its own; the
+ *   worker's user loses its channels (`ACL SETUSER ... resetchannels`, so Redis refuses its
+ *   PUBLISH) while a subdomain is created, for less than the publish's retries and then for
+ *   longer. Answers `HIT` without the label, from the API's in-process copy, are wrong.
  */
+import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { utcDay } from '../src/core/rpc/budget.js';
@@ -42,10 +47,11 @@ const WATCH_MS = 20_000;
 const POLL_MS = 100;
 
 /** The settings of a gateway that follows the chain, for the section's first line. */
-const FOLLOWING =
-  `one process (\`ROLE=all\`), \`RPC_WS=on\` on the simulator's websocket, ` +
+const FOLLOW_SETTINGS =
+  `\`RPC_WS=on\` on the simulator's websocket, ` +
   `\`CACHE_FRESH_SECONDS=${FRESH_SECONDS}\`, \`HOT_KEYS_MIN_CLIENTS=1\`, \`WATCH_LEASE_MS=1500\`, ` +
   `\`RPC_WS_PING_MS=500\``;
+const FOLLOWING = `one process (\`ROLE=all\`), ${FOLLOW_SETTINGS}`;
 
 type Watched = {
   answers: number;
@@ -256,6 +262,142 @@ async function shortPage(ctx: HostileContext): Promise<void> {
   }
 }
 
+/** The ACL LOG entries of `user` refused a channel (a PUBLISH), as Redis counts them. */
+async function channelRefusals(admin: Redis, user: string): Promise<number> {
+  const entries = (await admin.call('ACL', 'LOG', '128')) as unknown[][];
+  let count = 0;
+  for (const entry of entries) {
+    const fields = new Map<string, unknown>();
+    for (let i = 0; i + 1 < entry.length; i += 2) fields.set(String(entry[i]), entry[i + 1]);
+    if (fields.get('username') === user && fields.get('reason') === 'channel') {
+      count += Number(fields.get('count') ?? 1);
+    }
+  }
+  return count;
+}
+
+async function lostEvent(ctx: HostileContext): Promise<void> {
+  const chain = new SimChain();
+  seedDemoChain(chain);
+  const sim = await startRpcSimulator({ chain });
+  const prefix = benchPrefix();
+  const admin = new Redis(ctx.redisUrl, { maxRetriesPerRequest: 1 });
+  const users = { api: `${prefix}-api`, worker: `${prefix}-worker` };
+  const password = randomBytes(12).toString('hex');
+  const urlOf = (user: string) => {
+    const url = new URL(ctx.redisUrl);
+    url.username = user;
+    url.password = password;
+    return url.href;
+  };
+  const children: Array<Awaited<ReturnType<typeof spawnMain>>> = [];
+  const rounds: Array<{ refusedMs: number; refusals: number; seen: Watched }> = [];
+  try {
+    for (const user of Object.values(users)) {
+      await admin.call(
+        'ACL',
+        'SETUSER',
+        user,
+        'on',
+        `>${password}`,
+        `~${prefix}:*`,
+        `&${prefix}:*`,
+      );
+      await admin.call('ACL', 'SETUSER', user, '+@all');
+    }
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const env = {
+      ...gatewayEnv(ctx, port, prefix, sim.url),
+      RPC_WS: 'on',
+      RPC_WS_URL: sim.wsUrl,
+      CACHE_FRESH_SECONDS: String(FRESH_SECONDS),
+      CACHE_STALE_SECONDS: '600',
+      HOT_KEYS_MIN_CLIENTS: '1',
+      WATCH_LEASE_MS: '1500',
+      RPC_WS_PING_MS: '500',
+    };
+    children.push(await spawnMain({ ...env, ROLE: 'worker', REDIS_URL: urlOf(users.worker) }));
+    children.push(await spawnMain({ ...env, ROLE: 'api', REDIS_URL: urlOf(users.api) }));
+    const ask = async () => {
+      const answer = await get(`${base}/subdomains/${PARENT}`, '127.0.0.1', 10_000);
+      const result =
+        answer.status === 200 ? (JSON.parse(answer.body) as { result?: unknown }).result : [];
+      return {
+        cache: String(answer.headers['x-cache'] ?? ''),
+        labels: Array.isArray(result) ? (result as string[]) : [],
+      };
+    };
+    const until = Date.now() + 60_000;
+    await ask();
+    await sleep((FRESH_SECONDS + 1) * 1000);
+    while ((await ask()).cache !== 'HIT') {
+      if (Date.now() > until) throw new Error('the entry never became fresh by following');
+      await sleep(200);
+    }
+    // Shorter than the publish's retries (0.1 + 0.2 + 0.4 + 0.8 s), then longer.
+    for (const refusedMs of [700, 3_000]) {
+      const before = await channelRefusals(admin, users.worker);
+      await admin.call('ACL', 'SETUSER', users.worker, 'resetchannels');
+      const label = `lost${refusedMs}x${process.pid}`;
+      const attack = performance.now();
+      chain.addSubdomain(PARENT, label);
+      const restore = sleep(refusedMs).then(() =>
+        admin.call('ACL', 'SETUSER', users.worker, `&${prefix}:*`),
+      );
+      const seen = await watch(ask, [label], attack);
+      await restore;
+      const refusals = (await channelRefusals(admin, users.worker)) - before;
+      rounds.push({ refusedMs, refusals, seen });
+      ctx.log(
+        `lostevent (${refusedMs} ms refused): ${refusals} PUBLISH refused; ${seen.answers} answers, ` +
+          `${seen.wrongHits} HIT without the label (the last ${wrongText(seen)}); ` +
+          `label shown ${shownText(seen)}`,
+      );
+    }
+    const [short, long] = rounds;
+    const row = (r: (typeof rounds)[number] | undefined) =>
+      r === undefined
+        ? 'not run'
+        : `${wrongText(r.seen)} (${fmt.int(r.seen.wrongHits)} of ${fmt.int(r.seen.answers)} answers; ` +
+          `${r.refusals} PUBLISH refused)`;
+    await writeSection(
+      'hostile-lostevent',
+      [
+        runLine(
+          `${FOLLOW_SETTINGS}; an API process and a worker process (\`ROLE=api\`, \`ROLE=worker\`), each ` +
+            "a Redis user made for the run; the worker's user loses its channels (`ACL SETUSER " +
+            'resetchannels`: Redis refuses its PUBLISH) while a subdomain is created under ' +
+            `\`${PARENT}\`, for 0.7 s and then for 3 s; \`GET /subdomains/${PARENT}\` every ${POLL_MS} ms ` +
+            `for ${WATCH_MS / 1000} s from each change`,
+          PROOFS_BASELINE,
+        ),
+        '',
+        table(
+          ['answers `HIT` without the new label: until', 'the review (before)', 'now (after)'],
+          [
+            ['PUBLISH refused for 0.7 s', '60 s (one PUBLISH refused)', row(short)],
+            ['PUBLISH refused for 3 s', '3 minutes (a second loss)', row(long)],
+          ],
+        ),
+      ].join('\n'),
+    );
+  } finally {
+    for (const child of children.reverse()) await child.kill('SIGKILL');
+    for (const user of Object.values(users)) {
+      await admin.call('ACL', 'DELUSER', user).catch(() => undefined);
+    }
+    admin.disconnect();
+    await sim.close();
+    await deleteRunKeys(ctx.redisUrl, prefix);
+  }
+}
+
+export const lostEventScenario: HostileScenario = {
+  name: 'lostevent',
+  section: 'hostile-lostevent',
+  run: lostEvent,
+};
 export const spentScenario: HostileScenario = {
   name: 'spent',
   section: 'hostile-spent',
