@@ -9,6 +9,10 @@
  *   of an attack: the worst probe, the slowest cold miss, the peak RSS, the time to exit;
  * - `spend` (bench/hostile-spend.ts): an anonymous address floods made-up parents; RPC spend, what
  *   it got, whether a real parent stays followed;
+ * - `drain` (bench/hostile-drain.ts): eight addresses flood a 2,000-credit day;
+ * - `spent`, `shortpage` and `lostevent` (bench/hostile-proofs.ts): wrong answers marked fresh
+ *   once the budget is spent, after a short `getSignaturesForAddress` page, and after a lost
+ *   change event;
  * - `details` (bench/hostile-details.ts): a `/details` flood on a parent of 3,203 subdomains;
  * - `frames` (bench/hostile-frames.ts): forged slots and notification floods on the websocket;
  * - `noinfo` and `password` (bench/hostile-redis.ts): a Redis user without INFO, a wrong Redis
@@ -28,12 +32,16 @@ import { framesScenario } from './hostile-frames.js';
 import { noInfoScenario, passwordScenario } from './hostile-redis.js';
 import { spendScenario } from './hostile-spend.js';
 import { drainScenario } from './hostile-drain.js';
+import { lostEventScenario, shortPageScenario, spentScenario } from './hostile-proofs.js';
 import { BENCH_REDIS_URL, benchPrefix, deleteKeysAt, machine, table, writeSection } from './lib.js';
 
 const SCENARIO_NAMES = [
   'rpc',
   'spend',
   'drain',
+  'spent',
+  'shortpage',
+  'lostevent',
   'details',
   'frames',
   'noinfo',
@@ -47,16 +55,21 @@ const flags = parseBenchArgs({
     'time: rpc (the replies of a hostile ?rpc= server, with /healthz probes, cold misses and a ' +
     'SIGTERM mid-attack), spend (an anonymous flood of made-up parents: RPC spend, and whether a ' +
     'real parent stays followed), drain (eight addresses flooding a 2,000-credit day for an hour in ' +
-    'a minute: the spend, and whether a new client is answered), details (a /details flood on a parent of 3,203 subdomains), ' +
+    'a minute: the spend, and whether a new client is answered), spent (the budget spent, then a ' +
+    'subdomain whose label needs a re-read: answers HIT without it), shortpage (a provider capping ' +
+    'getSignaturesForAddress at three rows while six subdomains are made during a websocket drop: ' +
+    "answers HIT without them), lostevent (Redis refusing the worker's PUBLISH of a change: the " +
+    "API's answers HIT without it), details (a /details flood on a parent of 3,203 subdomains), " +
     'frames (forged slots and notification floods on the websocket), noinfo (a Redis user ' +
     'without INFO) and password (a wrong Redis password: credentials in the log). Prints each ' +
-    "scenario's figures.",
+    "scenario's figures, beside the review's where it measured them.",
   duration:
     'about 5 minutes with the defaults (rpc about a minute, spend about --spend plus 30 s, ' +
-    'details and frames about 3 × --flood plus start-up, noinfo and password under a minute).',
+    'details and frames about 3 × --flood plus start-up, spent and shortpage about 40 s each, lostevent about a minute, ' +
+    'noinfo and password under a minute).',
   writes:
     'one section of BENCHMARKS.md per scenario run ("hostile", "hostile-spend", ' +
-    '"hostile-drain", "hostile-details", "hostile-frames", "hostile-noinfo", "hostile-password"), nothing else.',
+    '"hostile-drain", "hostile-spent", "hostile-shortpage", "hostile-lostevent", "hostile-details", "hostile-frames", "hostile-noinfo", "hostile-password"), nothing else.',
   options: {
     requests: { description: 'hostile requests per rpc attack', value: 'N', default: '16', min: 1 },
     only: {
@@ -215,6 +228,9 @@ const SCENARIOS: readonly HostileScenario[] = [
   rpcScenario,
   spendScenario,
   drainScenario,
+  spentScenario,
+  shortPageScenario,
+  lostEventScenario,
   detailsScenario,
   framesScenario,
   noInfoScenario,

@@ -95,16 +95,23 @@ async function walk(url: string, config: Record<string, unknown>): Promise<Page[
   return pages;
 }
 
+/** A simulator over a chain seeded with {@link SMALL}, the chain and what was seeded. */
+async function seededSim(): Promise<{
+  chain: SimChain;
+  registry: SeededRegistry;
+  sim: RpcSimulator;
+}> {
+  const chain = new SimChain();
+  const registry = seedRegistry(chain, SMALL);
+  return { chain, registry, sim: await startRpcSimulator({ chain }) };
+}
+
 describe('seedRegistry', () => {
   let chain: SimChain;
   let registry: SeededRegistry;
   let sim: RpcSimulator;
 
-  beforeAll(async () => {
-    chain = new SimChain();
-    registry = seedRegistry(chain, SMALL);
-    sim = await startRpcSimulator({ chain });
-  });
+  beforeAll(async () => void ({ chain, registry, sim } = await seededSim()));
   afterAll(() => sim.close());
 
   it('writes each kind of account in the numbers asked', () => {
@@ -167,11 +174,7 @@ describe('filtered getProgramAccounts from the indexes', () => {
   let registry: SeededRegistry;
   let sim: RpcSimulator;
 
-  beforeAll(async () => {
-    chain = new SimChain();
-    registry = seedRegistry(chain, SMALL);
-    sim = await startRpcSimulator({ chain });
-  });
+  beforeAll(async () => void ({ chain, registry, sim } = await seededSim()));
   afterAll(() => sim.close());
 
   const keysOf = (list: Keyed[]) => list.map((a) => a.pubkey).sort();
@@ -294,11 +297,7 @@ describe('getProgramAccountsV2', () => {
   let chain: SimChain;
   let sim: RpcSimulator;
 
-  beforeAll(async () => {
-    chain = new SimChain();
-    seedRegistry(chain, SMALL);
-    sim = await startRpcSimulator({ chain });
-  });
+  beforeAll(async () => void ({ chain, sim } = await seededSim()));
   afterAll(() => sim.close());
 
   it('pages through every account a filter passes, each once, pages never over the limit', async () => {

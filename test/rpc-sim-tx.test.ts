@@ -525,6 +525,27 @@ describe('getSignaturesForAddress', () => {
     ]);
   });
 
+  it('as a stingy provider, answers at most the page cap whatever limit asked', async () => {
+    const owner = new PublicKey(randomBytes(32));
+    sim.chain.addDomain('capped', owner);
+    for (let i = 0; i < 5; i++) sim.chain.addSubdomain('capped', `c${i}`);
+    const count = async (config: Record<string, unknown>) =>
+      (
+        (await post(sim.url, 'getSignaturesForAddress', [owner.toBase58(), config]))
+          .result as unknown[]
+      ).length;
+    sim.setSignaturesPageCap(3);
+    try {
+      expect(await count({ commitment: 'confirmed', limit: 10 })).toBe(3);
+      expect(await count({ commitment: 'confirmed', limit: 2 })).toBe(2);
+      expect(await count({ commitment: 'confirmed' })).toBe(3);
+      expect(() => sim.setSignaturesPageCap(0)).toThrow(TypeError);
+    } finally {
+      sim.setSignaturesPageCap(Infinity);
+    }
+    expect(await count({ commitment: 'confirmed', limit: 10 })).toBe(6);
+  });
+
   it('limits, commitment and minContextSlot as agave', async () => {
     const address = NAME_PROGRAM_ID.toBase58();
     const call = (config: Record<string, unknown>) =>

@@ -77,9 +77,11 @@ async function openWorker(
   const { workerConnection, queueConnection, command, queue, cache } = boot;
   const defaultEndpoint = boot.endpoints.defaultEndpoint;
   const scans = openScanJobs(boot);
+  // Known before the follower starts: /metrics reads the parts (redis_up) while the worker opens.
+  const following = Boolean(defaultEndpoint && config.RPC_WS_URL);
   const redisReady = kit.readiness(command, () => ({
     rpc: config.RPC_URL ? 'configured' : 'unset',
-    websocket: follower ? 'configured' : 'off',
+    websocket: following ? 'configured' : 'off',
   }));
   const workers: Worker[] = [];
   // Ready means the worker can do its job: Redis answers (the probe's write) and it takes jobs,
@@ -148,7 +150,7 @@ async function openWorker(
     : undefined;
   const rereads = followJobs ? startRereads(followJobs) : undefined;
   const follower =
-    followJobs && rereads && config.RPC_WS_URL ? startFollower(followJobs, rereads) : undefined;
+    followJobs && rereads && following ? startFollower(followJobs, rereads) : undefined;
 
   if (follower) streamOwner = () => follower.owner;
 

@@ -204,7 +204,10 @@ export const configSchema = z
      * `registry`: every parent answered from an index of the whole name program, once built and
      * followed; `parents`: each parent scanned at first sight (docs/design.md, "The registry index").
      */
-    SUBDOMAIN_INDEX: z.preprocess(unsetIfEmpty, z.enum(['registry', 'parents']).default('parents')),
+    SUBDOMAIN_INDEX: z.preprocess(
+      unsetIfEmpty,
+      z.enum(['registry', 'parents']).default('registry'),
+    ),
     /** `programSubscribe` over the websocket; off: refresh by the clock. */
     RPC_WS: z.preprocess(unsetIfEmpty, z.enum(['on', 'off']).default('on')),
     RPC_WS_URL: z.preprocess(unsetIfEmpty, wsUrl.optional()),

@@ -40,6 +40,9 @@ function launch(env: Record<string, string>, nodeArgs: readonly string[]): Launc
       API_METRICS_PORT: '0',
       LOG_LEVEL: 'info',
       RPC_WS: 'off',
+      // The per-parent path, as testConfig (./gateway.ts) pins it: a test that follows the chain
+      // counts that path's calls; the registry index's tests set `registry`, the default.
+      SUBDOMAIN_INDEX: 'parents',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -64,8 +67,8 @@ function launch(env: Record<string, string>, nodeArgs: readonly string[]): Launc
  * Killed when the test process exits without its clean-up.
  *
  * @param env configuration variables (`ROLE`, `REDIS_URL`, `RPC_URL`, `QUEUE_PREFIX`, ...), added
- *   to the test's environment after `WORKER_METRICS_PORT=0` (any free port), `LOG_LEVEL=info` and
- *   `RPC_WS=off` (no websocket unless the test gives one).
+ *   to the test's environment after `WORKER_METRICS_PORT=0` (any free port), `LOG_LEVEL=info`,
+ *   `RPC_WS=off` (no websocket unless the test gives one) and `SUBDOMAIN_INDEX=parents`.
  * @param until the log text to wait for instead of `sns-gateway started` (its line is `started`).
  * @throws when the child exits or stays silent for `startTimeoutMs` before it has started.
  */

@@ -49,11 +49,10 @@ export {
   MAX_MULTIPLE_ACCOUNTS,
   MAX_SIGNATURES_LIMIT,
   MAX_V2_LIMIT,
-  RpcErrorCode,
-  SIM_ONLY_METHODS,
   SIM_SOLANA_VERSION,
-  SUPPORTED_METHODS,
-} from './methods.js';
+} from './limits.js';
+export { SIM_ONLY_METHODS, SUPPORTED_METHODS } from './methods.js';
+export { RpcErrorCode } from './rpc-error.js';
 export { FLOOD_BUFFER_BYTES, programNotificationText } from './pubsub.js';
 export type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
 export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';

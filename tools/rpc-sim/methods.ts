@@ -3,49 +3,32 @@
  * objects and `rentEpoch` can be the exact u64 the real RPC sends.
  */
 import { PublicKey } from '@solana/web3.js';
-import { base58Decode, base58Encode, isBase58Pubkey } from './base58.js';
+import { base58Decode, isBase58Pubkey } from './base58.js';
 import type { ChainView, MemcmpHint, SimChain, StoredAccount } from './chain.js';
 import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transactions.js';
 import type { SimTransaction } from './transactions.js';
-
-/** Claimed by `getVersion` and `context.apiVersion`. */
-export const SIM_SOLANA_VERSION = '2.2.0';
-/** Real RPC's limit of getProgramAccounts filters. */
-export const MAX_FILTERS = 4;
-/** Real RPC's limit of getMultipleAccounts keys. */
-export const MAX_MULTIPLE_ACCOUNTS = 100;
-/** Largest memcmp filter and base58-encoded data, bytes. */
-export const MAX_BASE58_BYTES = 128;
-/** Agave's MAX_GET_CONFIRMED_SIGNATURES_FOR_ADDRESS2_LIMIT. */
-export const MAX_SIGNATURES_LIMIT = 1000;
-/** `getProgramAccountsV2`'s largest page (Helius: 1 to 10,000 accounts a request). */
-export const MAX_V2_LIMIT = 10_000;
-/** `getProgramAccountsV2`'s page without a `limit`. */
-export const DEFAULT_V2_LIMIT = 1_000;
-/** u64::MAX, the real RPC's `rentEpoch` of rent-exempt accounts. */
-const RENT_EPOCH_JSON = '18446744073709551615';
-
-/** JSON-RPC error codes. */
-export const RpcErrorCode = {
-  parseError: -32700,
-  invalidRequest: -32600,
-  methodNotFound: -32601,
-  invalidParams: -32602,
-  internalError: -32603,
-  minContextSlotNotReached: -32016,
-} as const;
-
-/** A JSON-RPC error answer (`{ code, message, data? }`). */
-export class RpcError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-    this.name = 'RpcError';
-  }
-}
+import { accountJson, type Filter } from './account-json.js';
+import {
+  invalidParams,
+  optionalConfig,
+  paramList,
+  pubkeyParam,
+  readBoolean,
+  readContext,
+  readCount,
+  readDataSlice,
+  readEncoding,
+  readFilters,
+  type Config,
+} from './params.js';
+import { RpcError, RpcErrorCode } from './rpc-error.js';
+import {
+  DEFAULT_V2_LIMIT,
+  MAX_MULTIPLE_ACCOUNTS,
+  MAX_SIGNATURES_LIMIT,
+  MAX_V2_LIMIT,
+  SIM_SOLANA_VERSION,
+} from './limits.js';
 
 /** One call's result, as JSON text. */
 export type ResultJson = string;
@@ -144,13 +127,6 @@ export function callMethod(
 }
 
 const NONE_REFUSED: ReadonlySet<string> = new Set();
-
-function paramList(params: unknown): unknown[] {
-  if (params !== undefined && !Array.isArray(params)) {
-    throw invalidParams('Invalid params: expected an array of parameters');
-  }
-  return (params as unknown[] | undefined) ?? [];
-}
 
 function nameParams(params: unknown[]): [string, string] {
   const [parent, label] = params;
@@ -418,290 +394,3 @@ function getTokenLargestAccounts(chain: ChainView, params: unknown[], slot: numb
 
 const TOKEN_PROGRAM = 'TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA';
 const TOKEN_2022_PROGRAM = 'TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb';
-
-// ---- encoding --------------------------------------------------------------------------
-
-/**
- * Data encodings: `base64`/`base58` as `[data, encoding]`, `binary` (pubsub's legacy default) as
- * bare base58; `jsonParsed` served as base64, as the real RPC does for unparsable accounts.
- */
-export type Encoding = 'base64' | 'base58' | 'binary';
-
-/** Bytes `offset .. offset+length` of the data, clamped. */
-export interface DataSlice {
-  offset: number;
-  length: number;
-}
-
-/**
- * A getProgramAccounts/programSubscribe filter over an account's data; a memcmp carries its
- * offset and bytes, so a read can look them up in the chain's indexes instead of scanning.
- */
-export type Filter = ((data: Buffer) => boolean) & { readonly memcmp?: MemcmpHint };
-
-/** Agave's placeholder for base58 data over `MAX_BASE58_BYTES`. */
-const BASE58_TOO_LARGE = 'error: data too large for bs58 encoding';
-const SYSTEM_PROGRAM = '11111111111111111111111111111111';
-
-/**
- * One account as the RPC writes it, data cut by `slice`.
- * @param base58TooLarge over `MAX_BASE58_BYTES`: `'throw'` (HTTP, -32600) or `'placeholder'`
- *   (pubsub, as agave).
- */
-export function accountJson(
-  account: StoredAccount,
-  encoding: Encoding,
-  slice: DataSlice | undefined,
-  base58TooLarge: 'throw' | 'placeholder' = 'throw',
-): string {
-  const { data } = account;
-  let encoded: string;
-  if (encoding === 'base58' || encoding === 'binary') {
-    const bytes = slice ? data.subarray(slice.offset, slice.offset + slice.length) : data;
-    if (bytes.length <= MAX_BASE58_BYTES) encoded = base58Encode(bytes);
-    else if (base58TooLarge === 'placeholder') encoded = BASE58_TOO_LARGE;
-    else {
-      throw new RpcError(
-        RpcErrorCode.invalidRequest,
-        `Encoded binary (base 58) data should be less than ${MAX_BASE58_BYTES} bytes, please use Base64 encoding.`,
-      );
-    }
-  } else if (slice) {
-    const bytes = data.subarray(slice.offset, slice.offset + slice.length);
-    encoded = bytes.length === 0 ? '' : bytes.toString('base64');
-  } else {
-    encoded = account.base64 ??= data.toString('base64');
-  }
-  const dataJson = encoding === 'binary' ? `"${encoded}"` : `["${encoded}","${encoding}"]`;
-  return (
-    `{"data":${dataJson},"executable":false,"lamports":${account.lamports},` +
-    `"owner":"${account.ownerKey}","rentEpoch":${RENT_EPOCH_JSON},"space":${data.length}}`
-  );
-}
-
-/** A closed account as accountNotification reports it (0 lamports, no data, system-owned). */
-export function closedAccountJson(encoding: Encoding): string {
-  const dataJson = encoding === 'binary' ? '""' : `["","${encoding}"]`;
-  return (
-    `{"data":${dataJson},"executable":false,"lamports":0,` +
-    `"owner":"${SYSTEM_PROGRAM}","rentEpoch":0,"space":0}`
-  );
-}
-
-// ---- pubsub params ---------------------------------------------------------------------
-
-/** Validated accountSubscribe/programSubscribe params. */
-export interface SubscriptionParams {
-  /** Account or program key, base58. */
-  key: string;
-  encoding: Encoding;
-  dataSlice: DataSlice | undefined;
-  /** programSubscribe only; all must pass. */
-  filters: Filter[];
-}
-
-/**
- * accountSubscribe params, validated as the HTTP methods; default encoding `binary` and
- * `minContextSlot` ignored, as on agave.
- * @throws RpcError -32602 on bad params (`base64+zstd` included: no zstd here).
- */
-export function readAccountSubscribe(params: unknown): SubscriptionParams {
-  const list = paramList(params);
-  const key = pubkeyParam(list[0]);
-  const config = optionalConfig(list[1]);
-  readContext({ commitment: config.commitment }, 0);
-  return {
-    key,
-    encoding: readEncoding(config, 'binary'),
-    dataSlice: readDataSlice(config),
-    filters: [],
-  };
-}
-
-/**
- * programSubscribe params, validated as getProgramAccounts; default encoding `binary`, as agave.
- * @throws RpcError -32602 on bad params.
- */
-export function readProgramSubscribe(params: unknown): SubscriptionParams {
-  const list = paramList(params);
-  const key = pubkeyParam(list[0]);
-  const config = optionalConfig(list[1]);
-  readContext({ commitment: config.commitment }, 0);
-  readBoolean(config, 'withContext');
-  return {
-    key,
-    encoding: readEncoding(config, 'binary'),
-    dataSlice: readDataSlice(config),
-    filters: readFilters(config),
-  };
-}
-
-/** logsSubscribe: transactions mentioning `mentions`, or all (undefined). */
-export interface LogsParams {
-  mentions: PublicKey | undefined;
-}
-
-/**
- * logsSubscribe params as agave's RpcTransactionLogsFilter (`allWithVotes` = all: no votes here).
- * @throws RpcError -32602 on a bad filter or commitment, or `mentions` not holding one key.
- */
-export function readLogsSubscribe(params: unknown): LogsParams {
-  const list = paramList(params);
-  const [filter, rawConfig] = list;
-  readContext({ commitment: optionalConfig(rawConfig).commitment }, 0);
-  if (filter === 'all' || filter === 'allWithVotes') return { mentions: undefined };
-  if (typeof filter !== 'object' || filter === null || Array.isArray(filter)) {
-    throw invalidParams(
-      'Invalid params: unknown variant, expected one of `all`, `allWithVotes`, `mentions`.',
-    );
-  }
-  const { mentions } = filter as Config;
-  if (!Array.isArray(mentions)) throw invalidParams('Invalid params: mentions must be an array');
-  if (mentions.length !== 1) {
-    throw invalidParams('Invalid Request: Only 1 address supported');
-  }
-  return { mentions: new PublicKey(pubkeyParam(mentions[0])) };
-}
-
-/** The `[subscriptionId]` of an unsubscribe; -32602 unless a non-negative integer. */
-export function readSubscriptionId(params: unknown): number {
-  const [id] = paramList(params);
-  return readCount(id, 'subscription id');
-}
-
-// ---- params ----------------------------------------------------------------------------
-
-type Config = Record<string, unknown>;
-
-const COMMITMENTS = new Set([
-  'processed',
-  'confirmed',
-  'finalized',
-  'recent',
-  'single',
-  'singleGossip',
-  'root',
-  'max',
-]);
-
-function invalidParams(message: string): RpcError {
-  return new RpcError(RpcErrorCode.invalidParams, message);
-}
-
-function pubkeyParam(value: unknown): string {
-  if (typeof value !== 'string') throw invalidParams('Invalid params: expected a pubkey string');
-  if (!isBase58Pubkey(value)) throw invalidParams(`Invalid param: Invalid pubkey ${value}`);
-  return value;
-}
-
-function optionalConfig(value: unknown): Config {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) {
-    throw invalidParams('Invalid params: expected a config object');
-  }
-  return value as Config;
-}
-
-function readBoolean(config: Config, key: string): boolean {
-  const value = config[key];
-  if (value === undefined || value === null) return false;
-  if (typeof value !== 'boolean') throw invalidParams(`Invalid params: ${key} must be a boolean`);
-  return value;
-}
-
-function readCount(value: unknown, what: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw invalidParams(`Invalid params: ${what} must be a non-negative integer`);
-  }
-  return value;
-}
-
-/** Validates `commitment` and `minContextSlot`; returns the context JSON. */
-function readContext(config: Config, slot: number): string {
-  const { commitment, minContextSlot } = config;
-  if (
-    commitment !== undefined &&
-    (typeof commitment !== 'string' || !COMMITMENTS.has(commitment))
-  ) {
-    throw invalidParams(`Invalid params: unknown commitment ${JSON.stringify(commitment)}`);
-  }
-  if (minContextSlot !== undefined && readCount(minContextSlot, 'minContextSlot') > slot) {
-    throw new RpcError(
-      RpcErrorCode.minContextSlotNotReached,
-      'Minimum context slot has not been reached',
-      { contextSlot: slot },
-    );
-  }
-  return `{"apiVersion":"${SIM_SOLANA_VERSION}","slot":${slot}}`;
-}
-
-/** `jsonParsed` falls back to base64; `binary` only where it is the default (pubsub). */
-function readEncoding(config: Config, fallback: Encoding = 'base64'): Encoding {
-  const { encoding } = config;
-  if (encoding === undefined) return fallback;
-  if (encoding === 'base64' || encoding === 'jsonParsed') return 'base64';
-  if (encoding === 'base58') return 'base58';
-  if (encoding === 'binary' && fallback === 'binary') return 'binary';
-  const served =
-    fallback === 'binary' ? 'base64, base58, binary, jsonParsed' : 'base64, base58, jsonParsed';
-  throw invalidParams(
-    `Invalid params: unsupported encoding ${JSON.stringify(encoding)} (simulator serves ${served})`,
-  );
-}
-
-function readDataSlice(config: Config): DataSlice | undefined {
-  const { dataSlice } = config;
-  if (dataSlice === undefined || dataSlice === null) return undefined;
-  if (typeof dataSlice !== 'object') throw invalidParams('Invalid params: bad dataSlice');
-  const { offset, length } = dataSlice as Config;
-  return {
-    offset: readCount(offset, 'dataSlice.offset'),
-    length: readCount(length, 'dataSlice.length'),
-  };
-}
-
-function readFilters(config: Config): Filter[] {
-  const { filters } = config;
-  if (filters === undefined || filters === null) return [];
-  if (!Array.isArray(filters)) throw invalidParams('Invalid params: filters must be an array');
-  if (filters.length > MAX_FILTERS) {
-    throw invalidParams(`Too many filters provided; max ${MAX_FILTERS}`);
-  }
-  return filters.map(readFilter);
-}
-
-function readFilter(filter: unknown): Filter {
-  if (typeof filter !== 'object' || filter === null) {
-    throw invalidParams('Invalid params: bad filter');
-  }
-  const { memcmp, dataSize } = filter as Config;
-  if (dataSize !== undefined) {
-    const size = readCount(dataSize, 'dataSize');
-    return (data) => data.length === size;
-  }
-  if (typeof memcmp !== 'object' || memcmp === null) {
-    throw invalidParams('Invalid params: unsupported filter (simulator serves memcmp, dataSize)');
-  }
-  const { offset: rawOffset, bytes: text, encoding } = memcmp as Config;
-  const offset = readCount(rawOffset, 'memcmp.offset');
-  if (typeof text !== 'string')
-    throw invalidParams('Invalid params: memcmp.bytes must be a string');
-  let bytes: Buffer | undefined;
-  if (encoding === undefined || encoding === 'base58' || encoding === 'binary') {
-    bytes = base58Decode(text);
-    if (!bytes) throw invalidParams('Invalid param: invalid base58 in memcmp.bytes');
-  } else if (encoding === 'base64') {
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) {
-      throw invalidParams('Invalid param: invalid base64 in memcmp.bytes');
-    }
-    bytes = Buffer.from(text, 'base64');
-  } else {
-    throw invalidParams(`Invalid params: unknown memcmp encoding ${JSON.stringify(encoding)}`);
-  }
-  if (bytes.length > MAX_BASE58_BYTES) throw invalidParams('Invalid param: DataTooLarge');
-  const needle = bytes;
-  const end = offset + needle.length;
-  const test = (data: Buffer): boolean =>
-    data.length >= end && data.compare(needle, 0, needle.length, offset, end) === 0;
-  return Object.assign(test, { memcmp: { offset, bytes: needle } });
-}

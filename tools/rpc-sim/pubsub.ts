@@ -15,16 +15,14 @@ import type { SimTransaction } from './transactions.js';
 import { errorJson, parseBody, validId } from './envelope.js';
 import type { Envelope } from './envelope.js';
 import {
-  RpcError,
-  RpcErrorCode,
-  accountJson,
-  closedAccountJson,
   readAccountSubscribe,
   readLogsSubscribe,
   readProgramSubscribe,
   readSubscriptionId,
-} from './methods.js';
-import type { LogsParams, SubscriptionParams } from './methods.js';
+} from './params.js';
+import type { LogsParams, SubscriptionParams } from './params.js';
+import { accountJson, closedAccountJson } from './account-json.js';
+import { RpcError, RpcErrorCode } from './rpc-error.js';
 
 /** One websocket JSON-RPC call. */
 export interface WsCallRecord {

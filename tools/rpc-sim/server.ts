@@ -11,7 +11,8 @@ import { errorJson, parseBody, validId } from './envelope.js';
 import type { Body, Envelope } from './envelope.js';
 import { FaultQueue, GARBAGE_BODY } from './faults.js';
 import type { Fault } from './faults.js';
-import { RpcError, RpcErrorCode, callMethod } from './methods.js';
+import { callMethod } from './methods.js';
+import { RpcError, RpcErrorCode } from './rpc-error.js';
 import { PubSubServer } from './pubsub.js';
 import type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
 import { startBackgroundWrites } from './background.js';
@@ -140,9 +141,28 @@ export interface RpcSimulator {
   setRefusedMethods(methods: readonly string[]): void;
   /** The methods answered -32601 now. */
   readonly refusedMethods: readonly string[];
+  /**
+   * A stingy or hostile provider: `getSignaturesForAddress` answers at most `cap` rows whatever
+   * `limit` asked (Infinity: as asked). A client that takes a short page for the end of the list
+   * loses the rest.
+   * @throws TypeError unless cap is a positive integer or Infinity.
+   */
+  setSignaturesPageCap(cap: number): void;
 }
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
+
+/** `getSignaturesForAddress` params with `limit` held to `cap` (the default limit counted). */
+function capLimit(params: unknown, cap: number): unknown {
+  if (cap === Infinity || !Array.isArray(params)) return params;
+  const list = params as unknown[];
+  const config = list[1];
+  if (config === undefined) return [list[0], { limit: cap }, ...list.slice(2)];
+  if (typeof config !== 'object' || config === null) return params;
+  const asked = (config as { limit?: unknown }).limit;
+  const limit = typeof asked === 'number' ? Math.min(asked, cap) : cap;
+  return [list[0], { ...config, limit }, ...list.slice(2)];
+}
 
 /**
  * Starts the simulator; resolves once both servers listen (`url`, `wsUrl` hold the real ports).
@@ -160,6 +180,13 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
   if (!Number.isFinite(rate) || rate < 0) {
     throw new TypeError(`background write rate must be a finite number >= 0, got ${rate}`);
   }
+  let signaturesPageCap = Infinity;
+  const setSignaturesPageCap = (cap: number): void => {
+    if (cap !== Infinity && (!Number.isSafeInteger(cap) || cap < 1)) {
+      throw new TypeError(`signatures page cap must be a positive integer, got ${cap}`);
+    }
+    signaturesPageCap = cap;
+  };
   let txLagMs = 0;
   const setTransactionLagMs = (ms: number): void => {
     if (!Number.isFinite(ms) || ms < 0) {
@@ -301,7 +328,9 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     }
     try {
       const lag = Math.max(httpLagMs, txLagMs);
-      const result = callMethod(chain, e.method, e.params, view.slot, view, lag, refused);
+      const params =
+        e.method === 'getSignaturesForAddress' ? capLimit(e.params, signaturesPageCap) : e.params;
+      const result = callMethod(chain, e.method, params, view.slot, view, lag, refused);
       return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
     } catch (err) {
       if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);
@@ -342,6 +371,7 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
     get httpLagMs() {
       return httpLagMs;
     },
+    setSignaturesPageCap,
     setTransactionLagMs,
     get txLagMs() {
       return txLagMs;

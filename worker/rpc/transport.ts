@@ -54,9 +54,12 @@ export class Agents {
   }
 }
 
+/** Replies declaring more bytes than this are read into one buffer (see {@link postJson}). */
+const WHOLE_FROM_BYTES = 64 * 1024;
+
 /**
  * POSTs JSON and reads the whole reply; no redirects. `timeoutMs` bounds connect, upload and
- * download; past `maxBytes` the socket closes.
+ * download; past `maxBytes` (declared or read) the socket closes.
  *
  * @throws TransportError (`timeout`, `network`, `too_large`); HTTP error statuses are returned.
  */
@@ -96,15 +99,29 @@ export function postJson(
     });
     req.on('error', (err) => finish(new TransportError(err.message, 'network', { cause: err })));
     req.on('response', (res) => {
+      const tooLarge = () => new TransportError(`reply over ${opts.maxBytes} bytes`, 'too_large');
+      const declared = Number(res.headers['content-length']);
+      const length = Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined;
+      if (length !== undefined && length > opts.maxBytes) {
+        finish(tooLarge());
+        return;
+      }
+      // A declared length is read into one buffer of its own as the bytes come (transferred to the
+      // decode thread as it is): gathering chunks and joining them held the body twice.
+      const whole =
+        length !== undefined && length > WHOLE_FROM_BYTES
+          ? Buffer.allocUnsafeSlow(length)
+          : undefined;
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > opts.maxBytes) {
-          finish(new TransportError(`reply over ${opts.maxBytes} bytes`, 'too_large'));
+        if (size > opts.maxBytes || (whole && size > whole.length)) {
+          finish(tooLarge());
           return;
         }
-        chunks.push(chunk);
+        if (whole) chunk.copy(whole, size - chunk.length);
+        else chunks.push(chunk);
       });
       res.on('error', (err) => finish(new TransportError(err.message, 'network', { cause: err })));
       res.on('aborted', () => finish(new TransportError('reply aborted', 'network')));
@@ -112,7 +129,7 @@ export function postJson(
         finish(null, {
           status: res.statusCode ?? 0,
           headers: res.headers,
-          body: Buffer.concat(chunks, size),
+          body: whole ? whole.subarray(0, size) : Buffer.concat(chunks, size),
         }),
       );
     });

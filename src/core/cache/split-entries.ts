@@ -292,19 +292,21 @@ export class SplitEntries {
       const found = await this.index.reverseKeys(endpointId, parent, unknown);
       const known = new Map(reverses);
       unknown.forEach((account, i) => known.set(account, found[i] as string));
-      const members = listed.map(([account, [label, owner]]) => {
-        // JSON.stringify escapes every newline, so the first one ends the value.
-        const value = JSON.stringify([label, owner, memberSlot]);
-        return `${account} ${known.get(account) as string} ${value}\n${label}`;
-      });
-      if (members.length <= PUT_CHUNK_MEMBERS) args.push('m', ...members);
+      // Each chunk's arguments are made when it is sent: the worker's event loop runs between.
+      const argsOf = (from: number, to: number) =>
+        listed.slice(from, to).map(([account, [label, owner]]) => {
+          // JSON.stringify escapes every newline, so the first one ends the value.
+          const value = JSON.stringify([label, owner, memberSlot]);
+          return `${account} ${known.get(account) as string} ${value}\n${label}`;
+        });
+      if (listed.length <= PUT_CHUNK_MEMBERS) args.push('m', ...argsOf(0, listed.length));
       else {
         const index = this.keys.memberParents(endpointId);
-        for (let i = 0; i < members.length; i += PUT_CHUNK_MEMBERS) {
+        for (let i = 0; i < listed.length; i += PUT_CHUNK_MEMBERS) {
           await SCRIPTS.putChunk.run(
             this.redis,
             [staging.labels, staging.members, index],
-            [parent, String(STAGING_TTL_MS), ...members.slice(i, i + PUT_CHUNK_MEMBERS)],
+            [parent, String(STAGING_TTL_MS), ...argsOf(i, i + PUT_CHUNK_MEMBERS)],
           );
         }
         args.push('s');
