@@ -180,7 +180,7 @@ export function classifyProgramAccounts(
   // The reverse records by their bytes, for looking candidate keys up without base58.
   const byBytes = new Map<string, string>();
   for (const key of reverses.keys()) byBytes.set(fromBase58(key).toString('latin1'), key);
-  const find = (key: Buffer) => byBytes.get(key.toString('latin1'));
+  const find = (key: string) => byBytes.get(key);
   const claimed = new Set<string>();
   const ownerOf = new Map<string, string>();
   const list = (i: number, reverse: string | undefined) => {
