@@ -52,5 +52,6 @@ export { SIM_ONLY_METHODS, SUPPORTED_METHODS } from './methods.js';
 export { RpcErrorCode } from './rpc-error.js';
 export { FLOOD_BUFFER_BYTES, programNotificationText } from './pubsub.js';
 export type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
-export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
-export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';
+export { startRpcSimulator } from './server.js';
+export { DEFAULT_MAX_BODY_BYTES } from './simulator-api.js';
+export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './simulator-api.js';
