@@ -185,6 +185,7 @@ async function openApi(
       ? new RegistrySource({
           index: new RegistryIndex(command, config.QUEUE_PREFIX),
           status: () => follow.current(),
+          now: () => cache.now(),
           onError: (err) => kit.reportError(asError(err), 'api registry state'),
           onState: (state) => metrics.registryState.set(REGISTRY_SERVING_VALUE[state]),
         })
