@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
+import { withAccounts } from './support/entry-accounts.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
 
@@ -22,10 +23,11 @@ describe('load shedding and per-client limits', () => {
       env: { QUEUE_MAX_WAITING: '2', SUBDOMAINS_WAIT_MS: '200' },
     });
     const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 60_000, 86_400_000);
-    await cache.put(endpointId(gw.config.RPC_URL ?? ''), 'hot', {
-      labels: ['a'],
-      fetchedAt: Date.now(),
-    });
+    await cache.put(
+      endpointId(gw.config.RPC_URL ?? ''),
+      'hot',
+      ...withAccounts({ labels: ['a'], fetchedAt: Date.now() }),
+    );
     expect((await gw.get('/subdomains/cold1')).status).toBe(502); // queued, nobody works on it
     expect((await gw.get('/subdomains/cold2')).status).toBe(502);
     const shed = await gw.get('/subdomains/cold3');

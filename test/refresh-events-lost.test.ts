@@ -12,6 +12,7 @@ import { redisKeys } from '../src/core/redis-keys.js';
 import { InProcessCopy, SENT_CHECK_MS } from '../src/api/subdomains/in-process-copy.js';
 import { deletePrefix, uniquePrefix } from './support/gateway.js';
 import { elapse } from './support/wait.js';
+import { withAccounts } from './support/entry-accounts.js';
 
 /**
  * A lost "changed" event is made good (docs/design.md, "The subdomain cache"): the worker retries
@@ -65,7 +66,7 @@ async function copyOn(prefix: string) {
     onLost: () => metrics.refreshEventsLost.inc({ stage: 'receive' }),
   });
   const keep = async (labels: string[]) => {
-    await cache.put('e', 'p', { labels, fetchedAt: Date.now() });
+    await cache.put('e', 'p', ...withAccounts({ labels, fetchedAt: Date.now() }));
     const entry = await cache.get(cache.key('e', 'p'));
     if (!entry) throw new Error('no entry');
     copy.remember('p', endpoint, entry, copy.generation);
@@ -105,7 +106,7 @@ describe('a lost refresh event', () => {
     }
     expect(copy.peek('p', endpoint, Date.now())?.labels).toEqual(['old']);
     // The worker writes the new label; every try to publish its event is refused.
-    await cache.put('e', 'p', { labels: ['new', 'old'], fetchedAt: Date.now() });
+    await cache.put('e', 'p', ...withAccounts({ labels: ['new', 'old'], fetchedAt: Date.now() }));
     const finals: boolean[] = [];
     expect(
       await publishChange(

@@ -25,6 +25,7 @@ import { LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
 import { elapse, waitFor } from './support/wait.js';
+import { withAccounts } from './support/entry-accounts.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();
@@ -51,10 +52,10 @@ describe('SubdomainCache.put', () => {
   };
 
   it('keeps the later fetchedAt at one slot, whichever order the writes come in, with the stale expiry', async () => {
-    expect(await cache.put('e', 'order', entry(2_000))).toBe('written');
-    expect(await cache.put('e', 'order', entry(1_000))).toBe('kept');
+    expect(await cache.put('e', 'order', ...withAccounts(entry(2_000)))).toBe('written');
+    expect(await cache.put('e', 'order', ...withAccounts(entry(1_000)))).toBe('kept');
     expect(await stored('order')).toEqual(entry(2_000));
-    await cache.put('e', 'order', entry(3_000));
+    await cache.put('e', 'order', ...withAccounts(entry(3_000)));
     expect(await stored('order')).toEqual(entry(3_000));
     const ttl = await redis.pttl(cache.key('e', 'order'));
     expect(ttl).toBeGreaterThan(3_500_000 + SWEEP_GRACE_MS);
@@ -62,20 +63,28 @@ describe('SubdomainCache.put', () => {
   });
 
   it('never goes back to an older slot, even from a later refresh (a lagging node)', async () => {
-    await cache.put('e', 'slots', entry(1_000, 'new', 200));
-    expect(await cache.put('e', 'slots', entry(9_000, 'behind', 150))).toBe('kept');
+    await cache.put('e', 'slots', ...withAccounts(entry(1_000, 'new', 200)));
+    expect(await cache.put('e', 'slots', ...withAccounts(entry(9_000, 'behind', 150)))).toBe(
+      'kept',
+    );
     expect(await stored('slots')).toEqual(entry(1_000, 'new', 200));
-    expect(await cache.put('e', 'slots', entry(500, 'ahead', 201))).toBe('written');
+    expect(await cache.put('e', 'slots', ...withAccounts(entry(500, 'ahead', 201)))).toBe(
+      'written',
+    );
     expect(await stored('slots')).toEqual(entry(500, 'ahead', 201));
     // Without a slot on either side, fetchedAt decides.
-    expect(await cache.put('e', 'slots', { labels: ['x'], fetchedAt: 400 })).toBe('kept');
-    expect(await cache.put('e', 'slots', { labels: ['y'], fetchedAt: 600 })).toBe('written');
+    expect(await cache.put('e', 'slots', ...withAccounts({ labels: ['x'], fetchedAt: 400 }))).toBe(
+      'kept',
+    );
+    expect(await cache.put('e', 'slots', ...withAccounts({ labels: ['y'], fetchedAt: 600 }))).toBe(
+      'written',
+    );
     expect((await stored('slots'))?.labels).toEqual(['y']);
   });
 
   it('ends with the latest of many concurrent writes', async () => {
     const times = Array.from({ length: 40 }, (_, i) => 10_000 + ((i * 7919) % 40));
-    await Promise.all(times.map((t) => cache.put('e', 'race', entry(t, 'l', t))));
+    await Promise.all(times.map((t) => cache.put('e', 'race', ...withAccounts(entry(t, 'l', t)))));
     expect((await cache.get(cache.key('e', 'race')))?.fetchedAt).toBe(Math.max(...times));
   });
 
@@ -93,22 +102,26 @@ describe('SubdomainCache.put', () => {
     await redis.set(old, JSON.stringify({ slot: 7, rev: 1, fetchedAt: 5_000, labels: ['old'] }));
     expect(await cache.get(cache.key('e', 'olden'))).toBeNull();
     expect(await cache.getWithAccounts('e', 'olden')).toBeNull();
-    await cache.put('e', 'olden', entry(1_000));
+    await cache.put('e', 'olden', ...withAccounts(entry(1_000)));
     expect(await stored('olden')).toEqual(entry(1_000));
   });
 
   it('replaces an unreadable value', async () => {
     await redis.set(cache.key('e', 'garbage'), 'not json');
-    await cache.put('e', 'garbage', entry(1));
+    await cache.put('e', 'garbage', ...withAccounts(entry(1)));
     expect(await stored('garbage')).toEqual(entry(1));
   });
 
-  it('keeps the accounts beside the entry, and drops them with a write that has none', async () => {
+  it('keeps the accounts beside the entry, replaced by the next write, and none when one is unreadable', async () => {
     await cache.put('e', 'accounts', entry(1, 'a'), { Acc1: ['a', 'Owner1'] });
     const read = await cache.getWithAccounts('e', 'accounts');
     expect(read?.entry.labels).toEqual(['a']);
     expect(read?.accounts).toEqual({ Acc1: ['a', 'Owner1'] });
-    await cache.put('e', 'accounts', entry(2, 'b'));
+    await cache.put('e', 'accounts', entry(2, 'b'), { Acc2: ['b', 'Owner2'] });
+    expect((await cache.getWithAccounts('e', 'accounts'))?.accounts).toEqual({
+      Acc2: ['b', 'Owner2'],
+    });
+    await redis.hset(redisKeys(prefix).entryMembers('e', 'accounts'), 'Acc2', 'not json');
     expect((await cache.getWithAccounts('e', 'accounts'))?.accounts).toBeNull();
   });
 
@@ -116,12 +129,14 @@ describe('SubdomainCache.put', () => {
 
   it('never stores a slot that is not a non-negative safe integer, whoever writes it', async () => {
     for (const slot of NOT_SLOTS) {
-      await expect(cache.put('e', 'unsafe', entry(1, 'x', slot))).rejects.toThrow(TypeError);
+      await expect(cache.put('e', 'unsafe', ...withAccounts(entry(1, 'x', slot)))).rejects.toThrow(
+        TypeError,
+      );
       const scan = { ...entry(1, 'x'), scanSlot: slot };
-      await expect(cache.put('e', 'unsafe', scan)).rejects.toThrow(TypeError);
+      await expect(cache.put('e', 'unsafe', ...withAccounts(scan))).rejects.toThrow(TypeError);
       await expect(cache.putOverride('e', 'unsafe', entry(1, 'x', slot))).rejects.toThrow();
     }
-    await cache.put('e', 'unsafe', entry(1, 'x', 5));
+    await cache.put('e', 'unsafe', ...withAccounts(entry(1, 'x', 5)));
     const change = { account: 'A', reverse: 'RA', member: ['y', 'o'] } as const;
     for (const slot of NOT_SLOTS) {
       await expect(cache.applyChanges('e', 'unsafe', [change], slot)).rejects.toThrow(TypeError);
@@ -156,17 +171,19 @@ describe('SubdomainCache.put', () => {
       await redis.set(key, head(slot));
       // JSON.parse refuses Infinity and NaN (a miss); a float past 2^53 reads as no slot.
       expect((await cache.get(key))?.slot).toBeUndefined();
-      expect(await cache.put('e', 'frozen', entry(1, 'now', 7))).toBe('written');
+      expect(await cache.put('e', 'frozen', ...withAccounts(entry(1, 'now', 7)))).toBe('written');
       expect(await stored('frozen')).toEqual(entry(1, 'now', 7));
     }
     // A safe slot far ahead is honoured without a ceiling, and replaced past one.
     await redis.set(key, head('4503599627370496'));
-    expect(await cache.put('e', 'frozen', entry(2, 'now', 7))).toBe('kept');
-    expect(await cache.put('e', 'frozen', entry(2, 'now', 7), undefined, 4503599627370495)).toBe(
-      'written',
-    );
+    expect(await cache.put('e', 'frozen', ...withAccounts(entry(2, 'now', 7)))).toBe('kept');
+    expect(
+      await cache.put('e', 'frozen', ...withAccounts(entry(2, 'now', 7)), 4503599627370495),
+    ).toBe('written');
     // Within the ceiling it is honoured as ever.
-    expect(await cache.put('e', 'frozen', entry(3, 'behind', 6), undefined, 1_000)).toBe('kept');
+    expect(await cache.put('e', 'frozen', ...withAccounts(entry(3, 'behind', 6)), 1_000)).toBe(
+      'kept',
+    );
     expect(await stored('frozen')).toEqual(entry(2, 'now', 7));
   });
 });
@@ -200,7 +217,7 @@ describe("SubdomainLookup's in-process copy", () => {
       });
       const endpoint = { kind: 'default', url: 'http://rpc.test/', id: 'e' } as const;
       const requester = { client: '127.0.0.1', charge: async () => undefined };
-      await cache.put('e', 'p', { labels: ['old'], fetchedAt: Date.now() });
+      await cache.put('e', 'p', ...withAccounts({ labels: ['old'], fetchedAt: Date.now() }));
 
       // The read of the old entry returns, but reaches the lookup only after the new entry's
       // refresh event has arrived (on the subscriber connection).
@@ -214,7 +231,7 @@ describe("SubdomainLookup's in-process copy", () => {
       };
       const pending = lookup.lookup('p', endpoint, requester);
       const arrived = new Promise<void>((resolve) => listener.onRefreshed(() => resolve()));
-      await cache.put('e', 'p', { labels: ['new'], fetchedAt: Date.now() + 1 });
+      await cache.put('e', 'p', ...withAccounts({ labels: ['new'], fetchedAt: Date.now() + 1 }));
       await publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true });
       await arrived;
       release();
@@ -267,7 +284,7 @@ describe('SubdomainCache.putOverride', () => {
     expect(ttl).toBeLessThanOrEqual(5_000);
     // The configured endpoint's entries are outside the budget and keep the stale window.
     const own = cache.key('default', 'own');
-    await cache.put('default', 'own', big(99));
+    await cache.put('default', 'own', ...withAccounts(big(99)));
     await cache.putOverride('override', 'later', big(100));
     expect(await redis.exists(own)).toBe(1);
     expect(await redis.pttl(own)).toBeGreaterThan(3_000_000);
@@ -512,7 +529,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
 
   it('lists labels in the order answers use (JS string order), whatever Redis sorts by', async () => {
     const labels = ['b', 'a', 'ab', '\u{1f600}', '\uff21', 'a-b', 'A'];
-    await cache.put('e', 'order', { labels, fetchedAt: 1 });
+    await cache.put('e', 'order', ...withAccounts({ labels, fetchedAt: 1 }));
     expect((await cache.get(cache.key('e', 'order')))?.labels).toEqual([...labels].sort());
     const accounts = Object.fromEntries(labels.map((l, i) => [`K${i}`, [l, 'o'] as const]));
     await cache.put('e', 'order', { labels: [], fetchedAt: 2 }, accounts);
@@ -528,7 +545,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       { X1: ['a\0b', 'o'], c1: ['a', 'o'] },
     );
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0b']);
-    await cache.put('e', 'nul', { labels: ['a\0!', 'a'], fetchedAt: 2 });
+    await cache.put('e', 'nul', ...withAccounts({ labels: ['a\0!', 'a'], fetchedAt: 2 }));
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0!']);
   });
 
@@ -617,8 +634,8 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       0,
     );
     expect(await cache.parentOfMember('e', 'RNA')).toBeNull();
-    // An entry written without its members cannot be patched: only a scan writes them.
-    await cache.put('e', 'bare', { labels: ['a'], fetchedAt: 1, slot: 1 });
+    // An entry whose head is unreadable cannot be patched: only a scan writes it anew.
+    await redis.set(keys.entryMeta('e', 'bare'), '{"slot":1,"rev":1,"fetchedAt":"x","count":0}');
     expect(await cache.applyChanges('e', 'bare', [change], 5)).toEqual({
       outcome: 'missing',
       rev: 1,

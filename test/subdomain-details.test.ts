@@ -160,9 +160,11 @@ describe('GET /subdomains/:parent/details', () => {
     expect(res.body.result).toEqual(await fromSdk(other.url, 'elsewhere', ['far']));
   });
 
-  it('answers 503 with Retry-After for an entry an earlier release wrote without its accounts', async () => {
+  it('answers 503 with Retry-After for an entry one of whose accounts is unreadable', async () => {
     const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 60_000, 86_400_000);
-    await cache.put(endpointId(gw.sim.url), 'olden', { labels: ['x'], fetchedAt: Date.now() });
+    const id = endpointId(gw.sim.url);
+    await cache.put(id, 'olden', { labels: ['x'], fetchedAt: Date.now() }, { AccX: ['x', 'o'] });
+    await gw.redis.hset(redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'olden'), 'AccX', '[1]');
     const res = await gw.get('/subdomains/olden/details');
     expect(res).toMatchObject({ status: 503, body: { s: 'error', result: 'Service overloaded' } });
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);

@@ -162,8 +162,8 @@ export class DetailsViews {
    * accounts read now (one read for all concurrent requests of that revision).
    *
    * @param parent a normalized single label.
-   * @returns null when the entry was written without accounts (by an earlier release), or is
-   *   gone by the time of the read.
+   * @returns null when one of the entry's accounts is unreadable, or the entry is gone by the
+   *   time of the read.
    * @throws InternalError when Redis fails.
    */
   async get(

@@ -18,7 +18,7 @@ export type MemberChange = {
 
 /**
  * What a change did: 'written': something changed (revision bumped); 'unchanged': every change was
- * already there or older than its member; 'missing': no entry (or one written without its members).
+ * already there or older than its member; 'missing': no entry (or one whose head is unreadable).
  */
 export type ApplyVerdict = 'written' | 'unchanged' | 'missing';
 
@@ -197,8 +197,8 @@ export class SplitEntries {
   /**
    * The configured endpoint's entry of (endpoint, parent) with the accounts behind its labels,
    * read in one step (one script: one revision).
-   * @returns null without an entry; `accounts` null when it was written without them, or one of
-   *   them is unreadable (another shape: a scan writes them anew).
+   * @returns null without an entry; `accounts` null when one of them is unreadable (another
+   *   shape: a scan writes them anew).
    */
   async getWithAccounts(
     endpointId: string,
@@ -209,13 +209,9 @@ export class SplitEntries {
     if (!read) return null;
     const head = parseHead(read[0] ?? '');
     if (!head) return null;
-    if (read[1] !== 'm') {
-      const labels = read.slice(2).map((m) => m.slice(0, m.lastIndexOf(SEP)));
-      return { entry: { ...head, labels: labels.sort() }, accounts: null };
-    }
     const accounts: Record<string, Member> = {};
     let sound = true;
-    for (let i = 2; i + 1 < read.length; i += 2) {
+    for (let i = 1; i + 1 < read.length; i += 2) {
       const stored = parseMember(read[i + 1] as string);
       if (!stored) sound = false;
       else accounts[read[i] as string] = [stored.label, stored.owner];
@@ -253,8 +249,7 @@ export class SplitEntries {
    * Past {@link PUT_CHUNK_MEMBERS} members, the members are first staged in chunks (their index
    * fields written then), and the atomic step renames them into place.
    *
-   * @param accounts the name accounts behind the labels; without them the entry keeps labels only
-   *   (and cannot be patched).
+   * @param accounts the name accounts behind the labels (what is stored: the labels are theirs).
    * @param ceiling the highest slot the chain can have reached now (`SlotClock.ceiling`), when
    *   known: a stored entry whose slot is past it is replaced whatever this entry's slot, so it
    *   cannot hold scans back.
@@ -267,7 +262,7 @@ export class SplitEntries {
     endpointId: string,
     parent: string,
     entry: CacheEntry,
-    accounts?: EntryAccounts,
+    accounts: EntryAccounts,
     ceiling?: number,
     now = Date.now(),
     reverses?: ReadonlyMap<string, string>,
@@ -285,35 +280,30 @@ export class SplitEntries {
     ];
     const staging = this.keys.entryStaging(endpointId, randomBytes(8).toString('hex'));
     const keys = [...this.splitKeys(endpointId, parent), staging.labels, staging.members];
-    if (accounts) {
-      const memberSlot = entry.slot ?? 0;
-      const listed = Object.entries(accounts);
-      const unknown = listed.map(([account]) => account).filter((a) => !reverses?.has(a));
-      const found = await this.index.reverseKeys(endpointId, parent, unknown);
-      const known = new Map(reverses);
-      unknown.forEach((account, i) => known.set(account, found[i] as string));
-      // Each chunk's arguments are made when it is sent: the worker's event loop runs between.
-      const argsOf = (from: number, to: number) =>
-        listed.slice(from, to).map(([account, [label, owner]]) => {
-          // JSON.stringify escapes every newline, so the first one ends the value.
-          const value = JSON.stringify([label, owner, memberSlot]);
-          return `${account} ${known.get(account) as string} ${value}\n${label}`;
-        });
-      if (listed.length <= PUT_CHUNK_MEMBERS) args.push('m', ...argsOf(0, listed.length));
-      else {
-        const index = this.keys.memberParents(endpointId);
-        for (let i = 0; i < listed.length; i += PUT_CHUNK_MEMBERS) {
-          await SCRIPTS.putChunk.run(
-            this.redis,
-            [staging.labels, staging.members, index],
-            [parent, String(STAGING_TTL_MS), ...argsOf(i, i + PUT_CHUNK_MEMBERS)],
-          );
-        }
-        args.push('s');
+    const memberSlot = entry.slot ?? 0;
+    const listed = Object.entries(accounts);
+    const unknown = listed.map(([account]) => account).filter((a) => !reverses?.has(a));
+    const found = await this.index.reverseKeys(endpointId, parent, unknown);
+    const known = new Map(reverses);
+    unknown.forEach((account, i) => known.set(account, found[i] as string));
+    // Each chunk's arguments are made when it is sent: the worker's event loop runs between.
+    const argsOf = (from: number, to: number) =>
+      listed.slice(from, to).map(([account, [label, owner]]) => {
+        // JSON.stringify escapes every newline, so the first one ends the value.
+        const value = JSON.stringify([label, owner, memberSlot]);
+        return `${account} ${known.get(account) as string} ${value}\n${label}`;
+      });
+    if (listed.length <= PUT_CHUNK_MEMBERS) args.push('m', ...argsOf(0, listed.length));
+    else {
+      const index = this.keys.memberParents(endpointId);
+      for (let i = 0; i < listed.length; i += PUT_CHUNK_MEMBERS) {
+        await SCRIPTS.putChunk.run(
+          this.redis,
+          [staging.labels, staging.members, index],
+          [parent, String(STAGING_TTL_MS), ...argsOf(i, i + PUT_CHUNK_MEMBERS)],
+        );
       }
-    } else {
-      args.push('l');
-      entry.labels.forEach((label, i) => args.push(`${label}${SEP}${i}`));
+      args.push('s');
     }
     const rev = await SCRIPTS.put.run(this.redis, keys, args);
     return rev > 0 ? 'written' : 'kept';

@@ -135,7 +135,7 @@ export class SubdomainCache {
     endpointId: string,
     parent: string,
     entry: CacheEntry,
-    accounts?: EntryAccounts,
+    accounts: EntryAccounts,
     ceiling?: number,
     now = Date.now(),
     reverses?: ReadonlyMap<string, string>,

@@ -4,12 +4,12 @@
 -- the last scan's, is ignored (an older notification arrived late: the scan saw its outcome);
 -- an upsert that changes nothing raises the member's slot only. When something changed: the
 -- revision is bumped and the entry's slot raised to `slot`. Returns `{outcome, rev}`: 'missing'
--- without an entry, or with one written without its members (nothing to patch: a scan writes them).
+-- without an entry, or with an unreadable head (nothing to patch: a scan writes it anew).
 
 --- @include "includes/split-entry"
 local m = meta_of(redis.call('GET', KEYS[1]))
 if not m then return { 'missing', 0 } end
-if not m.members then return { 'missing', m.rev } end
+if not m.sound then return { 'missing', m.rev } end
 local slot = arg_slot(ARGV[1])
 if not slot then return redis.error_reply('ERR change slot is not a safe integer') end
 local parent = ARGV[2]

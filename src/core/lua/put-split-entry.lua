@@ -4,8 +4,7 @@
 -- 7 now (ms), 8 parent, 9 'm' (members follow, one argument each: `account reverse
 -- [label,owner,slot]\nlabel`, the JSON holding no raw newline; one argument rather than four
 -- because a scan's arguments cost the client more than the script: 400,000 of them took ioredis
--- about a second), 's' (the members were staged in chunks, their index fields written) or 'l'
--- (labels only follow, as sorted-set members). Refuses to take the entry back in time, as the
+-- about a second) or 's' (the members were staged in chunks, their index fields written). Refuses to take the entry back in time, as the
 -- override entries' `next_rev` does (older slot; unknown slot: older fetchedAt; a stored entry
 -- unsound or past the ceiling holds nothing back); a refused staged write drops its staged keys
 -- and the index fields of the accounts the stored entry does not list. Keeps a re-read owed
@@ -44,28 +43,20 @@ if c then
   rev = c.rev + 1
 end
 local parent = ARGV[8]
-local with_members = ARGV[9] == 'm'
 local listed, hs, zs, is = {}, {}, {}, {}
 local count = 0
-if with_members then
-  for i = 10, #ARGV do
-    local arg = ARGV[i]
-    local a = string.find(arg, ' ', 1, true)
-    local b = string.find(arg, ' ', a + 1, true)
-    local c = string.find(arg, '\n', b + 1, true)
-    local acct, reverse = string.sub(arg, 1, a - 1), string.sub(arg, a + 1, b - 1)
-    listed[acct] = true
-    hs[#hs + 1] = acct; hs[#hs + 1] = string.sub(arg, b + 1, c - 1)
-    zs[#zs + 1] = 0; zs[#zs + 1] = string.sub(arg, c + 1) .. '\0' .. acct
-    is[#is + 1] = acct; is[#is + 1] = parent .. ' ' .. acct .. ' ' .. reverse
-    is[#is + 1] = reverse; is[#is + 1] = parent .. ' ' .. acct
-    count = count + 1
-  end
-else
-  for i = 10, #ARGV do
-    zs[#zs + 1] = 0; zs[#zs + 1] = ARGV[i]
-    count = count + 1
-  end
+for i = 10, #ARGV do
+  local arg = ARGV[i]
+  local a = string.find(arg, ' ', 1, true)
+  local b = string.find(arg, ' ', a + 1, true)
+  local c = string.find(arg, '\n', b + 1, true)
+  local acct, reverse = string.sub(arg, 1, a - 1), string.sub(arg, a + 1, b - 1)
+  listed[acct] = true
+  hs[#hs + 1] = acct; hs[#hs + 1] = string.sub(arg, b + 1, c - 1)
+  zs[#zs + 1] = 0; zs[#zs + 1] = string.sub(arg, c + 1) .. '\0' .. acct
+  is[#is + 1] = acct; is[#is + 1] = parent .. ' ' .. acct .. ' ' .. reverse
+  is[#is + 1] = reverse; is[#is + 1] = parent .. ' ' .. acct
+  count = count + 1
 end
 if ARGV[9] == 's' then
   -- Staged: the index fields are written; what is left is the accounts no longer listed, and a
@@ -79,7 +70,6 @@ if ARGV[9] == 's' then
     redis.call('RENAME', KEYS[7], KEYS[3])
     redis.call('RENAME', KEYS[6], KEYS[2])
   end
-  with_members = true
 else
   for _, acct in ipairs(redis.call('HKEYS', KEYS[3])) do
     if not listed[acct] then forget_index(KEYS[4], parent, acct, nil) end
@@ -96,7 +86,7 @@ local owes = c and c.owes
 if owes and scan_slot and scan_slot >= owes then owes = nil end
 redis.call('SET', KEYS[1], encode_meta({
   slot = slot, rev = rev, fetchedAt = at, scanSlot = scan_slot,
-  scannedAt = tonumber(ARGV[4]), count = count, members = with_members, owes = owes,
+  scannedAt = tonumber(ARGV[4]), count = count, owes = owes,
 }), 'PX', ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)

@@ -15,10 +15,10 @@ local function num(v) if type(v) == 'number' then return v end return nil end
 local function meta_of(raw)
   if not raw then return nil end
   local ok, d = pcall(cjson.decode, raw)
-  if not ok or type(d) ~= 'table' then return { rev = 0, count = 0, members = false, sound = false } end
+  if not ok or type(d) ~= 'table' then return { rev = 0, count = 0, sound = false } end
   local m = {
     slot = num(d.slot), rev = num(d.rev), fetchedAt = num(d.fetchedAt), scanSlot = num(d.scanSlot),
-    scannedAt = num(d.scannedAt), count = num(d.count) or 0, members = d.members == true,
+    scannedAt = num(d.scannedAt), count = num(d.count) or 0,
     owes = num(d.owes),
   }
   m.sound = (m.slot == nil or is_slot(m.slot)) and is_slot(m.fetchedAt)
@@ -31,8 +31,7 @@ local function encode_meta(m)
   if m.scanSlot then s = s .. ',"scanSlot":' .. n(m.scanSlot) end
   if m.scannedAt then s = s .. ',"scannedAt":' .. n(m.scannedAt) end
   if m.owes then s = s .. ',"owes":' .. n(m.owes) end
-  return s .. ',"count":' .. n(math.max(0, m.count)) .. ',"members":' ..
-    (m.members and 'true' or 'false') .. '}'
+  return s .. ',"count":' .. n(math.max(0, m.count)) .. '}'
 end
 local function member_of(raw)
   if not raw then return nil end
