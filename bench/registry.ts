@@ -270,7 +270,15 @@ function makeChange(
 // ---------------------------------------------------------------------------------------------
 // The gateway, over HTTP.
 
-type Answer = { status: number; ms: number; labels?: string[]; owners?: Map<string, string> };
+type Answer = {
+  status: number;
+  ms: number;
+  labels?: string[];
+  owners?: Map<string, string>;
+  /** `X-Cache` and `Age` (seconds) of a 200. */
+  cache?: string;
+  age?: number;
+};
 
 /** `/subdomains/:parent` (or `/details`), timed. */
 async function ask(base: string, parent: string, details = false): Promise<Answer> {
@@ -282,11 +290,13 @@ async function ask(base: string, parent: string, details = false): Promise<Answe
     const body = (await res.json()) as { result?: unknown };
     const ms = performance.now() - started;
     if (res.status !== 200 || !Array.isArray(body.result)) return { status: res.status, ms };
-    if (!details) return { status: 200, ms, labels: body.result as string[] };
+    const label = { cache: res.headers.get('x-cache') ?? '', age: Number(res.headers.get('age')) };
+    if (!details) return { status: 200, ms, labels: body.result as string[], ...label };
     const rows = body.result as Array<{ label: string; owner: string }>;
     return {
       status: 200,
       ms,
+      ...label,
       labels: rows.map((r) => r.label),
       owners: new Map(rows.map((r) => [r.label, r.owner])),
     };
@@ -545,6 +555,8 @@ async function measureMode(
   const changed = [...new Set(made.map((m) => m.parent))];
   let lost = 0;
   let refused = 0;
+  // How the wrong answers were labelled: as current (a hit of age 0), a hit dated earlier, stale.
+  const wrongAs = { current: 0, dated: 0, stale: 0, maxAge: 0 };
   for (const parent of changed) {
     const transfers = made.filter((m) => m.parent === parent && m.owner !== undefined);
     const answer = await ask(base, parent, transfers.length > 0);
@@ -558,6 +570,10 @@ async function measureMode(
     if (answer.status !== 200) refused++;
     else if (!same(answer.labels, expected) || !ownersRight) {
       lost++;
+      if (answer.cache === 'STALE') wrongAs.stale++;
+      else if (answer.cache === 'HIT' && answer.age === 0) wrongAs.current++;
+      else wrongAs.dated++;
+      wrongAs.maxAge = Math.max(wrongAs.maxAge, answer.age ?? 0);
       const extra = answer.labels?.filter((l) => !expected.includes(l)) ?? [];
       const missing = expected.filter((l) => !answer.labels?.includes(l));
       const kinds = made.filter((m) => m.parent === parent).map((m) => `${m.kind} ${m.label}`);
@@ -569,7 +585,8 @@ async function measureMode(
   }
   log(
     `[${mode}] ${CHANGES} changes under ${changed.length} parents: ${lost} parents wrong, ` +
-      `${refused} not answered 200`,
+      `${refused} not answered 200; the wrong ones as a hit of now ${wrongAs.current}, a hit ` +
+      `dated earlier ${wrongAs.dated}, stale ${wrongAs.stale} (Age at most ${wrongAs.maxAge} s)`,
   );
 
   // (c) Parents never asked, from one address.

@@ -37,8 +37,25 @@ describe('follow status', () => {
     await expect(
       writeFollowStatus(redis, prefix, { ...status, mode: 'all' as 'off' }),
     ).rejects.toThrow(TypeError);
+    // A Delete waiting for its read is kept, and dropped once none waits.
+    const waiting = { ...status, epoch: 6_000, deletesSince: 7_000 };
+    expect(await writeFollowStatus(redis, prefix, waiting)).toEqual(waiting);
+    expect(await readFollowStatus(redis, prefix)).toEqual(waiting);
+    expect(await writeFollowStatus(redis, prefix, { ...status, epoch: 6_000 })).toEqual({
+      ...status,
+      epoch: 6_000,
+    });
+    await expect(writeFollowStatus(redis, prefix, { ...status, deletesSince: -1 })).rejects.toThrow(
+      TypeError,
+    );
     await redis.set(redisKeys(prefix).followStatus, '{"epoch":"x"}');
     expect(await readFollowStatus(redis, prefix)).toBeNull();
+    // A waiting Delete whose time is not a number still waits: never read as none.
+    await redis.set(
+      redisKeys(prefix).followStatus,
+      '{"epoch":1,"healthyUntil":2,"mode":"program","deletesSince":"x"}',
+    );
+    expect((await readFollowStatus(redis, prefix))?.deletesSince).toBe(0);
   });
 
   it('is read at most every interval, one read shared by concurrent callers', async () => {
@@ -96,6 +113,8 @@ describe('follow status', () => {
       { ...healthy, epoch: entry.fetchedAt + 1 },
       { ...healthy, mode: 'parents' as const },
       { ...healthy, mode: 'off' as const },
+      // A Delete waits for its read: which entries it changes is unknown until then.
+      { ...healthy, deletesSince: now - 5_000 },
       null,
     ]) {
       expect(cache.freshness(entry, now, status)).toBe('stale');

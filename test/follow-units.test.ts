@@ -2,7 +2,7 @@ import { PublicKey } from '@solana/web3.js';
 import { describe, expect, it } from 'vitest';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
-import { Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
+import { DELETE_READ_GRACE_MS, Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
@@ -347,6 +347,23 @@ describe('deletions', () => {
     await deletions.idle();
     expect(rpc.count('getTransaction never')).toBe(TRANSACTION_TRIES);
     expect(lost).toEqual(['never']);
+  });
+
+  it('says since when a Delete has waited for its read past the grace, until it is read', async () => {
+    const { store, rpc, clock, deletions } = make();
+    const a = sub('kiwi');
+    store.put(PARENT, 10, { [a.account]: ['kiwi', 'o'] });
+    rpc.setTx('sig4', null, null, null, null, tx(63, [[3, a.account]]));
+    const reportedAt = clock.now();
+    deletions.onLogs(deleteLogs('sig4'));
+    await settle();
+    expect(deletions.waitingSince(clock.now())).toBeUndefined();
+    await clock.advance(DELETE_READ_GRACE_MS);
+    expect(deletions.waitingSince(clock.now())).toBe(reportedAt);
+    await clock.advance(60_000);
+    await deletions.idle();
+    expect(store.labels(PARENT)).toEqual([]);
+    expect(deletions.waitingSince(clock.now())).toBeUndefined();
   });
 });
 

@@ -197,6 +197,61 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
   });
 });
 
+describe('the registry index while a Delete waits for its read', () => {
+  // A short window, so an answer dated at the waiting Delete goes stale before its read comes.
+  const FRESH_SECONDS = 3;
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      chain: registryChain(),
+      env: { ...REGISTRY, CACHE_FRESH_SECONDS: String(FRESH_SECONDS) },
+    });
+    await waitFor(async () => (await readyzIndex(gw)) === 'serving', 60_000);
+  }, 90_000);
+  afterAll(() => gw.close());
+
+  it('never answers its name as current until the read, and is current again after it', async () => {
+    const index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
+    const { run } = await index.state();
+    const listed = async () => {
+      const res = await gw.get('/subdomains/gamma');
+      expect(res.status).toBe(200);
+      return {
+        labels: res.body.result as string[],
+        cache: res.headers.get('x-cache'),
+        age: Number(res.headers.get('age')),
+      };
+    };
+    expect(await listed()).toEqual({ labels: ['x', 'y'], cache: 'HIT', age: 0 });
+    // The node answers null for the transaction until it is 7 s old: the follower's tries (0.25
+    // s doubled, six in all) read it at the last, about 7.75 s after it was reported.
+    gw.sim.setTransactionLagMs(7_000);
+    const deletedAt = Date.now();
+    gw.sim.chain.deleteSubdomain('gamma', 'y');
+    try {
+      // Past DELETE_READ_GRACE_MS the answer still listing it is dated when the Delete was
+      // reported: its age grows, and past the window it is stale, never a hit of now.
+      let answer = await listed();
+      await waitFor(async () => {
+        answer = await listed();
+        return answer.cache === 'STALE' || !answer.labels.includes('y');
+      }, 20_000);
+      expect(answer).toMatchObject({ labels: ['x', 'y'], cache: 'STALE' });
+      expect(answer.age).toBeGreaterThanOrEqual(FRESH_SECONDS);
+      expect(answer.age * 1_000).toBeLessThanOrEqual(Date.now() - deletedAt + 1_000);
+      // Once read, the name is gone and the answer current again: no rebuild was needed.
+      await waitFor(async () => {
+        answer = await listed();
+        return !answer.labels.includes('y') && answer.cache === 'HIT' && answer.age === 0;
+      }, 20_000);
+      expect(answer).toEqual({ labels: ['x'], cache: 'HIT', age: 0 });
+      expect(await index.state()).toMatchObject({ run, status: 'complete' });
+    } finally {
+      gw.sim.setTransactionLagMs(0);
+    }
+  }, 60_000);
+});
+
 describe('the registry audit', () => {
   let gw: Gateway;
   let index: RegistryIndex;

@@ -7,7 +7,7 @@ import type { Metrics } from '../src/core/metrics.js';
 import { createRefreshQueue, type RefreshJobData } from '../src/core/queue/refresh-queue.js';
 import type { RedisClient } from '../src/core/redis.js';
 import { CLOCK_START_WAIT_MS, RedisTime } from '../src/core/redis-time.js';
-import { CreditBudget, creditSharesOf } from '../src/core/rpc/budget.js';
+import { creditBudgetOf, type CreditBudget } from '../src/core/rpc/budget.js';
 import { EndpointSelector } from '../src/core/rpc/endpoint.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
 import type { RuntimeKit } from '../src/core/runtime/kit.js';
@@ -69,14 +69,7 @@ export async function bootWorker(
   const agents = kit.closes('worker rpc agents', new Agents({ lookup: opts.lookup }), (a) =>
     a.destroy(),
   );
-  const budget = new CreditBudget({
-    redis: command,
-    prefix: config.QUEUE_PREFIX,
-    creditsPerDay: config.RPC_CREDITS_PER_DAY,
-    shares: creditSharesOf(config),
-    freshMs: config.CACHE_FRESH_MS,
-    metrics,
-  });
+  const budget = creditBudgetOf(config, command, metrics);
   // Closes after the jobs and the follower, before the connections: their last spends are added
   // to the day's counter.
   const credits = kit.closes(

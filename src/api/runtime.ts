@@ -25,7 +25,7 @@ import { RecordKeyDeriver } from './sns/record-key.js';
 import { HotParentCounter } from '../core/cache/hot-parents.js';
 import { DetailsViews } from './subdomains/details-views.js';
 import { SubdomainLookup } from './subdomains/lookup.js';
-import { CreditBudget, creditSharesOf } from '../core/rpc/budget.js';
+import { creditBudgetOf } from '../core/rpc/budget.js';
 import { ParentTouches } from './subdomains/parent-touches.js';
 import { LiveUpdates } from './subdomains/live-updates.js';
 import { buildOpsApp } from '../core/http/ops-app.js';
@@ -185,6 +185,7 @@ async function openApi(
       ? new RegistrySource({
           index: new RegistryIndex(command, config.QUEUE_PREFIX),
           status: () => follow.current(),
+          now: () => cache.now(),
           onError: (err) => kit.reportError(asError(err), 'api registry state'),
           onState: (state) => metrics.registryState.set(REGISTRY_SERVING_VALUE[state]),
         })
@@ -201,14 +202,7 @@ async function openApi(
     localCacheBytes: config.LOCAL_CACHE_BYTES,
     localEndpointId: endpoints.defaultEndpoint?.id,
     // The configured endpoint's daily credit budget, read from Redis at most every second.
-    budget: new CreditBudget({
-      redis: command,
-      prefix: config.QUEUE_PREFIX,
-      creditsPerDay: config.RPC_CREDITS_PER_DAY,
-      shares: creditSharesOf(config),
-      freshMs: config.CACHE_FRESH_MS,
-      metrics,
-    }),
+    budget: creditBudgetOf(config, command, metrics),
     follow,
     touches,
     registry,

@@ -22,16 +22,18 @@ import {
   RecordedTransaction,
   errorOf,
   keyId,
+  newSignature,
+  signerCount,
+  walkInstructions,
+} from './transactions.js';
+import {
   nameCreate,
   nameDelete,
   nameTransfer,
   nameUpdate,
-  newSignature,
   registrarCall,
-  signerCount,
-  walkInstructions,
   wrapperCall,
-} from './transactions.js';
+} from './instructions.js';
 import type { SimInstruction, SimTransaction } from './transactions.js';
 import { base58Decode, base58Encode } from './base58.js';
 

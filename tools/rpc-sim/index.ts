@@ -28,14 +28,11 @@ export type {
 } from './chain.js';
 export { startBackgroundWrites } from './background.js';
 export type { BackgroundWriteOptions, BackgroundWriter } from './background.js';
-export {
-  FINALIZED_DEPTH,
-  LAMPORTS_PER_SIGNATURE,
-  NAME_INSTRUCTION_LOG,
-  NAME_INSTRUCTION_TAG,
-  transactionJson,
-} from './transactions.js';
-export type { SimInstruction, SimTransaction, TransactionEncoding } from './transactions.js';
+export { LAMPORTS_PER_SIGNATURE } from './transactions.js';
+export type { SimInstruction, SimTransaction } from './transactions.js';
+export { NAME_INSTRUCTION_LOG, NAME_INSTRUCTION_TAG } from './instructions.js';
+export { FINALIZED_DEPTH, transactionJson } from './transaction-json.js';
+export type { TransactionEncoding } from './transaction-json.js';
 export { DEMO_DOMAINS, demoLabels, seedDemoChain } from './demo.js';
 export { SDK_DERIVATION, seedRegistry, seededRandom } from './registry.js';
 export type { RegistryDerivation, RegistryOptions, SeededRegistry } from './registry.js';
@@ -55,5 +52,6 @@ export { SIM_ONLY_METHODS, SUPPORTED_METHODS } from './methods.js';
 export { RpcErrorCode } from './rpc-error.js';
 export { FLOOD_BUFFER_BYTES, programNotificationText } from './pubsub.js';
 export type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
-export { DEFAULT_MAX_BODY_BYTES, startRpcSimulator } from './server.js';
-export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './server.js';
+export { startRpcSimulator } from './server.js';
+export { DEFAULT_MAX_BODY_BYTES } from './simulator-api.js';
+export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './simulator-api.js';

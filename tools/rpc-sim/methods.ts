@@ -5,7 +5,7 @@
 import { PublicKey } from '@solana/web3.js';
 import { base58Decode, isBase58Pubkey } from './base58.js';
 import type { ChainView, MemcmpHint, SimChain, StoredAccount } from './chain.js';
-import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transactions.js';
+import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transaction-json.js';
 import type { SimTransaction } from './transactions.js';
 import { accountJson, type Filter } from './account-json.js';
 import {

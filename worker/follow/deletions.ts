@@ -33,6 +33,12 @@ export const MAX_READS_PER_MINUTE = 60;
  * burst waits; a flood of forged lines still ends in that bound.
  */
 export const MAX_READ_WAIT_MS = 60_000;
+/**
+ * How long a reported Delete may wait for its read before the follow status says so
+ * (`deletesSince`, src/core/cache/follow-status.ts) and stops vouching: a read on a node a little
+ * behind the websocket takes a try or two, and the stream's patches are "within seconds" anyway.
+ */
+export const DELETE_READ_GRACE_MS = 2_000;
 /** Signatures read (or given up) remembered, so one reported again is not read again. */
 const RECENT_MAX = 4_096;
 
@@ -107,6 +113,18 @@ export class Deletions {
     this.queued.set(signature, this.deps.clock.now());
     this.queue.push(signature);
     this.pump();
+  }
+
+  /**
+   * When the oldest Delete still waiting for its read (queued, or being tried) was reported, Unix
+   * ms, if it has waited {@link DELETE_READ_GRACE_MS} or more by `now`; undefined when none has.
+   * Until it is read, or given up (a new epoch), which names were deleted is unknown.
+   */
+  waitingSince(now: number): number | undefined {
+    let oldest: number | undefined;
+    for (const reportedAt of this.queued.values())
+      oldest = Math.min(oldest ?? reportedAt, reportedAt);
+    return oldest !== undefined && now - oldest >= DELETE_READ_GRACE_MS ? oldest : undefined;
   }
 
   /** Resolves once nothing is queued or being read. */

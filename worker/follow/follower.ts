@@ -575,10 +575,12 @@ export class Follower {
     this.deps.metrics.followHealthy.set(healthy ? 1 : 0);
     if (!this.owner) return;
     const now = this.deps.clock.now();
+    const deletesSince = this.deletions.waitingSince(now);
     await this.deps.status.write({
       epoch: this.epoch ?? now,
       healthyUntil: healthy ? now + HEALTHY_FOR_MS : 0,
       mode: this.stream.mode,
+      ...(deletesSince === undefined ? {} : { deletesSince }),
       ...(this.lastSignature === undefined ? {} : { lastSignature: this.lastSignature }),
     });
   }

@@ -109,10 +109,16 @@ function reserve(bytes: number): void {
  * {@link HEAP_PER_VALUE} per value counted. `JSON.parse` cannot be interrupted, so the check
  * comes first (docs/design.md, "Replies from an RPC").
  *
+ * @param onText called once the body's text is made, before the parse: a caller owning `bytes`
+ *   can release them there, so the body, its text and what it parses to are not all held at once.
  * @throws JsonBoundsError past the bounds; SyntaxError for non-JSON; JsonHeapError where the
  *   parse would not fit the heap left, or the text would be longer than a string can be.
  */
-export function parseBoundedJson(bytes: Uint8Array, bounds: JsonBounds = RPC_JSON_BOUNDS): unknown {
+export function parseBoundedJson(
+  bytes: Uint8Array,
+  bounds: JsonBounds = RPC_JSON_BOUNDS,
+  onText?: () => void,
+): unknown {
   const values = checkJsonBounds(bytes, bounds);
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (buf.length > SMALL_BODY_BYTES) {
@@ -121,5 +127,7 @@ export function parseBoundedJson(bytes: Uint8Array, bounds: JsonBounds = RPC_JSO
     }
     reserve(2 * buf.length + HEAP_PER_VALUE * values);
   }
-  return JSON.parse(buf.toString('utf8'));
+  const text = buf.toString('utf8');
+  onText?.();
+  return JSON.parse(text);
 }

@@ -40,15 +40,20 @@ export const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
 
 /**
  * The `result` of a JSON-RPC 2.0 reply to `id`, parsed within {@link RPC_JSON_BOUNDS} (decode
- * threads only).
+ * threads only); `onText` as `parseBoundedJson` takes it.
  *
  * @throws RpcCallError `http_error`: retryable for non-JSON, non-JSON-RPC or no result for `id`
  *   (a proxy's hiccup), final past the bounds; `rpc_error` for an error object.
  */
-export function decodeEnvelope<T>(method: string, body: Uint8Array, id: number): T {
+export function decodeEnvelope<T>(
+  method: string,
+  body: Uint8Array,
+  id: number,
+  onText?: () => void,
+): T {
   let payload: unknown;
   try {
-    payload = parseBoundedJson(body, RPC_JSON_BOUNDS);
+    payload = parseBoundedJson(body, RPC_JSON_BOUNDS, onText);
   } catch (err) {
     if (err instanceof JsonBoundsError) throw malformed(`${method}: reply ${err.message}`);
     if (err instanceof JsonHeapError) throw err; // the thread's heap budget, not the reply's form

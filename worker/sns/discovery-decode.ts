@@ -146,6 +146,7 @@ function sliceOwner(text: string, known: Map<string, string>): string {
  * base58 text), found among the reply's reverse records ({@link existingNameAccountKey}). A
  * reverse record's own reverse key is sought only while some reverse record is unclaimed.
  *
+ * @param release called once the body's text is made (the decode thread frees the body there).
  * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
  */
 export function classifyProgramAccounts(
@@ -153,8 +154,9 @@ export function classifyProgramAccounts(
   body: Uint8Array,
   id: number,
   parentKey: Uint8Array,
+  release?: () => void,
 ): ProgramAccountsSummary {
-  const { accounts, slot } = accountList(decodeEnvelope<unknown>(method, body, id));
+  const { accounts, slot } = accountList(decodeEnvelope<unknown>(method, body, id, release));
 
   // This parent's reverse records by key: text bytes so far.
   const reverses = new Map<string, Buffer>();
@@ -180,7 +182,7 @@ export function classifyProgramAccounts(
   // The reverse records by their bytes, for looking candidate keys up without base58.
   const byBytes = new Map<string, string>();
   for (const key of reverses.keys()) byBytes.set(fromBase58(key).toString('latin1'), key);
-  const find = (key: Buffer) => byBytes.get(key.toString('latin1'));
+  const find = (key: string) => byBytes.get(key);
   const claimed = new Set<string>();
   const ownerOf = new Map<string, string>();
   const list = (i: number, reverse: string | undefined) => {
@@ -324,8 +326,8 @@ export function decodeExistence(
  */
 export const DECODERS = {
   envelope: (method, body, id) => decodeEnvelope<unknown>(method, body, id),
-  'program-accounts': (method, body, id, task: { parentKey: Uint8Array }) =>
-    classifyProgramAccounts(method, body, id, task.parentKey),
+  'program-accounts': (method, body, id, task: { parentKey: Uint8Array; release?: () => void }) =>
+    classifyProgramAccounts(method, body, id, task.parentKey, task.release),
   'reverse-texts': (method, body, id, task: { count: number; maxTextBytes: number }) =>
     decodeReverseTexts(method, body, id, task.count, task.maxTextBytes),
   existence: (method, body, id, task: { count: number }) =>

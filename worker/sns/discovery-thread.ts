@@ -43,9 +43,12 @@ function decode(req: ThreadRequest): unknown {
     method: string,
     body: Uint8Array,
     id: number,
-    task: ThreadRequest,
+    task: ThreadRequest & { release: () => void },
   ) => unknown;
-  return decoder(req.method, new Uint8Array(req.body), req.id, req);
+  // The body is this thread's (transferred): a decoder may free it once its text is made.
+  const release = () =>
+    void (req.body as ArrayBuffer & { transfer(n: number): unknown }).transfer(0);
+  return decoder(req.method, new Uint8Array(req.body), req.id, { ...req, release });
 }
 
 /**

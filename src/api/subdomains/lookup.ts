@@ -222,8 +222,10 @@ export class SubdomainLookup {
   }
 
   /**
-   * `parent`'s answer from the registry index: one Redis read, a hit whatever the parent (a
-   * made-up one lists nothing, as `findSubdomains`).
+   * `parent`'s answer from the registry index: one Redis read, whatever the parent (a made-up one
+   * lists nothing, as `findSubdomains`). A hit, save while a Delete waits for its read: the answer
+   * is then dated when that Delete was reported ({@link RegistrySource.read}), a hit within the
+   * window of it and stale past it, never refreshed (the worker's read of the Delete settles it).
    * @throws InternalError when Redis fails.
    */
   private async registryAnswer(parent: string): Promise<LookupResult> {
@@ -234,11 +236,12 @@ export class SubdomainLookup {
     } catch (err) {
       throw new InternalError('registry index read failed', { cause: err });
     }
-    this.deps.metrics.countCacheLookup('hit');
+    const state = this.deps.cache.freshness(read.entry, this.now()) === 'fresh' ? 'HIT' : 'STALE';
+    this.deps.metrics.countCacheLookup(state === 'HIT' ? 'hit' : 'stale');
     // Read through, so only `/details` builds them.
     return {
       entry: read.entry,
-      state: 'HIT',
+      state,
       get accounts() {
         return read.accounts;
       },

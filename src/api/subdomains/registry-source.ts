@@ -11,10 +11,14 @@ import { domainKey, toBase58 } from '../../core/sns/pda.js';
 
 export type RegistrySourceOptions = {
   index: Pick<RegistryIndex, 'state' | 'listed'>;
-  /** The follow status as last read (`FollowStatusReader.current`). */
+  /**
+   * The follow status as last read (`FollowStatusReader.current`): whether it follows, and since
+   * when a Delete waits for its read (`deletesSince`).
+   */
   status: () => FollowStatus | null;
   /** Reads the build's state at most this often, in ms (500). */
   intervalMs?: number;
+  /** The deployment's one clock (Redis's, as the follow status is written on), Unix ms. */
   now?: () => number;
   onError?: (err: unknown) => void;
   /** Each state decided ({@link serving}): the gauge `sns_registry_state`. */
@@ -63,9 +67,11 @@ export class RegistrySource {
   }
 
   /**
-   * `parent`'s answer from the index: its listed subdomains as an entry (fetched now, at the
-   * newest slot among them) and their accounts (built when first read). A made-up parent answers an empty list, as
-   * `findSubdomains` does.
+   * `parent`'s answer from the index: its listed subdomains as an entry (at the newest slot among
+   * them) and their accounts (built when first read). A made-up parent answers an empty list, as
+   * `findSubdomains` does. The entry is fetched now, or, while a Delete the stream reported waits
+   * for its read (the follow status's `deletesSince`), when that Delete was reported: the index is
+   * current only up to then, and the answer's freshness and `Age` count from it.
    *
    * @param parent a normalized single label.
    * @throws what Redis throws.
@@ -73,9 +79,11 @@ export class RegistrySource {
   async read(parent: string): Promise<{ entry: CacheEntry; readonly accounts: EntryAccounts }> {
     const parentKey = toBase58(domainKey(parent));
     const { members, slot } = await this.opts.index.listed(parentKey);
+    const now = this.now();
+    const deletesSince = this.opts.status()?.deletesSince;
     const entry: CacheEntry = {
       labels: members.map((m) => m.label),
-      fetchedAt: this.now(),
+      fetchedAt: deletesSince === undefined ? now : Math.min(now, deletesSince),
       ...(slot === undefined ? {} : { slot }),
     };
     // Owners are base58'd only for `/details`, the one answer showing them: a list of thousands

@@ -22,6 +22,12 @@ export type FollowStatus = {
   /** Unix ms until which the stream is known healthy (the owner writes now + a few seconds). */
   readonly healthyUntil: number;
   readonly mode: FollowMode;
+  /**
+   * Unix ms since when a Delete the logs stream reported has waited for its transaction's read
+   * past a short bound (worker/follow/deletions.ts): the stream vouches for nothing after it until
+   * the read. Absent: no Delete waits.
+   */
+  readonly deletesSince?: number;
 };
 
 /**
@@ -34,8 +40,9 @@ const MODES: ReadonlySet<string> = new Set<FollowMode>(['program', 'parents', 'o
 
 /**
  * Whether `entry` is fresh by following the chain: the stream covers every parent (`program`),
- * is healthy now, has missed nothing since the entry was fetched (`fetchedAt >= epoch`), and owes
- * it no re-read it could not make (`owes`, ./entry.ts). The
+ * is healthy now, has missed nothing since the entry was fetched (`fetchedAt >= epoch`), has no
+ * Delete waiting for its read (`deletesSince`: which entries it changes is unknown until then),
+ * and owes it no re-read it could not make (`owes`, ./entry.ts). The
  * other half of the rule, the window, is {@link SubdomainCache.freshness}'s.
  *
  * @param now Unix ms.
@@ -51,6 +58,7 @@ export function followedFresh(
     status.mode === 'program' &&
     now < status.healthyUntil &&
     entry.fetchedAt >= status.epoch &&
+    status.deletesSince === undefined &&
     entry.owes === undefined
   );
 }
@@ -73,17 +81,18 @@ const STATUS_TTL_MS = 24 * 3_600_000;
  * stored one.
  *
  * @returns the status as stored.
- * @throws TypeError when `epoch` or `healthyUntil` is not a safe non-negative integer, or `mode`
- *   not a mode.
+ * @throws TypeError when `epoch`, `healthyUntil` or `deletesSince` is not a safe non-negative
+ *   integer, or `mode` not a mode.
  */
 export async function writeFollowStatus(
   redis: RedisClient,
   prefix: string,
   status: FollowStatus,
 ): Promise<FollowStatus> {
-  for (const field of ['epoch', 'healthyUntil'] as const) {
+  for (const field of ['epoch', 'healthyUntil', 'deletesSince'] as const) {
     const value = status[field];
-    if (!Number.isSafeInteger(value) || value < 0) {
+    if (field === 'deletesSince' && value === undefined) continue;
+    if (!Number.isSafeInteger(value) || (value ?? 0) < 0) {
       throw new TypeError(`${field} ${String(value)} is not a time`);
     }
   }
@@ -91,7 +100,7 @@ export async function writeFollowStatus(
   const stored = await WRITE_STATUS.run(
     redis,
     [redisKeys(prefix).followStatus],
-    [status.epoch, status.healthyUntil, status.mode, STATUS_TTL_MS],
+    [status.epoch, status.healthyUntil, status.mode, STATUS_TTL_MS, status.deletesSince ?? ''],
   );
   return parseFollowStatus(stored) ?? status;
 }
@@ -114,7 +123,11 @@ function parseFollowStatus(raw: string | null): FollowStatus | null {
       typeof v.mode === 'string' &&
       MODES.has(v.mode)
     ) {
-      return { epoch: v.epoch, healthyUntil: v.healthyUntil, mode: v.mode as FollowMode };
+      const status = { epoch: v.epoch, healthyUntil: v.healthyUntil, mode: v.mode as FollowMode };
+      // A waiting Delete that is not a time is still a waiting Delete: never read as none.
+      if (v.deletesSince === undefined) return status;
+      const since = typeof v.deletesSince === 'number' ? v.deletesSince : 0;
+      return { ...status, deletesSince: since };
     }
   } catch {
     // Not JSON: not followed.

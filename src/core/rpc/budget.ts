@@ -1,4 +1,5 @@
 import ipaddr from 'ipaddr.js';
+import type { Config } from '../config.js';
 import type { Metrics } from '../metrics.js';
 import type { RedisClient } from '../redis.js';
 import { redisKeys } from '../redis-keys.js';
@@ -101,6 +102,26 @@ export const creditSharesOf = (config: {
     network: config.RPC_CREDITS_NETWORK_SHARE,
     proactive: config.RPC_CREDITS_PROACTIVE_SHARE,
     reserve: config.RPC_CREDITS_RESERVE_SHARE,
+  });
+
+/**
+ * The configured endpoint's budget as both processes build it: `RPC_CREDITS_PER_DAY` shared as
+ * the `RPC_CREDITS_*_SHARE` settings say, counted in Redis under `QUEUE_PREFIX`, a stretched
+ * window multiplying `CACHE_FRESH_MS` (docs/design.md, "Budget").
+ */
+export const creditBudgetOf = (
+  config: Parameters<typeof creditSharesOf>[0] &
+    Pick<Config, 'QUEUE_PREFIX' | 'RPC_CREDITS_PER_DAY' | 'CACHE_FRESH_MS'>,
+  redis: RedisClient,
+  metrics: Metrics,
+): CreditBudget =>
+  new CreditBudget({
+    redis,
+    prefix: config.QUEUE_PREFIX,
+    creditsPerDay: config.RPC_CREDITS_PER_DAY,
+    shares: creditSharesOf(config),
+    freshMs: config.CACHE_FRESH_MS,
+    metrics,
   });
 
 /** Fields of the day's shares hash (`rpcCreditShares`) that are no client's. */

@@ -92,13 +92,14 @@ const LOOKAHEAD = 8;
  * derivation does, by the first candidate off the curve; candidates are looked up a few bumps
  * ahead of the curve checks, so a key found at a lower bump costs none.
  *
- * @param find the accounts known (one reply's), by their 32 bytes (only read during the call).
+ * @param find the accounts known (one reply's), by their 32 bytes as a latin1 string (one
+ *   character a byte: hashing to a string allocates no buffer).
  */
 export function existingNameAccountKey<T>(
   hashed: Uint8Array,
   nameClass: Uint8Array,
   parent: Uint8Array,
-  find: (key: Buffer) => T | undefined,
+  find: (key: string) => T | undefined,
 ): T | undefined {
   if (hashed.length !== 32 || nameClass.length !== 32 || parent.length !== 32) {
     throw new RangeError('name-account seeds are 32 bytes each');
@@ -106,16 +107,16 @@ export function existingNameAccountKey<T>(
   NAME_SEEDS.set(hashed, 0);
   NAME_SEEDS.set(nameClass, 32);
   NAME_SEEDS.set(parent, 64);
-  const unchecked: Buffer[] = [];
+  const unchecked: string[] = [];
   for (let bump = 255; bump > 0; bump--) {
     NAME_SEEDS[96] = bump;
-    const key = hash('sha256', NAME_SEEDS, 'buffer');
+    const key = hash('sha256', NAME_SEEDS, 'latin1');
     const found = find(key);
     if (found !== undefined) return found;
     unchecked.push(key);
     if (unchecked.length === LOOKAHEAD || bump === 1) {
       // The derived address is the first candidate off the curve; none is there.
-      if (unchecked.some((c) => !isOnCurve(c))) return undefined;
+      if (unchecked.some((c) => !isOnCurve(Buffer.from(c, 'latin1')))) return undefined;
       unchecked.length = 0;
     }
   }
