@@ -231,6 +231,10 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
       RPC_OVERRIDE: 'on',
       RPC_OVERRIDE_ALLOWLIST: '',
       RPC_MAX_PER_SECOND: '50',
+      // This stack's subject is the per-parent path through the containers (refreshes by the
+      // worker, a killed worker's job, a Redis restart, a failed RPC call on the panels); the
+      // demo profile's stack below runs the default, the registry index.
+      SUBDOMAIN_INDEX: 'parents',
       QUEUE_PREFIX: 'sns',
       LOG_LEVEL: 'info',
       ADMIN_TOKEN: '',
