@@ -59,7 +59,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
   };
 
   const notYetWithAccounts = () =>
-    new OverloadedError('entry written without its accounts', deps.freshSeconds, {
+    new OverloadedError('entry accounts unreadable', deps.freshSeconds, {
       detail: 'owners are not cached for this parent yet; they are after its next refresh',
     });
 
@@ -132,8 +132,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
           503: errorResponse(
             '`Service overloaded`, `Budget exhausted` or `Service unavailable`: as for ' +
               '`/subdomains/:parent`; ' +
-              '`Service overloaded` also while the entry was written ' +
-              'by an earlier release, without the accounts (until its next refresh).',
+              '`Service overloaded` also while the accounts of the entry cannot be read ' +
+              '(until its next refresh).',
             'Service overloaded',
             { 'Retry-After': HEADER.retryAfter },
           ),
