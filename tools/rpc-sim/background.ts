@@ -24,7 +24,7 @@ export interface BackgroundWriter {
   readonly count: number;
   /** Without ".sol". */
   readonly parents: readonly string[];
-  /** Idempotent; returns `count`. */
+  /** Makes the writes due by now, then stops; idempotent; returns `count`. */
   stop(): number;
 }
 
@@ -68,12 +68,13 @@ export function startBackgroundWrites(
   };
   const started = performance.now();
   let skipped = 0;
-  const timer = setInterval(() => {
+  const catchUp = () => {
     const due = Math.floor(((performance.now() - started) * perSecond) / 1000) - count - skipped;
     for (let i = 0; i < Math.min(due, MAX_PER_TICK); i++) writeOne();
     // Far behind: drop the backlog rather than burst.
     if (due > MAX_PER_TICK) skipped += due - MAX_PER_TICK;
-  }, TICK_MS);
+  };
+  const timer = setInterval(catchUp, TICK_MS);
   timer.unref();
   let stopped = false;
   return {
@@ -82,7 +83,12 @@ export function startBackgroundWrites(
     },
     parents,
     stop() {
-      if (!stopped) clearInterval(timer);
+      // The writes due by now first: a stalled event loop may have run no tick for a while, and
+      // the count is then the rate times the time it ran.
+      if (!stopped) {
+        catchUp();
+        clearInterval(timer);
+      }
       stopped = true;
       return count;
     },
