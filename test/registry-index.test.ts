@@ -16,6 +16,7 @@ import { DecodeThread } from '../worker/sns/decode-thread.js';
 import { createLogger } from '../src/core/logger.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { startWorker } from '../worker/runtime.js';
+import { registryChangePublisher } from '../worker/registry-jobs.js';
 import { SHARDS } from '../worker/registry/build.js';
 import { ownersOf } from '../worker/registry/pages.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
@@ -315,6 +316,7 @@ describe('the registry audit', () => {
       metrics: gw.metrics,
       logger,
       rpc: laneRpc(lane, endpoint, new SlotClock()),
+      changed: registryChangePublisher(gw.redis, gw.config.QUEUE_PREFIX, logger),
     };
     const mismatchesBefore = await metricValue(gw, 'sns_registry_audit_mismatches_total');
     gw.sim.resetCalls();

@@ -8,6 +8,8 @@ import {
 import { readFollowStatus } from '../src/core/cache/follow-status.js';
 import { publishChange } from '../src/core/queue/refresh-events.js';
 import type { RpcEndpoint } from '../src/core/rpc/endpoint.js';
+import type { RedisClient } from '../src/core/redis.js';
+import type { Logger } from 'pino';
 import type { WorkerBoot } from './boot.js';
 import type { FollowRpc } from './follow/rpc.js';
 import { laneRpc } from './follow/lane-rpc.js';
@@ -37,6 +39,31 @@ export type RegistryJobs = {
 };
 
 /**
+ * Publishes that the listed subdomains of these parent ids changed (the feed's writes, the audit's
+ * repairs), as refresh events of `endpointId` {@link REGISTRY_EVENTS}: the API's live updates of
+ * those parents, and its copies of their answers, read them again. Never throws; an event still
+ * refused after its retries is logged (the events' count lets the API notice it).
+ */
+export function registryChangePublisher(
+  command: RedisClient,
+  prefix: string,
+  logger: Pick<Logger, 'warn'>,
+): (parentIds: readonly string[]) => void {
+  return (parentIds) => {
+    for (const parent of parentIds) {
+      void publishChange(
+        command,
+        prefix,
+        { endpointId: REGISTRY_EVENTS, parent, ok: true },
+        (err, attempt, final) => {
+          if (final) logger.warn({ err: String(err), attempt }, 'registry: an event was lost');
+        },
+      );
+    }
+  };
+}
+
+/**
  * The registry index (docs/design.md, "The registry index"): built in pieces once the stream is
  * followed whole, fed by the stream from then on. Opens its build queue (closed with the kit),
  * its feed and its build worker; the caller decides whether the deployment has one
@@ -55,23 +82,12 @@ export function openRegistryJobs(boot: WorkerBoot, endpoint: RpcEndpoint): Regis
     (q) => q.close().catch(() => undefined),
   );
   const rpc: FollowRpc = laneRpc(defaultLane, endpoint, slots);
+  const publishChanged = registryChangePublisher(command, prefix, logger);
   const feed = new RegistryFeed({
     index,
     rpc,
     logger,
-    // The API's live updates of those parents read them again.
-    changed: (parentIds) => {
-      for (const parent of parentIds) {
-        void publishChange(
-          command,
-          prefix,
-          { endpointId: REGISTRY_EVENTS, parent, ok: true },
-          (err, attempt, final) => {
-            if (final) logger.warn({ err: String(err), attempt }, 'registry: an event was lost');
-          },
-        );
-      }
-    },
+    changed: publishChanged,
     lost: (why) => {
       logger.warn({ why }, 'registry: the stream lost facts; the index is behind');
       void index.markBehind().catch(() => undefined);
@@ -113,7 +129,15 @@ export function openRegistryJobs(boot: WorkerBoot, endpoint: RpcEndpoint): Regis
             Date.now() - auditedAt >= AUDIT_EVERY_MS
           ) {
             auditedAt = Date.now();
-            await auditRound({ index, rpc, lane: defaultLane, endpoint, metrics, logger });
+            await auditRound({
+              index,
+              rpc,
+              lane: defaultLane,
+              endpoint,
+              metrics,
+              logger,
+              changed: publishChanged,
+            });
           }
         })
         .catch((err: unknown) => logger.warn({ err: String(err) }, 'registry: supervision'))

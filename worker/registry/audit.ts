@@ -30,6 +30,11 @@ export type AuditDeps = {
   endpoint: RpcEndpoint;
   metrics: Pick<Metrics, 'registryAudits' | 'registryAuditMismatches'>;
   logger: Logger;
+  /**
+   * The listed subdomains of these parent ids changed by a repair: published as the feed's
+   * changes are, so live updates and the API's copy of the index's answers see them.
+   */
+  changed: (parentIds: readonly string[]) => void;
 };
 
 /**
@@ -70,7 +75,8 @@ export async function auditParent(deps: AuditDeps, parentKey: string): Promise<A
     ops.push({ op: 'unlist', slot, parentKey, account });
   }
   if (mismatches.length > 0) {
-    await deps.index.apply(ops);
+    const { changed } = await deps.index.apply(ops);
+    if (changed.length > 0) deps.changed(changed);
     deps.metrics.registryAuditMismatches.inc(mismatches.length);
     for (const m of mismatches) {
       deps.logger.warn(

@@ -48,6 +48,7 @@ export class InProcessCopy {
   private lastSent: number | undefined;
   private checkedAt = -Infinity;
   private checking = false;
+  private readonly dropHooks: Array<() => void> = [];
 
   constructor(private readonly opts: InProcessCopyOptions) {
     this.entries = new LRUCache<string, CacheEntry>({
@@ -63,7 +64,28 @@ export class InProcessCopy {
       this.entries.clear();
       this.base = undefined;
       this.lastSent = undefined;
+      for (const hook of this.dropHooks) hook();
     });
+  }
+
+  /**
+   * Calls `hook` whenever this copy is dropped whole (the subscription lost, a lost event found
+   * by the count, the count unreadable): a copy kept beside it by the same events (the registry
+   * index's answers) drops itself too.
+   */
+  whenDropped(hook: () => void): void {
+    this.dropHooks.push(hook);
+  }
+
+  /**
+   * Whether events of `endpoint` are flowing and kept (the default endpoint, the subscription
+   * up), starting the comparison of the events' count when due ({@link checkSent}): what a copy
+   * kept beside this one by the same events calls before serving.
+   */
+  flowing(endpoint: RpcEndpoint): boolean {
+    if (!this.serves(endpoint)) return false;
+    this.checkSent();
+    return true;
   }
 
   /**
@@ -161,5 +183,6 @@ export class InProcessCopy {
   private drop(): void {
     this.events++;
     this.entries.clear();
+    for (const hook of this.dropHooks) hook();
   }
 }

@@ -18,7 +18,8 @@ import { InProcessCopy } from './in-process-copy.js';
 import type { ParentTouches } from './parent-touches.js';
 import { budgetSpent } from './refresh-charge.js';
 import { RefreshFlights } from './refresh-flights.js';
-import type { RegistrySource } from './registry-source.js';
+import { RegistryCopy } from './registry-copy.js';
+import type { RegistryRead, RegistrySource } from './registry-source.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
@@ -27,6 +28,19 @@ export type CacheState = 'HIT' | 'STALE' | 'MISS';
  * second read).
  */
 export type LookupResult = { entry: CacheEntry; state: CacheState; accounts?: EntryAccounts };
+
+/** An answer of the registry index, its accounts read through (only `/details` builds them). */
+const registryResult = (
+  entry: CacheEntry,
+  state: CacheState,
+  read: Pick<RegistryRead, 'accounts'>,
+): LookupResult => ({
+  entry,
+  state,
+  get accounts() {
+    return read.accounts;
+  },
+});
 
 /**
  * Who a lookup is for: the client it is counted as for the hot-parent ranking, and the charge of
@@ -106,6 +120,8 @@ export class SubdomainLookup {
   private readonly refreshes: RefreshFlights;
   /** Fresh entries of the default endpoint kept in process; none when not configured. */
   private readonly local: InProcessCopy | undefined;
+  /** The registry index's answers kept in process, beside {@link local} and by its events. */
+  private readonly registryCopy: RegistryCopy | undefined;
 
   constructor(private readonly deps: SubdomainLookupDeps) {
     this.refreshes = new RefreshFlights({ ...deps, read: (key) => this.read(key) });
@@ -122,6 +138,18 @@ export class SubdomainLookup {
         onLost: () => deps.metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.receive }),
         onError: (err) => deps.logger.warn({ err }, 'could not read the count of refresh events'),
       });
+      const { registry } = deps;
+      const local = this.local;
+      if (registry) {
+        this.registryCopy = new RegistryCopy({
+          listener: deps.listener,
+          maxBytes,
+          generation: () => local.generation,
+          stateVersion: () => registry.stateVersion,
+          status: () => follow?.current() ?? null,
+        });
+        local.whenDropped(() => this.registryCopy?.clear());
+      }
     }
   }
 
@@ -146,9 +174,7 @@ export class SubdomainLookup {
     client: string,
     now = this.now(),
   ): LookupResult | undefined {
-    // The index's answers are read from Redis each time: the copy follows refresh events, which
-    // the index's changes do not send.
-    if (this.fromRegistry(endpoint)) return undefined;
+    if (this.fromRegistry(endpoint)) return this.registryKept(parent, endpoint, now);
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent, client, now);
@@ -170,7 +196,7 @@ export class SubdomainLookup {
    * @throws InternalError for other Redis or worker faults.
    */
   async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
-    if (this.fromRegistry(endpoint)) return this.registryAnswer(parent);
+    if (this.fromRegistry(endpoint)) return this.registryAnswer(parent, endpoint);
     const kept = this.peek(parent, endpoint, requester.client);
     if (kept) return kept;
     const { cache, metrics } = this.deps;
@@ -228,9 +254,12 @@ export class SubdomainLookup {
    * window of it and stale past it, never refreshed (the worker's read of the Delete settles it).
    * @throws InternalError when Redis fails.
    */
-  private async registryAnswer(parent: string): Promise<LookupResult> {
+  private async registryAnswer(parent: string, endpoint: RpcEndpoint): Promise<LookupResult> {
+    const kept = this.registryKept(parent, endpoint, this.now());
+    if (kept) return kept;
     const registry = this.deps.registry as RegistrySource;
-    let read: Awaited<ReturnType<RegistrySource['read']>>;
+    const start = this.registryCopy?.begin();
+    let read: RegistryRead;
     try {
       read = await registry.read(parent);
     } catch (err) {
@@ -238,14 +267,24 @@ export class SubdomainLookup {
     }
     const state = this.deps.cache.freshness(read.entry, this.now()) === 'fresh' ? 'HIT' : 'STALE';
     this.deps.metrics.countCacheLookup(state === 'HIT' ? 'hit' : 'stale');
-    // Read through, so only `/details` builds them.
-    return {
-      entry: read.entry,
-      state,
-      get accounts() {
-        return read.accounts;
-      },
-    };
+    if (start && state === 'HIT') this.registryCopy?.remember(parent, read, start);
+    return registryResult(read.entry, state, read);
+  }
+
+  /**
+   * `parent`'s answer from the registry index's copy in process, while events flow (the
+   * per-parent copy's rule: the subscription up, the events' count checked), or `undefined`.
+   */
+  private registryKept(
+    parent: string,
+    endpoint: RpcEndpoint,
+    now: number,
+  ): LookupResult | undefined {
+    if (!this.registryCopy || !this.local?.flowing(endpoint)) return undefined;
+    const kept = this.registryCopy.get(parent, now);
+    if (!kept) return undefined;
+    this.deps.metrics.countCacheLookup('hit');
+    return registryResult(kept.entry, 'HIT', kept.read);
   }
 
   /** Whether the daily credit budget lets a stale entry of `endpoint` be refreshed now. */

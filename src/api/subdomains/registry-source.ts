@@ -2,6 +2,7 @@ import type { CacheEntry, EntryAccounts } from '../../core/cache/subdomain-cache
 import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { ownerText } from '../../core/cache/registry-value.js';
 import {
+  parentIdOf,
   registryServing,
   type RegistryIndex,
   type RegistryServing,
@@ -25,6 +26,24 @@ export type RegistrySourceOptions = {
   onState?: (state: RegistryServing) => void;
 };
 
+/** A parent's answer from the index ({@link RegistrySource.read}). */
+export type RegistryRead = {
+  entry: CacheEntry;
+  /** The parent's id ({@link parentIdOf}): what the index's change events name. */
+  parentId: string;
+  /** Its listed subdomains' accounts, built when first read. */
+  readonly accounts: EntryAccounts;
+};
+
+/** Whether two reads of the build's state are of one build, as complete (shards done aside). */
+const sameBuild = (a: RegistryState | null, b: RegistryState): boolean =>
+  a !== null &&
+  a.run === b.run &&
+  a.status === b.status &&
+  a.startedAt === b.startedAt &&
+  a.completedAt === b.completedAt &&
+  a.floor === b.floor;
+
 /**
  * The API's side of the registry index (docs/design.md, "The registry index"): whether it answers
  * now ({@link serving}, synchronous), and a parent's answer from it ({@link read}: one HGETALL, no
@@ -36,6 +55,7 @@ export class RegistrySource {
   private inflight: Promise<void> | undefined;
   private readonly intervalMs: number;
   private readonly now: () => number;
+  private version = 0;
 
   constructor(private readonly opts: RegistrySourceOptions) {
     this.intervalMs = opts.intervalMs ?? 500;
@@ -57,6 +77,7 @@ export class RegistrySource {
       .state()
       .then(
         (state) => {
+          if (!sameBuild(this.state, state)) this.version++;
           this.state = state;
           this.readAt = this.now();
         },
@@ -64,6 +85,15 @@ export class RegistrySource {
       )
       .finally(() => (this.inflight = undefined));
     return this.inflight;
+  }
+
+  /**
+   * Counts the changes of the build's state read (a build begun, completed or marked behind, a
+   * new floor), which rewrite members with no event per parent: an answer read under another
+   * count is of another build and is not kept.
+   */
+  get stateVersion(): number {
+    return this.version;
   }
 
   /**
@@ -76,7 +106,7 @@ export class RegistrySource {
    * @param parent a normalized single label.
    * @throws what Redis throws.
    */
-  async read(parent: string): Promise<{ entry: CacheEntry; readonly accounts: EntryAccounts }> {
+  async read(parent: string): Promise<RegistryRead> {
     const parentKey = toBase58(domainKey(parent));
     const { members, slot } = await this.opts.index.listed(parentKey);
     const now = this.now();
@@ -91,6 +121,7 @@ export class RegistrySource {
     let accounts: Record<string, readonly [string, string]> | undefined;
     return {
       entry,
+      parentId: parentIdOf(parentKey),
       get accounts() {
         if (!accounts) {
           accounts = {};
