@@ -4,7 +4,8 @@ import { startLocalCluster, type LocalCluster } from './support/redis-cluster.js
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
-import { untilStale } from './support/freshness.js';
+import { FOLLOW, untilStale } from './support/freshness.js';
+import { waitFor } from './support/wait.js';
 
 const available = hasBinary('redis-server') && hasBinary('redis-cli');
 if (!available) console.warn('cluster tests skipped: redis-server or redis-cli is not installed');
@@ -90,5 +91,45 @@ describe.skipIf(!available)('on a Redis Cluster', () => {
     expect((await gw.get('/readyz')).status).toBe(200);
     const metrics = await (await fetch(gw.metricsUrl)).text();
     expect(metrics).toMatch(/sns_queue_jobs\{state="waiting"\} \d+/);
+  });
+});
+
+/**
+ * The registry index (the default `SUBDOMAIN_INDEX`) on a cluster: its scripts reach the parents'
+ * hashes and account buckets they name from the prefix, which a cluster allows only because the
+ * prefix is one hash tag, so every key of the deployment is in one slot.
+ */
+describe.skipIf(!available)('the registry index on a Redis Cluster', () => {
+  let cluster: LocalCluster;
+  let gw: Gateway;
+
+  beforeAll(async () => {
+    cluster = await startLocalCluster(3);
+    const seeded = seedDemo();
+    for (let i = 0; i < 50; i++) seeded.addSubdomain('wide', `w${i}`);
+    gw = await startGateway({
+      chain: seeded,
+      env: { ...FOLLOW, SUBDOMAIN_INDEX: 'registry', REDIS_CLUSTER_NODES: cluster.nodes },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.close();
+    await cluster?.stop();
+  });
+
+  it('builds, serves every parent without getProgramAccounts, and follows a new subdomain', async () => {
+    const index = async () =>
+      ((await gw.get('/readyz')).body as unknown as { parts?: { index?: string } }).parts?.index;
+    await waitFor(async () => (await index()) === 'serving', 60_000);
+    // The SDK's own findSubdomains reads getProgramAccounts: counted before the gateway's calls.
+    const sdk = await sdkSubdomains(gw.sim.url, 'wide');
+    gw.sim.resetCalls();
+    expect((await gw.get('/subdomains/wide')).body.result).toEqual(sdk);
+    expect((await gw.get('/subdomains/made-up-parent')).body).toEqual({ s: 'ok', result: [] });
+    gw.sim.chain.addSubdomain('wide', 'zz-late');
+    await waitFor(async () =>
+      ((await gw.get('/subdomains/wide')).body.result as string[]).includes('zz-late'),
+    );
+    expect(gw.sim.callCount('getProgramAccounts')).toBe(0);
   });
 });

@@ -204,8 +204,8 @@ export class SplitEntries {
     endpointId: string,
     parent: string,
   ): Promise<{ entry: CacheEntry; accounts: EntryAccounts | null } | null> {
-    const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
-    const read = await SCRIPTS.getWithMembers.run(this.redis, [meta, labelsKey, membersKey]);
+    const [meta, , membersKey] = this.splitKeys(endpointId, parent);
+    const read = await SCRIPTS.getWithMembers.run(this.redis, [meta, membersKey]);
     if (!read) return null;
     const head = parseHead(read[0] ?? '');
     if (!head) return null;
