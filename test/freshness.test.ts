@@ -177,6 +177,21 @@ describe('change-driven freshness', () => {
     await waitFor(() => sim.wsStats().subscriptions >= 1, 5_000);
   });
 
+  it('does not take a process too busy to read its socket for a silent socket', async () => {
+    gw = await startGateway({ env: FOLLOW });
+    const { sim } = gw;
+    await watched(gw, sim);
+    const { accepted, pings } = sim.wsStats();
+    // The whole process (gateway and simulator) held for three ping intervals, as a long
+    // synchronous stretch or a starved core holds it: time is the subject, and no timer may run.
+    const heldUntil = Date.now() + 3 * gw.config.RPC_WS_PING_MS;
+    while (Date.now() < heldUntil);
+    // Three pings on, a socket taken for silent would have been replaced.
+    await waitFor(() => sim.wsStats().pings >= pings + 3, 10_000);
+    expect(sim.wsStats().accepted).toBe(accepted);
+    expect(await metric(gw, 'sns_ws_reconnects_total')).toBe(0);
+  });
+
   it('behaves as before without a websocket: no socket, hot parents refreshed by the clock', async () => {
     gw = await startGateway({
       env: { ...FOLLOW, RPC_WS: 'off', CACHE_FRESH_SECONDS: '2', CACHE_STALE_SECONDS: '4' },

@@ -47,6 +47,8 @@ export interface WsStats {
   notificationsSent: number;
   /** UTF-8 bytes of all text frames sent, for credit accounting. */
   bytesSent: number;
+  /** Protocol pings received since start (frozen sockets' included). */
+  pings: number;
 }
 
 interface Client {
@@ -98,6 +100,7 @@ export class PubSubServer {
   #nextId = 0;
   #available = true;
   #accepted = 0;
+  #pings = 0;
   #notificationsSent = 0;
   #bytesSent = 0;
   #closing: Promise<void> | undefined;
@@ -162,6 +165,7 @@ export class PubSubServer {
       subscriptions,
       notificationsSent: this.#notificationsSent,
       bytesSent: this.#bytesSent,
+      pings: this.#pings,
     };
   }
 
@@ -250,6 +254,7 @@ export class PubSubServer {
     this.#clients.add(client);
     this.#accepted++;
     ws.on('ping', (data) => {
+      this.#pings++;
       if (!client.frozen) ws.pong(data);
     });
     ws.on('message', (data) => {

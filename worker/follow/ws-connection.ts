@@ -53,7 +53,13 @@ export class WsConnection {
   private socket: WebSocket | undefined;
   private readonly stopping = new AbortController();
   private running: Promise<void> | undefined;
-  private lastHeard = 0;
+  /**
+   * Pings sent since the socket last brought anything (a frame or a pong). Counted in ticks, not
+   * measured in time: a tick that fires late because this process was busy (and the frames it
+   * could not read yet are waiting in the socket) is then not taken for silence; the reads that
+   * follow the tick reset the count.
+   */
+  private unanswered = 0;
   private flaps = 0;
   private readonly credits: CreditMeter;
 
@@ -153,21 +159,22 @@ export class WsConnection {
     this.socket = socket;
     metrics.wsConnected.set(1);
     this.credits.spend('wsConnection', 'default', wsCostOf(costs, 'wsConnection'));
-    this.lastHeard = Date.now();
+    this.unanswered = 0;
     const ping = setInterval(() => {
       this.opts.onTick?.();
-      if (Date.now() - this.lastHeard > 2 * this.opts.pingMs) {
+      if (this.unanswered >= 2) {
         this.opts.logger.warn('RPC websocket silent for two pings: reopening it');
         socket.terminate();
         return;
       }
       socket.ping();
+      this.unanswered++;
     }, this.opts.pingMs);
     return new Promise((resolve) => {
-      socket.on('pong', () => (this.lastHeard = Date.now()));
+      socket.on('pong', () => (this.unanswered = 0));
       socket.on('message', (data: RawData, isBinary) => {
         const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
-        this.lastHeard = Date.now();
+        this.unanswered = 0;
         metrics.wsReceivedBytes.inc(bytes.length);
         this.credits.spend(
           'wsMegabyte',
