@@ -354,6 +354,7 @@ describe('websocket failures', () => {
         subscriptions: 2,
         notificationsSent: 5,
         bytesSent: client.bytesReceived,
+        pings: 0, // this client sends none
       });
       expect(counting.wsCalls.map((c) => [c.method, c.subscription])).toEqual([
         ['programSubscribe', 0],
