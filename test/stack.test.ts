@@ -576,9 +576,12 @@ describe.runIf(!('reason' in engine))("the compose stack's demo profile in Docke
       body: { result: 'ETARvCjLwjyM6Jux1ndxuXuYEYy56Nf5uvU3abL1WyW6' },
     });
     const sim = await containerOf('rpc-sim');
-    expect(
-      await sh('docker', ['inspect', '-f', '{{.State.Health.Status}} {{.Config.User}}', sim]),
-    ).toBe('healthy node\n');
+    const status = () =>
+      sh('docker', ['inspect', '-f', '{{.State.Health.Status}} {{.Config.User}}', sim]);
+    // Docker says `starting` until the healthcheck's first probe, one interval after the start,
+    // though the simulator answered the gateway before then.
+    await waitFor(async () => (await status()) !== 'starting node\n', 25_000, 'a health verdict');
+    expect(await status()).toBe('healthy node\n');
     expect((await sh('docker', ['port', sim])).trim()).toBe('');
     // The gateway's RPC is the service, as .env.example says.
     const workerEnv = await sh('docker', [
