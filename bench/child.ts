@@ -11,11 +11,9 @@
  * - `sim`: the loopback Solana RPC simulator of tools/rpc-sim, seeded with the demo chain.
  *
  * Every role answers `stats` (RSS, CPU time, worst event-loop delay since the last `resetLoop`),
- * `profileStart` and `profileStop` (a V8 CPU profile, written to the path given) and `stop`.
+ * `profileStart` and `profileStop` (a V8 CPU profile, written to the path given) and `stop`, as
+ * bench/gateway-ipc.ts serves them (bench/gateway-child.ts, the compiled gateway, serves the same).
  */
-import { writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
   CENTRAL_STATE,
   findSubdomains,
@@ -25,7 +23,7 @@ import {
   type Record as SnsRecord,
 } from '@bonfida/spl-name-service';
 import { Connection, PublicKey } from '@solana/web3.js';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../src/core/config.js';
 import { CORS_HEADERS } from '../src/core/http/cors.js';
@@ -44,75 +42,8 @@ import {
   ZERO_KEY,
 } from '../tools/rpc-sim/index.js';
 import { startWorker } from '../worker/runtime.js';
+import { type Handler, noCommands, portOf, serve } from './gateway-ipc.js';
 import { labelMaker } from './lib.js';
-
-type Handler = (cmd: string, args: unknown) => Promise<unknown>;
-
-const loop = monitorEventLoopDelay({ resolution: 5 });
-loop.enable();
-/** V8's CPU profiler of this process, for bench/profile.ts; connected on `profileStart` only. */
-let profiler: Session | undefined;
-
-function serve(
-  ready: { port?: number; url?: string; wsUrl?: string },
-  handle: Handler,
-  close: () => Promise<void>,
-) {
-  process.on('message', (msg: { id: number; cmd: string; args: unknown }) => {
-    const answer = async (): Promise<unknown> => {
-      switch (msg.cmd) {
-        case 'stats': {
-          const cpu = process.cpuUsage();
-          return {
-            rss: process.memoryUsage().rss,
-            maxRss: process.resourceUsage().maxRSS * 1024,
-            cpuUs: cpu.user + cpu.system,
-            loopMaxMs: loop.max / 1e6,
-            loopP99Ms: loop.percentile(99) / 1e6,
-          };
-        }
-        case 'resetLoop':
-          loop.reset();
-          return null;
-        case 'profileStart':
-          profiler = new Session();
-          profiler.connect();
-          await profiler.post('Profiler.enable');
-          await profiler.post('Profiler.start');
-          return null;
-        case 'profileStop': {
-          if (!profiler) throw new Error('profileStart first');
-          const { profile } = await profiler.post('Profiler.stop');
-          profiler.disconnect();
-          profiler = undefined;
-          writeFileSync(msg.args as string, JSON.stringify(profile));
-          return msg.args;
-        }
-        case 'stop':
-          await close();
-          setImmediate(() => process.exit(0));
-          return null;
-        default:
-          return handle(msg.cmd, msg.args);
-      }
-    };
-    answer().then(
-      (result) => process.send?.({ id: msg.id, result }),
-      (err: unknown) => process.send?.({ id: msg.id, error: String(err) }),
-    );
-  });
-  process.send?.({ ready });
-}
-
-function portOf(app: FastifyInstance): number {
-  const address = app.server.address();
-  if (!address || typeof address === 'string') throw new Error('not listening on TCP');
-  return address.port;
-}
-
-const noCommands: Handler = async (cmd) => {
-  throw new Error(`unknown command ${cmd}`);
-};
 
 async function gatewayRole(role: 'api' | 'worker'): Promise<void> {
   const config = loadConfig(process.env);
@@ -120,7 +51,7 @@ async function gatewayRole(role: 'api' | 'worker'): Promise<void> {
   const metrics = createMetrics(new Registry());
   if (role === 'api') {
     const api = await startApi(config, metrics, logger);
-    serve({ port: portOf(api.app) }, noCommands, () => api.close());
+    serve({ port: portOf(api.app.server) }, noCommands, () => api.close());
   } else {
     // Its /metrics on WORKER_METRICS_PORT (0 in gatewayEnv: an ephemeral port), as in production:
     // bench/freshness.ts reads the RPC credits the worker counted there.
@@ -169,7 +100,7 @@ async function baselineRole(): Promise<void> {
     return { s: 'ok', result: labels.sort() };
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
-  serve({ port: portOf(app) }, noCommands, () => app.close());
+  serve({ port: portOf(app.server) }, noCommands, () => app.close());
 }
 
 /**
@@ -190,7 +121,7 @@ async function ceilingRole(): Promise<void> {
   app.get('/bare/:domain/:record', async () => CEILING_KEY);
   app.get('/bare/:parent', async () => CEILING_LABELS);
   await app.listen({ port: 0, host: '127.0.0.1' });
-  serve({ port: portOf(app) }, noCommands, () => app.close());
+  serve({ port: portOf(app.server) }, noCommands, () => app.close());
 }
 
 type SeedArgs = { parent: string; count: number; seed: number };

@@ -12,22 +12,9 @@ import { Redis } from 'ioredis';
 import * as prettier from 'prettier';
 import { deletePrefix } from '../test/support/redis-keys.js';
 import { LOCAL_REDIS, withTestDatabase } from '../test/support/shared-redis.js';
+import type { ChildInfo, ChildStats } from './gateway-ipc.js';
 
 export type Role = 'api' | 'worker' | 'baseline' | 'ceiling' | 'sim';
-
-/** What a child sends when ready: its port (servers), the simulator's URLs. */
-export type ChildInfo = { port?: number; url?: string; wsUrl?: string };
-
-/** What a child answers to `stats`. */
-export type ChildStats = {
-  rss: number;
-  /** The highest RSS the process has had since it started, in bytes. */
-  maxRss: number;
-  /** User plus system CPU time of the process so far, in microseconds. */
-  cpuUs: number;
-  loopMaxMs: number;
-  loopP99Ms: number;
-};
 
 type Reply = { id: number; result?: unknown; error?: string };
 
