@@ -26,7 +26,7 @@ describe('load shedding and per-client limits', () => {
     await cache.put(
       endpointId(gw.config.RPC_URL ?? ''),
       'hot',
-      ...withAccounts({ labels: ['a'], fetchedAt: Date.now() }),
+      ...withAccounts('hot', { labels: ['a'], fetchedAt: Date.now() }),
     );
     expect((await gw.get('/subdomains/cold1')).status).toBe(502); // queued, nobody works on it
     expect((await gw.get('/subdomains/cold2')).status).toBe(502);

@@ -4,6 +4,7 @@ import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { elapse } from './support/wait.js';
+import { withReverses } from './support/entry-accounts.js';
 
 /**
  * The API's freshness rule with the chain followed (docs/design.md, "Freshness"): an entry older
@@ -35,8 +36,7 @@ describe('freshness while the chain is followed', () => {
       await cache.put(
         id,
         parent,
-        entry,
-        { [`${parent}Acc`]: ['kept', 'owner'] },
+        ...withReverses(parent, entry, { [`${parent}Acc`]: ['kept', 'owner'] }),
         undefined,
         fetchedAt,
       ),

@@ -14,6 +14,7 @@ import { runHotParentScan } from '../worker/hot-parent-scan.js';
 import { writeFollowStatus } from '../src/core/cache/follow-status.js';
 import { deletePrefix, startGateway, uniquePrefix, type Gateway } from './support/gateway.js';
 import { elapse } from './support/wait.js';
+import { withReverses } from './support/entry-accounts.js';
 
 describe('hot parents refreshed ahead of expiry', () => {
   let gw: Gateway;
@@ -211,7 +212,11 @@ describe('HotParentCounter', () => {
       await counter.flush();
       // Fetched two windows ago: the clock alone would refresh it.
       const fetchedAt = t0 - 2 * windowMs;
-      await cache.put('default', 'followed', { labels: [], fetchedAt, slot: 1 }, {});
+      await cache.put(
+        'default',
+        'followed',
+        ...withReverses('followed', { labels: [], fetchedAt, slot: 1 }, {}),
+      );
       const healthy = { epoch: fetchedAt - 1, healthyUntil: t0 + 3_000, mode: 'program' } as const;
       await writeFollowStatus(redis, prefix, healthy);
       expect(await runHotParentScan(deps, t0)).toEqual({ scanned: 1, queued: 0 });

@@ -66,7 +66,7 @@ async function copyOn(prefix: string) {
     onLost: () => metrics.refreshEventsLost.inc({ stage: 'receive' }),
   });
   const keep = async (labels: string[]) => {
-    await cache.put('e', 'p', ...withAccounts({ labels, fetchedAt: Date.now() }));
+    await cache.put('e', 'p', ...withAccounts('p', { labels, fetchedAt: Date.now() }));
     const entry = await cache.get(cache.key('e', 'p'));
     if (!entry) throw new Error('no entry');
     copy.remember('p', endpoint, entry, copy.generation);
@@ -106,7 +106,11 @@ describe('a lost refresh event', () => {
     }
     expect(copy.peek('p', endpoint, Date.now())?.labels).toEqual(['old']);
     // The worker writes the new label; every try to publish its event is refused.
-    await cache.put('e', 'p', ...withAccounts({ labels: ['new', 'old'], fetchedAt: Date.now() }));
+    await cache.put(
+      'e',
+      'p',
+      ...withAccounts('p', { labels: ['new', 'old'], fetchedAt: Date.now() }),
+    );
     const finals: boolean[] = [];
     expect(
       await publishChange(

@@ -25,7 +25,7 @@ import { LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
 import { elapse } from './support/wait.js';
-import { withAccounts } from './support/entry-accounts.js';
+import { withAccounts, withReverses } from './support/entry-accounts.js';
 
 describe('SubdomainCache.put', () => {
   const prefix = uniquePrefix();
@@ -52,10 +52,10 @@ describe('SubdomainCache.put', () => {
   };
 
   it('keeps the later fetchedAt at one slot, whichever order the writes come in, with the stale expiry', async () => {
-    expect(await cache.put('e', 'order', ...withAccounts(entry(2_000)))).toBe('written');
-    expect(await cache.put('e', 'order', ...withAccounts(entry(1_000)))).toBe('kept');
+    expect(await cache.put('e', 'order', ...withAccounts('order', entry(2_000)))).toBe('written');
+    expect(await cache.put('e', 'order', ...withAccounts('order', entry(1_000)))).toBe('kept');
     expect(await stored('order')).toEqual(entry(2_000));
-    await cache.put('e', 'order', ...withAccounts(entry(3_000)));
+    await cache.put('e', 'order', ...withAccounts('order', entry(3_000)));
     expect(await stored('order')).toEqual(entry(3_000));
     const ttl = await redis.pttl(cache.key('e', 'order'));
     expect(ttl).toBeGreaterThan(3_500_000 + SWEEP_GRACE_MS);
@@ -63,28 +63,30 @@ describe('SubdomainCache.put', () => {
   });
 
   it('never goes back to an older slot, even from a later refresh (a lagging node)', async () => {
-    await cache.put('e', 'slots', ...withAccounts(entry(1_000, 'new', 200)));
-    expect(await cache.put('e', 'slots', ...withAccounts(entry(9_000, 'behind', 150)))).toBe(
-      'kept',
-    );
+    await cache.put('e', 'slots', ...withAccounts('slots', entry(1_000, 'new', 200)));
+    expect(
+      await cache.put('e', 'slots', ...withAccounts('slots', entry(9_000, 'behind', 150))),
+    ).toBe('kept');
     expect(await stored('slots')).toEqual(entry(1_000, 'new', 200));
-    expect(await cache.put('e', 'slots', ...withAccounts(entry(500, 'ahead', 201)))).toBe(
+    expect(await cache.put('e', 'slots', ...withAccounts('slots', entry(500, 'ahead', 201)))).toBe(
       'written',
     );
     expect(await stored('slots')).toEqual(entry(500, 'ahead', 201));
     // Without a slot on either side, fetchedAt decides.
-    expect(await cache.put('e', 'slots', ...withAccounts({ labels: ['x'], fetchedAt: 400 }))).toBe(
-      'kept',
-    );
-    expect(await cache.put('e', 'slots', ...withAccounts({ labels: ['y'], fetchedAt: 600 }))).toBe(
-      'written',
-    );
+    expect(
+      await cache.put('e', 'slots', ...withAccounts('slots', { labels: ['x'], fetchedAt: 400 })),
+    ).toBe('kept');
+    expect(
+      await cache.put('e', 'slots', ...withAccounts('slots', { labels: ['y'], fetchedAt: 600 })),
+    ).toBe('written');
     expect((await stored('slots'))?.labels).toEqual(['y']);
   });
 
   it('ends with the latest of many concurrent writes', async () => {
     const times = Array.from({ length: 40 }, (_, i) => 10_000 + ((i * 7919) % 40));
-    await Promise.all(times.map((t) => cache.put('e', 'race', ...withAccounts(entry(t, 'l', t)))));
+    await Promise.all(
+      times.map((t) => cache.put('e', 'race', ...withAccounts('race', entry(t, 'l', t)))),
+    );
     expect((await cache.get(cache.key('e', 'race')))?.fetchedAt).toBe(Math.max(...times));
   });
 
@@ -102,22 +104,30 @@ describe('SubdomainCache.put', () => {
     await redis.set(old, JSON.stringify({ slot: 7, rev: 1, fetchedAt: 5_000, labels: ['old'] }));
     expect(await cache.get(cache.key('e', 'olden'))).toBeNull();
     expect(await cache.getWithAccounts('e', 'olden')).toBeNull();
-    await cache.put('e', 'olden', ...withAccounts(entry(1_000)));
+    await cache.put('e', 'olden', ...withAccounts('olden', entry(1_000)));
     expect(await stored('olden')).toEqual(entry(1_000));
   });
 
   it('replaces an unreadable value', async () => {
     await redis.set(cache.key('e', 'garbage'), 'not json');
-    await cache.put('e', 'garbage', ...withAccounts(entry(1)));
+    await cache.put('e', 'garbage', ...withAccounts('garbage', entry(1)));
     expect(await stored('garbage')).toEqual(entry(1));
   });
 
   it('keeps the accounts beside the entry, replaced by the next write, and none when one is unreadable', async () => {
-    await cache.put('e', 'accounts', entry(1, 'a'), { Acc1: ['a', 'Owner1'] });
+    await cache.put(
+      'e',
+      'accounts',
+      ...withReverses('accounts', entry(1, 'a'), { Acc1: ['a', 'Owner1'] }),
+    );
     const read = await cache.getWithAccounts('e', 'accounts');
     expect(read?.entry.labels).toEqual(['a']);
     expect(read?.accounts).toEqual({ Acc1: ['a', 'Owner1'] });
-    await cache.put('e', 'accounts', entry(2, 'b'), { Acc2: ['b', 'Owner2'] });
+    await cache.put(
+      'e',
+      'accounts',
+      ...withReverses('accounts', entry(2, 'b'), { Acc2: ['b', 'Owner2'] }),
+    );
     expect((await cache.getWithAccounts('e', 'accounts'))?.accounts).toEqual({
       Acc2: ['b', 'Owner2'],
     });
@@ -129,14 +139,16 @@ describe('SubdomainCache.put', () => {
 
   it('never stores a slot that is not a non-negative safe integer, whoever writes it', async () => {
     for (const slot of NOT_SLOTS) {
-      await expect(cache.put('e', 'unsafe', ...withAccounts(entry(1, 'x', slot)))).rejects.toThrow(
+      await expect(
+        cache.put('e', 'unsafe', ...withAccounts('unsafe', entry(1, 'x', slot))),
+      ).rejects.toThrow(TypeError);
+      const scan = { ...entry(1, 'x'), scanSlot: slot };
+      await expect(cache.put('e', 'unsafe', ...withAccounts('unsafe', scan))).rejects.toThrow(
         TypeError,
       );
-      const scan = { ...entry(1, 'x'), scanSlot: slot };
-      await expect(cache.put('e', 'unsafe', ...withAccounts(scan))).rejects.toThrow(TypeError);
       await expect(cache.putOverride('e', 'unsafe', entry(1, 'x', slot))).rejects.toThrow();
     }
-    await cache.put('e', 'unsafe', ...withAccounts(entry(1, 'x', 5)));
+    await cache.put('e', 'unsafe', ...withAccounts('unsafe', entry(1, 'x', 5)));
     const change = { account: 'A', reverse: 'RA', member: ['y', 'o'] } as const;
     for (const slot of NOT_SLOTS) {
       await expect(cache.applyChanges('e', 'unsafe', [change], slot)).rejects.toThrow(TypeError);
@@ -171,19 +183,28 @@ describe('SubdomainCache.put', () => {
       await redis.set(key, head(slot));
       // JSON.parse refuses Infinity and NaN (a miss); a float past 2^53 reads as no slot.
       expect((await cache.get(key))?.slot).toBeUndefined();
-      expect(await cache.put('e', 'frozen', ...withAccounts(entry(1, 'now', 7)))).toBe('written');
+      expect(await cache.put('e', 'frozen', ...withAccounts('frozen', entry(1, 'now', 7)))).toBe(
+        'written',
+      );
       expect(await stored('frozen')).toEqual(entry(1, 'now', 7));
     }
     // A safe slot far ahead is honoured without a ceiling, and replaced past one.
     await redis.set(key, head('4503599627370496'));
-    expect(await cache.put('e', 'frozen', ...withAccounts(entry(2, 'now', 7)))).toBe('kept');
-    expect(
-      await cache.put('e', 'frozen', ...withAccounts(entry(2, 'now', 7)), 4503599627370495),
-    ).toBe('written');
-    // Within the ceiling it is honoured as ever.
-    expect(await cache.put('e', 'frozen', ...withAccounts(entry(3, 'behind', 6)), 1_000)).toBe(
+    expect(await cache.put('e', 'frozen', ...withAccounts('frozen', entry(2, 'now', 7)))).toBe(
       'kept',
     );
+    expect(
+      await cache.put(
+        'e',
+        'frozen',
+        ...withAccounts('frozen', entry(2, 'now', 7)),
+        4503599627370495,
+      ),
+    ).toBe('written');
+    // Within the ceiling it is honoured as ever.
+    expect(
+      await cache.put('e', 'frozen', ...withAccounts('frozen', entry(3, 'behind', 6)), 1_000),
+    ).toBe('kept');
     expect(await stored('frozen')).toEqual(entry(2, 'now', 7));
   });
 });
@@ -217,7 +238,7 @@ describe("SubdomainLookup's in-process copy", () => {
       });
       const endpoint = { kind: 'default', url: 'http://rpc.test/', id: 'e' } as const;
       const requester = { client: '127.0.0.1', charge: async () => undefined };
-      await cache.put('e', 'p', ...withAccounts({ labels: ['old'], fetchedAt: Date.now() }));
+      await cache.put('e', 'p', ...withAccounts('p', { labels: ['old'], fetchedAt: Date.now() }));
 
       // The read of the old entry returns, but reaches the lookup only after the new entry's
       // refresh event has arrived (on the subscriber connection).
@@ -231,7 +252,11 @@ describe("SubdomainLookup's in-process copy", () => {
       };
       const pending = lookup.lookup('p', endpoint, requester);
       const arrived = new Promise<void>((resolve) => listener.onRefreshed(() => resolve()));
-      await cache.put('e', 'p', ...withAccounts({ labels: ['new'], fetchedAt: Date.now() + 1 }));
+      await cache.put(
+        'e',
+        'p',
+        ...withAccounts('p', { labels: ['new'], fetchedAt: Date.now() + 1 }),
+      );
       await publishRefreshEvent(redis, prefix, { endpointId: 'e', parent: 'p', ok: true });
       await arrived;
       release();
@@ -284,7 +309,7 @@ describe('SubdomainCache.putOverride', () => {
     expect(ttl).toBeLessThanOrEqual(5_000);
     // The configured endpoint's entries are outside the budget and keep the stale window.
     const own = cache.key('default', 'own');
-    await cache.put('default', 'own', ...withAccounts(big(99)));
+    await cache.put('default', 'own', ...withAccounts('own', big(99)));
     await cache.putOverride('override', 'later', big(100));
     expect(await redis.exists(own)).toBe(1);
     expect(await redis.pttl(own)).toBeGreaterThan(3_000_000);
@@ -394,8 +419,11 @@ describe('SubdomainCache accounts of another shape', () => {
       await cache.put(
         'e',
         'p',
-        { labels: ['bullish'], fetchedAt: 1, slot: 1 },
-        { A: ['bullish', 'o'] },
+        ...withReverses(
+          'p',
+          { labels: ['bullish'], fetchedAt: 1, slot: 1 },
+          { A: ['bullish', 'o'] },
+        ),
       );
       expect((await cache.getWithAccounts('e', 'p'))?.accounts).toEqual({ A: ['bullish', 'o'] });
       const members = redisKeys(prefix).entryMembers('e', 'p');
@@ -435,26 +463,37 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   const reverseOf = (parent: string, account: string) =>
     toBase58(reverseKeyFromDomainKey(account, domainKey(parent)));
 
-  it('indexes the reverse records a scan found as given, deriving only the others', async () => {
+  it('indexes the reverse records a scan found as given, and refuses a put without one', async () => {
     // A scan names each member's reverse record: it is written as given, not derived again.
-    const given = new Map([['K1', 'GivenReverse1']]);
+    const given = new Map([
+      ['K1', 'GivenReverse1'],
+      ['K2', 'GivenReverse2'],
+    ]);
     const accounts = { K1: ['k', 'o'], K2: ['l', 'o'] } as const;
     // An endpoint of its own: the tests below read the whole index of theirs.
-    await cache.put('g', 'given', scan(10), accounts, undefined, 1, given);
+    await cache.put('g', 'given', scan(10), accounts, given, undefined, 1);
     expect(await cache.parentOfMember('g', 'GivenReverse1')).toEqual({
       parent: 'given',
       subdomain: 'K1',
     });
-    expect(await cache.parentOfMember('g', reverseOf('given', 'K1'))).toBeNull();
-    expect(await cache.parentOfMember('g', reverseOf('given', 'K2'))).toEqual({
+    expect(await cache.parentOfMember('g', 'GivenReverse2')).toEqual({
       parent: 'given',
       subdomain: 'K2',
     });
+    expect(await cache.parentOfMember('g', reverseOf('given', 'K1'))).toBeNull();
+    // A member without its reverse record is a caller's mistake: nothing is written.
+    await expect(
+      cache.put('g', 'given', scan(11), { ...accounts, K3: ['m', 'o'] }, given),
+    ).rejects.toThrow(TypeError);
+    expect((await cache.head('g', 'given'))?.slot).toBe(10);
+    expect(await cache.parentOfMember('g', 'K3')).toBeNull();
   });
 
   it('puts a scan as head, labels and members, indexes every account, and registers the parent', async () => {
     const accounts = { B1: ['beta', 'o1'], A1: ['alpha', 'o2'], Z1: ['alpha', 'o3'] } as const;
-    expect(await cache.put('e', 'split', scan(10), accounts, undefined, 123)).toBe('written');
+    expect(
+      await cache.put('e', 'split', ...withReverses('split', scan(10), accounts), undefined, 123),
+    ).toBe('written');
     const entry = await cache.get(cache.key('e', 'split'));
     expect(entry).toEqual({ ...scan(10), rev: 1, labels: ['alpha', 'alpha', 'beta'] });
     const read = await cache.getWithAccounts('e', 'split');
@@ -481,8 +520,12 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     });
     expect(await cache.followedParents('e')).toContainEqual({ parent: 'split', usedAt: 123 });
     // A rescan that no longer lists B1 drops its index fields, and only its own.
-    await cache.put('e', 'other', scan(10), { O1: ['x', 'o'] });
-    await cache.put('e', 'split', scan(11), { A1: ['alpha', 'o2'], C1: ['gamma', 'o'] });
+    await cache.put('e', 'other', ...withReverses('other', scan(10), { O1: ['x', 'o'] }));
+    await cache.put(
+      'e',
+      'split',
+      ...withReverses('split', scan(11), { A1: ['alpha', 'o2'], C1: ['gamma', 'o'] }),
+    );
     expect(await cache.parentOfMember('e', 'B1')).toBeNull();
     expect(await cache.parentOfMember('e', reverseOf('split', 'B1'))).toBeNull();
     expect(await cache.parentOfMember('e', 'Z1')).toBeNull();
@@ -512,13 +555,17 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
 
   it('indexes and forgets the accounts of a parent holding whitespace (any name the API takes)', async () => {
     const parent = 'a b\tc';
-    await cache.put('e', parent, scan(10), { W1: ['w', 'o'], W2: ['v', 'o'] });
+    await cache.put(
+      'e',
+      parent,
+      ...withReverses(parent, scan(10), { W1: ['w', 'o'], W2: ['v', 'o'] }),
+    );
     expect(await cache.parentOfMember('e', 'W1')).toEqual({ parent, subdomain: 'W1' });
     expect(await cache.parentOfMember('e', reverseOf(parent, 'W1'))).toEqual({
       parent,
       subdomain: 'W1',
     });
-    await cache.put('e', parent, scan(11), { W2: ['v', 'o'] });
+    await cache.put('e', parent, ...withReverses(parent, scan(11), { W2: ['v', 'o'] }));
     expect(await cache.parentOfMember('e', 'W1')).toBeNull();
     expect(await cache.parentOfMember('e', reverseOf(parent, 'W1'))).toBeNull();
     const reverse = reverseOf(parent, 'W2');
@@ -529,10 +576,10 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
 
   it('lists labels in the order answers use (JS string order), whatever Redis sorts by', async () => {
     const labels = ['b', 'a', 'ab', '\u{1f600}', '\uff21', 'a-b', 'A'];
-    await cache.put('e', 'order', ...withAccounts({ labels, fetchedAt: 1 }));
+    await cache.put('e', 'order', ...withAccounts('order', { labels, fetchedAt: 1 }));
     expect((await cache.get(cache.key('e', 'order')))?.labels).toEqual([...labels].sort());
     const accounts = Object.fromEntries(labels.map((l, i) => [`K${i}`, [l, 'o'] as const]));
-    await cache.put('e', 'order', { labels: [], fetchedAt: 2 }, accounts);
+    await cache.put('e', 'order', ...withReverses('order', { labels: [], fetchedAt: 2 }, accounts));
     expect((await cache.get(cache.key('e', 'order')))?.labels).toEqual([...labels].sort());
   });
 
@@ -541,16 +588,15 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     await cache.put(
       'e',
       'nul',
-      { labels: [], fetchedAt: 1 },
-      { X1: ['a\0b', 'o'], c1: ['a', 'o'] },
+      ...withReverses('nul', { labels: [], fetchedAt: 1 }, { X1: ['a\0b', 'o'], c1: ['a', 'o'] }),
     );
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0b']);
-    await cache.put('e', 'nul', ...withAccounts({ labels: ['a\0!', 'a'], fetchedAt: 2 }));
+    await cache.put('e', 'nul', ...withAccounts('nul', { labels: ['a\0!', 'a'], fetchedAt: 2 }));
     expect((await cache.get(cache.key('e', 'nul')))?.labels).toEqual(['a', 'a\0!']);
   });
 
   it('never lists again, from a change older than the last scan, an account that scan did not list', async () => {
-    await cache.put('e', 'late', scan(100), { A: ['a', 'o'] });
+    await cache.put('e', 'late', ...withReverses('late', scan(100), { A: ['a', 'o'] }));
     // X created at 90 and deleted at 95, its creation arriving after the scan at 100.
     const late = { account: 'X', reverse: 'RX', member: ['x', 'o'] as const };
     expect(await cache.applyChanges('e', 'late', [late], 90)).toEqual({
@@ -565,7 +611,11 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   });
 
   it('applies changes to the accounts they name only, raising the slot and the revision when something changed', async () => {
-    await cache.put('e', 'apply', scan(100), { A: ['a', 'o1'], B: ['b', 'o1'] });
+    await cache.put(
+      'e',
+      'apply',
+      ...withReverses('apply', scan(100), { A: ['a', 'o1'], B: ['b', 'o1'] }),
+    );
     const change = (account: string, member: readonly [string, string] | null) => ({
       account,
       reverse: `R${account}`,
@@ -619,8 +669,12 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       slot: 108,
     });
     // A scan older than the changes is refused; one at their slot or later replaces them.
-    expect(await cache.put('e', 'apply', scan(104, 9_000), { A: ['a', 'o1'] })).toBe('kept');
-    expect(await cache.put('e', 'apply', scan(108, 9_000), { A: ['a', 'o1'] })).toBe('written');
+    expect(
+      await cache.put('e', 'apply', ...withReverses('apply', scan(104, 9_000), { A: ['a', 'o1'] })),
+    ).toBe('kept');
+    expect(
+      await cache.put('e', 'apply', ...withReverses('apply', scan(108, 9_000), { A: ['a', 'o1'] })),
+    ).toBe('written');
     expect(await cache.parentOfMember('e', 'B')).toBeNull();
   });
 
@@ -650,7 +704,11 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   it('ignores an addition the scan it patches already read past (a late or replayed notification)', async () => {
     // Scanned at 110: the name created at 100 and deleted at 105 is not listed. Its creation's
     // notifications, kept for replay while the parent was not followed, come after the scan.
-    await cache.put('e', 'replayed', { ...scan(110), scanSlot: 110 }, { A: ['a', 'o1'] });
+    await cache.put(
+      'e',
+      'replayed',
+      ...withReverses('replayed', { ...scan(110), scanSlot: 110 }, { A: ['a', 'o1'] }),
+    );
     const add = { account: 'GONE', reverse: 'RGONE', member: ['gone', 'o1'] } as const;
     expect((await cache.applyChanges('e', 'replayed', [add], 100)).outcome).toBe('unchanged');
     expect((await cache.get(cache.key('e', 'replayed')))?.labels).toEqual(['a']);
@@ -670,7 +728,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   });
 
   it('gives keys a change creates the life of the entry', async () => {
-    await cache.put('e', 'empty', scan(1), {});
+    await cache.put('e', 'empty', ...withReverses('empty', scan(1), {}));
     expect(await redis.exists(keys.entryMembers('e', 'empty'))).toBe(0);
     await cache.applyChanges(
       'e',
@@ -684,7 +742,11 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   });
 
   it('marks an existence check: drops the accounts gone unless written since, raises fetchedAt and slot', async () => {
-    await cache.put('e', 'check', scan(50), { NA: ['a', 'o'], NB: ['b', 'o'], NC: ['c', 'o'] });
+    await cache.put(
+      'e',
+      'check',
+      ...withReverses('check', scan(50), { NA: ['a', 'o'], NB: ['b', 'o'], NC: ['c', 'o'] }),
+    );
     await cache.applyChanges(
       'e',
       'check',
@@ -707,7 +769,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   });
 
   it('marks a re-read owed: not fresh by following until a scan that far is stored', async () => {
-    await cache.put('e', 'owing', scan(50), { NA: ['a', 'o'] });
+    await cache.put('e', 'owing', ...withReverses('owing', scan(50), { NA: ['a', 'o'] }));
     const status = { epoch: 0, healthyUntil: 1e15, mode: 'program' as const };
     const head = async () => (await cache.get(cache.key('e', 'owing'))) as CacheEntry;
     expect(followedFresh(await head(), status, 10_000)).toBe(true);
@@ -723,10 +785,10 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       60,
     );
     await cache.markChecked('e', 'owing', { fetchedAt: 2_000, slot: 61, gone: [] });
-    await cache.put('e', 'owing', scan(65, 3_000), { NA: ['a', 'o'] });
+    await cache.put('e', 'owing', ...withReverses('owing', scan(65, 3_000), { NA: ['a', 'o'] }));
     expect(await head()).toMatchObject({ owes: 70 });
     // A scan that far settles it.
-    await cache.put('e', 'owing', scan(70, 4_000), { NA: ['a', 'o'] });
+    await cache.put('e', 'owing', ...withReverses('owing', scan(70, 4_000), { NA: ['a', 'o'] }));
     expect((await head()).owes).toBeUndefined();
     expect(followedFresh(await head(), status, 10_000)).toBe(true);
   });
@@ -734,8 +796,20 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   it('touch slides the expiry and the registry score; the sweep removes idle parents with their index fields', async () => {
     const local = new SubdomainCache(redis, `${prefix}:sweep`, 60_000, 10_000);
     const k = redisKeys(`${prefix}:sweep`);
-    await local.put('e', 'idle', scan(1), { I1: ['i', 'o'] }, undefined, 1_000);
-    await local.put('e', 'used', scan(1), { U1: ['u', 'o'] }, undefined, 1_000);
+    await local.put(
+      'e',
+      'idle',
+      ...withReverses('idle', scan(1), { I1: ['i', 'o'] }),
+      undefined,
+      1_000,
+    );
+    await local.put(
+      'e',
+      'used',
+      ...withReverses('used', scan(1), { U1: ['u', 'o'] }),
+      undefined,
+      1_000,
+    );
     expect(await local.touch('e', 'used', 8_000)).toBe(true);
     expect(await local.touch('e', 'absent', 8_000)).toBe(false);
     expect(await local.followedParents('e')).toEqual([
@@ -760,8 +834,20 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     // expiry against the sweep's clock.
     const local = new SubdomainCache(redis, `${prefix}:orphans`, 60_000, 3_600_000);
     const now = Date.now();
-    await local.put('e', 'gone', scan(1), { G1: ['g', 'o'] }, undefined, now - 7_200_000);
-    await local.put('e', 'live', scan(1), { L1: ['l', 'o'] }, undefined, now);
+    await local.put(
+      'e',
+      'gone',
+      ...withReverses('gone', scan(1), { G1: ['g', 'o'] }),
+      undefined,
+      now - 7_200_000,
+    );
+    await local.put(
+      'e',
+      'live',
+      ...withReverses('live', scan(1), { L1: ['l', 'o'] }),
+      undefined,
+      now,
+    );
     const k = redisKeys(`${prefix}:orphans`);
     const goneKeys = [
       k.entryMeta('e', 'gone'),
@@ -784,7 +870,8 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
 
   it('sweeps in bounded batches', async () => {
     const local = new SubdomainCache(redis, `${prefix}:batches`, 60_000, 10_000);
-    for (let i = 0; i < 450; i++) await local.put('e', `p${i}`, scan(1), {}, undefined, 1);
+    for (let i = 0; i < 450; i++)
+      await local.put('e', `p${i}`, ...withReverses(`p${i}`, scan(1), {}), undefined, 1);
     const first = await local.sweep('e', 1_000_000);
     expect(first).toEqual({ removed: 200, more: true });
     let removed = first.removed;
@@ -805,7 +892,9 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
         Array.from({ length: n }, (_, i) => [`S${tag}${i}`, [`l${i}`, 'o'] as const]),
       );
     const first = many(2 * PUT_CHUNK_MEMBERS + 1, 'a');
-    expect(await local.put('e', 'staged', scan(10), first)).toBe('written');
+    expect(await local.put('e', 'staged', ...withReverses('staged', scan(10), first))).toBe(
+      'written',
+    );
     const read = await local.getWithAccounts('e', 'staged');
     expect(read?.accounts).toEqual(first);
     expect((await local.get(local.key('e', 'staged')))?.labels).toHaveLength(
@@ -815,13 +904,21 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect(Object.keys(await index())).toHaveLength(2 * (2 * PUT_CHUNK_MEMBERS + 1));
     // A rescan listing other accounts: those gone lose their index fields.
     const second = many(PUT_CHUNK_MEMBERS + 5, 'b');
-    expect(await local.put('e', 'staged', scan(11), second)).toBe('written');
+    expect(await local.put('e', 'staged', ...withReverses('staged', scan(11), second))).toBe(
+      'written',
+    );
     expect((await local.getWithAccounts('e', 'staged'))?.accounts).toEqual(second);
     const fields = await index();
     expect(Object.keys(fields)).toHaveLength(2 * (PUT_CHUNK_MEMBERS + 5));
     expect(fields.Sa0).toBeUndefined();
     // An older scan is refused: the entry stays, and nothing it staged is left behind.
-    expect(await local.put('e', 'staged', scan(9), many(PUT_CHUNK_MEMBERS + 3, 'c'))).toBe('kept');
+    expect(
+      await local.put(
+        'e',
+        'staged',
+        ...withReverses('staged', scan(9), many(PUT_CHUNK_MEMBERS + 3, 'c')),
+      ),
+    ).toBe('kept');
     expect((await local.getWithAccounts('e', 'staged'))?.accounts).toEqual(second);
     expect(await index()).toEqual(fields);
     expect(await redis.keys(`${prefix}:staged:entry-staging:*`)).toEqual([]);
@@ -832,7 +929,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     const accounts: Record<string, readonly [string, string]> = {};
     for (let i = 0; i < 100_000; i++) accounts[`Acc${i}`] = [`label${i}`, 'owner'];
     let started = performance.now();
-    await local.put('e', 'big', scan(10), accounts);
+    await local.put('e', 'big', ...withReverses('big', scan(10), accounts));
     const putMs = performance.now() - started;
     const change = {
       account: 'Acc77',

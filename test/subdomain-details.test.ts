@@ -15,6 +15,7 @@ import { buildDetailsView, detailsOf, rowsText } from '../src/api/subdomains/det
 import { selectPage } from '../src/api/subdomains/page-selection.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
+import { withReverses } from './support/entry-accounts.js';
 
 /**
  * `GET /subdomains/:parent/details` against the real worker, Redis and the simulator: each label
@@ -163,7 +164,11 @@ describe('GET /subdomains/:parent/details', () => {
   it('answers 503 with Retry-After for an entry one of whose accounts is unreadable', async () => {
     const cache = new SubdomainCache(gw.redis, gw.config.QUEUE_PREFIX, 60_000, 86_400_000);
     const id = endpointId(gw.sim.url);
-    await cache.put(id, 'olden', { labels: ['x'], fetchedAt: Date.now() }, { AccX: ['x', 'o'] });
+    await cache.put(
+      id,
+      'olden',
+      ...withReverses('olden', { labels: ['x'], fetchedAt: Date.now() }, { AccX: ['x', 'o'] }),
+    );
     await gw.redis.hset(redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'olden'), 'AccX', '[1]');
     const res = await gw.get('/subdomains/olden/details');
     expect(res).toMatchObject({ status: 503, body: { s: 'error', result: 'Service overloaded' } });
@@ -331,7 +336,7 @@ describe('GET /subdomains/:parent/details', () => {
       const [subKey, [label]] = Object.entries(read.accounts)[0] as [string, [string, string]];
       const accounts: EntryAccounts = { [subKey]: [label, owner(79)] };
       const entry = { ...read.entry, labels: labelsOf(accounts), fetchedAt: Date.now() + 1 };
-      await cache.put(id, 'reborn', entry, accounts);
+      await cache.put(id, 'reborn', ...withReverses('reborn', entry, accounts));
       expect((await cache.getWithAccounts(id, 'reborn'))?.entry.rev).toBe(1);
       const before = await reads.of(key);
       await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {

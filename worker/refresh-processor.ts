@@ -221,9 +221,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
           parent,
           { ...entry, slot, scanSlot: slot },
           found.members,
-          ceiling,
-          undefined,
           found.reverses,
+          ceiling,
         );
         if (outcome === 'written') break;
         // The stored entry reflects a later slot. When that is a later scan, this one is simply

@@ -1,4 +1,5 @@
 import type { CacheEntry, EntryAccounts } from '../../src/core/cache/subdomain-cache.js';
+import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 
 /**
  * Name accounts for `labels`, for a test that cares only about the labels of an entry it puts:
@@ -12,8 +13,31 @@ export function accountsOf(labels: readonly string[], owner = 'Owner'): EntryAcc
   );
 }
 
-/** `entry` with {@link accountsOf} its labels: the arguments `put` takes after the parent. */
-export const withAccounts = (entry: CacheEntry): [CacheEntry, EntryAccounts] => [
+/**
+ * The reverse record (base58) of each of `accounts` under `parent`, derived as the decode thread
+ * finds them on the chain (`reverseKeyFromDomainKey`): what a scan hands `put` beside its accounts.
+ */
+function reversesOf(parent: string, accounts: EntryAccounts): Map<string, string> {
+  const parentKey = domainKey(parent);
+  return new Map(
+    Object.keys(accounts).map((a) => [a, toBase58(reverseKeyFromDomainKey(a, parentKey))]),
+  );
+}
+
+/** `entry` with `accounts` and their {@link reversesOf} under `parent`: `put`'s arguments after the parent. */
+export const withReverses = (
+  parent: string,
+  entry: CacheEntry,
+  accounts: EntryAccounts,
+): [CacheEntry, EntryAccounts, Map<string, string>] => [
   entry,
-  accountsOf(entry.labels),
+  accounts,
+  reversesOf(parent, accounts),
 ];
+
+/** `entry` with {@link accountsOf} its labels and their reverse records under `parent` ({@link withReverses}). */
+export const withAccounts = (
+  parent: string,
+  entry: CacheEntry,
+): [CacheEntry, EntryAccounts, Map<string, string>] =>
+  withReverses(parent, entry, accountsOf(entry.labels));

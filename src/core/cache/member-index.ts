@@ -1,7 +1,6 @@
 import type { RedisClient } from '../redis.js';
 import type { RedisKeys } from '../redis-keys.js';
 import { LuaScript, replyList, replyNumber, replyString } from '../lua-script.js';
-import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../sns/pda.js';
 
 /** Which parent lists an account (a subdomain name account, or its reverse record). */
 export type MemberParent = {
@@ -9,11 +8,6 @@ export type MemberParent = {
   /** The subdomain name account: `account` itself, or the one whose reverse record it is. */
   readonly subdomain: string;
 };
-
-/** From this many members a put looks their reverse records up in the index before deriving them. */
-const REVERSE_LOOKUP_FROM = 64;
-/** Fields per HMGET of that lookup. */
-const REVERSE_LOOKUP_BATCH = 5_000;
 
 /** One bounded step of the index's own sweep (src/core/lua/sweep-index.lua). */
 const SWEEP_INDEX = new LuaScript(new URL('../lua/sweep-index.lua', import.meta.url), (raw) => {
@@ -59,40 +53,6 @@ export class MemberIndex {
     return accounts.map((account, i) => {
       const raw = raws[i];
       return raw === null || raw === undefined ? null : parseMemberParent(raw, account);
-    });
-  }
-
-  /**
-   * The reverse records of `accounts` under `parent`: from the member-parents index where a scan
-   * before indexed them (a rescan of a large parent then derives almost none: about 12 µs each),
-   * else derived (`reverseKeyFromDomainKey`). The index is read in batches, between which other
-   * clients are served.
-   */
-  async reverseKeys(
-    endpointId: string,
-    parent: string,
-    accounts: readonly string[],
-  ): Promise<string[]> {
-    const known = new Map<string, string>();
-    if (accounts.length >= REVERSE_LOOKUP_FROM) {
-      const index = this.keys.memberParents(endpointId);
-      for (let i = 0; i < accounts.length; i += REVERSE_LOOKUP_BATCH) {
-        const batch = accounts.slice(i, i + REVERSE_LOOKUP_BATCH);
-        const values = await this.redis.hmget(index, ...batch);
-        values.forEach((value, j) => {
-          const [p, account, reverse] = value?.split(' ') ?? [];
-          if (p === parent && account && account === batch[j] && reverse) {
-            known.set(account, reverse);
-          }
-        });
-      }
-    }
-    let parentKey: Buffer | undefined;
-    return accounts.map((account) => {
-      const found = known.get(account);
-      if (found !== undefined) return found;
-      parentKey ??= domainKey(parent);
-      return toBase58(reverseKeyFromDomainKey(account, parentKey));
     });
   }
 

@@ -4,7 +4,6 @@ import type { RedisKeys } from '../redis-keys.js';
 import { LuaScript, replyList, replyNumber, replyStringsOrNull } from '../lua-script.js';
 import { isSlot } from '../rpc/slot.js';
 import { entryArgs, labelsOf, type CacheEntry, type EntryAccounts, type Member } from './entry.js';
-import type { MemberIndex } from './member-index.js';
 
 /** One change to one member of a parent's entry, as {@link SplitEntries.applyChanges} takes it. */
 export type MemberChange = {
@@ -120,7 +119,7 @@ const SCRIPTS = {
 /**
  * The configured endpoint's entries (docs/design.md, "The subdomain cache"), split so a change
  * touches only the accounts it is about: a head, a sorted set of labels, a hash of members, each
- * member in the member-parents index ({@link MemberIndex}), each parent in the followed-parents
+ * member in the member-parents index (`MemberIndex`), each parent in the followed-parents
  * registry. The worker writes them (scans, changes, checks, sweeps); the API reads them and
  * touches them as they are used. No write takes an entry back to an older slot.
  */
@@ -130,7 +129,6 @@ export class SplitEntries {
     private readonly keys: RedisKeys,
     /** `CACHE_STALE_SECONDS`, in milliseconds: how long an unused parent is kept. */
     private readonly staleMs: number,
-    private readonly index: MemberIndex,
   ) {}
 
   /** Expiry of a configured endpoint's keys after a write or a use, in milliseconds. */
@@ -250,22 +248,23 @@ export class SplitEntries {
    * fields written then), and the atomic step renames them into place.
    *
    * @param accounts the name accounts behind the labels (what is stored: the labels are theirs).
+   * @param reverses the reverse record (base58) of each of `accounts`, as the scan found them
+   *   (the decode thread): written to the member-parents index beside the account.
    * @param ceiling the highest slot the chain can have reached now (`SlotClock.ceiling`), when
    *   known: a stored entry whose slot is past it is replaced whatever this entry's slot, so it
    *   cannot hold scans back.
-   * @param reverses the reverse record (base58) of accounts the caller knows it of (a scan found
-   *   them): those are neither looked up nor derived.
    * @returns 'written', or 'kept' when the stored entry was newer.
-   * @throws TypeError for an entry whose slots are not slots (see `entryArgs`).
+   * @throws TypeError for an entry whose slots are not slots (see `entryArgs`), or an account
+   *   without its reverse record in `reverses` (before anything is written).
    */
   async put(
     endpointId: string,
     parent: string,
     entry: CacheEntry,
     accounts: EntryAccounts,
+    reverses: ReadonlyMap<string, string>,
     ceiling?: number,
     now = Date.now(),
-    reverses?: ReadonlyMap<string, string>,
   ): Promise<'written' | 'kept'> {
     const [slot, fetchedAt] = entryArgs(entry);
     const args: string[] = [
@@ -282,16 +281,14 @@ export class SplitEntries {
     const keys = [...this.splitKeys(endpointId, parent), staging.labels, staging.members];
     const memberSlot = entry.slot ?? 0;
     const listed = Object.entries(accounts);
-    const unknown = listed.map(([account]) => account).filter((a) => !reverses?.has(a));
-    const found = await this.index.reverseKeys(endpointId, parent, unknown);
-    const known = new Map(reverses);
-    unknown.forEach((account, i) => known.set(account, found[i] as string));
+    const missing = listed.find(([account]) => !reverses.has(account));
+    if (missing) throw new TypeError(`no reverse record given for the account ${missing[0]}`);
     // Each chunk's arguments are made when it is sent: the worker's event loop runs between.
     const argsOf = (from: number, to: number) =>
       listed.slice(from, to).map(([account, [label, owner]]) => {
         // JSON.stringify escapes every newline, so the first one ends the value.
         const value = JSON.stringify([label, owner, memberSlot]);
-        return `${account} ${known.get(account) as string} ${value}\n${label}`;
+        return `${account} ${reverses.get(account) as string} ${value}\n${label}`;
       });
     if (listed.length <= PUT_CHUNK_MEMBERS) args.push('m', ...argsOf(0, listed.length));
     else {

@@ -56,7 +56,7 @@ export class SubdomainCache {
   ) {
     this.keys = redisKeys(prefix);
     this.memberIndex = new MemberIndex(redis, this.keys);
-    this.entries = new SplitEntries(redis, this.keys, staleMs, this.memberIndex);
+    this.entries = new SplitEntries(redis, this.keys, staleMs);
     this.overrideEntries = new OverrideEntries(redis, this.keys, overrides);
   }
 
@@ -136,11 +136,11 @@ export class SubdomainCache {
     parent: string,
     entry: CacheEntry,
     accounts: EntryAccounts,
+    reverses: ReadonlyMap<string, string>,
     ceiling?: number,
     now = Date.now(),
-    reverses?: ReadonlyMap<string, string>,
   ): Promise<'written' | 'kept'> {
-    return this.entries.put(endpointId, parent, entry, accounts, ceiling, now, reverses);
+    return this.entries.put(endpointId, parent, entry, accounts, reverses, ceiling, now);
   }
 
   /** {@link SplitEntries.applyChanges}. */
