@@ -546,6 +546,35 @@ describe('getSignaturesForAddress', () => {
     expect(await count({ commitment: 'confirmed', limit: 10 })).toBe(6);
   });
 
+  it('under a page cap still refuses a limit the node refuses, rather than cap it', async () => {
+    const owner = new PublicKey(randomBytes(32));
+    sim.chain.addDomain('strict', owner);
+    for (let i = 0; i < 4; i++) sim.chain.addSubdomain('strict', `s${i}`);
+    const call = (limit: unknown) =>
+      post(sim.url, 'getSignaturesForAddress', [
+        owner.toBase58(),
+        { commitment: 'confirmed', limit },
+      ]);
+    sim.setSignaturesPageCap(3);
+    try {
+      for (const limit of [0, -1, 2.5, 1001, 1e9]) {
+        const reply = await call(limit);
+        expect(reply.result, `limit ${limit}`).toBeUndefined();
+        expect(reply.error, `limit ${limit}`).toEqual({
+          code: -32602,
+          message: 'Invalid limit; max 1000',
+        });
+      }
+      // Not a number: the node's params fail to parse.
+      expect((await call('10')).error?.code).toBe(-32602);
+      // A valid limit is what the cap cuts; null is no limit, so the default, cut too.
+      expect((await call(1000)).result).toHaveLength(3);
+      expect((await call(null)).result).toHaveLength(3);
+    } finally {
+      sim.setSignaturesPageCap(Infinity);
+    }
+  });
+
   it('limits, commitment and minContextSlot as agave', async () => {
     const address = NAME_PROGRAM_ID.toBase58();
     const call = (config: Record<string, unknown>) =>

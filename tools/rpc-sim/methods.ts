@@ -3,10 +3,10 @@
  * objects and `rentEpoch` can be the exact u64 the real RPC sends.
  */
 import { PublicKey } from '@solana/web3.js';
-import { base58Decode, isBase58Pubkey } from './base58.js';
+import { isBase58Pubkey } from './base58.js';
 import type { ChainView, MemcmpHint, SimChain, StoredAccount } from './chain.js';
-import { FINALIZED_DEPTH, signatureInfoJson, transactionJson } from './transaction-json.js';
-import type { SimTransaction } from './transactions.js';
+import { getSignaturesForAddress, getTransaction } from './history-methods.js';
+import type { TransactionView } from './history-methods.js';
 import { accountJson, type Filter } from './account-json.js';
 import {
   invalidParams,
@@ -19,13 +19,12 @@ import {
   readDataSlice,
   readEncoding,
   readFilters,
-  type Config,
+  readLimit,
 } from './params.js';
 import { RpcError, RpcErrorCode } from './rpc-error.js';
 import {
   DEFAULT_V2_LIMIT,
   MAX_MULTIPLE_ACCOUNTS,
-  MAX_SIGNATURES_LIMIT,
   MAX_V2_LIMIT,
   SIM_SOLANA_VERSION,
 } from './limits.js';
@@ -33,11 +32,16 @@ import {
 /** One call's result, as JSON text. */
 export type ResultJson = string;
 
-/** Which transactions a node has. */
-export interface TransactionView {
-  readonly chain: SimChain;
-  /** Transactions after this chain time (ms) are unknown yet. */
-  readonly cutoff: number;
+/** How the answering node differs from the chain now; every field optional. */
+export interface NodeOptions {
+  /** What reads see: default the chain now; a lagging node passes `chain.asOf(lag)`. */
+  readonly view?: ChainView;
+  /** Transaction methods see transactions at least this old (ms); default 0. */
+  readonly txLagMs?: number;
+  /** Methods answered as unknown ones, as a provider without them does. */
+  readonly refused?: ReadonlySet<string>;
+  /** A stingy provider's cap on getSignaturesForAddress's rows; default Infinity. */
+  readonly signaturesPageCap?: number;
 }
 
 type Handler = (
@@ -99,10 +103,9 @@ export const SUPPORTED_METHODS: readonly string[] = Object.keys(HANDLERS);
 export const SIM_ONLY_METHODS: readonly string[] = Object.keys(SIM_HANDLERS);
 
 /**
- * Runs one method: reads against `view` (default the chain now; a lagging node passes
- * `chain.asOf(lag)`), `sim*` against `chain`. Transaction methods see transactions at least
- * `txLagMs` old and no later than `slot`. Methods in `refused` answer as unknown ones, as a
- * provider without them does (most refuse `getProgramAccountsV2`).
+ * Runs one method: reads against `node.view`, `sim*` against `chain`. Transaction methods see
+ * transactions at least `node.txLagMs` old and no later than `slot`. Methods in `node.refused`
+ * answer as unknown ones (most providers refuse `getProgramAccountsV2`).
  * @returns the result as JSON text.
  * @throws RpcError -32601 unknown or refused method, -32602 bad params, -32016 `minContextSlot`
  *   ahead.
@@ -112,17 +115,20 @@ export function callMethod(
   method: string,
   params: unknown,
   slot: number,
-  view: ChainView = chain,
-  txLagMs = 0,
-  refused: ReadonlySet<string> = NONE_REFUSED,
+  node: NodeOptions = {},
 ): ResultJson {
+  const { view = chain, txLagMs = 0, refused = NONE_REFUSED } = node;
   if (refused.has(method)) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
   const handler = Object.hasOwn(HANDLERS, method) ? HANDLERS[method] : undefined;
   const simHandler = Object.hasOwn(SIM_HANDLERS, method) ? SIM_HANDLERS[method] : undefined;
   if (!handler && !simHandler) throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
   const list = paramList(params);
   return handler
-    ? handler(view, list, slot, { chain, cutoff: chain.nowMs() - txLagMs })
+    ? handler(view, list, slot, {
+        chain,
+        cutoff: chain.nowMs() - txLagMs,
+        signaturesPageCap: node.signaturesPageCap ?? Infinity,
+      })
     : (simHandler as NonNullable<typeof simHandler>)(chain, list);
 }
 
@@ -197,15 +203,12 @@ function getProgramAccountsV2(chain: ChainView, params: unknown[], slot: number)
     params,
     slot,
   );
-  const limit = config.limit ?? DEFAULT_V2_LIMIT;
-  if (
-    typeof limit !== 'number' ||
-    !Number.isSafeInteger(limit) ||
-    limit < 1 ||
-    limit > MAX_V2_LIMIT
-  ) {
-    throw invalidParams(`Invalid params: limit must be an integer from 1 to ${MAX_V2_LIMIT}`);
-  }
+  const limit = readLimit(
+    config,
+    DEFAULT_V2_LIMIT,
+    MAX_V2_LIMIT,
+    `Invalid params: limit must be an integer from 1 to ${MAX_V2_LIMIT}`,
+  );
   const after = config.paginationKey ?? undefined;
   if (after !== undefined && (typeof after !== 'string' || !isBase58Pubkey(after))) {
     throw invalidParams('Invalid params: paginationKey must be a key a previous page returned');
@@ -269,112 +272,6 @@ function getAccountInfo(chain: ChainView, params: unknown[], slot: number): Resu
   const context = readContext(config, slot);
   const account = chain.lookup(key);
   return `{"context":${context},"value":${account ? accountJson(account, encoding, dataSlice) : 'null'}}`;
-}
-
-/**
- * getTransaction: a kept transaction, or null when the node does not know it (forgotten, younger
- * than the lag, or under `finalized` not 32 slots deep yet).
- * @throws RpcError -32602 on a bad signature, `processed` (as agave), a version above 0, or an
- *   encoding other than json, jsonParsed.
- */
-function getTransaction(
-  _view: ChainView,
-  params: unknown[],
-  slot: number,
-  txs: TransactionView,
-): ResultJson {
-  const signature = signatureParam(params[0]);
-  const config: Config =
-    typeof params[1] === 'string' ? { encoding: params[1] } : optionalConfig(params[1]);
-  const finalized = readHistoryCommitment(config);
-  const { encoding, maxSupportedTransactionVersion: version } = config;
-  if (encoding !== undefined && encoding !== 'json' && encoding !== 'jsonParsed') {
-    throw invalidParams(
-      `Invalid params: unsupported encoding ${JSON.stringify(encoding)} (simulator serves json, jsonParsed)`,
-    );
-  }
-  if (version !== undefined && version !== null && version !== 0) {
-    throw invalidParams('Invalid params: maxSupportedTransactionVersion must be 0');
-  }
-  const tx = txs.chain.getTransaction(signature);
-  if (!tx || !visible(tx, slot, txs, finalized)) return 'null';
-  const withVersion = version === 0;
-  return JSON.stringify(transactionJson(tx, encoding ?? 'json', withVersion));
-}
-
-/**
- * getSignaturesForAddress: transactions naming `address`, newest first, between `before` and
- * `until` (exclusive), at most `limit` (≤ 1000). As agave, an unknown `before` gives [] and an
- * unknown `until` reaches the oldest kept.
- * @throws RpcError -32602 on bad params or `processed`; -32016 for `minContextSlot` ahead.
- */
-function getSignaturesForAddress(
-  _view: ChainView,
-  params: unknown[],
-  slot: number,
-  txs: TransactionView,
-): ResultJson {
-  const address = pubkeyParam(params[0]);
-  const config = optionalConfig(params[1]);
-  const finalized = readHistoryCommitment(config);
-  readContext({ minContextSlot: config.minContextSlot }, slot);
-  const limit = config.limit ?? MAX_SIGNATURES_LIMIT;
-  if (
-    typeof limit !== 'number' ||
-    !Number.isSafeInteger(limit) ||
-    limit < 1 ||
-    limit > MAX_SIGNATURES_LIMIT
-  ) {
-    throw invalidParams(`Invalid limit; max ${MAX_SIGNATURES_LIMIT}`);
-  }
-  const before = config.before == null ? undefined : signatureParam(config.before);
-  const until = config.until == null ? undefined : signatureParam(config.until);
-  const beforeTx = before === undefined ? undefined : txs.chain.getTransaction(before);
-  if (before !== undefined && (!beforeTx || !visible(beforeTx, slot, txs, finalized))) {
-    return '[]';
-  }
-  const rows: string[] = [];
-  const addressKey = new PublicKey(address);
-  for (const tx of txs.chain.transactionsNewestFirst()) {
-    if (beforeTx && tx.index >= beforeTx.index) continue;
-    if (tx.signature === until) break;
-    if (!visible(tx, slot, txs, finalized) || !tx.mentions(addressKey)) continue;
-    rows.push(JSON.stringify(signatureInfoJson(tx, slot)));
-    if (rows.length >= limit) break;
-  }
-  return `[${rows.join(',')}]`;
-}
-
-function visible(
-  tx: SimTransaction,
-  slot: number,
-  txs: TransactionView,
-  finalized: boolean,
-): boolean {
-  if (tx.time > txs.cutoff || tx.slot > slot) return false;
-  return !finalized || slot - tx.slot >= FINALIZED_DEPTH;
-}
-
-/**
- * History commitment: at least confirmed, default finalized (agave's
- * `check_is_at_least_confirmed`); true if finalized.
- */
-function readHistoryCommitment(config: Config): boolean {
-  const { commitment } = config;
-  readContext({ commitment }, 0);
-  if (commitment === 'processed' || commitment === 'recent' || commitment === 'single') {
-    throw invalidParams('Method does not support commitment below `confirmed`');
-  }
-  return commitment === undefined || ['finalized', 'max', 'root'].includes(commitment as string);
-}
-
-/** A 64-byte base58 signature; else -32602 as agave's `verify_signature`. */
-function signatureParam(value: unknown): string {
-  if (typeof value !== 'string') throw invalidParams('Invalid params: expected a signature string');
-  const bytes = base58Decode(value);
-  if (!bytes) throw invalidParams('Invalid param: Invalid');
-  if (bytes.length !== 64) throw invalidParams('Invalid param: WrongSize');
-  return value;
 }
 
 /**

@@ -142,6 +142,19 @@ export function readCount(value: unknown, what: string): number {
   return value;
 }
 
+/**
+ * `config.limit`, or `fallback` when absent or null.
+ * @throws RpcError -32602 with `message` (each method words it as its node does) unless an
+ *   integer from 1 to `max`.
+ */
+export function readLimit(config: Config, fallback: number, max: number, message: string): number {
+  const limit = config.limit ?? fallback;
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1 || limit > max) {
+    throw invalidParams(message);
+  }
+  return limit;
+}
+
 /** Validates `commitment` and `minContextSlot`; returns the context JSON. */
 export function readContext(config: Config, slot: number): string {
   const { commitment, minContextSlot } = config;

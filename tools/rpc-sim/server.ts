@@ -26,18 +26,6 @@ import type { BackgroundWriter } from './background.js';
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
-/** `getSignaturesForAddress` params with `limit` held to `cap` (the default limit counted). */
-function capLimit(params: unknown, cap: number): unknown {
-  if (cap === Infinity || !Array.isArray(params)) return params;
-  const list = params as unknown[];
-  const config = list[1];
-  if (config === undefined) return [list[0], { limit: cap }, ...list.slice(2)];
-  if (typeof config !== 'object' || config === null) return params;
-  const asked = (config as { limit?: unknown }).limit;
-  const limit = typeof asked === 'number' ? Math.min(asked, cap) : cap;
-  return [list[0], { ...config, limit }, ...list.slice(2)];
-}
-
 /**
  * Starts the simulator; resolves once both servers listen (`url`, `wsUrl` hold the real ports).
  * @throws the listen error; TypeError on a bad lag or background rate.
@@ -201,10 +189,12 @@ export async function startRpcSimulator(opts: RpcSimulatorOptions = {}): Promise
       return errorJson(validId(e.id), RpcErrorCode.invalidRequest, e.invalid);
     }
     try {
-      const lag = Math.max(httpLagMs, txLagMs);
-      const params =
-        e.method === 'getSignaturesForAddress' ? capLimit(e.params, signaturesPageCap) : e.params;
-      const result = callMethod(chain, e.method, params, view.slot, view, lag, refused);
+      const result = callMethod(chain, e.method, e.params, view.slot, {
+        view,
+        txLagMs: Math.max(httpLagMs, txLagMs),
+        refused,
+        signaturesPageCap,
+      });
       return `{"jsonrpc":"2.0","result":${result},"id":${JSON.stringify(e.id)}}`;
     } catch (err) {
       if (err instanceof RpcError) return errorJson(e.id, err.code, err.message, err.data);

@@ -128,8 +128,8 @@ export interface RpcSimulator {
   readonly refusedMethods: readonly string[];
   /**
    * A stingy or hostile provider: `getSignaturesForAddress` answers at most `cap` rows whatever
-   * `limit` asked (Infinity: as asked). A client that takes a short page for the end of the list
-   * loses the rest.
+   * valid `limit` asked (Infinity: as asked). A client that takes a short page for the end of the
+   * list loses the rest. The limit is checked before the cap: a bad one is still -32602.
    * @throws TypeError unless cap is a positive integer or Infinity.
    */
   setSignaturesPageCap(cap: number): void;
