@@ -6,7 +6,7 @@ import {
 } from '../../src/core/cache/registry-index.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
-import { fromBase58, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
+import { fromBase58, toBase58 } from '../../src/core/sns/pda.js';
 import { discoverUnder, type DiscoveryLane } from '../sns/subdomain-discovery.js';
 import type { FeedRpc } from './feed.js';
 
@@ -57,14 +57,21 @@ export async function auditParent(deps: AuditDeps, parentKey: string): Promise<A
   const stored = await deps.index.storedMembers(parentKey);
   const mismatches: AuditMismatch[] = [];
   const ops: RegistryOp[] = [];
-  const reverseOf = (account: string) => toBase58(reverseKeyFromDomainKey(account, keyBytes));
   for (const [account, [label, owner]] of Object.entries(found.members)) {
     const m = stored.get(account);
     if (m && m.slot > slot) continue;
     if (m && m.owner === owner && m.label === `+${label}`) continue;
     mismatches.push({ parentKey, account, kind: m ? 'differs' : 'missing' });
     ops.push(
-      { op: 'label', slot, parentKey, account, reverse: reverseOf(account), label },
+      // The scan's decode thread found each member's reverse record: nothing to derive again.
+      {
+        op: 'label',
+        slot,
+        parentKey,
+        account,
+        reverse: found.reverses.get(account) as string,
+        label,
+      },
       { op: 'owner', slot, parentKey, account, owner },
     );
   }
