@@ -218,6 +218,12 @@ export class CreditBudget {
   private spentToday = 0;
   /** The proactive share's spend of {@link day}, as last read. */
   private proactiveToday = 0;
+  /**
+   * Whether reads fetch the proactive share's spend: from the first {@link proactiveAffordable}
+   * on. Only the follower asks it, so the API's reads and the worker's without a follower make
+   * none.
+   */
+  private proactiveWanted = false;
   private readAt = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | undefined;
   /** Totals observed from writes: a read that saw none meanwhile is the newest value known. */
@@ -258,11 +264,16 @@ export class CreditBudget {
    * the day; the reservation's tolerance), and the day not exhausted. What the followed chain's reads for Deletes ask before each call, so they are
    * paced like every other proactive spend instead of being refused one by one by the
    * reservation (which is what holds the share exactly). Always true without a budget; reads the
-   * counter as {@link state} does.
+   * counter as {@link state} does. The first call starts a read that includes the share's spend
+   * (none does before), and answers as a process does before its first read: no spend known.
    */
   proactiveAffordable(credits = 1, now = this.now()): boolean {
     const budget = this.creditsPerDay;
     if (budget === undefined) return true;
+    if (!this.proactiveWanted) {
+      this.proactiveWanted = true;
+      this.readAt = Number.NEGATIVE_INFINITY;
+    }
     if (this.state(now) === 'exhausted') return false;
     const spent = this.day === utcDay(now) ? this.proactiveToday : 0;
     return spent + credits <= shareCaps(budget, this.shares, now).proactive + 1e-9;
@@ -343,7 +354,9 @@ export class CreditBudget {
       const observed = this.observed;
       const [raw, proactive] = await Promise.all([
         this.opts.redis.get(this.keys.rpcCredits(day)),
-        this.opts.redis.hget(this.keys.rpcCreditShares(day), SHARE_FIELD.proactive),
+        this.proactiveWanted
+          ? this.opts.redis.hget(this.keys.rpcCreditShares(day), SHARE_FIELD.proactive)
+          : undefined,
       ]);
       // No counter within a day that had one is Redis having lost its data (the counter outlives
       // its day, and reservations given back leave it at 0, not gone): not a fresh budget. The
@@ -351,6 +364,7 @@ export class CreditBudget {
       if (raw === null && day === this.day && this.spentToday > 0) return;
       // A write's total that arrived meanwhile may be newer than this read's.
       this.take(day, raw === null ? 0 : Number(raw), this.observed === observed);
+      if (proactive === undefined) return;
       const share = Number(proactive ?? 0);
       if (day === this.day && Number.isFinite(share)) this.proactiveToday = share;
     })().finally(() => (this.reading = undefined));
