@@ -1,9 +1,9 @@
 /**
  * One process of the benchmark, in the role given as its argument, driven over IPC by bench/lib.ts:
  *
- * - `api`, `worker`: the gateway, through src/api/runtime.ts and worker/runtime.ts, configured
- *   from the environment like main.ts (logs go to stdout, which the bench discards). The
- *   worker's ready message carries the port of its `/metrics`.
+ * - `api`, `worker`: the gateway, as bench/gateway-child.ts starts it (through src/api/runtime.ts
+ *   and worker/runtime.ts, configured from the environment like main.ts; logs go to stdout, which
+ *   the bench discards). The worker's ready message carries the port of its `/metrics`.
  * - `baseline`: the naive server (Fastify calling the SDK on every request, no cache, as the SDK's
  *   reference proxy does).
  * - `ceiling`: Fastify answering constant JSON with the gateway's headers (`/ceiling/...`), and
@@ -24,12 +24,7 @@ import {
 } from '@bonfida/spl-name-service';
 import { Connection, PublicKey } from '@solana/web3.js';
 import Fastify from 'fastify';
-import { Registry } from 'prom-client';
-import { loadConfig } from '../src/core/config.js';
 import { CORS_HEADERS } from '../src/core/http/cors.js';
-import { createLogger } from '../src/core/logger.js';
-import { createMetrics } from '../src/core/metrics.js';
-import { startApi } from '../src/api/runtime.js';
 import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/core/sns/pda.js';
 import {
   DEFAULT_SIM_OWNER,
@@ -41,24 +36,8 @@ import {
   startRpcSimulator,
   ZERO_KEY,
 } from '../tools/rpc-sim/index.js';
-import { startWorker } from '../worker/runtime.js';
 import { type Handler, noCommands, portOf, serve } from './gateway-ipc.js';
 import { labelMaker } from './lib.js';
-
-async function gatewayRole(role: 'api' | 'worker'): Promise<void> {
-  const config = loadConfig(process.env);
-  const logger = createLogger(config.LOG_LEVEL);
-  const metrics = createMetrics(new Registry());
-  if (role === 'api') {
-    const api = await startApi(config, metrics, logger);
-    serve({ port: portOf(api.app.server) }, noCommands, () => api.close());
-  } else {
-    // Its /metrics on WORKER_METRICS_PORT (0 in gatewayEnv: an ephemeral port), as in production:
-    // bench/freshness.ts reads the RPC credits the worker counted there.
-    const worker = await startWorker(config, metrics, logger, { serveMetrics: true });
-    serve({ port: worker.metricsPort }, noCommands, () => worker.close());
-  }
-}
 
 /**
  * The constant answers of the ceiling routes: bodies as long as the gateway's real ones, and the
@@ -203,9 +182,11 @@ async function simRole(): Promise<void> {
 }
 
 const role = process.argv[2];
+// The gateway's roles are bench/gateway-child.ts's, which starts the one in process.argv[2] as
+// it loads: under tsx here, compiled with BENCH_CODE=dist, the same code either way.
 const started =
   role === 'api' || role === 'worker'
-    ? gatewayRole(role)
+    ? import('./gateway-child.js')
     : role === 'baseline'
       ? baselineRole()
       : role === 'ceiling'
