@@ -23,7 +23,7 @@ import {
 } from '../src/core/sns/pda.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
 import { laneRpc } from '../worker/follow/lane-rpc.js';
-import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
 import { discoverSubdomains, type DiscoveryLane } from '../worker/sns/subdomain-discovery.js';
 

@@ -19,7 +19,7 @@ import { configSchema, loadConfig } from '../src/core/config.js';
 import { MAX_ECHO_CHARS } from '../src/core/errors.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { DEFAULT_HOST_CHECK_LIMITS } from '../src/core/rpc/endpoint.js';
-import { JOIN_EVERY_MS, RELOAD_EVERY_MS } from '../worker/follow/follower.js';
+import { JOIN_EVERY_MS, RELOAD_EVERY_MS } from '../worker/follow/followed-parents.js';
 import { REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

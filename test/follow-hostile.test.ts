@@ -3,7 +3,8 @@ import { toBase58 } from '../src/core/sns/pda.js';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
-import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
+import { FollowStream } from '../worker/follow/stream.js';
 import { logsDelete, logsWrite, nameWrites } from '../worker/follow/transaction.js';
 import {
   FakeClock,

@@ -9,7 +9,8 @@ import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
 import { MAX_PENDING_PER_PARENT, PAIRING_MS, Patcher } from '../worker/follow/patcher.js';
 import { PROBE_EVERY_MS, PROBE_GRACE_MS, SilenceProbe } from '../worker/follow/silence.js';
-import { FollowStream, HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/stream.js';
+import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
+import { FollowStream } from '../worker/follow/stream.js';
 import { nameWrites } from '../worker/follow/transaction.js';
 import type { AccountNote } from '../worker/follow/types.js';
 import { SimChain, encodeNameAccount } from '../tools/rpc-sim/index.js';
@@ -730,8 +731,14 @@ describe('follower', () => {
 });
 
 describe('follower taking the stream over', () => {
-  const start = (stored: FollowRecord | undefined, rpc: FakeRpc, store: FakeStore) =>
-    fakeFollower({ stored, rpc, store });
+  /** A follower on `stored`, started, its first socket's subscriptions confirmed. */
+  const confirmed = async (stored: FollowRecord | undefined, rpc: FakeRpc, store: FakeStore) => {
+    const fake = fakeFollower({ stored, rpc, store });
+    fake.follower.start();
+    await fake.clock.advance(100);
+    fake.confirm();
+    return fake;
+  };
 
   it("heals the gap from the last owner's signature and keeps its epoch", async () => {
     const store = new FakeStore();
@@ -761,14 +768,11 @@ describe('follower taking the stream over', () => {
       head: added.reverseNote(0).head as Buffer,
     });
     const epoch = 1_600_000_000_000;
-    const { follower, clock, statuses, confirm } = start(
+    const { follower, clock, statuses } = await confirmed(
       { epoch, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
       rpc,
       store,
     );
-    follower.start();
-    await clock.advance(100);
-    confirm();
     await clock.advance(2_500);
     await follower.patcher.idle();
     expect(store.labels(PARENT)).toEqual(['papaya']);
@@ -784,6 +788,14 @@ describe('follower taking the stream over', () => {
     const rpc = new FakeRpc();
     const added = sub('quince');
     store.put(PARENT, 10, {});
+    const { follower, clock, reconnect } = await confirmed(
+      { epoch: 1_600_000_000_000, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
+      rpc,
+      store,
+    );
+    await clock.advance(2_500);
+    // Now the chain moves: the socket drops, 'ingap' happens, and the new stream reports 'newer'
+    // before the gap is read.
     rpc.sigs = [
       { signature: 'newer', slot: 95, failed: false },
       { signature: 'ingap', slot: 92, failed: false },
@@ -805,19 +817,6 @@ describe('follower taking the stream over', () => {
       owner: NAME_PROGRAM,
       head: added.reverseNote(0).head as Buffer,
     });
-    const { follower, clock, confirm, reconnect } = start(
-      { epoch: 1_600_000_000_000, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
-      new FakeRpc(),
-      store,
-    );
-    void rpc;
-    follower.start();
-    await clock.advance(100);
-    confirm();
-    await clock.advance(2_500);
-    // Now the real RPC: the socket drops, 'ingap' happens, and the new stream reports 'newer'
-    // before the gap is read.
-    (follower as unknown as { deps: { rpc: FakeRpc } }).deps.rpc = rpc;
     reconnect(['newer']);
     await clock.advance(2_500);
     await follower.patcher.idle();
@@ -830,14 +829,11 @@ describe('follower taking the stream over', () => {
   it('starts a new epoch when the gap cannot be healed', async () => {
     const rpc = new FakeRpc();
     rpc.failSignatures = true;
-    const { follower, clock, statuses, confirm } = start(
+    const { follower, clock, statuses } = await confirmed(
       { epoch: 1_600_000_000_000, healthyUntil: 0, mode: 'program', lastSignature: 'before' },
       rpc,
       new FakeStore(),
     );
-    follower.start();
-    await clock.advance(100);
-    confirm();
     const confirmedAt = clock.now();
     await clock.advance(2_500);
     expect(statuses.at(-1)?.epoch).toBe(confirmedAt);

@@ -3,7 +3,7 @@ import { PublicKey } from '@solana/web3.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { subdomainKey } from '../worker/sns/change.js';
 import { MAX_PENDING_PER_PARENT } from '../worker/follow/patcher.js';
-import { HEAD_SLICE } from '../worker/follow/stream.js';
+import { HEAD_SLICE } from '../worker/follow/name-program.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { SCAN_SLICE, SLICE_AT } from '../worker/sns/discovery-decode.js';

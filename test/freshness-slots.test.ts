@@ -8,7 +8,7 @@ import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { subdomainKey } from '../worker/sns/change.js';
 import { SCAN_SLICE, SLICE_AT } from '../worker/sns/discovery-decode.js';
-import { HEAD_SLICE } from '../worker/follow/stream.js';
+import { HEAD_SLICE } from '../worker/follow/name-program.js';
 import { domainKey } from '../src/core/sns/pda.js';
 import { FOLLOW, labels, metric, PARENT, watched } from './support/freshness.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';

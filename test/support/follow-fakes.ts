@@ -6,7 +6,7 @@ import { Deletions } from '../../worker/follow/deletions.js';
 import { Follower, type FollowerDeps } from '../../worker/follow/follower.js';
 import type { Lease } from '../../worker/follow/ownership.js';
 import type { FollowRpc } from '../../worker/follow/rpc.js';
-import { NAME_PROGRAM } from '../../worker/follow/stream.js';
+import { NAME_PROGRAM } from '../../worker/follow/name-program.js';
 import { toBase58 } from '../../src/core/sns/pda.js';
 import type {
   AccountNote,

@@ -5,7 +5,7 @@ import { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 import { elapse } from './wait.js';
-import { JOIN_EVERY_MS } from '../../worker/follow/follower.js';
+import { JOIN_EVERY_MS } from '../../worker/follow/followed-parents.js';
 
 /** The parent the freshness tests watch: bullish, hollaaa, testing on the demo chain. */
 export const PARENT = '67679';

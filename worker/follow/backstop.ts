@@ -3,7 +3,7 @@ import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import type { FollowRpc } from './rpc.js';
 import { MULTIPLE_ACCOUNTS_BATCH } from '../sns/subdomain-discovery.js';
-import { NAME_PROGRAM } from './stream.js';
+import { NAME_PROGRAM } from './name-program.js';
 import type { Clock, FollowStore, Member, MemberChange, Reread } from './types.js';
 
 /** The longest wait between two existence checks of a quiet parent: a day. */

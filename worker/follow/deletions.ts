@@ -5,7 +5,8 @@ import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import { CreditBudgetRefusal } from '../rpc/credits.js';
 import type { FollowRpc } from './rpc.js';
-import type { LogsNote } from './stream.js';
+import type { LogsNote } from './notifications.js';
+import { RecentSignatures } from './recent.js';
 import { logsDelete, nameWrites } from './transaction.js';
 import type { Clock, FollowStore, Reread } from './types.js';
 
@@ -85,7 +86,7 @@ export class Deletions {
   private running = 0;
   private readonly waiters: Array<() => void> = [];
   /** Signatures read or given up lately, oldest first. */
-  private readonly recent = new Set<string>();
+  private readonly recent = new RecentSignatures(RECENT_MAX);
   /** Reads the allowance holds (at most {@link MAX_READS_PER_MINUTE}), as of `refilledAt`. */
   private tokens = MAX_READS_PER_MINUTE;
   private refilledAt: number | undefined;
@@ -185,10 +186,6 @@ export class Deletions {
           this.running--;
           this.queued.delete(signature);
           this.recent.add(signature);
-          if (this.recent.size > RECENT_MAX) {
-            const oldest = this.recent.values().next();
-            if (!oldest.done) this.recent.delete(oldest.value);
-          }
           this.pump();
           if (this.queued.size === 0) for (const w of this.waiters.splice(0)) w();
         });

@@ -1,33 +1,26 @@
 import type { Logger } from 'pino';
-import type { FollowMode, FollowRecord } from '../../src/core/cache/follow-status.js';
-import { occasionalWarning } from '../../src/core/logger.js';
+import type { FollowMode } from '../../src/core/cache/follow-status.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { CreditBudget } from '../../src/core/rpc/budget.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
-import { toBase58 } from '../../src/core/sns/pda.js';
 import { Backstop } from './backstop.js';
 import { Deletions } from './deletions.js';
-import { healGap } from './gaps.js';
+import { FollowedParents, JOIN_EVERY_MS, RELOAD_EVERY_MS } from './followed-parents.js';
+import { GapHealer } from './healer.js';
+import type { LogsNote } from './notifications.js';
 import { Ownership, type Locker } from './ownership.js';
-import { ParentIndex } from './parent-index.js';
 import { Patcher } from './patcher.js';
+import { RecentSignatures } from './recent.js';
 import type { FollowRpc } from './rpc.js';
+import type { SocketSession } from './session.js';
 import { PROBE_GRACE_MS, SilenceProbe } from './silence.js';
-import { FollowStream, HEAD_SLICE, type LogsNote } from './stream.js';
-import { SocketSession } from './session.js';
+import { FollowSocket, type Connection, type ConnectionHooks } from './socket.js';
+import { StatusReport, type FollowStatusIO } from './status-report.js';
+import { FollowStream } from './stream.js';
 import { every, type AccountNote, type Clock, type FollowStore, type Reread } from './types.js';
 
-/** How long a status written now vouches for the stream: three writes. */
-export const HEALTHY_FOR_MS = 3_000;
 /** How often the status is written. */
 export const STATUS_EVERY_MS = 1_000;
-/**
- * How often the parents asked for or written lately are read from the registry (one range read):
- * a parent's first entry is followed within this, and the replay buffer covers the wait.
- */
-export const JOIN_EVERY_MS = 1_000;
-/** How often the whole registry is read again (parents swept as idle are let go). */
-export const RELOAD_EVERY_MS = 60_000;
 /** After every subscription was refused, how long before the whole-program stream is tried again. */
 export const RETRY_PROGRAM_MS = 10 * 60_000;
 /**
@@ -37,20 +30,6 @@ export const RETRY_PROGRAM_MS = 10 * 60_000;
 export const GAP_READ_DELAY_MS = 2_000;
 /** Signatures of the logs stream remembered for the silence probe. */
 const SEEN_MAX = 4_096;
-
-/** What a socket is to the follower (./ws-connection.ts in the runtime, a fake in tests). */
-export type Connection = {
-  readonly connected: boolean;
-  start(): void;
-  reconnect(): void;
-  close(): Promise<void>;
-};
-export type ConnectionHooks = {
-  onOpen: (send: (text: string) => void) => void;
-  onMessage: (bytes: Buffer) => void;
-  onClose: () => void;
-  onTick: () => void;
-};
 
 export type FollowerDeps = {
   store: FollowStore;
@@ -72,7 +51,7 @@ export type FollowerDeps = {
    */
   owed?: () => Iterable<readonly [parent: string, slot: number]>;
   changed: (parent: string) => void;
-  status: { read(): Promise<FollowRecord | undefined>; write(status: FollowRecord): Promise<void> };
+  status: FollowStatusIO;
   locker: Locker;
   /** `<prefix>:follow-lease`. */
   leaseResource: string;
@@ -95,68 +74,59 @@ export type FollowerDeps = {
 
 /**
  * Every cached parent of the configured endpoint follows the chain (docs/design.md,
- * "Freshness"): one worker (./ownership.ts) holds one websocket (./stream.ts) carrying one
- * `programSubscribe` over the whole name program and one `logsSubscribe`; accounts of followed
- * parents (./parent-index.ts) are patched into their entries (./patcher.ts), Deletes found in the
- * logs removed (./deletions.ts), gaps healed by reading what happened (./gaps.ts), a silent
- * stream noticed (./silence.ts), and existence checks back off per quiet parent
- * (./backstop.ts). While all that holds it writes the follow status every second, which keeps
- * the entries fresh without clock refreshes.
+ * "Freshness"): one worker (./ownership.ts) holds one websocket (./socket.ts, ./stream.ts)
+ * carrying one `programSubscribe` over the whole name program and one `logsSubscribe`; accounts
+ * of followed parents (./followed-parents.ts) are patched into their entries (./patcher.ts),
+ * Deletes found in the logs removed (./deletions.ts), gaps healed by reading what happened
+ * (./healer.ts), a silent stream noticed (./silence.ts), and existence checks back off per quiet
+ * parent (./backstop.ts). While all that holds it writes the follow status every second
+ * (./status-report.ts), which keeps the entries fresh without clock refreshes.
  */
 export class Follower {
-  readonly index: ParentIndex;
   readonly patcher: Patcher;
   readonly deletions: Deletions;
-  readonly backstop: Backstop;
-  readonly stream: FollowStream;
+  private readonly backstop: Backstop;
+  private readonly stream: FollowStream;
+  private readonly followed: FollowedParents;
+  private readonly socket: FollowSocket;
+  private readonly report: StatusReport;
+  private readonly healer: GapHealer;
   private readonly ownership: Ownership;
   private readonly probe: SilenceProbe;
-  private connection: Connection | undefined;
-  private epoch: number | undefined;
-  private lastSignature: string | undefined;
-  private readonly seen = new Set<string>();
-  /** The open socket's session (./session.ts); none while no socket is open, or it was lost. */
-  private session: SocketSession | undefined;
-  private healing: Promise<void> | undefined;
+  private readonly seen = new RecentSignatures(SEEN_MAX);
+  /** What cancels the periodic work, all of it on the one clock with `every`. */
   private readonly timers: Array<() => void> = [];
+  /** What cancels the whole-program stream's next try after every subscription was refused. */
   private retryProgram: (() => void) | undefined;
   private closed = false;
-  private lastEventAt = 0;
-
-  /** Re-reads marked owed while the budget is spent, by parent: the slot marked (written once). */
-  private readonly owedMarked = new Map<string, number>();
-
-  /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
-  private readonly warnEpoch: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly deps: FollowerDeps) {
     const { clock, metrics, logger } = deps;
-    this.warnEpoch = occasionalWarning(logger, 60_000, () => clock.now());
-    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
-    // re-read will be refused, so the entry it would correct stops being vouched for.
-    const reread: Reread = (parent, minContextSlot) => {
-      if (this.budgetSpent()) this.owe(parent, minContextSlot);
-      deps.reread(parent, minContextSlot);
-    };
-    this.index = new ParentIndex(clock);
-    this.patcher = new Patcher({
-      store: deps.store,
+    this.report = new StatusReport({
       clock,
       slots: deps.slots,
-      reread,
+      store: deps.store,
+      ...(deps.budget ? { budget: deps.budget } : {}),
+      ...(deps.owed ? { owed: deps.owed } : {}),
       changed: deps.changed,
+      status: deps.status,
+      deletesSince: (now) => this.deletions.waitingSince(now),
       metrics,
       logger,
     });
+    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
+    // re-read will be refused, so the entry it would correct stops being vouched for.
+    const reread: Reread = (parent, minContextSlot) => {
+      if (this.report.budgetSpent()) this.report.owe(parent, minContextSlot);
+      deps.reread(parent, minContextSlot);
+    };
+    const units = { store: deps.store, clock, slots: deps.slots, reread, changed: deps.changed };
+    this.patcher = new Patcher({ ...units, metrics, logger });
     this.deletions = new Deletions({
+      ...units,
       rpc: deps.rpc,
       affordable: () => deps.budget?.proactiveAffordable() ?? true,
-      store: deps.store,
-      clock,
-      slots: deps.slots,
-      reread,
-      changed: deps.changed,
-      lost: (signature) => this.newEpoch(`deleting transaction ${signature} unreadable`),
+      lost: (signature) => this.report.newEpoch(`deleting transaction ${signature} unreadable`),
       metrics,
       logger,
       ...(deps.registry
@@ -164,16 +134,19 @@ export class Follower {
         : {}),
     });
     this.backstop = new Backstop({
+      ...units,
       rpc: deps.rpc,
-      store: deps.store,
-      clock,
-      slots: deps.slots,
       freshMs: deps.freshMs,
       checkCost: deps.checkCost,
       scanCost: deps.scanCost,
-      reread,
-      changed: deps.changed,
       metrics,
+    });
+    this.followed = new FollowedParents({
+      store: deps.store,
+      clock,
+      metrics,
+      patcher: this.patcher,
+      backstop: this.backstop,
     });
     this.stream = new FollowStream({
       clock,
@@ -181,19 +154,30 @@ export class Follower {
       logger,
       onAccount: (note, parentKey) => {
         this.sawSlot(note.slot);
-        this.accountHeard(note.slot);
+        this.socket.session?.accountHeard(note.slot);
         this.onAccount(note, parentKey);
       },
-      onLogs: (note) => {
-        this.heard();
-        this.sawSlot(note.slot);
-        this.remember(note.signature);
-        this.lastSignature = note.signature;
-        this.expectAccounts(note);
-        this.deletions.onLogs(note);
-      },
+      onLogs: (note) => this.onLogs(note),
       onSubscribed: (mode) => this.onSubscribed(mode),
       onMode: (mode) => this.onMode(mode),
+    });
+    this.socket = new FollowSocket({
+      connect: deps.connect,
+      stream: this.stream,
+      closed: () => this.healer.gapOpened(),
+    });
+    this.healer = new GapHealer({
+      rpc: deps.rpc,
+      slots: deps.slots,
+      clock,
+      logger,
+      deletions: this.deletions,
+      feed: (note, parentKey) => this.onAccount(note, parentKey),
+      report: this.report,
+      seen: this.seen,
+      session: () => this.socket.session,
+      closed: () => this.closed,
+      healed: (session) => this.healed(session),
     });
     this.probe = new SilenceProbe({
       rpc: deps.rpc,
@@ -219,7 +203,7 @@ export class Follower {
 
   /** Whether this worker's socket is open (only the owner has one). */
   get connected(): boolean {
-    return this.connection?.connected ?? false;
+    return this.socket.connected;
   }
 
   /** Whether the stream vouches for the entries now (the status says so). */
@@ -228,7 +212,7 @@ export class Follower {
       this.owner &&
       this.stream.mode === 'program' &&
       this.stream.subscribed &&
-      this.session?.healed === true &&
+      this.socket.session?.healed === true &&
       this.probe.verified
     );
   }
@@ -240,8 +224,8 @@ export class Follower {
     const repeat = (ms: number, fn: () => Promise<unknown> | undefined) =>
       this.timers.push(every(this.deps.clock, ms, fn, onError));
     repeat(STATUS_EVERY_MS, () => this.writeStatus());
-    repeat(RELOAD_EVERY_MS, () => this.reload());
-    repeat(JOIN_EVERY_MS, () => this.join());
+    repeat(RELOAD_EVERY_MS, () => this.followed.reload());
+    repeat(JOIN_EVERY_MS, () => this.followed.join());
     // Only while the stream covers additions: a check proves what is gone, not what is new.
     repeat(Math.max(1_000, Math.floor(this.deps.freshMs / 6)), () =>
       this.healthy && (this.deps.budget?.state() ?? 'normal') === 'normal'
@@ -251,17 +235,7 @@ export class Follower {
     repeat(Math.max(500, Math.floor(this.deps.leaseMs / 3)), () =>
       this.owner && this.stream.mode === 'parents' ? this.updateHotParents() : undefined,
     );
-    void this.reload().catch(() => undefined);
-  }
-
-  /** Follows `parent` now (its entry was just written); applies what was kept for it. */
-  follow(parent: string): void {
-    const replay = this.index.add(parent);
-    this.backstop.add(parent);
-    this.deps.metrics.watchedParents.set(this.index.size);
-    const key = this.index.keyOfParent(parent);
-    if (key === undefined) return;
-    for (const note of replay) this.patcher.notify(parent, key, note);
+    void this.followed.reload().catch(() => undefined);
   }
 
   async close(): Promise<void> {
@@ -269,62 +243,34 @@ export class Follower {
     for (const cancel of this.timers.splice(0)) cancel();
     this.retryProgram?.();
     await this.ownership.close();
-    await this.connection?.close();
-    this.connection = undefined;
+    await this.socket.close();
     this.probe.stop();
     this.deps.metrics.followHealthy.set(0);
   }
 
-  /**
-   * Follows the parents asked for or written since the last look (and a few seconds before it:
-   * registry writes of other processes land a little late).
-   */
-  async join(): Promise<void> {
-    const since = this.joinedAt - 5_000;
-    this.joinedAt = this.deps.clock.now();
-    for (const parent of await this.deps.store.followedParents(since)) {
-      if (!this.index.has(parent)) this.follow(parent);
-    }
-  }
-
-  private joinedAt = 0;
-
-  /** Reads the registry of cached parents again. */
-  async reload(): Promise<void> {
-    this.joinedAt = this.deps.clock.now();
-    const parents = await this.deps.store.followedParents();
-    for (const [parent, replay] of this.index.replace(parents)) {
-      const key = this.index.keyOfParent(parent);
-      if (key !== undefined) for (const note of replay) this.patcher.notify(parent, key, note);
-    }
-    for (const parent of this.knownParents)
-      if (!this.index.has(parent)) this.patcher.forget(parent);
-    this.knownParents = new Set(parents);
-    this.backstop.sync(this.index.parents());
-    this.deps.metrics.watchedParents.set(this.index.size);
-  }
-
-  private knownParents = new Set<string>();
-
   private sawSlot(slot: number): void {
-    if (this.deps.slots.trusts(slot)) this.session?.sawSlot(slot);
+    if (this.deps.slots.trusts(slot)) this.socket.session?.sawSlot(slot);
   }
 
   private onAccount(note: AccountNote, parentKey: string | undefined): void {
     this.heard();
     this.deps.registry?.onAccount(note);
-    // A provider that ignored the `dataSlice` sent the whole account: its first bytes are the head.
-    const head = note.head ?? undefined;
-    const key =
-      parentKey ?? (head && head.length >= 32 ? toBase58(head.subarray(0, 32)) : undefined);
-    if (key === undefined) return;
-    const parent = this.index.parentOf(key);
-    if (parent === undefined) {
-      // Not followed (yet): kept a while for a parent whose scan is under way.
-      this.index.keep(key, note);
-      return;
+    this.followed.route(note, parentKey);
+  }
+
+  private onLogs(note: LogsNote): void {
+    this.heard();
+    this.sawSlot(note.slot);
+    this.seen.add(note.signature);
+    this.report.lastSignature = note.signature;
+    if (this.stream.mode === 'program') {
+      this.socket.session?.expectAccounts(note, this.deps.clock.now());
     }
-    this.patcher.notify(parent, key, note);
+    this.deletions.onLogs(note);
+  }
+
+  private heard(): void {
+    this.deps.metrics.followLastEvent.set(Math.floor(this.deps.clock.now() / 1000));
   }
 
   /**
@@ -333,24 +279,13 @@ export class Follower {
    */
   private silent(context: object, message: string): void {
     this.deps.logger.warn(context, message);
-    // Whatever this socket showed is not believed any more: the next one starts a session anew.
-    this.session = undefined;
-    this.connection?.reconnect();
-  }
-
-  private accountHeard(slot: number): void {
-    this.session?.accountHeard(slot);
-  }
-
-  private expectAccounts(note: LogsNote): void {
-    if (this.stream.mode !== 'program') return;
-    this.session?.expectAccounts(note, this.deps.clock.now());
+    this.socket.drop();
   }
 
   /** Whether a write the logs reported waited past the grace for its account notification. */
   private checkAccounts(): void {
     if (!this.stream.subscribed) return;
-    const slot = this.session?.overdue(this.deps.clock.now(), PROBE_GRACE_MS);
+    const slot = this.socket.session?.overdue(this.deps.clock.now(), PROBE_GRACE_MS);
     if (slot === undefined) return;
     this.silent(
       { slot },
@@ -358,74 +293,34 @@ export class Follower {
     );
   }
 
-  private heard(): void {
-    this.lastEventAt = this.deps.clock.now();
-    this.deps.metrics.followLastEvent.set(Math.floor(this.lastEventAt / 1000));
-  }
-
-  private remember(signature: string): void {
-    this.seen.add(signature);
-    if (this.seen.size > SEEN_MAX) {
-      const oldest = this.seen.values().next();
-      if (!oldest.done) this.seen.delete(oldest.value);
-    }
-  }
-
   private async acquired(): Promise<void> {
-    const { deps } = this;
-    deps.logger.info('follow: this worker owns the stream');
-    const status = await deps.status.read().catch(() => undefined);
-    this.epoch = status?.epoch;
-    this.lastSignature = status?.lastSignature;
-    this.gapFrom = status?.lastSignature;
-    this.session = undefined;
+    this.deps.logger.info('follow: this worker owns the stream');
+    await this.report.resume();
+    this.healer.resumeFrom(this.report.lastSignature);
     this.stream.reset('program');
-    this.openConnection();
-  }
-
-  private openConnection(): void {
-    void this.connection?.close();
-    this.connection = this.deps.connect({
-      onOpen: (send) => {
-        this.session = new SocketSession();
-        this.stream.opened(send);
-      },
-      onMessage: (bytes) => this.stream.receive(bytes),
-      onClose: () => {
-        this.stream.closed();
-        this.session = undefined;
-        // The gap starts here: the next stream reports newer transactions before it is healed.
-        this.gapFrom ??= this.lastSignature;
-      },
-      onTick: () => this.stream.tick(),
-    });
-    this.connection.start();
+    this.socket.open();
   }
 
   private async lost(): Promise<void> {
     this.deps.logger.info('follow: this worker no longer owns the stream');
-    this.session = undefined;
     this.probe.stop();
     this.deps.metrics.followHealthy.set(0);
-    const connection = this.connection;
-    this.connection = undefined;
-    await connection?.close();
-    for (const parent of this.index.parents()) this.patcher.forget(parent);
+    await this.socket.close();
+    this.followed.forgetAll();
   }
 
   private onMode(mode: FollowMode): void {
     // The same socket, other subscriptions: their confirmation heals the gap again.
-    if (this.session) this.session.healed = false;
+    const session = this.socket.session;
+    if (session) session.healed = false;
     if (mode !== 'program') this.probe.stop();
     if (mode === 'parents') void this.updateHotParents();
     if (mode === 'off') {
-      const connection = this.connection;
-      this.connection = undefined;
-      void connection?.close();
+      void this.socket.close();
       this.retryProgram = this.deps.clock.after(RETRY_PROGRAM_MS, () => {
         if (this.closed || !this.owner) return;
         this.stream.reset('program');
-        this.openConnection();
+        this.socket.open();
       });
     }
   }
@@ -436,154 +331,42 @@ export class Follower {
 
   /** Every subscription is confirmed on a new socket: heal what was missed meanwhile. */
   private onSubscribed(mode: FollowMode): void {
+    const { deps } = this;
     if (mode === 'parents') {
       // As before the whole-program stream: each hot parent is read again after its gap.
-      void this.deps.hotParents().then((parents) =>
-        this.deps.clock.after(GAP_READ_DELAY_MS, () => {
-          for (const parent of parents) this.deps.reread(parent, undefined);
+      void deps.hotParents().then((parents) =>
+        deps.clock.after(GAP_READ_DELAY_MS, () => {
+          for (const parent of parents) deps.reread(parent, undefined);
         }),
       );
       return;
     }
-    if (mode !== 'program' || !this.session) return;
-    this.session.subscribedAt = this.deps.clock.now();
+    const session = this.socket.session;
+    if (mode !== 'program' || !session) return;
+    session.subscribedAt = deps.clock.now();
     // HTTP reads may reach a node behind the websocket's: the gap is read a little later, and at
     // the newest slot the new stream has shown by then.
-    this.deps.clock.after(GAP_READ_DELAY_MS, () => {
-      if (!this.closed && this.stream.subscribed) this.startHeal();
+    deps.clock.after(GAP_READ_DELAY_MS, () => {
+      if (!this.closed && this.stream.subscribed) this.healer.start();
     });
   }
 
-  private startHeal(): void {
-    if (this.healing) {
-      // Another socket while the last gap is healed: its own gap is healed after.
-      this.healAgain = true;
-      return;
-    }
-    this.healing = (async () => {
-      do {
-        this.healAgain = false;
-        await this.heal();
-      } while (this.healAgain && !this.closed);
-    })()
-      .catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'follow: heal'))
-      .finally(() => (this.healing = undefined));
-  }
-
-  private healAgain = false;
-  /** The last signature reported before the gap the next heal reads (undefined: none pending). */
-  private gapFrom: string | undefined;
-
-  private async heal(): Promise<void> {
-    const { deps } = this;
-    // A heal vouches for the stream only if its socket is still the one open when it ends: a
-    // socket lost meanwhile left a gap of its own, not the one this read.
-    const session = this.session;
-    // Entries fetched since the stream was confirmed miss nothing, whatever happened before.
-    const subscribedAt = session?.subscribedAt ?? deps.clock.now();
-    // The last transaction the stream reported before the gap, not since: the new stream may
-    // have reported newer ones by now, and reading from those would pass over the gap.
-    const until = this.gapFrom ?? this.lastSignature;
-    this.gapFrom = undefined;
-    // No notification's slot is believed before the clock has an anchor: a new process asks for
-    // the slot until it has one (two replies that agree), rather than re-read every change.
-    for (let i = 0; i < 4 && deps.slots.ceiling() === undefined; i++) {
-      await deps.rpc.slot().catch(() => undefined);
-    }
-
-    const outcome = await healGap(
-      {
-        rpc: deps.rpc,
-        deletions: this.deletions,
-        feed: (note, parentKey) => this.onAccount(note, parentKey),
-        logger: deps.logger,
-        ...(session?.streamSlot === undefined ? {} : { minContextSlot: session.streamSlot }),
-        wait: (ms) => new Promise<void>((resolve) => deps.clock.after(ms, resolve)),
-      },
-      until,
-    );
-    if (outcome.healed && this.epoch !== undefined) {
-      // Unless the stream reported a newer one meanwhile, the gap's newest is the last seen.
-      if (outcome.newest !== undefined && this.lastSignature === until) {
-        this.lastSignature = outcome.newest;
-      }
-    } else {
-      if (!outcome.healed && this.epoch !== undefined) {
-        deps.logger.warn({ why: outcome.why }, 'follow: gap not healed: a new epoch');
-      }
-      this.epoch = subscribedAt;
-      if (this.lastSignature === undefined) {
-        const [newest] = await deps.rpc.signatures({ limit: 1 }).catch(() => []);
-        // Only if the stream has not reported a newer one meanwhile.
-        this.lastSignature ??= newest?.signature;
-      }
-    }
-    // The newest transaction known now: the silence probe must not take it for one the stream
-    // missed (on a quiet chain it may be hours old).
-    if (outcome.healed && outcome.newest) this.remember(outcome.newest);
-    if (this.lastSignature !== undefined) this.remember(this.lastSignature);
+  /** A heal is over: it vouches for the stream only if its socket is still the one open. */
+  private async healed(session: SocketSession | undefined): Promise<void> {
     // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
-    if (session && this.session === session && this.stream.subscribed) {
+    if (session && this.socket.session === session && this.stream.subscribed) {
       session.healed = true;
       this.probe.start();
     }
     await this.writeStatus();
   }
 
-  /** A change was missed for good: entries fetched before now are stale (re-read when asked). */
-  private newEpoch(why: string): void {
-    this.warnEpoch({ why }, 'follow: a new epoch');
-    this.epoch = this.deps.clock.now();
-  }
-
-  /**
-   * A re-read of `parent` the spent budget cannot pay for: that entry alone stops being vouched
-   * for until a scan reaches `slot` (the newest slot believed when the re-read names none). The
-   * entries of other parents missed nothing, so they stay fresh. When the slot is unknown or the
-   * mark cannot be written, every entry is given up instead (a new epoch): never a wrong HIT.
-   */
-  private owe(parent: string, slot: number | undefined): void {
-    const at = slot ?? this.deps.slots.newest;
-    if (at === undefined) {
-      this.newEpoch('a re-read the spent budget cannot pay for, at an unknown slot');
-      return;
-    }
-    if ((this.owedMarked.get(parent) ?? -1) >= at) return;
-    this.owedMarked.set(parent, at);
-    this.deps.store.markOwed(parent, at).then(
-      (written) => {
-        if (written) this.deps.changed(parent);
-      },
-      (err: unknown) => {
-        this.owedMarked.delete(parent);
-        this.warnEpoch({ err: String(err), parent }, 'follow: an owed re-read not marked');
-        this.newEpoch('an owed re-read could not be marked');
-      },
-    );
-  }
-
-  private budgetSpent(): boolean {
-    return this.deps.budget?.state() === 'exhausted';
-  }
-
   private async writeStatus(): Promise<void> {
     this.checkAccounts();
-    if (!this.budgetSpent()) this.owedMarked.clear();
-    else if (this.owner)
-      for (const [parent, slot] of this.deps.owed?.() ?? []) this.owe(parent, slot);
-    const healthy = this.healthy;
-    this.deps.metrics.followHealthy.set(healthy ? 1 : 0);
-    if (!this.owner) return;
-    const now = this.deps.clock.now();
-    const deletesSince = this.deletions.waitingSince(now);
-    await this.deps.status.write({
-      epoch: this.epoch ?? now,
-      healthyUntil: healthy ? now + HEALTHY_FOR_MS : 0,
+    await this.report.write({
+      owner: this.owner,
+      healthy: this.healthy,
       mode: this.stream.mode,
-      ...(deletesSince === undefined ? {} : { deletesSince }),
-      ...(this.lastSignature === undefined ? {} : { lastSignature: this.lastSignature }),
     });
   }
 }
-
-export { HEAD_SLICE };

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { toBase58 } from '../../src/core/sns/pda.js';
 import type { Deletions } from './deletions.js';
 import type { FollowRpc } from './rpc.js';
-import { NAME_PROGRAM } from './stream.js';
+import { NAME_PROGRAM } from './name-program.js';
 import { nameWrites } from './transaction.js';
 import type { AccountNote } from './types.js';
 

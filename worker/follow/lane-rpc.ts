@@ -5,7 +5,7 @@ import { malformed } from '../rpc/envelope.js';
 import { HEADER_LEN } from '../sns/discovery-decode.js';
 import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
 import type { FollowRpc } from './rpc.js';
-import { HEAD_SLICE, headOf, NAME_PROGRAM } from './stream.js';
+import { HEAD_SLICE, headOf, NAME_PROGRAM } from './name-program.js';
 
 /**
  * {@link FollowRpc} over the configured endpoint's lane: every call goes through its client

@@ -8,7 +8,7 @@ import {
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { fromBase58, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import { classifyChange, type Change } from '../sns/change.js';
-import { scanSliceOf } from './stream.js';
+import { scanSliceOf } from './name-program.js';
 import type { AccountNote, Clock, FollowStore, Member, Reread } from './types.js';
 
 /**

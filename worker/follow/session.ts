@@ -1,4 +1,4 @@
-import type { LogsNote } from './stream.js';
+import type { LogsNote } from './notifications.js';
 import { logsWrite } from './transaction.js';
 
 /**

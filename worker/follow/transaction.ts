@@ -1,6 +1,6 @@
 import { fromBase58 } from '../../src/core/sns/pda.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
-import { NAME_PROGRAM } from './stream.js';
+import { NAME_PROGRAM } from './name-program.js';
 
 /**
  * The name program's instruction tags (spl-name-service, `NameRegistryInstruction`: a Borsh enum,

@@ -119,7 +119,7 @@ export const systemClock: Clock = {
 /**
  * One account of the name program written at `slot`, as a `programSubscribe` notification or a
  * gap read reports it. `head` is its data from byte 0 to the end of the scan's slice
- * ({@link import('./stream.js').HEAD_SLICE}): the parent at 0..32, then the scan's slice; undefined
+ * ({@link import('./name-program.js').HEAD_SLICE}): the parent at 0..32, then the scan's slice; undefined
  * when the provider sent a length that is not ours (the change is then unknown).
  */
 export type AccountNote = { slot: number; pubkey: string; head: Buffer | undefined };

@@ -9,7 +9,7 @@ import type { CreditBudget } from '../../src/core/rpc/budget.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { REVERSE_LOOKUP_CLASS, toBase58 } from '../../src/core/sns/pda.js';
 import { RpcCallError } from '../rpc/envelope.js';
-import { NAME_PROGRAM } from '../follow/stream.js';
+import { NAME_PROGRAM } from '../follow/name-program.js';
 import { HEADER_LEN } from '../sns/discovery-decode.js';
 import type { DiscoveryLane } from '../sns/subdomain-discovery.js';
 import { namesPage, pageOf, reversesPage, type Page } from './pages.js';

@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { RegistryIndex, RegistryOp } from '../../src/core/cache/registry-index.js';
 import { ROOT_DOMAIN_ACCOUNT, toBase58 } from '../../src/core/sns/pda.js';
 import type { AccountNote } from '../follow/types.js';
-import { scanSliceOf } from '../follow/stream.js';
+import { scanSliceOf } from '../follow/name-program.js';
 import { classifyChange } from '../sns/change.js';
 import { isReverseSlice } from '../sns/discovery-decode.js';
 

@@ -1,0 +1,121 @@
+import type { Logger } from 'pino';
+import type { FollowMode, FollowRecord } from '../../src/core/cache/follow-status.js';
+import { occasionalWarning } from '../../src/core/logger.js';
+import type { Metrics } from '../../src/core/metrics.js';
+import type { CreditBudget } from '../../src/core/rpc/budget.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
+import type { Clock, FollowStore } from './types.js';
+
+/** How long a status written now vouches for the stream: three writes. */
+export const HEALTHY_FOR_MS = 3_000;
+
+/** Where the follow status is read and written (./status-store.ts in the runtime). */
+export type FollowStatusIO = {
+  read(): Promise<FollowRecord | undefined>;
+  write(status: FollowRecord): Promise<void>;
+};
+
+export type StatusReportDeps = {
+  clock: Clock;
+  slots: Pick<SlotClock, 'newest'>;
+  store: Pick<FollowStore, 'markOwed'>;
+  budget?: Pick<CreditBudget, 'state'>;
+  /** The parents that still owe a re-read, each with the slot it must reach (./rereads.ts). */
+  owed?: () => Iterable<readonly [parent: string, slot: number]>;
+  changed: (parent: string) => void;
+  status: FollowStatusIO;
+  /** When the oldest Delete still waiting for its read was reported, at `now` (./deletions.ts). */
+  deletesSince: (now: number) => number | undefined;
+  metrics: Metrics;
+  logger: Logger;
+};
+
+/** What the stream is at when the status is written. */
+export type StreamState = { owner: boolean; healthy: boolean; mode: FollowMode };
+
+/**
+ * What the follower vouches with (docs/design.md, "Follow status"): the epoch since which no
+ * change was missed, the last transaction the stream reported (where the next owner's gap read
+ * stops), and the re-reads the spent budget cannot pay for, each marked on its entry. Written
+ * every second by the owner; only a new epoch moves the epoch.
+ */
+export class StatusReport {
+  /** Since when no change was missed (Unix ms); none until this owner knows. */
+  epoch: number | undefined;
+  /** The last transaction the stream reported, or a gap read found. */
+  lastSignature: string | undefined;
+  /** Re-reads marked owed while the budget is spent, by parent: the slot marked (written once). */
+  private readonly owedMarked = new Map<string, number>();
+  /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
+  private readonly warnEpoch: ReturnType<typeof occasionalWarning>;
+
+  constructor(private readonly deps: StatusReportDeps) {
+    this.warnEpoch = occasionalWarning(deps.logger, 60_000, () => deps.clock.now());
+  }
+
+  /** Taking the stream over: the epoch and last signature the last owner wrote, if readable. */
+  async resume(): Promise<void> {
+    const status = await this.deps.status.read().catch(() => undefined);
+    this.epoch = status?.epoch;
+    this.lastSignature = status?.lastSignature;
+  }
+
+  /** Whether the day's credit budget is spent (re-reads are then refused). */
+  budgetSpent(): boolean {
+    return this.deps.budget?.state() === 'exhausted';
+  }
+
+  /** A change was missed for good: entries fetched before now are stale (re-read when asked). */
+  newEpoch(why: string): void {
+    this.warnEpoch({ why }, 'follow: a new epoch');
+    this.epoch = this.deps.clock.now();
+  }
+
+  /**
+   * A re-read of `parent` the spent budget cannot pay for: that entry alone stops being vouched
+   * for until a scan reaches `slot` (the newest slot believed when the re-read names none). The
+   * entries of other parents missed nothing, so they stay fresh. When the slot is unknown or the
+   * mark cannot be written, every entry is given up instead (a new epoch): never a wrong HIT.
+   */
+  owe(parent: string, slot: number | undefined): void {
+    const at = slot ?? this.deps.slots.newest;
+    if (at === undefined) {
+      this.newEpoch('a re-read the spent budget cannot pay for, at an unknown slot');
+      return;
+    }
+    if ((this.owedMarked.get(parent) ?? -1) >= at) return;
+    this.owedMarked.set(parent, at);
+    this.deps.store.markOwed(parent, at).then(
+      (written) => {
+        if (written) this.deps.changed(parent);
+      },
+      (err: unknown) => {
+        this.owedMarked.delete(parent);
+        this.warnEpoch({ err: String(err), parent }, 'follow: an owed re-read not marked');
+        this.newEpoch('an owed re-read could not be marked');
+      },
+    );
+  }
+
+  /**
+   * One beat of the status: the owed re-reads marked (while the budget is spent), the healthy
+   * gauge set, and, by the owner, the status written (vouching for {@link HEALTHY_FOR_MS} when
+   * healthy).
+   */
+  async write({ owner, healthy, mode }: StreamState): Promise<void> {
+    const { deps } = this;
+    if (!this.budgetSpent()) this.owedMarked.clear();
+    else if (owner) for (const [parent, slot] of deps.owed?.() ?? []) this.owe(parent, slot);
+    deps.metrics.followHealthy.set(healthy ? 1 : 0);
+    if (!owner) return;
+    const now = deps.clock.now();
+    const deletesSince = deps.deletesSince(now);
+    await deps.status.write({
+      epoch: this.epoch ?? now,
+      healthyUntil: healthy ? now + HEALTHY_FOR_MS : 0,
+      mode,
+      ...(deletesSince === undefined ? {} : { deletesSince }),
+      ...(this.lastSignature === undefined ? {} : { lastSignature: this.lastSignature }),
+    });
+  }
+}
