@@ -168,10 +168,15 @@ export class Backstop {
 }
 
 /**
- * The owner in a subdomain name account's head (bytes 32..64), or undefined when the account is
- * gone: missing, not the name program's, too short, or under another parent (bytes 0..32).
+ * The owner in a subdomain name account's head (bytes 32..64), base58, or undefined when the
+ * account is gone: missing, not the name program's, too short, or under another parent (bytes
+ * 0..32, `parentKey` base58). The backstop's existence checks and the registry's page owners read
+ * it so.
  */
-function ownerIn(account: { owner: string; head: Buffer } | null | undefined, parentKey: string) {
+export function ownerIn(
+  account: { owner: string; head: Buffer } | null | undefined,
+  parentKey: string,
+): string | undefined {
   if (!account || account.owner !== NAME_PROGRAM || account.head.length < 64) return undefined;
   if (toBase58(account.head.subarray(0, 32)) !== parentKey) return undefined;
   return toBase58(account.head.subarray(32, 64));

@@ -1,6 +1,7 @@
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
+import type { ReplyDecoder } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
 import { HEADER_LEN } from '../sns/discovery-decode.js';
 import { accountsInBatches, type DiscoveryLane } from '../sns/subdomain-discovery.js';
@@ -66,12 +67,11 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
         dataSlice: whole
           ? { offset: 0, length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes }
           : HEAD_SLICE,
-        decode: (count) => async (body, context) =>
-          headList(context.method, await envelope<unknown>()(body, context), count, whole),
+        decode: headLists(lane, whole),
       });
       let slot: number | undefined;
       let unknown = false;
-      const accounts: Array<{ owner: string; head: Buffer } | null> = [];
+      const accounts: Array<HeadAccount | null> = [];
       for (const { result } of batches) {
         const verdict = slots.observe(result.slot);
         if (verdict !== 'trusted' || !isSlot(result.slot)) unknown = true;
@@ -82,6 +82,19 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
     },
   };
 }
+
+/** The account list of a program account, as {@link headList} reads it: its owner and its head. */
+export type HeadAccount = { owner: string; head: Buffer };
+
+/**
+ * The decoder of a `getMultipleAccounts` batch of `count` keys through the lane's decode thread,
+ * then {@link headList}: what `accountsInBatches` takes as `decode`.
+ */
+export const headLists =
+  (lane: DiscoveryLane, whole = false) =>
+  (count: number): ReplyDecoder<{ slot: unknown; accounts: Array<HeadAccount | null> }> =>
+  async (body, context) =>
+    headList(context.method, await lane.thread.envelope<unknown>()(body, context), count, whole);
 
 /**
  * A head-sliced `getMultipleAccounts` result checked: its slot as sent, and one entry per key,
@@ -97,7 +110,7 @@ function headList(
   result: unknown,
   count: number,
   whole = false,
-): { slot: unknown; accounts: Array<{ owner: string; head: Buffer } | null> } {
+): { slot: unknown; accounts: Array<HeadAccount | null> } {
   const reply = result as { context?: { slot?: unknown }; value?: unknown } | null;
   const list = reply?.value;
   if (!Array.isArray(list) || list.length !== count) {

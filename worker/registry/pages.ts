@@ -3,6 +3,8 @@ import type { PieceMember } from '../../src/core/cache/registry-index.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import { reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
+import { ownerIn } from '../follow/backstop.js';
+import { headLists } from '../follow/lane-rpc.js';
 import { malformed } from '../rpc/envelope.js';
 import { subdomainKey } from '../sns/change.js';
 import { HEADER_LEN } from '../sns/discovery-decode.js';
@@ -55,30 +57,40 @@ export function pageOf(result: unknown, v2: boolean): Page {
  * account derived from it (checked: its reverse key must be the record's, as `findSubdomains`
  * pairs them). Texts cut at the slice are returned apart, to read whole.
  */
-export function reverseRecordsOf(accounts: Page['accounts']): {
+function reverseRecordsOf(accounts: Page['accounts']): {
   found: Array<Omit<PieceMember, 'owner'>>;
   cut: string[];
 } {
   const found: Array<Omit<PieceMember, 'owner'>> = [];
   const cut: string[] = [];
   for (const { pubkey, data } of accounts) {
-    const bytes = Buffer.from(data, 'base64');
-    if (bytes.length < HEADER_LEN + 4) continue;
-    const parent = bytes.subarray(0, 32);
-    if (parent.every((b) => b === 0)) continue;
-    const len = bytes.readUInt32LE(HEADER_LEN);
-    const text = bytes.subarray(HEADER_LEN + 4);
-    if (len > text.length) {
-      cut.push(pubkey);
-      continue;
-    }
-    const label = text.subarray(0, len).toString('utf8').replace(/^\0/, '');
-    if (!label) continue;
-    const account = subdomainKey(label, parent);
-    if (toBase58(reverseKeyFromDomainKey(account, parent)) !== pubkey) continue;
-    found.push({ parentKey: toBase58(parent), account, reverse: pubkey, label });
+    const record = reverseRecordOf(pubkey, Buffer.from(data, 'base64'));
+    if (record === 'cut') cut.push(pubkey);
+    else if (record) found.push(record);
   }
   return { found, cut };
+}
+
+/**
+ * The subdomain reverse record `pubkey` of `bytes` (its data from byte 0): 'cut' when its text
+ * runs past them, undefined when it names no subdomain (too short, a top-level name's, an empty
+ * text, or a key not derived from its text).
+ */
+function reverseRecordOf(
+  pubkey: string,
+  bytes: Buffer,
+): Omit<PieceMember, 'owner'> | 'cut' | undefined {
+  if (bytes.length < HEADER_LEN + 4) return undefined;
+  const parent = bytes.subarray(0, 32);
+  if (parent.every((b) => b === 0)) return undefined;
+  const len = bytes.readUInt32LE(HEADER_LEN);
+  const text = bytes.subarray(HEADER_LEN + 4);
+  if (len > text.length) return 'cut';
+  const label = text.subarray(0, len).toString('utf8').replace(/^\0/, '');
+  if (!label) return undefined;
+  const account = subdomainKey(label, parent);
+  if (toBase58(reverseKeyFromDomainKey(account, parent)) !== pubkey) return undefined;
+  return { parentKey: toBase58(parent), account, reverse: pubkey, label };
 }
 
 /** The members of a page of reverse records, their owners read at its slot or later. */
@@ -138,6 +150,9 @@ export async function namesPage(
  * Owners of the found subdomains (`getMultipleAccounts`, bytes 0..64) at `slot` or later, and the
  * slot they are read at: the oldest of the batches' (each at least `slot`), so a change the stream
  * saw after it wins over the page's owner (registry-piece.lua) whichever batch read the account.
+ * An owner is null where the account is gone or under another parent (`ownerIn`).
+ *
+ * @throws RpcCallError for a failed read, or a reply that is not one account entry per key.
  */
 export async function ownersOf(
   lane: DiscoveryLane,
@@ -145,34 +160,22 @@ export async function ownersOf(
   found: ReadonlyArray<Omit<PieceMember, 'owner'>>,
   slot: number,
 ): Promise<{ members: PieceMember[]; slot: number }> {
-  type Reply = { context?: { slot?: unknown }; value?: Array<{ data?: unknown } | null> };
-  const batches = await accountsInBatches<Reply>(
+  const batches = await accountsInBatches(
     lane,
     endpoint,
     found.map((f) => f.account),
-    {
-      dataSlice: { offset: 0, length: 64 },
-      minContextSlot: slot,
-      decode: () => lane.thread.envelope<Reply>(),
-    },
+    { dataSlice: { offset: 0, length: 64 }, minContextSlot: slot, decode: headLists(lane) },
   );
   const members: PieceMember[] = [];
   let read: number | undefined;
   let i = 0;
   for (const { result } of batches) {
-    const at = result.context?.slot;
+    const at = result.slot;
     // A batch of no known slot was read at `slot` or later: no later than that is proven.
     read = Math.min(read ?? Infinity, isSlot(at) ? Math.max(at, slot) : slot);
-    for (const entry of result.value ?? []) {
-      const f = found[i++];
-      if (!f) break;
-      const data = (entry?.data as unknown[] | undefined)?.[0];
-      const head = typeof data === 'string' ? Buffer.from(data, 'base64') : undefined;
-      const owner =
-        head && head.length >= 64 && toBase58(head.subarray(0, 32)) === f.parentKey
-          ? toBase58(head.subarray(32, 64))
-          : null;
-      members.push({ ...f, owner });
+    for (const account of result.accounts) {
+      const f = found[i++] as Omit<PieceMember, 'owner'>;
+      members.push({ ...f, owner: ownerIn(account, f.parentKey) ?? null });
     }
   }
   return { members, slot: read ?? slot };
@@ -189,18 +192,17 @@ async function readLongTexts(
   slot: number,
 ): Promise<Array<Omit<PieceMember, 'owner'>>> {
   if (keys.length === 0) return [];
-  type Reply = { value?: Array<{ data?: unknown } | null> };
-  const batches = await accountsInBatches<Reply>(lane, endpoint, keys, {
+  const batches = await accountsInBatches(lane, endpoint, keys, {
     dataSlice: { offset: 0, length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes },
     minContextSlot: slot,
-    decode: () => lane.thread.envelope<Reply>(),
+    decode: headLists(lane, true),
   });
-  const accounts: Page['accounts'] = [];
+  const found: Array<Omit<PieceMember, 'owner'>> = [];
   for (const { batch, result } of batches) {
-    (result.value ?? []).forEach((entry, i) => {
-      const data = (entry?.data as unknown[] | undefined)?.[0];
-      if (typeof data === 'string') accounts.push({ pubkey: batch[i] as string, data });
+    result.accounts.forEach((account, i) => {
+      const record = account && reverseRecordOf(batch[i] as string, account.head);
+      if (record && record !== 'cut') found.push(record);
     });
   }
-  return reverseRecordsOf(accounts).found;
+  return found;
 }
