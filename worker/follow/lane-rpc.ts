@@ -64,9 +64,7 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
     async accounts(keys, opts) {
       const whole = opts?.whole === true;
       const batches = await accountsInBatches(lane, endpoint, keys, {
-        dataSlice: whole
-          ? { offset: 0, length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes }
-          : HEAD_SLICE,
+        dataSlice: whole ? wholeRecordSlice(lane) : HEAD_SLICE,
         decode: headLists(lane, whole),
       });
       let slot: number | undefined;
@@ -83,7 +81,17 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
   };
 }
 
-/** The account list of a program account, as {@link headList} reads it: its owner and its head. */
+/**
+ * The `dataSlice` of a reverse record read whole, from byte 0 (its parent, which the reader checks)
+ * through the longest text the lane takes: the header, the text's length, a subdomain's leading
+ * NUL and `maxLabelBytes` of label. What the follower and the registry read a cut text again with.
+ */
+export const wholeRecordSlice = (lane: Pick<DiscoveryLane, 'maxLabelBytes'>) => ({
+  offset: 0,
+  length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes,
+});
+
+/** An account as {@link headList} reads it: the program that owns it, and its head (or whole data). */
 export type HeadAccount = { owner: string; head: Buffer };
 
 /**

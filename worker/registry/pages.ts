@@ -4,7 +4,7 @@ import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import { reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import { ownerIn } from '../follow/backstop.js';
-import { headLists } from '../follow/lane-rpc.js';
+import { headLists, wholeRecordSlice } from '../follow/lane-rpc.js';
 import { malformed } from '../rpc/envelope.js';
 import { subdomainKey } from '../sns/change.js';
 import { HEADER_LEN } from '../sns/discovery-decode.js';
@@ -193,7 +193,7 @@ async function readLongTexts(
 ): Promise<Array<Omit<PieceMember, 'owner'>>> {
   if (keys.length === 0) return [];
   const batches = await accountsInBatches(lane, endpoint, keys, {
-    dataSlice: { offset: 0, length: HEADER_LEN + 4 + 1 + lane.maxLabelBytes },
+    dataSlice: wholeRecordSlice(lane),
     minContextSlot: slot,
     decode: headLists(lane, true),
   });
