@@ -12,8 +12,13 @@
  * c. parents never asked before, from one address (with subdomains, without, made up): status,
  *    latency, `getProgramAccounts` the simulator got meanwhile, and each answer against the SDK's
  *    `findSubdomains` run on the simulator afterwards;
- * d. a subdomain created, transferred and deleted under parents nobody asked: time until shown;
+ * d. a subdomain created, transferred and deleted under parents nobody asked: time until shown,
+ *    and the polls not answered 200;
  * e. Redis bytes of the index per subdomain indexed, and the worker's RSS.
+ *
+ * (b) and (d) ask each changed parent as a reader of its own (`X-Forwarded-For`, `TRUST_PROXY=1`):
+ * the one address of (c) and (f) spends its cold-miss limit there, and its 429s said nothing of
+ * whether a change showed.
  *
  * In `parents` mode there is no bootstrap: the same steps measure today's per-parent path, the
  * baseline. Options, how long it takes and what it writes: `npm run bench:registry -- --help`.

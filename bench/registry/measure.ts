@@ -29,6 +29,7 @@ import {
   credits,
   indexState,
   keyBytes,
+  readers,
   same,
   type Answer,
   type Burst,
@@ -84,7 +85,13 @@ export async function measureMode(
     SUBDOMAIN_INDEX: mode,
     // The default window: the per-parent path's answers age as they would in production.
     CACHE_FRESH_SECONDS: '60',
+    // (b) and (d) ask each parent as a reader of its own (`X-Forwarded-For`); the rest come from
+    // the bench's one address, which has no such header.
+    TRUST_PROXY: '1',
   });
+  // A changed parent is asked by its own reader, not the one address: (c) and (f) spend that
+  // address's cold-miss limit on purpose, and a 429 there is no answer about the change.
+  const readerOf = readers();
   // (a) The bootstrap, with changes landing while it reads: one after every few reads of the
   // whole program (from the worker's start: it may build before the API is up).
   const made: Made[] = [];
@@ -164,7 +171,7 @@ export async function measureMode(
   const wrongAs = { current: 0, dated: 0, stale: 0, maxAge: 0 };
   for (const parent of changed) {
     const transfers = made.filter((m) => m.parent === parent && m.owner !== undefined);
-    const answer = await ask(base, parent, transfers.length > 0);
+    const answer = await ask(base, parent, transfers.length > 0, readerOf(parent));
     const expected = labelsOf(truth, parent);
     // The owner now (a label transferred twice has its second owner), where it still exists.
     const ownersRight = transfers.every(
@@ -233,7 +240,7 @@ export async function measureMode(
   // (d) Changes under parents nobody asked.
   const shown: Shown[] = [];
   for (const kind of ['create', 'transfer', 'delete'] as const) {
-    const result: Shown = { kind, ms: [], never: 0, parents: [] };
+    const result: Shown = { kind, ms: [], never: 0, parents: [], refused: 0 };
     for (let k = 0; k < o.watch; k++) {
       const parent = pools.unasked.shift();
       if (parent === undefined) break;
@@ -256,8 +263,11 @@ export async function measureMode(
             ? a.owners?.get(label) === owner
             : a.labels !== undefined && !a.labels.includes(label);
       let ms: number | undefined;
+      const statuses = new Map<number, number>();
       while (performance.now() - at < o.showTimeoutMs) {
-        const answer = await ask(base, parent, kind === 'transfer');
+        const answer = await ask(base, parent, kind === 'transfer', readerOf(parent));
+        statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+        if (answer.status !== 200) result.refused++;
         if (answer.status === 200 && holds(answer)) {
           ms = performance.now() - at;
           break;
@@ -266,7 +276,11 @@ export async function measureMode(
       }
       if (ms === undefined) {
         result.never++;
-        log(`[${mode}] ${kind} of ${label} under ${parent} not shown in ${o.showTimeoutMs} ms`);
+        const polls = [...statuses].map(([status, n]) => `${n} × ${status}`).join(', ');
+        log(
+          `[${mode}] ${kind} of ${label} under ${parent} not shown in ${o.showTimeoutMs} ms ` +
+            `(polls answered ${polls})`,
+        );
       } else result.ms.push(ms);
     }
     shown.push(result);
@@ -275,7 +289,8 @@ export async function measureMode(
     `[${mode}] changes under parents nobody asked: ` +
       shown
         .map((s) => `${s.kind} ${s.never > 0 ? `${s.never} never` : fmtSeconds(Math.max(...s.ms))}`)
-        .join(', '),
+        .join(', ') +
+      `; polls not answered 200: ${shown.reduce((n, s) => n + s.refused, 0)}`,
   );
 
   // (f) Per-parent figures. Hot parents: those of (d), cached by now, asked again and again from

@@ -18,12 +18,21 @@ export type Answer = {
   age?: number;
 };
 
-/** `/subdomains/:parent` (or `/details`), timed. */
-export async function ask(base: string, parent: string, details = false): Promise<Answer> {
+/**
+ * `/subdomains/:parent` (or `/details`), timed; from the bench's own address, or as `client` (its
+ * `X-Forwarded-For`, which the gateway believes with `TRUST_PROXY=1`).
+ */
+export async function ask(
+  base: string,
+  parent: string,
+  details = false,
+  client?: string,
+): Promise<Answer> {
   const started = performance.now();
   try {
     const res = await fetch(`${base}/subdomains/${parent}${details ? '/details' : ''}`, {
       signal: AbortSignal.timeout(150_000),
+      ...(client === undefined ? {} : { headers: { 'x-forwarded-for': client } }),
     });
     const body = (await res.json()) as { result?: unknown };
     const ms = performance.now() - started;
@@ -130,7 +139,36 @@ export const callsOf = (calls: Calls, method: string) => calls.get(method)?.call
 export const bytesOf = (calls: Calls) =>
   [...calls.values()].reduce((sum, row) => sum + row.bytes, 0);
 
-export type Shown = { kind: ChangeKind; ms: number[]; never: number; parents: string[] };
+/**
+ * One kind of change of (d): the time each change took to show, how many never did, and how many
+ * of the polls were answered other than 200 (a refused answer shows nothing, so a change whose
+ * polls were all refused counts as never: this says why).
+ */
+export type Shown = {
+  kind: ChangeKind;
+  ms: number[];
+  never: number;
+  parents: string[];
+  refused: number;
+};
+
+/**
+ * A reader of its own per parent (an address in 10.3.0.0/16, as `X-Forwarded-For`): the parent's
+ * users, not the bench's one address, whose cold-miss limit (c) and (f) spend on purpose. The same
+ * parent gets the same reader.
+ */
+export function readers(): (parent: string) => string {
+  const of = new Map<string, string>();
+  return (parent) => {
+    let client = of.get(parent);
+    if (client === undefined) {
+      const n = of.size + 1;
+      client = `10.3.${(n >> 8) & 255}.${n & 255}`;
+      of.set(parent, client);
+    }
+    return client;
+  };
+}
 
 /** Many requests and what they cost: statuses, latency, the simulator's calls. */
 export type Burst = {

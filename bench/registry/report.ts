@@ -27,7 +27,10 @@ export function report(
   const showCell = (r: ModeResult, kind: ChangeKind) => {
     const s = r.shown.find((x) => x.kind === kind);
     const ms = maxShown(r, kind);
-    return `${fmtSeconds(ms)}${s && s.never > 0 ? ` (${s.never} of ${s.never + s.ms.length} never)` : ''}`;
+    const never = s && s.never > 0 ? ` (${s.never} of ${s.never + s.ms.length} never)` : '';
+    // A refused poll shows nothing: said, so a 429 is never read as a change not followed.
+    const refused = s && s.refused > 0 ? `; ${s.refused} polls not answered 200` : '';
+    return `${fmtSeconds(ms)}${never}${refused}`;
   };
   const gpa = (r: ModeResult) => callsOf(r.asked.calls, 'getProgramAccounts');
   const bytesPer = (r: ModeResult) => (r.redis.subdomains ? r.redis.bytes / r.redis.subdomains : 0);
@@ -202,7 +205,9 @@ export function report(
       `${fmt.int(o.sizes.v1Records)} v1-style records, ${fmt.int(o.sizes.orphanReverses)} orphan ` +
       `reverse records. The simulator's HTTP reads ${o.lagMs} ms behind its websocket node; the ` +
       'API and the worker in processes of their own, `RPC_WS=on`, `CACHE_FRESH_SECONDS=60`, other ' +
-      'settings as the other benches (bench/lib.ts `gatewayEnv`); a change not shown within ' +
+      'settings as the other benches (bench/lib.ts `gatewayEnv`) and `TRUST_PROXY=1`; (b) and (d) ' +
+      'ask each changed parent as a reader of its own (`X-Forwarded-For`), not from the one address ' +
+      'of (c) and (f), whose cold-miss limit those spend; a change not shown within ' +
       `${o.showTimeoutMs / 1000} s counts as never. Each mode on a fresh copy of the registry and its own ` +
       `parents. (c): ${o.asked} parents (${Math.round(o.asked * 0.6)} with subdomains, the largest ` +
       `among them in the registry run, ${Math.round(o.asked * 0.3)} without, the rest made up), ` +
