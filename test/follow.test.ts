@@ -3,16 +3,19 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { labels, metric, PARENT } from './support/freshness.js';
-import { startGateway, waitFor, type Gateway } from './support/gateway.js';
+import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { inDatabase } from './support/shared-redis.js';
 import { elapse } from './support/wait.js';
+import { readFollowStatus } from '../src/core/cache/follow-status.js';
+import { startRpcSimulator } from '../tools/rpc-sim/index.js';
 
 /**
  * Every cached parent follows the chain (docs/design.md, "Freshness"), end to end against the
  * real API, worker, Redis and the simulator's HTTP and websockets: a parent asked once (never hot)
  * shows creations, transfers and deletions within seconds without a scan; what changes while every
  * websocket is down shows once they are back; writes under parents nobody asked about cost no RPC
- * call.
+ * call; a transfer the stream saw before a parent's first scan read a lagging node shows once the
+ * parent joins.
  */
 
 let gw: Gateway | undefined;
@@ -138,5 +141,35 @@ describe('every cached parent follows the chain', () => {
     // The parent asked for still follows.
     sim.chain.addSubdomain(PARENT, 'amidnoise');
     await within(2_000, async () => (await labels(g)).includes('amidnoise'));
+  });
+
+  it('shows a transfer the stream saw before the first scan of its parent read a lagging node', async () => {
+    // HTTP reads half a second behind the websocket: the parent's first scan reads the chain from
+    // before the transfer, whose notification came while no one followed the parent (kept, then
+    // replayed when the parent joins).
+    const sim = await startRpcSimulator({ chain: seedDemo(), httpLagMs: 500 });
+    try {
+      gw = await startGateway({ sim, env: LONG_TAIL });
+      const g = gw;
+      await waitFor(async () => {
+        const status = await readFollowStatus(g.redis, g.config.QUEUE_PREFIX);
+        return status?.mode === 'program' && status.healthyUntil > Date.now();
+      }, 15_000);
+      const next = new PublicKey(Buffer.alloc(32, 7)).toBase58();
+      sim.chain.transferSubdomain(PARENT, 'bullish', new PublicKey(next));
+      const statuses = new Set<number>();
+      const took = await within(5_000, async () => {
+        const res = await g.get(`/subdomains/${PARENT}/details`);
+        statuses.add(res.status);
+        const rows = (res.body.result ?? []) as Array<{ label: string; owner: string }>;
+        return rows.find((r) => r.label === 'bullish')?.owner === next;
+      });
+      expect([...statuses]).toEqual([200]);
+      console.log(`a transfer before the first scan on a lagging node shown in ${took} ms`);
+    } finally {
+      await gw?.close();
+      gw = undefined;
+      await sim.close();
+    }
   });
 });
