@@ -35,6 +35,14 @@ export type HostileScenario = {
 };
 
 /**
+ * The scenario `name` running `run`, writing the section `hostile-<name>` (every scenario's rule
+ * but the first one's, `rpc`, whose section is `hostile`).
+ */
+export function scenario(name: string, run: HostileScenario['run']): HostileScenario {
+  return { name, section: `hostile-${name}`, run };
+}
+
+/**
  * The environment a scenario's gateway child starts from: one process (`ROLE=all`) on loopback
  * `port`, the run's Redis and `prefix`, and `rpcUrl` (the simulator) as its RPC.
  */

@@ -10,13 +10,13 @@ import { freePort } from '../test/support/ports.js';
 import { SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import {
   cpuMs,
+  gatewayEnv,
   get,
   type HostileContext,
-  type HostileScenario,
   probe,
   redisBytesSent,
   runLine,
-  gatewayEnv,
+  scenario,
 } from './hostile-common.js';
 import { benchPrefix, deleteKeysAt, fmt, labelMaker, load, table, writeSection } from './lib.js';
 
@@ -115,8 +115,4 @@ async function run(ctx: HostileContext): Promise<void> {
   }
 }
 
-export const detailsScenario: HostileScenario = {
-  name: 'details',
-  section: 'hostile-details',
-  run,
-};
+export const detailsScenario = scenario('details', run);

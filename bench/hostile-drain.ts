@@ -18,8 +18,8 @@ import {
   gatewayEnv,
   get,
   type HostileContext,
-  type HostileScenario,
   runLine,
+  scenario,
   sleep,
 } from './hostile-common.js';
 import { benchPrefix, fmt, table, writeSection } from './lib.js';
@@ -158,4 +158,4 @@ async function run(ctx: HostileContext): Promise<void> {
   }
 }
 
-export const drainScenario: HostileScenario = { name: 'drain', section: 'hostile-drain', run };
+export const drainScenario = scenario('drain', run);

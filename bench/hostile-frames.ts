@@ -32,13 +32,13 @@ import {
 import {
   deleteRunKeys,
   duration,
+  gatewayEnv,
   get,
   type HostileContext,
-  type HostileScenario,
   probe,
   runLine,
+  scenario,
   sleep,
-  gatewayEnv,
 } from './hostile-common.js';
 import { benchPrefix, fmt, table, writeSection } from './lib.js';
 
@@ -298,4 +298,4 @@ async function run(ctx: HostileContext): Promise<void> {
   }
 }
 
-export const framesScenario: HostileScenario = { name: 'frames', section: 'hostile-frames', run };
+export const framesScenario = scenario('frames', run);

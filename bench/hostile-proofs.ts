@@ -32,8 +32,8 @@ import {
   gatewayEnv,
   get,
   type HostileContext,
-  type HostileScenario,
   runLine,
+  scenario,
   sleep,
 } from './hostile-common.js';
 import { benchPrefix, fmt, table, writeSection } from './lib.js';
@@ -64,12 +64,17 @@ type Watched = {
   shownAfter: number | undefined;
 };
 
-/** Starts a following gateway on `sim`, asks `PARENT` until its entry is fresh by following. */
-async function following(ctx: HostileContext, sim: RpcSimulator, extra: Record<string, string>) {
-  const prefix = benchPrefix();
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const gateway = await spawnMain({
+/**
+ * The environment of a gateway (or of its API or worker process) on loopback `port` that follows
+ * `sim`'s chain with {@link FOLLOW_SETTINGS}.
+ */
+function followingEnv(
+  ctx: HostileContext,
+  port: number,
+  prefix: string,
+  sim: RpcSimulator,
+): Record<string, string> {
+  return {
     ...gatewayEnv(ctx, port, prefix, sim.url),
     RPC_WS: 'on',
     RPC_WS_URL: sim.wsUrl,
@@ -78,19 +83,30 @@ async function following(ctx: HostileContext, sim: RpcSimulator, extra: Record<s
     HOT_KEYS_MIN_CLIENTS: '1',
     WATCH_LEASE_MS: '1500',
     RPC_WS_PING_MS: '500',
-    ...extra,
-  });
-  const ask = async () => {
+  };
+}
+
+/** What an answer for `PARENT` says: its `x-cache`, and its labels (none for an answer not 200). */
+type Asked = { cache: string; labels: string[] };
+
+/** Asks the gateway at `base` for `PARENT`'s subdomains (10 s bound; a failure has no labels). */
+function askerOf(base: string): () => Promise<Asked> {
+  return async () => {
     const answer = await get(`${base}/subdomains/${PARENT}`, '127.0.0.1', 10_000);
     const result =
       answer.status === 200 ? (JSON.parse(answer.body) as { result?: unknown }).result : undefined;
     return {
-      status: answer.status,
       cache: String(answer.headers['x-cache'] ?? ''),
       labels: Array.isArray(result) ? (result as string[]) : [],
     };
   };
-  // Past the window, a HIT is fresh by following alone.
+}
+
+/**
+ * Asks once, lets a freshness window pass, then asks until a `HIT`: past the window, a HIT is
+ * fresh by following alone. Throws when none came within 60 s.
+ */
+async function untilFresh(ask: () => Promise<Asked>): Promise<void> {
   const until = Date.now() + 60_000;
   await ask();
   await sleep((FRESH_SECONDS + 1) * 1000);
@@ -98,6 +114,15 @@ async function following(ctx: HostileContext, sim: RpcSimulator, extra: Record<s
     if (Date.now() > until) throw new Error('the entry never became fresh by following');
     await sleep(200);
   }
+}
+
+/** Starts a following gateway on `sim`, asks `PARENT` until its entry is fresh by following. */
+async function following(ctx: HostileContext, sim: RpcSimulator, extra: Record<string, string>) {
+  const prefix = benchPrefix();
+  const port = await freePort();
+  const gateway = await spawnMain({ ...followingEnv(ctx, port, prefix, sim), ...extra });
+  const ask = askerOf(`http://127.0.0.1:${port}`);
+  await untilFresh(ask);
   return { prefix, gateway, ask };
 }
 
@@ -106,7 +131,7 @@ async function following(ctx: HostileContext, sim: RpcSimulator, extra: Record<s
  * from `started` (the attack, `performance.now()`).
  */
 async function watch(
-  ask: () => Promise<{ cache: string; labels: string[] }>,
+  ask: () => Promise<Asked>,
   wanted: readonly string[],
   started: number,
 ): Promise<Watched> {
@@ -306,35 +331,11 @@ async function lostEvent(ctx: HostileContext): Promise<void> {
       await admin.call('ACL', 'SETUSER', user, '+@all');
     }
     const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const env = {
-      ...gatewayEnv(ctx, port, prefix, sim.url),
-      RPC_WS: 'on',
-      RPC_WS_URL: sim.wsUrl,
-      CACHE_FRESH_SECONDS: String(FRESH_SECONDS),
-      CACHE_STALE_SECONDS: '600',
-      HOT_KEYS_MIN_CLIENTS: '1',
-      WATCH_LEASE_MS: '1500',
-      RPC_WS_PING_MS: '500',
-    };
+    const env = followingEnv(ctx, port, prefix, sim);
     children.push(await spawnMain({ ...env, ROLE: 'worker', REDIS_URL: urlOf(users.worker) }));
     children.push(await spawnMain({ ...env, ROLE: 'api', REDIS_URL: urlOf(users.api) }));
-    const ask = async () => {
-      const answer = await get(`${base}/subdomains/${PARENT}`, '127.0.0.1', 10_000);
-      const result =
-        answer.status === 200 ? (JSON.parse(answer.body) as { result?: unknown }).result : [];
-      return {
-        cache: String(answer.headers['x-cache'] ?? ''),
-        labels: Array.isArray(result) ? (result as string[]) : [],
-      };
-    };
-    const until = Date.now() + 60_000;
-    await ask();
-    await sleep((FRESH_SECONDS + 1) * 1000);
-    while ((await ask()).cache !== 'HIT') {
-      if (Date.now() > until) throw new Error('the entry never became fresh by following');
-      await sleep(200);
-    }
+    const ask = askerOf(`http://127.0.0.1:${port}`);
+    await untilFresh(ask);
     // Shorter than the publish's retries (0.1 + 0.2 + 0.4 + 0.8 s), then longer.
     for (const refusedMs of [700, 3_000]) {
       const before = await channelRefusals(admin, users.worker);
@@ -393,18 +394,6 @@ async function lostEvent(ctx: HostileContext): Promise<void> {
   }
 }
 
-export const lostEventScenario: HostileScenario = {
-  name: 'lostevent',
-  section: 'hostile-lostevent',
-  run: lostEvent,
-};
-export const spentScenario: HostileScenario = {
-  name: 'spent',
-  section: 'hostile-spent',
-  run: spent,
-};
-export const shortPageScenario: HostileScenario = {
-  name: 'shortpage',
-  section: 'hostile-shortpage',
-  run: shortPage,
-};
+export const lostEventScenario = scenario('lostevent', lostEvent);
+export const spentScenario = scenario('spent', spent);
+export const shortPageScenario = scenario('shortpage', shortPage);

@@ -22,8 +22,8 @@ import {
   duration,
   get,
   type HostileContext,
-  type HostileScenario,
   runLine,
+  scenario,
   sleep,
 } from './hostile-common.js';
 import { benchPrefix, deleteKeysAt, table, writeSection } from './lib.js';
@@ -276,14 +276,6 @@ async function wrongPassword(ctx: HostileContext): Promise<void> {
   }
 }
 
-export const noInfoScenario: HostileScenario = {
-  name: 'noinfo',
-  section: 'hostile-noinfo',
-  run: noInfo,
-};
+export const noInfoScenario = scenario('noinfo', noInfo);
 
-export const passwordScenario: HostileScenario = {
-  name: 'password',
-  section: 'hostile-password',
-  run: wrongPassword,
-};
+export const passwordScenario = scenario('password', wrongPassword);

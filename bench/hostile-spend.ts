@@ -17,12 +17,12 @@ import {
   type Answer,
   deleteRunKeys,
   duration,
+  gatewayEnv,
   get,
   type HostileContext,
-  type HostileScenario,
   runLine,
+  scenario,
   sleep,
-  gatewayEnv,
 } from './hostile-common.js';
 import { benchPrefix, fmt, table, writeSection } from './lib.js';
 
@@ -312,4 +312,4 @@ async function run(ctx: HostileContext): Promise<void> {
 const showText = (s: Showing) =>
   s.ms === undefined ? `not within ${duration(s.boundMs)}` : duration(s.ms);
 
-export const spendScenario: HostileScenario = { name: 'spend', section: 'hostile-spend', run };
+export const spendScenario = scenario('spend', run);
