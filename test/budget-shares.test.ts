@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { clientKeyOf } from '../src/api/http/client-identity.js';
+import { clientKeyOf } from '../src/api/http/plugins/client-identity.js';
 import { createMetrics } from '../src/core/metrics.js';
 import { CreditBudget, shareCaps, utcDay } from '../src/core/rpc/budget.js';
 import { redisKeys } from '../src/core/redis-keys.js';

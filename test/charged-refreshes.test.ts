@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { clientKeyOf } from '../src/api/http/client-identity.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { elapse } from './support/wait.js';
@@ -280,16 +279,5 @@ describe('refreshes charged to the client that asks', () => {
     const scans = g.sim.callCount('getProgramAccounts');
     expect(scans).toBeGreaterThan(2 * limit);
     expect(scans).toBeLessThanOrEqual(2 * limit + topN * (Math.floor(elapsed / 500) + 2));
-  });
-});
-
-describe('clientKeyOf', () => {
-  it('keys an IPv6 address by its /64, an IPv4-mapped one as IPv4, and keeps the rest', () => {
-    expect(clientKeyOf('2001:db8:1:2::a')).toBe('2001:db8:1:2::/64');
-    expect(clientKeyOf('2001:db8:1:2:ffff:1:2:3')).toBe('2001:db8:1:2::/64');
-    expect(clientKeyOf('2001:db8:1:3::a')).toBe('2001:db8:1:3::/64');
-    expect(clientKeyOf('::ffff:192.0.2.1')).toBe('192.0.2.1');
-    expect(clientKeyOf('192.0.2.1')).toBe('192.0.2.1');
-    expect(clientKeyOf('not:an:address')).toBe('not:an:address');
   });
 });

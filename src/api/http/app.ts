@@ -28,6 +28,7 @@ import { deferredChildLogger } from './request-logger.js';
 import { installEtags } from './etag.js';
 import { instrumentRequests } from './request-metrics.js';
 import { adminPlugin, ADMIN_PREFIX } from './plugins/admin.js';
+import { clientIdentity } from './plugins/client-identity.js';
 import { closeSilentSockets } from './plugins/close-silent-sockets.js';
 import { docsPlugin } from './plugins/docs.js';
 import { homeRoutes } from './routes/home.js';
@@ -38,7 +39,6 @@ import { subdomainDetailsRoutes } from './routes/subdomain-details.js';
 import { subdomainRoutes } from './routes/subdomains.js';
 import { subdomainEventRoutes } from './routes/subdomain-events.js';
 import { redisKeys } from '../../core/redis-keys.js';
-import { clientKey } from './client-identity.js';
 
 const MISSING_HOST_DETAIL = 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)';
 
@@ -132,6 +132,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     closing = true;
   });
   void app.register(closeSilentSockets);
+  // Each request's client key (`req.client`), this app's IPv6 keys kept by it.
+  void app.register(clientIdentity);
   // Callback-style hooks: no promise per request on the hot path; one hook for both checks.
   app.addHook('onRequest', (req, reply, done) => {
     if (!closing && req.raw.headers.host) return done();
@@ -183,7 +185,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     ...(deps.rateLimitRedis ? { redis: deps.rateLimitRedis } : {}),
     nameSpace: redisKeys(deps.config.QUEUE_PREFIX).coldMissLimitNamespace,
     // One client identity with the hot-parent ranking.
-    keyGenerator: clientKey,
+    keyGenerator: (req) => req.client,
     // A Redis fault must not become refusals: the cache read fails on its own anyway.
     skipOnError: true,
   });

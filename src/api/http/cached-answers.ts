@@ -6,7 +6,6 @@ import { parseParentLabel } from '../sns/names.js';
 import type { PageRequest } from '../subdomains/page-selection.js';
 import type { LookupResult, SubdomainLookup } from '../subdomains/lookup.js';
 import { cacheHeaders, setCacheHeaders, type CachedReply } from './cache-headers.js';
-import { clientKey } from './client-identity.js';
 import { requesterOf } from './cold-miss.js';
 import { pageRequestOf } from './paged-answer.js';
 import type { cachedAnswerQuery, parentParams } from './subdomain-schemas.js';
@@ -84,7 +83,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
       if (req.query.rpc === undefined) {
         const endpoint = deps.endpoints.selectDefault();
         const now = deps.lookup.now();
-        const found = deps.lookup.peek(parent, endpoint, clientKey(req), now);
+        const found = deps.lookup.peek(parent, endpoint, req.client, now);
         if (found) return send({ reply, endpoint, found, page, parent, now });
       }
       return answerThroughRedis(req, reply, parent, page, send);

@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { RateLimitedError } from '../../core/errors.js';
 import type { Requester } from '../subdomains/lookup.js';
-import { clientKey } from './client-identity.js';
 
 const COLD_MISS_DETAIL =
   'this client started too many new refreshes or ?rpc= host lookups in the window; cached answers are not limited (see Retry-After)';
@@ -11,7 +10,7 @@ export function requesterOf(
   req: FastifyRequest,
   check: ReturnType<FastifyInstance['createRateLimit']>,
 ): Requester {
-  return { client: clientKey(req), charge: coldMissCharge(req, check) };
+  return { client: req.client, charge: coldMissCharge(req, check) };
 }
 
 /**

@@ -153,7 +153,8 @@ export class LiveUpdates {
    * Admits a stream of (`endpoint`, `parent`) for `client` and starts listening for its changes,
    * before the caller looks the first list up, so a change during that lookup is not lost.
    *
-   * @param client the client's address, as the per-client cold-miss limit takes it (`req.ip`).
+   * @param client the client's key, as the per-client cold-miss limit takes it (`req.client`: an
+   *   IPv4 address, or an IPv6 /64).
    * @throws RateLimitedError past `maxPerClient` streams of `client`.
    * @throws OverloadedError past `maxStreams` streams in all.
    * @throws ShuttingDownError once {@link close} has run.

@@ -47,7 +47,10 @@ const registryResult = (
  * its new refreshes.
  */
 export type Requester = {
-  /** The cold-miss limit's key of the request (`clientKey`, src/api/http/client-identity.ts). */
+  /**
+   * The cold-miss limit's key of the request (`req.client`,
+   * src/api/http/plugins/client-identity.ts).
+   */
   readonly client: string;
   /**
    * Called only when this request would start a new refresh (a cold miss or a stale hit that joins

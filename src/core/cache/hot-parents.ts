@@ -61,7 +61,8 @@ export class HotParentCounter {
    * is counted already or the parent has the cap's clients. Called only for requests that were
    * answered from an entry, never for refused ones. O(1) (the cap is a constant), no I/O.
    *
-   * @param client the cold-miss limit's key of the request (`clientKey`, src/api/http/client-identity.ts).
+   * @param client the cold-miss limit's key of the request (`req.client`,
+   *   src/api/http/plugins/client-identity.ts).
    * @param now the clock, in milliseconds since the epoch.
    */
   hit(parent: string, client: string, now = Date.now()): void {

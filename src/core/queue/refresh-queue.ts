@@ -61,7 +61,7 @@ export type RefreshJobData = {
   /** A notification's slot, so a node lagging the websocket node cannot answer from before it. */
   minContextSlot?: number;
   /**
-   * The client whose request started the refresh (`clientKey`), charged its credits; absent: the
+   * The client whose request started the refresh (`req.client`), charged its credits; absent: the
    * proactive share pays (refresh ahead, a re-read after a change). docs/design.md, "Budget".
    */
   client?: string;
