@@ -79,6 +79,73 @@ const compose = parseYaml(readFileSync(join(root, 'docker-compose.yml'), 'utf8')
 /** stop_grace_period of api and worker, in ms ("15s" in the compose file). */
 const GRACE_MS = Number(/^(\d+)s$/.exec(compose['x-gateway'].stop_grace_period)?.[1]) * 1000;
 
+/**
+ * How this file runs Docker for a Compose project: `sh` runs a program in the repository's root
+ * with the environment `env()` gives at the call (stdout; a failure names the command and carries
+ * its stderr), `dc` runs docker-compose on the compose file with test/stack.override.yml over it
+ * and `options` (`--env-file`, `--profile`) before the command, `containerOf` is the id of a
+ * service's container, `down` takes the project down (volumes too), printing its logs first when
+ * a test of the describe failed. Called in a describe: it adds a `beforeEach` that notes failures.
+ */
+function composeShell(project: string, options: string[], env: () => Record<string, string>) {
+  let failed = false;
+  beforeEach((ctx) => {
+    ctx.onTestFailed(() => {
+      failed = true;
+    });
+  });
+  const sh = async (file: string, args: string[], timeout = 120_000): Promise<string> => {
+    try {
+      const { stdout } = await run(file, args, {
+        cwd: root,
+        env: env(),
+        timeout,
+        maxBuffer: 64 << 20,
+      });
+      return stdout;
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      throw new Error(`${file} ${args.join(' ')}: ${e.message}\n${e.stderr ?? ''}`);
+    }
+  };
+  const dc = (args: string[], timeout?: number) =>
+    sh(
+      'docker-compose',
+      [
+        '-p',
+        project,
+        '-f',
+        'docker-compose.yml',
+        '-f',
+        'test/stack.override.yml',
+        ...options,
+        ...args,
+      ],
+      timeout,
+    );
+  const containerOf = async (service: string) => (await dc(['ps', '-q', service])).trim();
+  const down = async (): Promise<void> => {
+    if (failed) console.log(await dc(['logs', '--no-color', '--tail=60']).catch(String));
+    await dc(['down', '-v', '--remove-orphans'], 180_000).catch((e: unknown) => console.error(e));
+  };
+  return { sh, dc, containerOf, down };
+}
+
+/**
+ * The environment both stacks are built and run with beyond their own settings: the legacy
+ * builder (BuildKit would fetch the Dockerfile's `# syntax=` frontend from a registry; Compose v1
+ * hands the build to the engine's API, not to the CLI), the stand-in images and the test's images.
+ */
+const buildEnv = (): Record<string, string> => ({
+  DOCKER_BUILDKIT: '0',
+  COMPOSE_DOCKER_CLI_BUILD: '0',
+  STACK_NODE_IMAGE: tags.STANDIN_NODE ?? '',
+  STACK_REDIS_IMAGE: tags.STANDIN_REDIS ?? '',
+  STACK_PROMETHEUS_IMAGE: tags.STANDIN_PROMETHEUS ?? '',
+  STACK_GATEWAY_IMAGE: GATEWAY_IMAGE,
+  STACK_SIM_IMAGE: SIM_IMAGE,
+});
+
 type Panel = {
   type?: string;
   title?: string;
@@ -99,24 +166,8 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
   let apiUrl: string;
   let promUrl: string;
   let redisPort: number;
-  let failed = false;
 
-  const sh = async (file: string, args: string[], timeout = 120_000): Promise<string> => {
-    try {
-      const { stdout } = await run(file, args, { cwd: root, env, timeout, maxBuffer: 64 << 20 });
-      return stdout;
-    } catch (err) {
-      const e = err as { stderr?: string; message: string };
-      throw new Error(`${file} ${args.join(' ')}: ${e.message}\n${e.stderr ?? ''}`);
-    }
-  };
-  const dc = (args: string[], timeout?: number) =>
-    sh(
-      'docker-compose',
-      ['-p', PROJECT, '-f', 'docker-compose.yml', '-f', 'test/stack.override.yml', ...args],
-      timeout,
-    );
-  const containerOf = async (service: string) => (await dc(['ps', '-q', service])).trim();
+  const { sh, dc, containerOf, down } = composeShell(PROJECT, [], () => env);
   const inspect = async (id: string, format: string) =>
     (await sh('docker', ['inspect', '-f', format, id])).trim();
   /** The host's IPv4 address on Docker's default bridge (docker0): never all interfaces. */
@@ -206,15 +257,7 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
     promUrl = `http://127.0.0.1:${promPort}`;
     env = {
       ...env,
-      // The legacy builder: BuildKit would fetch the Dockerfile's `# syntax=` frontend from a
-      // registry; Compose v1 hands the build to the engine's API, not to the CLI.
-      DOCKER_BUILDKIT: '0',
-      COMPOSE_DOCKER_CLI_BUILD: '0',
-      STACK_NODE_IMAGE: tags.STANDIN_NODE ?? '',
-      STACK_REDIS_IMAGE: tags.STANDIN_REDIS ?? '',
-      STACK_PROMETHEUS_IMAGE: tags.STANDIN_PROMETHEUS ?? '',
-      STACK_GATEWAY_IMAGE: GATEWAY_IMAGE,
-      STACK_SIM_IMAGE: SIM_IMAGE,
+      ...buildEnv(),
       STACK_REDIS_PORT: String(redisPort),
       API_PUBLISH: `127.0.0.1:${apiPort}`,
       PROMETHEUS_PUBLISH: `127.0.0.1:${promPort}`,
@@ -249,15 +292,8 @@ describe.runIf(!('reason' in engine))('the compose stack in Docker', () => {
     );
   }, 20 * 60_000);
 
-  beforeEach((ctx) => {
-    ctx.onTestFailed(() => {
-      failed = true;
-    });
-  });
-
   afterAll(async () => {
-    if (failed) console.log(await dc(['logs', '--no-color', '--tail=60']).catch(String));
-    await dc(['down', '-v', '--remove-orphans'], 180_000).catch((e: unknown) => console.error(e));
+    await down();
     await sim?.close();
   }, 300_000);
 
@@ -475,36 +511,12 @@ describe.runIf(!('reason' in engine))("the compose stack's demo profile in Docke
   const DEMO_SERVICES = ['redis', 'api', 'worker', 'rpc-sim'];
   let env: Record<string, string>;
   let apiUrl: string;
-  let failed = false;
 
-  const sh = async (file: string, args: string[], timeout = 120_000): Promise<string> => {
-    try {
-      const { stdout } = await run(file, args, { cwd: root, env, timeout, maxBuffer: 64 << 20 });
-      return stdout;
-    } catch (err) {
-      const e = err as { stderr?: string; message: string };
-      throw new Error(`${file} ${args.join(' ')}: ${e.message}\n${e.stderr ?? ''}`);
-    }
-  };
-  const dc = (args: string[], timeout?: number) =>
-    sh(
-      'docker-compose',
-      [
-        '-p',
-        DEMO_PROJECT,
-        '-f',
-        'docker-compose.yml',
-        '-f',
-        'test/stack.override.yml',
-        '--env-file',
-        '.env.example',
-        '--profile',
-        'demo',
-        ...args,
-      ],
-      timeout,
-    );
-  const containerOf = async (service: string) => (await dc(['ps', '-q', service])).trim();
+  const { sh, dc, containerOf, down } = composeShell(
+    DEMO_PROJECT,
+    ['--env-file', '.env.example', '--profile', 'demo'],
+    () => env,
+  );
   /** What `script` prints, run by node inside `service`'s container. */
   const nodeIn = async (service: string, script: string) =>
     sh('docker', ['exec', await containerOf(service), 'node', '-e', script]);
@@ -531,13 +543,7 @@ describe.runIf(!('reason' in engine))("the compose stack's demo profile in Docke
     }
     env = {
       ...env,
-      DOCKER_BUILDKIT: '0',
-      COMPOSE_DOCKER_CLI_BUILD: '0',
-      STACK_NODE_IMAGE: tags.STANDIN_NODE ?? '',
-      STACK_REDIS_IMAGE: tags.STANDIN_REDIS ?? '',
-      STACK_PROMETHEUS_IMAGE: tags.STANDIN_PROMETHEUS ?? '',
-      STACK_GATEWAY_IMAGE: GATEWAY_IMAGE,
-      STACK_SIM_IMAGE: SIM_IMAGE,
+      ...buildEnv(),
       STACK_REDIS_PORT: String(await freePort()),
       API_PUBLISH: `127.0.0.1:${apiPort}`,
       PROMETHEUS_PUBLISH: `127.0.0.1:${await freePort()}`,
@@ -557,16 +563,9 @@ describe.runIf(!('reason' in engine))("the compose stack's demo profile in Docke
     );
   }, 20 * 60_000);
 
-  beforeEach((ctx) => {
-    ctx.onTestFailed(() => {
-      failed = true;
-    });
-  });
-
   afterAll(async () => {
     if (!env) return;
-    if (failed) console.log(await dc(['logs', '--no-color', '--tail=60']).catch(String));
-    await dc(['down', '-v', '--remove-orphans'], 180_000).catch((e: unknown) => console.error(e));
+    await down();
   }, 300_000);
 
   it('answers on the simulated chain, the simulator a service that is not published', async () => {
