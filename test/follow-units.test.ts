@@ -476,16 +476,15 @@ describe('silence probe', () => {
 });
 
 describe('backstop', () => {
-  it('backs off a quiet parent from a window to a day: at most one credit a day once settled', async () => {
+  /**
+   * A backstop over fakes with a window of `freshMs` (a check costs 1, a scan 10); `changed` lists
+   * the parents it put right.
+   */
+  const backstopWith = (freshMs: number) => {
     const clock = new FakeClock();
     const store = new FakeStore();
     const rpc = new FakeRpc();
-    const a = sub('mango');
-    const owner = new PublicKey(Buffer.alloc(32, 5)).toBase58();
-    store.put(PARENT, 10, { [a.account]: ['mango', owner] });
-    rpc.accountsByKey.set(a.account, { owner: NAME_PROGRAM, head: a.subNote(10).head as Buffer });
-    rpc.accountsByKey.set(a.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
-    const freshMs = 60_000;
+    const changed: string[] = [];
     const backstop = new Backstop({
       rpc,
       store,
@@ -495,9 +494,24 @@ describe('backstop', () => {
       checkCost: 1,
       scanCost: 10,
       reread: () => undefined,
-      changed: () => undefined,
+      changed: (parent) => changed.push(parent),
       metrics: quietDeps().metrics,
     });
+    return { backstop, clock, store, rpc, changed };
+  };
+  /** Puts `s`'s name account and reverse record on the fake RPC's chain, as of slot 10. */
+  const onChain = (rpc: FakeRpc, s: ReturnType<typeof sub>) => {
+    rpc.accountsByKey.set(s.account, { owner: NAME_PROGRAM, head: s.subNote(10).head as Buffer });
+    rpc.accountsByKey.set(s.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
+  };
+
+  it('backs off a quiet parent from a window to a day: at most one credit a day once settled', async () => {
+    const freshMs = 60_000;
+    const { backstop, clock, store, rpc } = backstopWith(freshMs);
+    const a = sub('mango');
+    const owner = new PublicKey(Buffer.alloc(32, 5)).toBase58();
+    store.put(PARENT, 10, { [a.account]: ['mango', owner] });
+    onChain(rpc, a);
     backstop.sync([PARENT]);
     const day = 24 * 3600_000;
     for (let t = 0; t < 3 * day; t += 30_000) {
@@ -523,9 +537,7 @@ describe('backstop', () => {
   });
 
   it('reads names and reverse records in one call, and takes no short answer for "gone"', async () => {
-    const clock = new FakeClock();
-    const store = new FakeStore();
-    const rpc = new FakeRpc();
+    const { backstop, clock, store, rpc } = backstopWith(60_000);
     const owner = new PublicKey(Buffer.alloc(32, 5)).toBase58();
     // Sixty subdomains: their 120 keys in one read (which the RPC client sends 100 a call).
     const subs = Array.from({ length: 60 }, (_, i) => sub(`quince${i}`));
@@ -534,22 +546,7 @@ describe('backstop', () => {
       10,
       Object.fromEntries(subs.map((s, i) => [s.account, [`quince${i}`, owner]])),
     );
-    for (const s of subs) {
-      rpc.accountsByKey.set(s.account, { owner: NAME_PROGRAM, head: s.subNote(10).head as Buffer });
-      rpc.accountsByKey.set(s.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
-    }
-    const backstop = new Backstop({
-      rpc,
-      store,
-      clock,
-      slots: trustingSlots(),
-      freshMs: 60_000,
-      checkCost: 1,
-      scanCost: 10,
-      reread: () => undefined,
-      changed: () => undefined,
-      metrics: quietDeps().metrics,
-    });
+    for (const s of subs) onChain(rpc, s);
     backstop.sync([PARENT]);
     await clock.advance(60_000);
     await backstop.round();
@@ -573,9 +570,7 @@ describe('backstop', () => {
   });
 
   it('reads owners too: a forged transfer (from the websocket provider) is put right at the check', async () => {
-    const clock = new FakeClock();
-    const store = new FakeStore();
-    const rpc = new FakeRpc();
+    const { backstop, clock, store, rpc, changed } = backstopWith(60_000);
     const realOwner = new PublicKey(Buffer.alloc(32, 5));
     const a = sub('nectarine', realOwner);
     const b = sub('olive', realOwner);
@@ -585,24 +580,7 @@ describe('backstop', () => {
       [a.account]: ['nectarine', forged, a.reverse],
       [b.account]: ['olive', realOwner.toBase58(), b.reverse],
     });
-    for (const s of [a, b]) {
-      rpc.accountsByKey.set(s.account, { owner: NAME_PROGRAM, head: s.subNote(10).head as Buffer });
-      rpc.accountsByKey.set(s.reverse, { owner: NAME_PROGRAM, head: Buffer.alloc(0) });
-    }
-    const changed: string[] = [];
-    const { metrics } = quietDeps();
-    const backstop = new Backstop({
-      rpc,
-      store,
-      clock,
-      slots: trustingSlots(),
-      freshMs: 60_000,
-      checkCost: 1,
-      scanCost: 10,
-      reread: () => undefined,
-      changed: (parent) => changed.push(parent),
-      metrics,
-    });
+    for (const s of [a, b]) onChain(rpc, s);
     backstop.sync([PARENT]);
     await clock.advance(60_000);
     await backstop.round();
