@@ -1,5 +1,5 @@
 /** Accounts as the simulated RPC writes them: encodings, data slices, filters, the JSON text. */
-import type { MemcmpHint, StoredAccount } from './chain.js';
+import type { MemcmpHint, StoredAccount } from './chain-view.js';
 import { base58Encode } from './base58.js';
 import { MAX_BASE58_BYTES } from './limits.js';
 import { RpcError, RpcErrorCode } from './rpc-error.js';

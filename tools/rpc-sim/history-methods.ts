@@ -4,7 +4,8 @@
  */
 import { PublicKey } from '@solana/web3.js';
 import { base58Decode } from './base58.js';
-import type { ChainView, SimChain } from './chain.js';
+import type { SimChain } from './chain.js';
+import type { ChainView } from './chain-view.js';
 import { MAX_SIGNATURES_LIMIT } from './limits.js';
 import type { ResultJson } from './methods.js';
 import {

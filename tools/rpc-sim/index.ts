@@ -1,31 +1,28 @@
 /** Loopback Solana JSON-RPC simulator for tests and local runs; the API is in server.ts. */
+export { SimChain } from './chain.js';
+export type { AddDomainOptions, AddSubdomainOptions, DeleteOptions } from './chain.js';
+export type { SimChainOptions } from './account-store.js';
+export type {
+  AccountWrite,
+  ChainView,
+  MemcmpHint,
+  SimAccount,
+  SimAccountInput,
+  TransactionListener,
+  WriteListener,
+} from './chain-view.js';
 export {
   DEFAULT_DOMAIN_SPACE,
-  DEFAULT_MAX_TRANSACTIONS,
   DEFAULT_SIM_OWNER,
   DEFAULT_SUBDOMAIN_SPACE,
   NAME_HEADER_LEN,
-  SimChain,
   ZERO_KEY,
   encodeNameAccount,
   encodeReverseData,
   rentExemptLamports,
-} from './chain.js';
-export type {
-  AccountWrite,
-  AddDomainOptions,
-  AddSubdomainOptions,
-  ChainView,
-  DeleteOptions,
-  MemcmpHint,
-  NameHeader,
-  SimAccount,
-  SimAccountInput,
-  SimChainOptions,
-  SubdomainKeys,
-  TransactionListener,
-  WriteListener,
-} from './chain.js';
+} from './name-layout.js';
+export type { NameHeader, SubdomainKeys } from './name-layout.js';
+export { DEFAULT_MAX_TRANSACTIONS } from './transaction-log.js';
 export { startBackgroundWrites } from './background.js';
 export type { BackgroundWriteOptions, BackgroundWriter } from './background.js';
 export { LAMPORTS_PER_SIGNATURE } from './transactions.js';
@@ -50,8 +47,10 @@ export {
 } from './limits.js';
 export { SIM_ONLY_METHODS, SUPPORTED_METHODS } from './methods.js';
 export { RpcErrorCode } from './rpc-error.js';
-export { FLOOD_BUFFER_BYTES, programNotificationText } from './pubsub.js';
-export type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
+export { FLOOD_BUFFER_BYTES } from './pubsub.js';
+export type { WsCallRecord, WsStats } from './pubsub.js';
+export { programNotificationText } from './notifications.js';
+export type { SubscriptionKind } from './subscriptions.js';
 export { startRpcSimulator } from './server.js';
 export { DEFAULT_MAX_BODY_BYTES } from './simulator-api.js';
 export type { RpcCallRecord, RpcSimulator, RpcSimulatorOptions } from './simulator-api.js';

@@ -4,7 +4,8 @@
  */
 import { PublicKey } from '@solana/web3.js';
 import { isBase58Pubkey } from './base58.js';
-import type { ChainView, MemcmpHint, SimChain, StoredAccount } from './chain.js';
+import type { SimChain } from './chain.js';
+import type { ChainView, MemcmpHint, StoredAccount } from './chain-view.js';
 import { getSignaturesForAddress, getTransaction } from './history-methods.js';
 import type { TransactionView } from './history-methods.js';
 import { accountJson, type Filter } from './account-json.js';

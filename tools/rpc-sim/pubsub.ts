@@ -1,28 +1,24 @@
 /**
- * The simulator's pubsub websocket (account/program/logsSubscribe and unsubscribes), fed
+ * The simulator's pubsub websocket server (account/program/logsSubscribe and unsubscribes), fed
  * synchronously by chain listeners, with providers' failures: dropped sockets, no websocket
- * support (503), half-open sockets. Wire format as agave's rpc_pubsub (ids from 0, per
- * connection; unknown id: -32602). `sendRaw` and `flood` put hostile frames on a socket.
+ * support (503), half-open sockets. Wire format as agave's rpc_pubsub (ids from 0; unknown id:
+ * -32602). `sendRaw` and `flood` put hostile frames on a socket. The subscriptions by kind are
+ * in subscriptions.ts, what a write or a transaction notifies in notifications.ts.
  */
-import { NAME_PROGRAM_ID } from '@bonfida/spl-name-service';
 import { createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { WebSocketServer } from 'ws';
 import type { RawData, WebSocket } from 'ws';
-import type { AccountWrite, SimChain } from './chain.js';
-import type { SimTransaction } from './transactions.js';
+import type { SimChain } from './chain.js';
 import { errorJson, parseBody, validId } from './envelope.js';
 import type { Envelope } from './envelope.js';
-import {
-  readAccountSubscribe,
-  readLogsSubscribe,
-  readProgramSubscribe,
-  readSubscriptionId,
-} from './params.js';
-import type { LogsParams, SubscriptionParams } from './params.js';
-import { accountJson, closedAccountJson } from './account-json.js';
+import { notifyLogs, notifyWrite } from './notifications.js';
+import type { Deliver } from './notifications.js';
+import { readSubscriptionId } from './params.js';
 import { RpcError, RpcErrorCode } from './rpc-error.js';
+import { SubscriptionIndex, isSubscribe, isUnsubscribe } from './subscriptions.js';
+import type { Client, SubscriptionKind } from './subscriptions.js';
 
 /** One websocket JSON-RPC call. */
 export interface WsCallRecord {
@@ -51,37 +47,6 @@ export interface WsStats {
   pings: number;
 }
 
-interface Client {
-  readonly ws: WebSocket;
-  frozen: boolean;
-  readonly subs: Map<number, Subscription>;
-}
-
-type Subscription =
-  | {
-      readonly id: number;
-      readonly kind: 'account' | 'program';
-      readonly params: SubscriptionParams;
-      readonly client: Client;
-    }
-  | {
-      readonly id: number;
-      readonly kind: 'logs';
-      readonly params: LogsParams;
-      readonly client: Client;
-    };
-
-type DataSubscription = Exclude<Subscription, { kind: 'logs' }>;
-
-/** Kinds of subscription served. */
-export type SubscriptionKind = Subscription['kind'];
-
-const UNSUBSCRIBE_METHODS = new Set([
-  'accountUnsubscribe',
-  'programUnsubscribe',
-  'logsUnsubscribe',
-]);
-
 /** A running pubsub endpoint. */
 export class PubSubServer {
   readonly url: string;
@@ -92,12 +57,15 @@ export class PubSubServer {
   readonly #wss: WebSocketServer;
   readonly #rawSockets = new Set<Socket>();
   readonly #clients = new Set<Client>();
-  readonly #accountSubs = new Map<string, Set<DataSubscription>>();
-  readonly #programSubs = new Map<string, Set<DataSubscription>>();
-  readonly #logsSubs = new Set<Subscription & { kind: 'logs' }>();
+  readonly #subs = new SubscriptionIndex();
+  /** Sends a notification; counts it when it reached the socket. */
+  readonly #deliver: Deliver = (sub, text) => {
+    const sent = this.#send(sub.client, text);
+    if (sent) this.#notificationsSent++;
+    return sent;
+  };
   readonly #stopListening: () => void;
   readonly #stopLogs: () => void;
-  #nextId = 0;
   #available = true;
   #accepted = 0;
   #pings = 0;
@@ -125,8 +93,8 @@ export class PubSubServer {
       }
       wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws));
     });
-    this.#stopListening = chain.onWrite((write) => this.#notify(write));
-    this.#stopLogs = chain.onTransaction((tx) => this.#notifyLogs(tx));
+    this.#stopListening = chain.onWrite((write) => notifyWrite(this.#subs, write, this.#deliver));
+    this.#stopLogs = chain.onTransaction((tx) => notifyLogs(this.#subs, tx, this.#deliver));
   }
 
   /** Listens on `host:port` (0: ephemeral); throws the listen error. */
@@ -263,8 +231,7 @@ export class PubSubServer {
     ws.on('error', () => ws.terminate());
     ws.once('close', () => {
       this.#clients.delete(client);
-      for (const sub of client.subs.values()) this.#unindex(sub);
-      client.subs.clear();
+      this.#subs.closed(client);
     });
   }
 
@@ -299,16 +266,12 @@ export class PubSubServer {
     }
     try {
       let result: string;
-      if (
-        e.method === 'accountSubscribe' ||
-        e.method === 'programSubscribe' ||
-        e.method === 'logsSubscribe'
-      ) {
-        const sub = this.#subscribe(client, e.method, e.params);
+      if (isSubscribe(e.method)) {
+        const sub = this.#subs.subscribe(client, e.method, e.params);
         row.subscription = sub.id;
         result = String(sub.id);
-      } else if (UNSUBSCRIBE_METHODS.has(e.method)) {
-        this.#unsubscribe(client, readSubscriptionId(e.params));
+      } else if (isUnsubscribe(e.method)) {
+        this.#subs.unsubscribe(client, readSubscriptionId(e.params));
         result = 'true';
       } else {
         throw new RpcError(RpcErrorCode.methodNotFound, 'Method not found');
@@ -322,101 +285,6 @@ export class PubSubServer {
       row.error = error.code;
       return errorJson(e.id, error.code, error.message, error.data);
     }
-  }
-
-  #subscribe(
-    client: Client,
-    method: 'accountSubscribe' | 'programSubscribe' | 'logsSubscribe',
-    params: unknown,
-  ): Subscription {
-    if (method === 'logsSubscribe') {
-      const sub = {
-        id: this.#nextId++,
-        kind: 'logs' as const,
-        params: readLogsSubscribe(params),
-        client,
-      };
-      client.subs.set(sub.id, sub);
-      this.#logsSubs.add(sub);
-      return sub;
-    }
-    const kind = method === 'accountSubscribe' ? 'account' : 'program';
-    const parsed = kind === 'account' ? readAccountSubscribe(params) : readProgramSubscribe(params);
-    const sub: DataSubscription = { id: this.#nextId++, kind, params: parsed, client };
-    client.subs.set(sub.id, sub);
-    const index = kind === 'account' ? this.#accountSubs : this.#programSubs;
-    let set = index.get(parsed.key);
-    if (!set) {
-      set = new Set();
-      index.set(parsed.key, set);
-    }
-    set.add(sub);
-    return sub;
-  }
-
-  /** @throws RpcError -32602 "Invalid subscription id." (agave) for ids not of this client. */
-  #unsubscribe(client: Client, id: number): void {
-    const sub = client.subs.get(id);
-    if (!sub) throw new RpcError(RpcErrorCode.invalidParams, 'Invalid subscription id.');
-    client.subs.delete(id);
-    this.#unindex(sub);
-  }
-
-  #unindex(sub: Subscription): void {
-    if (sub.kind === 'logs') {
-      this.#logsSubs.delete(sub);
-      return;
-    }
-    const index = sub.kind === 'account' ? this.#accountSubs : this.#programSubs;
-    const set = index.get(sub.params.key);
-    set?.delete(sub);
-    if (set?.size === 0) index.delete(sub.params.key);
-  }
-
-  /**
-   * Write listener: accountSubscribe hears every write (deletion as a closed account);
-   * programSubscribe only accounts owned and passing the filters after the write, so never a
-   * deletion, as on a real node.
-   */
-  #notify(write: AccountWrite): void {
-    const accountSubs = this.#accountSubs.get(write.key);
-    if (accountSubs) {
-      for (const sub of accountSubs) {
-        const { encoding, dataSlice } = sub.params;
-        const value = write.account
-          ? accountJson(write.account, encoding, dataSlice, 'placeholder')
-          : closedAccountJson(encoding);
-        this.#notification(sub, 'accountNotification', write.slot, value);
-      }
-    }
-    const account = write.account;
-    const programSubs = account && this.#programSubs.get(account.ownerKey);
-    if (!programSubs) return;
-    for (const sub of programSubs) {
-      const { encoding, dataSlice, filters } = sub.params;
-      if (!filters.every((filter) => filter(account.data))) continue;
-      const value = `{"pubkey":"${account.key}","account":${accountJson(account, encoding, dataSlice, 'placeholder')}}`;
-      this.#notification(sub, 'programNotification', write.slot, value);
-    }
-  }
-
-  /** Transaction listener: a logsNotification per passing subscription (`mentions`: any key). */
-  #notifyLogs(tx: SimTransaction): void {
-    if (this.#logsSubs.size === 0) return;
-    let value: string | undefined;
-    for (const sub of this.#logsSubs) {
-      const { mentions } = sub.params;
-      if (mentions !== undefined && !tx.mentions(mentions)) continue;
-      value ??= JSON.stringify({ signature: tx.signature, err: tx.err, logs: tx.logs });
-      this.#notification(sub, 'logsNotification', tx.slot, value);
-    }
-  }
-
-  #notification(sub: Subscription, method: string, slot: number, value: string): void {
-    const text =
-      `{"jsonrpc":"2.0","method":"${method}","params":{"result":{"context":{"slot":${slot}},` +
-      `"value":${value}},"subscription":${sub.id}}}`;
-    if (this.#send(sub.client, text)) this.#notificationsSent++;
   }
 
   /** The open, unfrozen client holding `id`. */
@@ -438,27 +306,6 @@ export class PubSubServer {
 
 /** Unsent bytes {@link PubSubServer.flood} allows before waiting. */
 export const FLOOD_BUFFER_BYTES = 4 * 1024 * 1024;
-
-/**
- * A node's `programNotification` for `sendRaw`/`flood`; `slot` goes in unquoted as written
- * (`'1e309'`, `'-1'`; quoted: `'"5"'`), `data` already sliced (base64), `owner` default the name
- * program.
- */
-export function programNotificationText(
-  subscription: number,
-  slot: number | string,
-  pubkey: string,
-  data: Uint8Array,
-  owner = NAME_PROGRAM_ID.toBase58(),
-): string {
-  const encoded = Buffer.from(data).toString('base64');
-  return (
-    `{"jsonrpc":"2.0","method":"programNotification","params":{"result":{"context":{"slot":${slot}},` +
-    `"value":{"pubkey":"${pubkey}","account":{"data":["${encoded}","base64"],"executable":false,` +
-    `"lamports":1,"owner":"${owner}","rentEpoch":0,"space":${data.length}}}},` +
-    `"subscription":${subscription}}}`
-  );
-}
 
 function rawText(data: RawData): string {
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');

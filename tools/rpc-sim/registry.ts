@@ -21,7 +21,7 @@ import {
   ZERO_KEY,
   encodeNameAccount,
   encodeReverseData,
-} from './chain.js';
+} from './name-layout.js';
 import type { SimChain } from './chain.js';
 
 /** How the registry's keys are derived; each returns 32 bytes. */

@@ -6,7 +6,7 @@ import { STATUS_CODES, createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { SimChain } from './chain.js';
-import type { ChainView } from './chain.js';
+import type { ChainView } from './chain-view.js';
 import { errorJson, parseBody, validId } from './envelope.js';
 import type { Body, Envelope } from './envelope.js';
 import { FaultQueue, GARBAGE_BODY } from './faults.js';

@@ -1,7 +1,8 @@
 /** What a caller gives the RPC simulator and gets back: its options and its running handle. */
 import type { SimChain } from './chain.js';
 import type { Fault } from './faults.js';
-import type { SubscriptionKind, WsCallRecord, WsStats } from './pubsub.js';
+import type { WsCallRecord, WsStats } from './pubsub.js';
+import type { SubscriptionKind } from './subscriptions.js';
 
 /** 10 MiB; larger bodies get 413. */
 export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
