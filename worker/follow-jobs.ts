@@ -26,7 +26,7 @@ import type { CreditMeter } from './rpc/credits.js';
 import type { DiscoveryLane } from './sns/subdomain-discovery.js';
 
 /** How often owed re-reads are checked against the stored scans, in milliseconds. */
-export const REREAD_CHECK_MS = 2_000;
+const REREAD_CHECK_MS = 2_000;
 
 /** What the follower's jobs are wired from: the worker's boot (./runtime.ts) opens each. */
 export type FollowJobsDeps = {
@@ -94,7 +94,7 @@ export function startRereads(deps: FollowJobsDeps): Rereads {
  * (`sns_refresh_events_lost_total{stage="publish"}`) and logged once a minute at most, and the
  * API processes notice it by the events' count. Never throws.
  */
-export function changePublisher(deps: FollowJobsDeps): (parent: string) => void {
+function changePublisher(deps: FollowJobsDeps): (parent: string) => void {
   const { command, config, metrics, defaultEndpoint } = deps;
   const warn = occasionalWarning(deps.logger);
   return (parent) =>

@@ -23,7 +23,7 @@ const HOT_PARENT_SCAN_JOB = 'hot-scan';
  * {@link HOT_PARENT_SCAN_QUEUE}. Idempotent: every worker calls it at start and BullMQ keeps one
  * scheduler per id.
  */
-export async function scheduleHotParentScans(queue: Queue, freshMs: number): Promise<void> {
+async function scheduleHotParentScans(queue: Queue, freshMs: number): Promise<void> {
   await queue.upsertJobScheduler(
     HOT_PARENT_SCHEDULER_ID,
     { every: hotParentScanIntervalMs(freshMs) },

@@ -28,7 +28,7 @@ type LaneLimits = {
  * reaches its heap limit while it is being terminated aborts the whole process (V8's fatal
  * out-of-memory), not just itself.
  */
-export const decodeHeapMb = (maxResponseBytes: number) =>
+const decodeHeapMb = (maxResponseBytes: number) =>
   Math.min(2048, Math.max(64, Math.ceil((24 * maxResponseBytes) / (1024 * 1024))));
 
 /** The worker's lanes (docs/design.md, "Replies from an RPC") and their decode threads. */

@@ -60,7 +60,7 @@ export type RefreshProcessorDeps = {
 };
 
 /** How long a parent found on chain is known to exist (its key lives that long), ms. */
-export const PARENT_EXISTS_TTL_MS = 7 * 86_400_000;
+const PARENT_EXISTS_TTL_MS = 7 * 86_400_000;
 
 export type RefreshResult = { labels: number; accounts: number; slot: number | undefined };
 

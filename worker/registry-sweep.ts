@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 
 /** How often the followed-parents registry is swept. */
-export const SWEEP_EVERY_MS = 60_000;
+const SWEEP_EVERY_MS = 60_000;
 /**
  * How often idle parents are swept from the registry (docs/design.md, "The subdomain cache"): a
  * minute, or a quarter of the stale window when that is shorter, so an entry nobody asks for

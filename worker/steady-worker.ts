@@ -1,9 +1,9 @@
 import { Worker, type Job } from 'bullmq';
 
 /** The first wait after a failed fetch, in milliseconds; it doubles with each failure in a row. */
-export const FETCH_BACKOFF_MIN_MS = 100;
+const FETCH_BACKOFF_MIN_MS = 100;
 /** The longest wait between failed fetches, in milliseconds. */
-export const FETCH_BACKOFF_MAX_MS = 5_000;
+const FETCH_BACKOFF_MAX_MS = 5_000;
 
 /**
  * A BullMQ `Worker` whose failed fetch of the next job waits before it fails again, from

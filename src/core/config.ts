@@ -29,7 +29,7 @@ const wsUrl = z.url({ protocol: /^wss?$/, error: 'must be a ws(s) URL' });
  * The websocket URL of an RPC URL, as web3.js's `makeWebsocketUrl` derives it: http -> ws,
  * https -> wss, an explicit port plus one (8899 -> 8900).
  */
-export function deriveWebsocketUrl(rpcUrl: string): string {
+function deriveWebsocketUrl(rpcUrl: string): string {
   const ws = new URL(rpcUrl);
   ws.protocol = rpcUrl.startsWith('https:') ? 'wss:' : 'ws:';
   // The port as written: the URL parser drops a default one (`:80`), web3.js does not.
@@ -113,7 +113,7 @@ const clusterNodes = z.preprocess(
  * Largest usable database: the lease library (@sesamecare-oss/redlock) selects 0..15 only and
  * silently falls back to 0 otherwise.
  */
-export const MAX_REDIS_DB = 15;
+const MAX_REDIS_DB = 15;
 
 /** `url`'s database as ioredis reads it (path `/N`, else `?db=`, else 0), or why unusable. */
 export function redisUrlDatabase(url: string): number | string {

@@ -52,7 +52,7 @@ export const DELETION_CHECK_OUTCOME = Object.freeze({
 } as const);
 
 /** `sns_http_refusals_total{reason}`: every reason a 429 or 503 refusal carries. */
-export const REFUSAL_REASONS: readonly RefusalReason[] = Object.freeze([
+const REFUSAL_REASONS: readonly RefusalReason[] = Object.freeze([
   'cold_miss_limit',
   'client_share',
   'stream_limit',

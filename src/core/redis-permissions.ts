@@ -256,7 +256,7 @@ export class RedisPermissionError extends Error {
 }
 
 /** The start-up message: what is refused, what to grant (commands, categories, patterns). */
-export async function permissionErrorMessage(
+async function permissionErrorMessage(
   redis: RedisClient,
   user: string,
   prefix: string,

@@ -7,7 +7,7 @@ const SAMPLES = 3;
 /** How soon a first measure that failed is tried again. */
 const FIRST_RETRY_MS = 1_000;
 /** How often the offset to Redis's clock is measured again. */
-export const REDIS_TIME_EVERY_MS = 60_000;
+const REDIS_TIME_EVERY_MS = 60_000;
 
 /**
  * One clock for every process of a deployment: Redis's (`TIME`), read through this process's own.

@@ -27,7 +27,7 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 export type RedisAccess = { info: boolean };
 
 /** Every command allowed (tests and tools). */
-export const FULL_REDIS_ACCESS: RedisAccess = Object.freeze({ info: true });
+const FULL_REDIS_ACCESS: RedisAccess = Object.freeze({ info: true });
 
 /** Reconnect back-off, ms, capped at 2 s, forever. */
 const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);

@@ -12,7 +12,7 @@ export const BACKSTOP_MAX_MS = 24 * 3600_000;
  * Keys checked per round at most (100 a `getMultipleAccounts`, two a subdomain): a round stays
  * bounded however many parents.
  */
-export const BACKSTOP_ROUND_KEYS = 10_000;
+const BACKSTOP_ROUND_KEYS = 10_000;
 
 export type BackstopDeps = {
   rpc: Pick<FollowRpc, 'accounts'>;

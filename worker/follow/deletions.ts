@@ -13,9 +13,9 @@ import type { Clock, FollowStore, Reread } from './types.js';
 /** Tries of one `getTransaction` (null from a lagging node, or a failed call) before giving up. */
 export const TRANSACTION_TRIES = 6;
 /** First wait between tries, doubled each time: 0.25 + 0.5 + 1 + 2 + 4 s, about 8 s in all. */
-export const TRANSACTION_BACKOFF_MS = 250;
+const TRANSACTION_BACKOFF_MS = 250;
 /** Transactions waiting to be read at most; past it a Delete is lost (the caller heals that). */
-export const MAX_QUEUED = 1_000;
+const MAX_QUEUED = 1_000;
 /** Transactions read at once. */
 const CONCURRENCY = 4;
 /**
@@ -33,7 +33,7 @@ export const MAX_READS_PER_MINUTE = 60;
  * Delete costs more than its read (a new epoch; with the registry index, a rebuild), so an honest
  * burst waits; a flood of forged lines still ends in that bound.
  */
-export const MAX_READ_WAIT_MS = 60_000;
+const MAX_READ_WAIT_MS = 60_000;
 /**
  * How long a reported Delete may wait for its read before the follow status says so
  * (`deletesSince`, src/core/cache/follow-status.ts) and stops vouching: a read on a node a little

@@ -11,7 +11,7 @@ import type { AccountNote } from './types.js';
  * follower starts a new epoch instead (entries fetched before it are re-read when asked), which
  * costs what is asked for rather than what happened.
  */
-export const GAP_MAX_SIGNATURES = 500;
+const GAP_MAX_SIGNATURES = 500;
 
 /** How a gap ended: healed (nothing missed), or a new epoch is needed. */
 export type GapOutcome =

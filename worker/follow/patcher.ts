@@ -25,7 +25,7 @@ export const PAIRING_MS = 1_500;
  */
 export const MAX_PENDING_PER_PARENT = 256;
 /** {@link MAX_PENDING_PER_PARENT} over every parent together. */
-export const MAX_PENDING = 10_000;
+const MAX_PENDING = 10_000;
 
 export type PatcherDeps = {
   store: FollowStore;

@@ -7,7 +7,7 @@ import type { SlotClock } from '../../src/core/rpc/slot.js';
 import type { Clock, FollowStore } from './types.js';
 
 /** How long a status written now vouches for the stream: three writes. */
-export const HEALTHY_FOR_MS = 3_000;
+const HEALTHY_FOR_MS = 3_000;
 
 /** Where the follow status is read and written (./status-store.ts in the runtime). */
 export type FollowStatusIO = {

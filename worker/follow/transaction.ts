@@ -14,9 +14,9 @@ const NAME_ACCOUNT_AT: ReadonlyMap<number, number> = new Map([
   [3, 0], // Delete: name account, owner, refund target
   [4, 2], // Realloc: system program, payer, name account, owner
 ]);
-export const DELETE_TAG = 3;
+const DELETE_TAG = 3;
 /** The log line of a Delete (`msg!` in the program's processor). */
-export const DELETE_LOG = 'Instruction: Delete Name';
+const DELETE_LOG = 'Instruction: Delete Name';
 /** Longest instruction data decoded (base58 decoding is quadratic); only its first byte counts. */
 const MAX_DATA_CHARS = 4096;
 /**

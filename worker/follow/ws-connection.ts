@@ -12,7 +12,7 @@ import { wsUpgradeRefusedMessage } from '../rpc/ws-url-hint.js';
  * 600 bytes of JSON), a logs notification a transaction's log lines (a few KiB); a bigger frame is
  * not one we asked for, and ws closes the socket (1009) rather than buffer it.
  */
-export const MAX_FRAME_BYTES = 64 * 1024;
+const MAX_FRAME_BYTES = 64 * 1024;
 
 /**
  * A socket that lived less than this before it closed counts as a flap: the next one waits longer

@@ -11,7 +11,7 @@ import { discoverUnder, type DiscoveryLane } from '../sns/subdomain-discovery.js
 import type { FeedRpc } from './feed.js';
 
 /** Parents audited per round, and how often a round runs (docs/design.md, "The registry index"). */
-export const AUDIT_PARENTS = 1;
+const AUDIT_PARENTS = 1;
 export const AUDIT_EVERY_MS = 5 * 60_000;
 
 /** One difference the audit found and repaired. */

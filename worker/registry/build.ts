@@ -15,7 +15,7 @@ import type { DiscoveryLane } from '../sns/subdomain-discovery.js';
 import { namesPage, pageOf, reversesPage, type Page } from './pages.js';
 
 /** BullMQ queue of the index's bootstrap pieces (`<prefix>:registry-build:*`). */
-export const REGISTRY_BUILD_QUEUE = 'registry-build';
+const REGISTRY_BUILD_QUEUE = 'registry-build';
 
 /**
  * The shards of a build: the reverse records whose parent key starts with each byte (`00`..`ff`).
@@ -30,21 +30,21 @@ export const SHARDS: readonly string[] = Array.from({ length: 256 }, (_, i) =>
 );
 
 /** Reverse-text bytes read inline by a piece; longer texts are completed by a read of their own. */
-export const PIECE_TEXT_BYTES = 64;
+const PIECE_TEXT_BYTES = 64;
 /** The pieces' `dataSlice`: the parent, then up to the text's first {@link PIECE_TEXT_BYTES} bytes. */
-export const PIECE_SLICE = Object.freeze({ offset: 0, length: HEADER_LEN + 4 + PIECE_TEXT_BYTES });
+const PIECE_SLICE = Object.freeze({ offset: 0, length: HEADER_LEN + 4 + PIECE_TEXT_BYTES });
 /** Accounts per `getProgramAccountsV2` page (the providers' most is 10,000). */
-export const PAGE_LIMIT = 10_000;
+const PAGE_LIMIT = 10_000;
 /** Tries of a piece (with exponential back-off from {@link PIECE_BACKOFF_MS}). */
-export const PIECE_ATTEMPTS = 12;
-export const PIECE_BACKOFF_MS = 2_000;
+const PIECE_ATTEMPTS = 12;
+const PIECE_BACKOFF_MS = 2_000;
 /**
  * Longest a piece stands aside, before each page, while refresh jobs wait to be taken: the build
  * is background work and yields to the refreshes that users wait on, but is never stopped for good.
  */
-export const PIECE_YIELD_MS = 5_000;
+const PIECE_YIELD_MS = 5_000;
 /** How often a piece standing aside looks again at the refresh jobs waiting, in ms. */
-export const PIECE_YIELD_POLL_MS = 100;
+const PIECE_YIELD_POLL_MS = 100;
 
 export type PieceJob = { run: number; shard: string };
 
@@ -85,7 +85,7 @@ const refused = (err: unknown): boolean =>
   err instanceof RpcCallError && /JSON-RPC error -32601 /.test(err.message);
 
 /** The filters of a shard's reverse records. */
-export function shardFilters(shard: string): object[] {
+function shardFilters(shard: string): object[] {
   const byte = Number.parseInt(shard, 16);
   const filters: object[] = [
     { memcmp: { offset: 64, bytes: toBase58(REVERSE_LOOKUP_CLASS) } },
@@ -100,7 +100,7 @@ export function shardFilters(shard: string): object[] {
  * The filters of shard `00`'s second pass: name accounts whose parent starts with byte 0 and whose
  * class is none (a subdomain's; reverse records, top-level ones included, have the reverse class).
  */
-export function namesFilters(): object[] {
+function namesFilters(): object[] {
   return [
     { memcmp: { offset: 0, bytes: toBase58(Uint8Array.of(0)) } },
     { memcmp: { offset: 64, bytes: toBase58(new Uint8Array(32)) } },
@@ -114,7 +114,7 @@ const NAMES_SLICE = Object.freeze({ offset: 0, length: 64 });
 type Pass = { kind: 'reverses' | 'names'; filters: object[]; dataSlice: object };
 
 /** The passes of a shard's piece, in order; the last one's last page marks the shard done. */
-export function piecePasses(shard: string): Pass[] {
+function piecePasses(shard: string): Pass[] {
   const passes: Pass[] = [
     { kind: 'reverses', filters: shardFilters(shard), dataSlice: PIECE_SLICE },
   ];
@@ -134,7 +134,7 @@ export function piecePasses(shard: string): Pass[] {
  * @throws when the stream is not followed, the budget is past its soft threshold, or a read fails
  *   (BullMQ retries with back-off).
  */
-export async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number | null> {
+async function buildPiece(deps: BuildDeps, job: PieceJob): Promise<number | null> {
   const { index } = deps;
   const state = await index.state();
   if (state.run !== job.run || state.status !== 'building') return null;

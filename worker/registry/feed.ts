@@ -9,9 +9,9 @@ import { classifyChange } from '../sns/change.js';
 import { isReverseSlice } from '../sns/discovery-decode.js';
 
 /** Ops applied in one script call at most. */
-export const FEED_BATCH = 500;
+const FEED_BATCH = 500;
 /** Ops waiting at most; past it the oldest are dropped and the index is declared behind. */
-export const FEED_MAX_QUEUED = 100_000;
+const FEED_MAX_QUEUED = 100_000;
 /**
  * Name-account owners remembered for a reverse record that follows (they come in one transaction,
  * the name account first): an addition then needs no read of its owner.

@@ -84,13 +84,13 @@ export class JsonHeapError extends Error {
  * Heap bytes one counted value may cost once parsed: about 1.5 times the worst measured
  * (BENCHMARKS.md, "Decoding large replies").
  */
-export const HEAP_PER_VALUE = 64;
+const HEAP_PER_VALUE = 64;
 
 /**
  * Bodies up to this many bytes are parsed without asking the heap first: what they can build fits
  * the headroom a thread stopped at its heap limit still has (Node's 16 MiB).
  */
-export const SMALL_BODY_BYTES = 256 * 1024;
+const SMALL_BODY_BYTES = 256 * 1024;
 
 /**
  * Fails with {@link JsonHeapError} unless `bytes` more fit under the heap limit (garbage not yet

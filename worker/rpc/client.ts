@@ -31,7 +31,7 @@ export function wsCostOf(costs: CostTable, unit: WsUnit): number {
  * Longest `Retry-After` slept through in place, holding a worker slot; longer ones end the call
  * (with `retryAfterMs`) and the job's back-off waits instead, freeing the slot.
  */
-export const MAX_RETRY_AFTER_IN_PLACE_MS = 5_000;
+const MAX_RETRY_AFTER_IN_PLACE_MS = 5_000;
 
 /** Options of {@link RpcClient}. */
 export type RpcClientOptions = {

@@ -61,7 +61,7 @@ export function chargedTo<T>(account: CreditAccount, fn: () => T): T {
 }
 
 /** The account the current call is charged to. */
-export const currentAccount = (): CreditAccount => accounts.getStore() ?? PROACTIVE;
+const currentAccount = (): CreditAccount => accounts.getStore() ?? PROACTIVE;
 
 /** Longest shutdown wait for the last spends. */
 const CLOSE_WRITE_MS = 1_000;
@@ -120,7 +120,7 @@ const ADD = new LuaScript(new URL('../lua/add-credits.lua', import.meta.url), (r
  * with more addresses than this could spend their shares again after a loss, never more than the
  * day's counter (which is put back whole) allows.
  */
-export const KNOWN_SHARES_MAX = 100_000;
+const KNOWN_SHARES_MAX = 100_000;
 /** The fields no client owns: always remembered, whatever the clients. */
 const SHARED_FIELDS: ReadonlySet<string> = new Set(Object.values(SHARE_FIELD));
 

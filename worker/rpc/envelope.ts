@@ -36,7 +36,7 @@ export class RpcCallError extends Error {
 const RETRYABLE_RPC_CODES = new Set([-32005, -32004, -32016, -32603, 429, -32429]);
 
 /** Agave's "Minimum context slot has not been reached": a node behind. */
-export const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
+const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
 
 /**
  * The `result` of a JSON-RPC 2.0 reply to `id`, parsed within {@link RPC_JSON_BOUNDS} (decode

@@ -19,7 +19,7 @@ export function requesterOf(
  *
  * @returns the charge; it throws RateLimitedError (429) past the limit.
  */
-export function coldMissCharge(
+function coldMissCharge(
   req: FastifyRequest,
   check: ReturnType<FastifyInstance['createRateLimit']>,
 ): () => Promise<void> {

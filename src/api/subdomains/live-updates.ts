@@ -49,7 +49,7 @@ export type LiveUpdatesOptions = {
 };
 
 /** The SSE event that carries a list: its name (`event:`) in every frame. */
-export const LIST_EVENT = 'subdomains';
+const LIST_EVENT = 'subdomains';
 /** How often an open stream gets a `: ping` comment, in ms (keeps proxies from closing it). */
 export const HEARTBEAT_MS = 15_000;
 const MAX_BUFFERED_BYTES = 1024 * 1024;

@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { SubdomainCache } from '../../core/cache/subdomain-cache.js';
 
 /** How often one process touches one parent at most, in ms. */
-export const TOUCH_EVERY_MS = 60_000;
+const TOUCH_EVERY_MS = 60_000;
 
 export type ParentTouchesOptions = {
   cache: SubdomainCache;

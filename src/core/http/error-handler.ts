@@ -30,7 +30,7 @@ const DETAIL_OF_STATUS: Readonly<Record<number, string>> = {
 };
 
 /** Least time between two summary lines of refusals, in milliseconds. */
-export const REFUSAL_SUMMARY_MS = 60_000;
+const REFUSAL_SUMMARY_MS = 60_000;
 
 /** Options of {@link installErrorHandling}. */
 export type ErrorHandlingOptions = {

@@ -25,7 +25,7 @@ export const hotParentScanIntervalMs = (freshMs: number) => Math.max(500, Math.f
  * at least 30 s, because the run time was computed on a worker's clock and is read on another
  * machine's (a skew under that is tolerated).
  */
-export const refreshAheadOverdueMs = (freshMs: number) =>
+const refreshAheadOverdueMs = (freshMs: number) =>
   Math.max(30_000, 3 * hotParentScanIntervalMs(freshMs));
 
 /**

@@ -48,7 +48,7 @@ export async function publishRefreshEvent(
 }
 
 /** How many times a failed publish of an entry's change is tried again, and the first wait. */
-export const PUBLISH_RETRIES = 4;
+const PUBLISH_RETRIES = 4;
 const PUBLISH_FIRST_WAIT_MS = 100;
 
 /**

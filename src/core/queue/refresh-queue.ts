@@ -12,7 +12,7 @@ export const REFRESH_JOB = 'refresh';
  * BullMQ priorities (1 first), by how soon someone sees the result: without them a burst of
  * ahead-of-time refreshes took the limiter's starts and cold misses waited.
  */
-export const REFRESH_PRIORITY = { coldMiss: 1, change: 2, stale: 5, ahead: 10 } as const;
+const REFRESH_PRIORITY = { coldMiss: 1, change: 2, stale: 5, ahead: 10 } as const;
 /** A name in {@link REFRESH_PRIORITY}. */
 export type RefreshPriority = keyof typeof REFRESH_PRIORITY;
 
@@ -73,7 +73,7 @@ export function refreshDedupId(cacheKey: string): string {
 }
 
 /** Job defaults; attempts come on top of the RPC client's own retries. */
-export function refreshJobDefaults(
+function refreshJobDefaults(
   config: Pick<Config, 'JOB_ATTEMPTS' | 'JOB_BACKOFF_MS'>,
 ): DefaultJobOptions {
   return {

@@ -15,7 +15,7 @@ import { redisKeys } from '../redis-keys.js';
 export type BudgetState = 'normal' | 'stretched' | 'exhausted';
 
 /** `sns_rpc_budget_state`'s value of each state. */
-export const BUDGET_STATE_VALUE: Readonly<Record<BudgetState, number>> = Object.freeze({
+const BUDGET_STATE_VALUE: Readonly<Record<BudgetState, number>> = Object.freeze({
   normal: 0,
   stretched: 1,
   exhausted: 2,
@@ -26,13 +26,13 @@ export const BUDGET_STATE_VALUE: Readonly<Record<BudgetState, number>> = Object.
  * stretched: lets a day begin with a burst of cold misses (a deploy, a cold cache) at full
  * freshness.
  */
-export const BUDGET_BURST_SHARE = 0.2;
+const BUDGET_BURST_SHARE = 0.2;
 
 /**
  * The share of the day's budget past which freshness is stretched whatever the time: the rest is
  * kept for cold misses, which have no cached answer to fall back on.
  */
-export const BUDGET_STRETCH_CAP = 0.8;
+const BUDGET_STRETCH_CAP = 0.8;
 
 /** How many fresh windows a stale entry waits for its refresh while stretched. */
 export const BUDGET_STRETCH_FACTOR = 4;
@@ -83,7 +83,7 @@ export type CreditShares = {
 };
 
 /** The defaults of `RPC_CREDITS_*_SHARE` (src/core/config.ts). */
-export const DEFAULT_CREDIT_SHARES: CreditShares = Object.freeze({
+const DEFAULT_CREDIT_SHARES: CreditShares = Object.freeze({
   client: 0.02,
   network: 0.05,
   proactive: 0.3,
@@ -91,7 +91,7 @@ export const DEFAULT_CREDIT_SHARES: CreditShares = Object.freeze({
 });
 
 /** The shares as the configuration sets them. */
-export const creditSharesOf = (config: {
+const creditSharesOf = (config: {
   RPC_CREDITS_CLIENT_SHARE: number;
   RPC_CREDITS_NETWORK_SHARE: number;
   RPC_CREDITS_PROACTIVE_SHARE: number;

@@ -52,7 +52,7 @@ export async function closeSteps(
  * (`process.exit()` waits for worker threads, and one inside a long `JSON.parse` does not stop).
  * The line is written synchronously by a logger of its own, so the kill cannot lose it.
  */
-export function exitNow(logger: Logger, fields: Record<string, unknown>, msg: string): never {
+function exitNow(logger: Logger, fields: Record<string, unknown>, msg: string): never {
   pino({ level: logger.level }, pino.destination({ dest: 1, sync: true })).fatal(fields, msg);
   process.kill(process.pid, 'SIGKILL');
   // Not reached (SIGKILL cannot be caught); satisfies `never` should the kill be refused.
@@ -117,7 +117,7 @@ export function installShutdown(logger: Logger, timeoutMs: number): Shutdown {
  * reopen), and stopping on it, even cleanly, would take the gateway down where a supervisor
  * restarts only failures (`Restart=on-failure`).
  */
-export function ignoreHangup(logger: Logger): void {
+function ignoreHangup(logger: Logger): void {
   process.on('SIGHUP', () =>
     logger.info(
       { signal: 'SIGHUP' },
