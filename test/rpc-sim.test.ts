@@ -750,12 +750,15 @@ describe('fault injection', () => {
   });
 });
 
-// ---- speed -----------------------------------------------------------------------------
+// ---- large reads -------------------------------------------------------------------------
+// How fast the simulator answers is a benchmark's figure, not a test's: here, that it answers a
+// large program whole and that a filtered read walks the parent's accounts only (the field index
+// that keeps the benches' reads cheap), not the whole program.
 
-describe('speed', () => {
+describe('large reads', () => {
   it(
-    'answers getProgramAccounts over 20,000 accounts well under a second',
-    { timeout: 30_000 },
+    "answers getProgramAccounts over 20,000 accounts, a filtered read walking one parent's",
+    { timeout: 60_000 },
     async () => {
       const chain = new SimChain();
       const parents = Array.from({ length: 20 }, () => new PublicKey(randomBytes(32)));
@@ -769,35 +772,31 @@ describe('speed', () => {
           ),
         });
       }
+      const parent = parents[0] ?? ZERO_KEY;
+      const program = NAME_PROGRAM_ID.toBase58();
+      // The accounts the filtered read below walks: the parent's 1,000 (of which 500 of the
+      // reverse-lookup class pass), never the 20,000.
+      const walked = [
+        ...chain.candidates(program, [
+          { offset: 0, bytes: parent.toBuffer() },
+          { offset: 64, bytes: REVERSE_LOOKUP_CLASS.toBuffer() },
+        ]),
+      ];
+      expect(walked).toHaveLength(1000);
       const sim = await startRpcSimulator({ chain });
       try {
-        const timed = async (config: Record<string, unknown>): Promise<[number, number]> => {
-          const started = performance.now();
-          const list = await result<unknown[]>(sim.url, 'getProgramAccounts', [
-            NAME_PROGRAM_ID.toBase58(),
-            config,
-          ]);
-          return [list.length, performance.now() - started];
-        };
-        const parent = parents[0]?.toBase58();
-        const [filtered, filteredMs] = await timed({
+        const read = (config: Record<string, unknown>) =>
+          result<unknown[]>(sim.url, 'getProgramAccounts', [program, config]);
+        const filtered = await read({
           encoding: 'base64',
           filters: [
-            { memcmp: { offset: 0, bytes: parent, encoding: 'base58' } },
+            { memcmp: { offset: 0, bytes: parent.toBase58(), encoding: 'base58' } },
             { memcmp: { offset: 64, bytes: REVERSE_LOOKUP_CLASS.toBase58() } },
           ],
         });
-        expect(filtered).toBe(500);
-        expect(filteredMs).toBeLessThan(1000);
-        const [keysOnly, keysOnlyMs] = await timed({ dataSlice: { offset: 0, length: 0 } });
-        expect(keysOnly).toBe(20_000);
-        expect(keysOnlyMs).toBeLessThan(1000);
-        const [all, allMs] = await timed({});
-        expect(all).toBe(20_000);
-        expect(allMs).toBeLessThan(2000); // includes parsing ~6 MB of JSON in the test
-        console.log(
-          `20,000 accounts: filtered ${filteredMs.toFixed(0)} ms, keys only ${keysOnlyMs.toFixed(0)} ms, full ${allMs.toFixed(0)} ms`,
-        );
+        expect(filtered).toHaveLength(500);
+        expect(await read({ dataSlice: { offset: 0, length: 0 } })).toHaveLength(20_000);
+        expect(await read({})).toHaveLength(20_000);
       } finally {
         await sim.close();
       }
