@@ -4,7 +4,7 @@ import { startLocalCluster, type LocalCluster } from './support/redis-cluster.js
 import { seedDemo, startGateway, type Gateway } from './support/gateway.js';
 import { startRpcSimulator, SimChain, type RpcSimulator } from '../tools/rpc-sim/index.js';
 import { sdkSubdomains } from './support/sdk.js';
-import { FOLLOW, untilStale } from './support/freshness.js';
+import { indexServing, REGISTRY, untilStale } from './support/freshness.js';
 import { waitFor } from './support/wait.js';
 
 const available = hasBinary('redis-server') && hasBinary('redis-cli');
@@ -109,7 +109,7 @@ describe.skipIf(!available)('the registry index on a Redis Cluster', () => {
     for (let i = 0; i < 50; i++) seeded.addSubdomain('wide', `w${i}`);
     gw = await startGateway({
       chain: seeded,
-      env: { ...FOLLOW, SUBDOMAIN_INDEX: 'registry', REDIS_CLUSTER_NODES: cluster.nodes },
+      env: { ...REGISTRY, REDIS_CLUSTER_NODES: cluster.nodes },
     });
   }, 60_000);
   afterAll(async () => {
@@ -118,9 +118,7 @@ describe.skipIf(!available)('the registry index on a Redis Cluster', () => {
   });
 
   it('builds, serves every parent without getProgramAccounts, and follows a new subdomain', async () => {
-    const index = async () =>
-      ((await gw.get('/readyz')).body as unknown as { parts?: { index?: string } }).parts?.index;
-    await waitFor(async () => (await index()) === 'serving', 60_000);
+    await indexServing(gw);
     // The SDK's own findSubdomains reads getProgramAccounts: counted before the gateway's calls.
     const sdk = await sdkSubdomains(gw.sim.url, 'wide');
     gw.sim.resetCalls();

@@ -4,7 +4,7 @@ import { RegistryIndex } from '../src/core/cache/registry-index.js';
 import { createRefreshQueue } from '../src/core/queue/refresh-queue.js';
 import { SHARDS } from '../worker/registry/build.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
-import { FOLLOW } from './support/freshness.js';
+import { REGISTRY } from './support/freshness.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { sdkSubdomains } from './support/sdk.js';
 
@@ -38,7 +38,7 @@ describe('the registry build beside refresh jobs (one refresh at a time)', () =>
     ]);
     gw = await startGateway({
       sim,
-      env: { ...FOLLOW, SUBDOMAIN_INDEX: 'registry', WORKER_CONCURRENCY: '1' },
+      env: { ...REGISTRY, WORKER_CONCURRENCY: '1' },
     });
     index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
     refreshes = createRefreshQueue(gw.redis, gw.config);

@@ -5,7 +5,7 @@ import { parentIdOf, RegistryIndex } from '../src/core/cache/registry-index.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { SimChain } from '../tools/rpc-sim/index.js';
-import { FOLLOW } from './support/freshness.js';
+import { indexServing, REGISTRY } from './support/freshness.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { startPrivateRedis, type PrivateRedis } from './support/private-redis.js';
 
@@ -15,8 +15,6 @@ import { startPrivateRedis, type PrivateRedis } from './support/private-redis.js
  * event channel drops the copy. A private redis-server, so the API's subscriber is the only one
  * of its name to kill.
  */
-
-const REGISTRY = { ...FOLLOW, SUBDOMAIN_INDEX: 'registry' } as const;
 
 function chain(): SimChain {
   const c = new SimChain();
@@ -36,10 +34,7 @@ describe("the API's copy of the registry index's answers", () => {
     admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
     gw = await startGateway({ chain: chain(), env: { ...REGISTRY, REDIS_URL: server.url } });
     index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
-    await waitFor(async () => {
-      const res = await gw.get('/readyz');
-      return (res.body as unknown as { parts?: { index?: string } }).parts?.index === 'serving';
-    }, 60_000);
+    await indexServing(gw);
   }, 90_000);
   afterAll(async () => {
     await gw.close();

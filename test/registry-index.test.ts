@@ -20,7 +20,7 @@ import { registryChangePublisher } from '../worker/registry-jobs.js';
 import { SHARDS } from '../worker/registry/build.js';
 import { ownersOf } from '../worker/registry/pages.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
-import { FOLLOW } from './support/freshness.js';
+import { indexServing, readyzIndex, REGISTRY } from './support/freshness.js';
 import {
   deletePrefix,
   startGateway,
@@ -30,7 +30,6 @@ import {
 } from './support/gateway.js';
 import { sdkSubdomains } from './support/sdk.js';
 
-const REGISTRY = { ...FOLLOW, SUBDOMAIN_INDEX: 'registry' } as const;
 const NEW_OWNER = new PublicKey('9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin');
 
 /**
@@ -83,9 +82,6 @@ const metricValue = async (gw: Gateway, name: string) =>
     0,
   );
 
-const readyzIndex = async (gw: Gateway) =>
-  ((await gw.get('/readyz')).body as unknown as { parts?: { index?: string } }).parts?.index;
-
 const labels = async (gw: Gateway, parent: string) => {
   const res = await gw.get(`/subdomains/${parent}`);
   expect(res.status).toBe(200);
@@ -104,7 +100,7 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
   beforeAll(async () => {
     gw = await startGateway({ chain: registryChain(), env: REGISTRY });
     index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
-    await waitFor(async () => (await readyzIndex(gw)) === 'serving', 60_000);
+    await indexServing(gw);
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -207,7 +203,7 @@ describe('the registry index while a Delete waits for its read', () => {
       chain: registryChain(),
       env: { ...REGISTRY, CACHE_FRESH_SECONDS: String(FRESH_SECONDS) },
     });
-    await waitFor(async () => (await readyzIndex(gw)) === 'serving', 60_000);
+    await indexServing(gw);
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -259,7 +255,7 @@ describe('the registry audit', () => {
   beforeAll(async () => {
     gw = await startGateway({ chain: registryChain(), env: REGISTRY });
     index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
-    await waitFor(async () => (await readyzIndex(gw)) === 'serving', 60_000);
+    await indexServing(gw);
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -394,7 +390,7 @@ describe('the registry index while it is built', () => {
       serveMetrics: false,
     });
     try {
-      await waitFor(async () => (await readyzIndex(gw)) === 'serving', 90_000);
+      await indexServing(gw, 90_000);
       const after = await index.state();
       expect(after.run).toBe(before.run);
       // Only the pieces not done were read again (the stream's own reads aside).

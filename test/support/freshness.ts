@@ -2,6 +2,7 @@ import { endpointId } from '../../src/core/rpc/endpoint.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
 import { readFollowStatus } from '../../src/core/cache/follow-status.js';
 import { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
+import { OPS_ROUTE, type Readiness, type ReadinessParts } from '../../src/core/http/ops-routes.js';
 import { waitFor, type Gateway } from './gateway.js';
 import type { RpcSimulator } from '../../tools/rpc-sim/index.js';
 import { elapse } from './wait.js';
@@ -23,6 +24,27 @@ export const FOLLOW = {
   CACHE_FRESH_SECONDS: '15',
   CACHE_STALE_SECONDS: '600',
 } as const;
+
+/** {@link FOLLOW} with `/subdomains` answered from the registry index (`SUBDOMAIN_INDEX=registry`). */
+export const REGISTRY = { ...FOLLOW, SUBDOMAIN_INDEX: 'registry' } as const;
+
+/**
+ * The registry index's state as the gateway's `/readyz` says it (`parts.index`: `building`,
+ * `serving`, ...; ReadinessParts in src/core/http/ops-routes.ts), undefined without one.
+ */
+export async function readyzIndex(g: Gateway): Promise<ReadinessParts['index']> {
+  const { parts } = (await g.get(OPS_ROUTE.readyz)).body as Partial<Readiness>;
+  return parts?.index;
+}
+
+/** Waits, bounded by `timeoutMs`, until `/readyz` says the registry index is `serving`. */
+export async function indexServing(g: Gateway, timeoutMs = 60_000): Promise<void> {
+  await waitFor(
+    async () => (await readyzIndex(g)) === 'serving',
+    timeoutMs,
+    'the registry index serving',
+  );
+}
 
 /** The labels the gateway answers for `parent` now. */
 export const labels = async (g: Gateway, parent = PARENT) =>
