@@ -7,6 +7,7 @@ import {
   checkJsonBounds,
   JsonBoundsError,
   parseBoundedJson,
+  parseBoundedJsonSplit,
   RPC_JSON_BOUNDS,
 } from '../worker/rpc/bounded-json.js';
 
@@ -111,5 +112,56 @@ describe('parseBoundedJson', () => {
   it('parses a body past the small size in one go', () => {
     const big = `[${repeat('{"i":1}', 60_000)}]`;
     expect(parse(big)).toEqual(JSON.parse(big));
+  });
+});
+
+describe('parseBoundedJsonSplit', () => {
+  const path = ['result', 'value'];
+  /** The split parse put back together: what one JSON.parse of the body builds. */
+  const whole = (text: string) => {
+    const { value, elements } = parseBoundedJsonSplit(bytes(text), path);
+    if (!elements) return { split: false, value };
+    const items = Array.from({ length: elements.count }, (_, i) => elements.at(i));
+    const result = (value as { result: unknown }).result;
+    const list = Array.isArray(result) ? result : (result as { value: unknown[] }).value;
+    expect(list).toEqual([]);
+    list.push(...items);
+    return { split: true, value };
+  };
+
+  it.each([
+    [
+      '{"jsonrpc":"2.0","result":{"context":{"slot":7},"value":[{"a":[1,{"b":"]"}]}, 2 ,"x\\"]"]},"id":1}',
+    ],
+    ['{"id":1,"result":[ {"pubkey":"k"} , [] ,{}]}'],
+    ['{"result":{"value":[]},"id":1}'],
+    ['{"result":{"value":[ \n ]},"id":1}'],
+    ['{"result":{"value":["ü中🦀",{"k":"\\u00e9"}]},"id":1}'],
+    ['{"result":{"context":{"value":[1]},"value":[[1,2],[3]]},"id":1}'],
+  ])('builds what JSON.parse builds from %s, the array apart', (text) => {
+    expect(whole(text)).toEqual({ split: true, value: JSON.parse(text) as unknown });
+  });
+
+  it.each([
+    ['no array there', '{"result":{"value":null},"id":1}'],
+    ['a key repeated', '{"result":{"value":[1],"value":[2]},"id":1}'],
+    ['an escaped key', '{"result":{"v\\u0061lue":[1]},"id":1}'],
+    ['an array at the top', '[{"result":{"value":[1]}}]'],
+  ])('parses the body whole when the path finds %s', (_name, text) => {
+    expect(whole(text)).toEqual({ split: false, value: JSON.parse(text) as unknown });
+  });
+
+  it.each([['[1,,2]'], ['[1,2,]'], ['[1 2]'], ['[1,{]']])(
+    'fails the element of %s that is not JSON, as JSON.parse does',
+    (list) => {
+      const text = `{"result":{"value":${list}},"id":1}`;
+      expect(() => JSON.parse(text) as unknown).toThrow(SyntaxError);
+      expect(() => whole(text)).toThrow(SyntaxError);
+    },
+  );
+
+  it('keeps the bounds over the whole body', () => {
+    const text = `{"result":{"value":[${repeat('[]', 100_000)}]},"id":1}`;
+    expect(() => parseBoundedJsonSplit(bytes(text), path)).toThrow(JsonBoundsError);
   });
 });

@@ -33,6 +33,128 @@ const CLOSE_BRACKET = 0x5d;
 const COMMA = 0x2c;
 const COLON = 0x3a;
 
+/** The one array a split parse takes apart ({@link parseBoundedJsonSplit}). */
+type Target = {
+  /** Byte offsets of its `[` and `]`. */
+  open: number;
+  close: number;
+  /** Each element's first byte and the byte after it (its comma or the `]`), whitespace included. */
+  starts: number[];
+  ends: number[];
+  /** Values counted inside it (separators included). */
+  values: number;
+};
+
+/** Whether bytes `from` to `to` of `bytes` are `key` (ASCII). */
+function keyIs(bytes: Uint8Array, from: number, to: number, key: string): boolean {
+  if (to - from !== key.length) return false;
+  for (let k = 0; k < key.length; k++) if (bytes[from + k] !== key.charCodeAt(k)) return false;
+  return true;
+}
+
+/**
+ * {@link checkJsonBounds}'s scan, which can also find the array a path of object keys leads to.
+ * A string is skipped with `indexOf` (native, most of a reply's bytes are in strings), not byte by
+ * byte in JavaScript.
+ *
+ * @param path object keys from the top: an array reached through them, or through a leading part
+ *   of them (`result`, or `result.value`), is the target; found more than once, there is none.
+ */
+function scan(
+  bytes: Uint8Array,
+  bounds: JsonBounds,
+  path?: readonly string[],
+): { values: number; target: Target | undefined } {
+  const n = bytes.length;
+  const maxValues = 64 + Math.floor(n * bounds.maxValuesPerByte);
+  // Per open container (by depth): an object, and how many keys of `path` led to it (-1: none).
+  const isObject = new Uint8Array(bounds.maxDepth + 2);
+  const matched = new Int8Array(bounds.maxDepth + 2);
+  let depth = 0;
+  let values = 0;
+  let expectKey = false;
+  /** Keys of `path` matched by the key just read, for the value after it (-1: none). */
+  let pending = -1;
+  let target: Target | undefined;
+  let targets = 0;
+  /** Depth of the target while it is open. */
+  let inside = -1;
+  for (let i = 0; i < n; i++) {
+    const b = bytes[i] as number;
+    if (b === QUOTE) {
+      values++;
+      let end = bytes.indexOf(QUOTE, i + 1);
+      // A quote after an odd run of backslashes is escaped.
+      while (end > 0) {
+        let k = end - 1;
+        while (bytes[k] === BACKSLASH) k--;
+        if (((end - 1 - k) & 1) === 0) break;
+        end = bytes.indexOf(QUOTE, end + 1);
+      }
+      if (end < 0) end = n; // unterminated: the parse refuses it
+      if (expectKey) {
+        expectKey = false;
+        const m = matched[depth] as number;
+        pending =
+          path && m >= 0 && m < path.length && keyIs(bytes, i + 1, end, path[m] as string)
+            ? m + 1
+            : -1;
+      } else pending = -1;
+      i = end;
+    } else if (b === OPEN_BRACE || b === OPEN_BRACKET) {
+      values++;
+      if (++depth > bounds.maxDepth) {
+        throw new JsonBoundsError(`nested deeper than ${bounds.maxDepth}`);
+      }
+      isObject[depth] = b === OPEN_BRACE ? 1 : 0;
+      matched[depth] = depth === 1 ? 0 : pending;
+      expectKey = b === OPEN_BRACE;
+      if (b === OPEN_BRACKET && pending > 0 && ++targets === 1) {
+        target = { open: i, close: -1, starts: [i + 1], ends: [], values };
+        inside = depth;
+      }
+      pending = -1;
+    } else if (b === COMMA || b === COLON) {
+      // Numbers and literals have no mark of their own: count the comma or colon before each.
+      values++;
+      if (b === COMMA) {
+        expectKey = isObject[depth] === 1;
+        pending = -1;
+        if (depth === inside) {
+          (target as Target).ends.push(i);
+          (target as Target).starts.push(i + 1);
+        }
+      }
+    } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
+      if (depth === inside) {
+        const t = target as Target;
+        t.close = i;
+        t.values = values - t.values;
+        t.ends.push(i);
+        inside = -1;
+        if (t.starts.length === 1 && blank(bytes, t.open + 1, i))
+          t.starts.length = t.ends.length = 0;
+      }
+      depth--;
+      expectKey = false;
+      pending = -1;
+    } else continue;
+    if (values > maxValues) {
+      throw new JsonBoundsError(`more than ${maxValues} values in ${n} bytes`);
+    }
+  }
+  return { values, target: targets === 1 && target && target.close >= 0 ? target : undefined };
+}
+
+/** JSON whitespace only, from `from` to `to`. */
+function blank(bytes: Uint8Array, from: number, to: number): boolean {
+  for (let k = from; k < to; k++) {
+    const b = bytes[k];
+    if (b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) return false;
+  }
+  return true;
+}
+
 /**
  * Counts what a parse of `bytes` would build, building nothing (validity is the parse's job).
  *
@@ -40,36 +162,7 @@ const COLON = 0x3a;
  * @throws JsonBoundsError past the nesting or value bound.
  */
 export function checkJsonBounds(bytes: Uint8Array, bounds: JsonBounds): number {
-  const maxValues = 64 + Math.floor(bytes.length * bounds.maxValuesPerByte);
-  let depth = 0;
-  let values = 0;
-  let inString = false;
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i] as number;
-    if (inString) {
-      if (b === BACKSLASH) i++;
-      else if (b === QUOTE) inString = false;
-      continue;
-    }
-    if (b === QUOTE) {
-      inString = true;
-      values++;
-    } else if (b === OPEN_BRACE || b === OPEN_BRACKET) {
-      values++;
-      if (++depth > bounds.maxDepth) {
-        throw new JsonBoundsError(`nested deeper than ${bounds.maxDepth}`);
-      }
-    } else if (b === COMMA || b === COLON) {
-      // Numbers and literals have no mark of their own: count the comma or colon before each.
-      values++;
-    } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
-      depth--;
-    } else continue;
-    if (values > maxValues) {
-      throw new JsonBoundsError(`more than ${maxValues} values in ${bytes.length} bytes`);
-    }
-  }
-  return values;
+  return scan(bytes, bounds).values;
 }
 
 /**
@@ -121,6 +214,11 @@ export function parseBoundedJson(
 ): unknown {
   const values = checkJsonBounds(bytes, bounds);
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return parseScanned(buf, values, onText);
+}
+
+/** The parse of {@link parseBoundedJson} once scanned: `values` counted in `buf`. */
+function parseScanned(buf: Buffer, values: number, onText: (() => void) | undefined): unknown {
   if (buf.length > SMALL_BODY_BYTES) {
     if (buf.length > constants.MAX_STRING_LENGTH) {
       throw new JsonHeapError(`a body of ${buf.length} bytes is longer than a string can be`);
@@ -130,4 +228,80 @@ export function parseBoundedJson(
   const text = buf.toString('utf8');
   onText?.();
   return JSON.parse(text);
+}
+
+/** Elements parsed between two heap checks (a few hundred KiB of a reply). */
+const ELEMENTS_PER_CHECK = 256;
+
+/**
+ * The elements of the array a split parse left out, each parsed on its own when asked for (a
+ * small `JSON.parse` whose values die young unless the caller keeps them).
+ */
+export class JsonElements {
+  private readonly buf: Buffer;
+  /** @internal built by {@link parseBoundedJsonSplit} only. */
+  constructor(
+    bytes: Uint8Array,
+    private readonly target: Target,
+  ) {
+    this.buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  /** How many elements the array holds. */
+  get count(): number {
+    return this.target.starts.length;
+  }
+
+  /**
+   * Element `i` (0 to {@link count} - 1) as `JSON.parse` builds it. Every
+   * {@link ELEMENTS_PER_CHECK} elements, first checks that the heap holds what the next ones can
+   * build, as {@link parseBoundedJson} does for a whole body.
+   *
+   * @throws SyntaxError for an element that is not JSON (`[1,,2]`); JsonHeapError as above.
+   */
+  at(i: number): unknown {
+    const { starts, ends } = this.target;
+    if (i % ELEMENTS_PER_CHECK === 0) {
+      const last = Math.min(i + ELEMENTS_PER_CHECK, starts.length) - 1;
+      const bytes = (ends[last] as number) - (starts[i] as number);
+      reserve(2 * bytes + HEAP_PER_VALUE * Math.min(this.target.values, Math.ceil(bytes / 2)));
+    }
+    return JSON.parse(this.buf.toString('utf8', starts[i], ends[i]));
+  }
+}
+
+/** What {@link parseBoundedJsonSplit} gives. */
+export type SplitJson = {
+  /** The body as `JSON.parse` builds it, but the array at the path empty (when it was found). */
+  readonly value: unknown;
+  /** That array's elements; undefined when the path led to no array, or to more than one. */
+  readonly elements: JsonElements | undefined;
+};
+
+/**
+ * {@link parseBoundedJson}, but the one array `path` leads to (or a leading part of it: an array
+ * at `result` for `["result", "value"]`) is not built: the rest of the body is parsed with that
+ * array empty, and its elements one by one through {@link JsonElements}. A reply of 200,000
+ * accounts then never exists as one tree, nor as one text (docs/design.md, "Replies from an
+ * RPC"); the bounds are the same, checked over the whole body first. Where the path leads to no
+ * array, or to several (repeated keys), the body is parsed whole, as {@link parseBoundedJson}
+ * does, and `onText` is called as there; otherwise never (the elements are read from `bytes`).
+ *
+ * @throws as {@link parseBoundedJson}; an element's SyntaxError or JsonHeapError comes from
+ *   {@link JsonElements.at}.
+ */
+export function parseBoundedJsonSplit(
+  bytes: Uint8Array,
+  path: readonly string[],
+  bounds: JsonBounds = RPC_JSON_BOUNDS,
+  onText?: () => void,
+): SplitJson {
+  const { values, target } = scan(bytes, bounds, path);
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!target) return { value: parseScanned(buf, values, onText), elements: undefined };
+  const outer = Buffer.concat([buf.subarray(0, target.open + 1), buf.subarray(target.close)]);
+  return {
+    value: parseScanned(outer, values - target.values, undefined),
+    elements: new JsonElements(bytes, target),
+  };
 }

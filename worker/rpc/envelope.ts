@@ -1,8 +1,10 @@
 import type { RpcOutcome } from '../../src/core/metrics.js';
 import {
   JsonBoundsError,
+  type JsonElements,
   JsonHeapError,
   parseBoundedJson,
+  parseBoundedJsonSplit,
   RPC_JSON_BOUNDS,
 } from './bounded-json.js';
 
@@ -51,14 +53,49 @@ export function decodeEnvelope<T>(
   id: number,
   onText?: () => void,
 ): T {
-  let payload: unknown;
+  return resultOf<T>(
+    method,
+    id,
+    parsed(method, () => parseBoundedJson(body, RPC_JSON_BOUNDS, onText)),
+  );
+}
+
+/**
+ * {@link decodeEnvelope} of a reply whose `result` holds one large array at `path` (`["value"]`
+ * for a reply with context, the result itself when it is the array): that array comes back empty
+ * and its elements apart, each parsed when asked for (`parseBoundedJsonSplit`), so the reply is
+ * never one tree. `elements` is undefined when the body was parsed whole (no such array, or more
+ * than one); then the array is in `result`, and `onText` was called as in {@link decodeEnvelope}.
+ *
+ * @throws RpcCallError as {@link decodeEnvelope}; `elements.at(i)` throws SyntaxError for an
+ *   element that is not JSON, and JsonHeapError past the heap.
+ */
+export function decodeEnvelopeSplit<T>(
+  method: string,
+  body: Uint8Array,
+  id: number,
+  path: readonly string[],
+  onText?: () => void,
+): { result: T; elements: JsonElements | undefined } {
+  const split = parsed(method, () =>
+    parseBoundedJsonSplit(body, ['result', ...path], RPC_JSON_BOUNDS, onText),
+  );
+  return { result: resultOf<T>(method, id, split.value), elements: split.elements };
+}
+
+/** `parse()`'s value, its failures as RpcCallError (the heap's as they are). */
+function parsed<V>(method: string, parse: () => V): V {
   try {
-    payload = parseBoundedJson(body, RPC_JSON_BOUNDS, onText);
+    return parse();
   } catch (err) {
     if (err instanceof JsonBoundsError) throw malformed(`${method}: reply ${err.message}`);
     if (err instanceof JsonHeapError) throw err; // the thread's heap budget, not the reply's form
     throw new RpcCallError(`${method}: malformed JSON body`, 'http_error', true);
   }
+}
+
+/** The `result` of a parsed JSON-RPC reply to `id`; @throws RpcCallError as decodeEnvelope. */
+function resultOf<T>(method: string, id: number, payload: unknown): T {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
     throw new RpcCallError(`${method}: reply is not a JSON-RPC object`, 'http_error', true);
   }

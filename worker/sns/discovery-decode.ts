@@ -1,4 +1,5 @@
-import { decodeEnvelope, malformed } from '../rpc/envelope.js';
+import type { JsonElements } from '../rpc/bounded-json.js';
+import { decodeEnvelope, decodeEnvelopeSplit, malformed, RpcCallError } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import {
   existingNameAccountKey,
@@ -101,15 +102,26 @@ export type ProgramAccountsSummary = {
 
 type Account = { pubkey: string; data: unknown };
 
-/** The reply's accounts, each checked for `{ pubkey, account: { data } }`. */
-function accountList(reply: unknown): { accounts: Account[]; slot: number | undefined } {
+/**
+ * The reply's accounts, each checked for `{ pubkey, account: { data } }`: from `elements` when the
+ * account list was left out of the parse (each parsed and dropped in turn: only the pubkey and the
+ * data are kept), else from the list in `reply`.
+ */
+function accountList(
+  reply: unknown,
+  elements: JsonElements | undefined,
+): { accounts: Account[]; slot: number | undefined } {
   const withContext = typeof reply === 'object' && reply !== null && !Array.isArray(reply);
   const list: unknown = withContext ? (reply as { value?: unknown }).value : reply;
   if (!Array.isArray(list)) throw malformed('getProgramAccounts: no account list');
   const slot = withContext ? (reply as { context?: { slot?: unknown } }).context?.slot : undefined;
-  const accounts = new Array<Account>(list.length);
-  for (let i = 0; i < list.length; i++) {
-    const item = list[i] as { pubkey?: unknown; account?: { data?: unknown } | null } | null;
+  const count = elements ? elements.count : list.length;
+  const accounts = new Array<Account>(count);
+  for (let i = 0; i < count; i++) {
+    const item = (elements ? elementAt(elements, i) : list[i]) as {
+      pubkey?: unknown;
+      account?: { data?: unknown } | null;
+    } | null;
     if (typeof item !== 'object' || item === null) {
       throw malformed('getProgramAccounts: an account entry is not an object');
     }
@@ -124,6 +136,18 @@ function accountList(reply: unknown): { accounts: Account[]; slot: number | unde
   }
   // A slot that is not one (Infinity, past 2^53, negative) is never stored.
   return { accounts, slot: isSlot(slot) ? slot : undefined };
+}
+
+/** Element `i`; one that is not JSON fails as a body that is not JSON does (decodeEnvelope). */
+function elementAt(elements: JsonElements, i: number): unknown {
+  try {
+    return elements.at(i);
+  } catch (err) {
+    if (err instanceof SyntaxError) {
+      throw new RpcCallError('getProgramAccounts: malformed JSON body', 'http_error', true);
+    }
+    throw err;
+  }
 }
 
 /**
@@ -146,7 +170,7 @@ function sliceOwner(text: string, known: Map<string, string>): string {
  * base58 text), found among the reply's reverse records ({@link existingNameAccountKey}). A
  * reverse record's own reverse key is sought only while some reverse record is unclaimed.
  *
- * @param release called once the body's text is made (the decode thread frees the body there).
+ * @param release called once the body is read (the decode thread frees the body there).
  * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
  */
 export function classifyProgramAccounts(
@@ -156,7 +180,11 @@ export function classifyProgramAccounts(
   parentKey: Uint8Array,
   release?: () => void,
 ): ProgramAccountsSummary {
-  const { accounts, slot } = accountList(decodeEnvelope<unknown>(method, body, id, release));
+  // The account list is parsed an account at a time, never as one tree (docs/design.md,
+  // "Replies from an RPC"); the body is freed once the accounts are out of it.
+  const { result, elements } = decodeEnvelopeSplit<unknown>(method, body, id, ['value'], release);
+  const { accounts, slot } = accountList(result, elements);
+  release?.();
 
   // This parent's reverse records by key: text bytes so far.
   const reverses = new Map<string, Buffer>();

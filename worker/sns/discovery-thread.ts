@@ -45,9 +45,14 @@ function decode(req: ThreadRequest): unknown {
     id: number,
     task: ThreadRequest & { release: () => void },
   ) => unknown;
-  // The body is this thread's (transferred): a decoder may free it once its text is made.
-  const release = () =>
-    void (req.body as ArrayBuffer & { transfer(n: number): unknown }).transfer(0);
+  // The body is this thread's (transferred): a decoder may free it once it is read (once only).
+  const body = req.body as ArrayBuffer & {
+    transfer(n: number): unknown;
+    readonly detached: boolean;
+  };
+  const release = () => {
+    if (!body.detached) body.transfer(0);
+  };
   return decoder(req.method, new Uint8Array(req.body), req.id, { ...req, release });
 }
 
