@@ -293,13 +293,21 @@ export class SplitEntries {
     if (listed.length <= PUT_CHUNK_MEMBERS) args.push('m', ...argsOf(0, listed.length));
     else {
       const index = this.keys.memberParents(endpointId);
+      // Chunks overlap by one: the next one's arguments are made and sent while Redis runs the
+      // one before, and never more than that is queued on the connection (Redis runs a client's
+      // queued commands back to back, which is what the chunks are there to avoid).
+      let before: Promise<number> | undefined;
       for (let i = 0; i < listed.length; i += PUT_CHUNK_MEMBERS) {
-        await SCRIPTS.putChunk.run(
+        const sent = SCRIPTS.putChunk.run(
           this.redis,
           [staging.labels, staging.members, index],
           [parent, String(STAGING_TTL_MS), ...argsOf(i, i + PUT_CHUNK_MEMBERS)],
         );
+        sent.catch(() => undefined); // awaited next; unawaited only when the one before failed
+        if (before) await before;
+        before = sent;
       }
+      await before;
       args.push('s');
     }
     const rev = await SCRIPTS.put.run(this.redis, keys, args);

@@ -7,17 +7,7 @@
 -- members the staged hash holds.
 
 --- @include "includes/split-entry"
-local parent = ARGV[1]
-local hs, zs, is = {}, {}, {}
-local h, z, x = 0, 0, 0
-for i = 3, #ARGV do
-  local acct, reverse, value, label = string.match(ARGV[i], '^(%S+) (%S+) ([^\n]*)\n(.*)$')
-  local named = parent .. ' ' .. acct
-  hs[h + 1] = acct; hs[h + 2] = value; h = h + 2
-  zs[z + 1] = 0; zs[z + 2] = label .. '\0' .. acct; z = z + 2
-  is[x + 1] = acct; is[x + 2] = named .. ' ' .. reverse
-  is[x + 3] = reverse; is[x + 4] = named; x = x + 4
-end
+local hs, zs, is = read_members(3, ARGV[1], nil)
 chunked('HSET', KEYS[2], hs)
 chunked('ZADD', KEYS[1], zs)
 chunked('HSET', KEYS[3], is)

@@ -43,21 +43,8 @@ if c then
   rev = c.rev + 1
 end
 local parent = ARGV[8]
-local listed, hs, zs, is = {}, {}, {}, {}
-local count = 0
-for i = 10, #ARGV do
-  local arg = ARGV[i]
-  local a = string.find(arg, ' ', 1, true)
-  local b = string.find(arg, ' ', a + 1, true)
-  local c = string.find(arg, '\n', b + 1, true)
-  local acct, reverse = string.sub(arg, 1, a - 1), string.sub(arg, a + 1, b - 1)
-  listed[acct] = true
-  hs[#hs + 1] = acct; hs[#hs + 1] = string.sub(arg, b + 1, c - 1)
-  zs[#zs + 1] = 0; zs[#zs + 1] = string.sub(arg, c + 1) .. '\0' .. acct
-  is[#is + 1] = acct; is[#is + 1] = parent .. ' ' .. acct .. ' ' .. reverse
-  is[#is + 1] = reverse; is[#is + 1] = parent .. ' ' .. acct
-  count = count + 1
-end
+local listed = {}
+local hs, zs, is, count = read_members(10, parent, listed)
 if ARGV[9] == 's' then
   -- Staged: the index fields are written; what is left is the accounts no longer listed, and a
   -- rename of each staged key (none for an empty scan).

@@ -42,6 +42,30 @@ end
 local function member_value(label, owner, slot)
   return '[' .. cjson.encode(label) .. ',' .. cjson.encode(owner) .. ',' .. n(slot) .. ']'
 end
+-- The members of a scan's write, ARGV[from] on, one argument each: `account reverse
+-- [label,owner,slot]\nlabel` (the JSON holds no raw newline, so the first one ends it). Returns
+-- the HSET arguments of H, the ZADD arguments of L and the HSET arguments of I for `parent`, and
+-- how many members; `listed` (when given) gets each account as a key.
+local function read_members(from, parent, listed)
+  local hs, zs, is = {}, {}, {}
+  local h, x = 0, 0
+  for i = from, #ARGV do
+    local arg = ARGV[i]
+    local a = string.find(arg, ' ', 1, true)
+    local b = string.find(arg, ' ', a + 1, true)
+    local c = string.find(arg, '\n', b + 1, true)
+    local acct, reverse = string.sub(arg, 1, a - 1), string.sub(arg, a + 1, b - 1)
+    if listed then listed[acct] = true end
+    local named = parent .. ' ' .. acct
+    hs[h + 1] = acct; hs[h + 2] = string.sub(arg, b + 1, c - 1)
+    zs[h + 1] = 0; zs[h + 2] = string.sub(arg, c + 1) .. '\0' .. acct
+    h = h + 2
+    is[x + 1] = acct; is[x + 2] = named .. ' ' .. reverse
+    is[x + 3] = reverse; is[x + 4] = named
+    x = x + 4
+  end
+  return hs, zs, is, h / 2
+end
 local function chunked(cmd, key, list)
   for i = 1, #list, 1000 do
     redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
