@@ -9,9 +9,10 @@ import {
 import { redisKeys } from '../src/core/redis-keys.js';
 import { createLogger } from '../src/core/logger.js';
 import { REVERSE_LOOKUP_CLASS, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
-import { RegistryFeed } from '../worker/registry/feed.js';
+import { HEAD_SLICE } from '../worker/follow/name-program.js';
+import { RegistryFeed, type FeedRpc } from '../worker/registry/feed.js';
 import { subdomainKey } from '../worker/sns/change.js';
-import { deletePrefix, uniquePrefix } from './support/gateway.js';
+import { deletePrefix, uniquePrefix, waitFor } from './support/gateway.js';
 
 /**
  * Stitching a bootstrap with the stream (docs/design.md, "The registry index"): a fact the stream
@@ -361,6 +362,63 @@ describe('registry feed', () => {
     expect((await index.members(toBase58(parent))).members).toEqual([
       { label: 'fresh', account, owner: toBase58(owner) },
     ]);
+    await deletePrefix(redis, prefix);
+  });
+
+  it('reads the texts the stream cut in one turn together, at the latest of their slots', async () => {
+    const prefix = uniquePrefix();
+    const index = new RegistryIndex(redis, prefix);
+    await index.start(1);
+    await index.writePiece(1, '00', 100, 100, []);
+    const parent = randomBytes(32);
+    const owner = randomBytes(32);
+    const labels = ['a', 'b', 'c'].map((c) => c.repeat(60)); // longer than the stream's slice
+    const records = labels.map((label) => {
+      const account = subdomainKey(label, parent);
+      const reverse = toBase58(reverseKeyFromDomainKey(account, parent));
+      return { label, account, reverse, head: reverseHead(parent, label) };
+    });
+    const whole = new Map(records.map((r) => [r.reverse, r.head]));
+    const reads: Array<{ keys: readonly string[]; minContextSlot?: number }> = [];
+    const rpc: FeedRpc = {
+      accounts: async (keys, opts) => {
+        if (opts?.whole) reads.push({ keys, minContextSlot: opts.minContextSlot });
+        const head = (k: string) =>
+          opts?.whole
+            ? whole.get(k)
+            : records.some((r) => r.account === k)
+              ? nameHead(parent, owner)
+              : undefined;
+        return {
+          slot: 300,
+          accounts: keys.map((k) => {
+            const found = head(k);
+            return found ? { head: found } : null;
+          }),
+        };
+      },
+    };
+    const lost: string[] = [];
+    const feed = new RegistryFeed({
+      index,
+      rpc,
+      logger: createLogger('silent'),
+      lost: (why) => lost.push(why),
+    });
+    // Three long labels in one transaction: the stream carries each record cut at its slice.
+    records.forEach((r, i) =>
+      feed.onAccount({
+        slot: 200 + i,
+        pubkey: r.reverse,
+        head: r.head.subarray(0, HEAD_SLICE.length),
+      }),
+    );
+    await waitFor(async () => {
+      await feed.idle();
+      return (await index.members(toBase58(parent))).members.length === 3;
+    });
+    expect(reads).toEqual([{ keys: records.map((r) => r.reverse), minContextSlot: 202 }]);
+    expect(lost).toEqual([]);
     await deletePrefix(redis, prefix);
   });
 });

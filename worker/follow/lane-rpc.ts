@@ -65,6 +65,7 @@ export function laneRpc(lane: DiscoveryLane, endpoint: RpcEndpoint, slots: SlotC
       const whole = opts?.whole === true;
       const batches = await accountsInBatches(lane, endpoint, keys, {
         dataSlice: whole ? wholeRecordSlice(lane) : HEAD_SLICE,
+        minContextSlot: opts?.minContextSlot,
         decode: headLists(lane, whole),
       });
       let slot: number | undefined;

@@ -40,14 +40,15 @@ export interface FollowRpc {
    * short or empty answer never reads as "gone".
    *
    * With `whole`, each account is read up to a reverse record's longest text (the header, the
-   * length and the lane's longest label) instead of the head: a reverse text the head cut.
+   * length and the lane's longest label) instead of the head: a reverse text the head cut. With
+   * `minContextSlot`, read at that slot or later (a node behind refuses, and the call is retried).
    *
    * @throws RpcCallError when a call fails, or (final) when a reply is not one account or null
    *   per key.
    */
   accounts(
     keys: readonly string[],
-    opts?: { whole?: boolean },
+    opts?: { whole?: boolean; minContextSlot?: number },
   ): Promise<{
     slot: number | undefined;
     accounts: Array<{ owner: string; head: Buffer } | null>;

@@ -38,11 +38,12 @@ export type FeedRpc = {
   /**
    * Heads (bytes 0..130: parent, owner, class, start of data) of `keys`, null for a missing
    * account, with the lowest believed slot of the replies; with `whole`, a reverse record's whole
-   * text instead of the head.
+   * text instead of the head; with `minContextSlot`, read at that slot or later (a node behind
+   * refuses, and the call is retried).
    */
   accounts(
     keys: readonly string[],
-    opts?: { whole?: boolean },
+    opts?: { whole?: boolean; minContextSlot?: number },
   ): Promise<{ slot: number | undefined; accounts: Array<{ head: Buffer } | null> }>;
 };
 
@@ -66,6 +67,8 @@ export type RegistryFeedDeps = {
 export class RegistryFeed {
   private queue: RegistryOp[] = [];
   private draining: Promise<void> | undefined;
+  /** Cut reverse records waiting for their whole read: pubkey -> the slot it must be read at. */
+  private wholeWaiting = new Map<string, number>();
   private readonly owners = new LRUCache<
     string,
     { parentKey: string; owner: string; slot: number }
@@ -139,29 +142,54 @@ export class RegistryFeed {
         // A reverse text cut at the slice (a long label): read whole. Anything else (a record made
         // by hand whose key is not derived from its text, a text past the longest label) is the
         // audit's to find.
-        if (isReverseSlice(slice) && !whole) void this.readWhole(note.pubkey, note.slot);
+        if (isReverseSlice(slice) && !whole) this.wantWhole(note.pubkey, note.slot);
         else this.deps.logger.debug({ account: note.pubkey }, 'registry: reverse text unproven');
         return;
     }
   }
 
   /**
-   * Reads the reverse record `pubkey` whole, at `slot` or later, and takes it as seen at the read's
-   * slot. Gone by then: nothing to add (its Delete comes through the logs). Never read at or after
-   * `slot` within {@link WHOLE_TRIES}: a fact lost, the index behind.
+   * Queues the reverse record `pubkey` to be read whole at `slot` or later: the records cut in one
+   * turn of the event loop (a transaction's, a gap read's) are read together, in one call.
    */
-  private async readWhole(pubkey: string, slot: number): Promise<void> {
+  private wantWhole(pubkey: string, slot: number): void {
+    const first = this.wholeWaiting.size === 0;
+    this.wholeWaiting.set(pubkey, Math.max(slot, this.wholeWaiting.get(pubkey) ?? 0));
+    if (!first) return;
+    setImmediate(() => {
+      const waiting = this.wholeWaiting;
+      this.wholeWaiting = new Map();
+      void this.readWhole(waiting);
+    });
+  }
+
+  /**
+   * Reads the reverse records of `waiting` whole (one `getMultipleAccounts` a batch), at the
+   * latest of their slots or later, and takes each as seen at the read's slot. Gone by then:
+   * nothing to add (its Delete comes through the logs). Never read that late within
+   * {@link WHOLE_TRIES}: facts lost, the index behind.
+   */
+  private async readWhole(waiting: ReadonlyMap<string, number>): Promise<void> {
+    const keys = [...waiting.keys()];
+    let slot = 0;
+    for (const at of waiting.values()) slot = Math.max(slot, at);
     let wait = WHOLE_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        const read = await this.deps.rpc.accounts([pubkey], { whole: true });
-        if (read.slot !== undefined && read.slot >= slot) {
-          const found = read.accounts[0];
-          if (found) this.take({ slot: read.slot, pubkey, head: found.head }, true);
+        const read = await this.deps.rpc.accounts(keys, { whole: true, minContextSlot: slot });
+        const readAt = read.slot;
+        if (readAt !== undefined && readAt >= slot) {
+          read.accounts.forEach((found, i) => {
+            const pubkey = keys[i] as string;
+            if (found) this.take({ slot: readAt, pubkey, head: found.head }, true);
+          });
           return;
         }
       } catch (err) {
-        this.deps.logger.debug({ err: String(err), account: pubkey }, 'registry: a read failed');
+        this.deps.logger.debug(
+          { err: String(err), accounts: keys.length },
+          'registry: a read failed',
+        );
       }
       if (attempt >= WHOLE_TRIES) {
         this.deps.lost('registry: a long reverse text stayed unread');
