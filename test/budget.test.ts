@@ -3,7 +3,7 @@ import { Queue } from 'bullmq';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { createMetrics } from '../src/core/metrics.js';
+import { createMetrics, REFRESH_OUTCOME } from '../src/core/metrics.js';
 import {
   BUDGET_STRETCH_FACTOR,
   budgetState,
@@ -456,7 +456,7 @@ describe('the daily credit budget of a gateway', () => {
     expect(calls).toBe(2);
     expect(10 * calls + (g.sim.callCount() - calls)).toBeLessThanOrEqual(25);
     expect(await counter(g)).toBeLessThanOrEqual(25);
-    expect(await metric(g, 'sns_refresh_jobs_total', { outcome: 'retried' })).toBe(0);
+    expect(await metric(g, 'sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.retried })).toBe(0);
     expect(g.logs.join('')).toContain('RPC_CREDITS_PER_DAY');
   });
 });

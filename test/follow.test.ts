@@ -8,6 +8,7 @@ import { inDatabase } from './support/shared-redis.js';
 import { elapse } from './support/wait.js';
 import { readFollowStatus } from '../src/core/cache/follow-status.js';
 import { startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { WS_NOTIFICATION_OUTCOME } from '../src/core/metrics.js';
 
 /**
  * Every cached parent follows the chain (docs/design.md, "Freshness"), end to end against the
@@ -82,7 +83,9 @@ describe('every cached parent follows the chain', () => {
 
     expect(await labels(g)).toEqual(['hollaaa', 'longtail', 'testing']);
     expect(sim.callCount('getProgramAccounts')).toBe(0);
-    expect(await metric(g, 'sns_ws_notifications_total', { outcome: 'reread' })).toBe(0);
+    expect(
+      await metric(g, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.reread }),
+    ).toBe(0);
     expect(sim.callCount('getTransaction')).toBeGreaterThanOrEqual(1);
     // Every answer a hit: the entry stays fresh by following, no clock refresh.
     expect(states.filter((s) => s !== 'HIT')).toEqual([]);

@@ -13,6 +13,7 @@ import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway
 import { spawnWorkerProcess, type MainProcess } from './support/main-process.js';
 import { programNotificationText, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { elapse } from './support/wait.js';
+import { WS_NOTIFICATION_OUTCOME } from '../src/core/metrics.js';
 
 /**
  * A provider that floods one watched parent with notifications (docs/design.md, "Freshness"):
@@ -177,11 +178,15 @@ describe('notifications of one account, faster than they can be applied', () => 
         last,
       15_000,
     );
-    const patched = await metric(gw, 'sns_ws_notifications_total', { outcome: 'patched' });
+    const patched = await metric(gw, 'sns_ws_notifications_total', {
+      outcome: WS_NOTIFICATION_OUTCOME.patched,
+    });
     expect(patched).toBeGreaterThan(0);
     expect(patched).toBeLessThan(count / 10);
     expect(
-      await metric(gw, 'sns_ws_notifications_total', { outcome: 'coalesced' }),
+      await metric(gw, 'sns_ws_notifications_total', {
+        outcome: WS_NOTIFICATION_OUTCOME.coalesced,
+      }),
     ).toBeGreaterThan(count - count / 10);
   });
 });

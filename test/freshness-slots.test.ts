@@ -19,6 +19,7 @@ import {
 } from '../tools/rpc-sim/index.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { elapse } from './support/wait.js';
+import { WS_NOTIFICATION_OUTCOME } from '../src/core/metrics.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,
@@ -83,7 +84,9 @@ describe('slots from the websocket', () => {
     const owner = await ownerOf(gw, 'bullish');
     notify(sim, '9223372036854775808', 'bullish', FORGED_OWNER);
     await waitFor(async () => (await metric(gw as Gateway, 'sns_ws_notifications_total')) >= 1);
-    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'refused' })).toBe(1);
+    expect(
+      await metric(gw, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.refused }),
+    ).toBe(1);
     sim.chain.deleteSubdomain(PARENT, 'hollaaa');
     await waitFor(async () => !(await labels(gw as Gateway)).includes('hollaaa'), 15_000);
     expect(await labels(gw)).toEqual(['bullish', 'testing']);
@@ -99,7 +102,9 @@ describe('slots from the websocket', () => {
     const owner = await ownerOf(gw, 'bullish');
     notify(sim, String(sim.chain.slot + 10_000_000), 'bullish', FORGED_OWNER);
     await waitFor(async () => (await metric(gw as Gateway, 'sns_ws_notifications_total')) >= 1);
-    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'patched' })).toBe(0);
+    expect(
+      await metric(gw, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.patched }),
+    ).toBe(0);
     sim.chain.deleteSubdomain(PARENT, 'hollaaa');
     await waitFor(async () => !(await labels(gw as Gateway)).includes('hollaaa'), 15_000);
     expect(await ownerOf(gw, 'bullish')).toBe(owner);
@@ -135,7 +140,9 @@ describe('slots from the websocket', () => {
       expect(await gw.redis.get(entryKey(gw))).not.toMatch(/Infinity|e\+|null,"rev"/);
       await elapse(100);
     }
-    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'refused' })).toBe(1);
+    expect(
+      await metric(gw, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.refused }),
+    ).toBe(1);
   });
 
   it('refuses slots that are negative, fractions, strings or missing, logging once', async () => {

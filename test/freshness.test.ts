@@ -8,7 +8,7 @@ import { PublicKey } from '@solana/web3.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { createLogger } from '../src/core/logger.js';
-import { createMetrics } from '../src/core/metrics.js';
+import { createMetrics, REFRESH_OUTCOME, WS_NOTIFICATION_OUTCOME } from '../src/core/metrics.js';
 import { Registry } from 'prom-client';
 import { elapse } from './support/wait.js';
 
@@ -37,7 +37,9 @@ describe('change-driven freshness', () => {
     await waitFor(async () => (await labels(gw as Gateway)).includes('brandnew'));
     expect(await labels(gw)).toEqual(['brandnew', 'bullish', 'hollaaa', 'testing']);
     expect(sim.callCount('getProgramAccounts')).toBe(0);
-    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'patched' })).toBe(1);
+    expect(
+      await metric(gw, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.patched }),
+    ).toBe(1);
     expect(await metric(gw, 'sns_ws_connected')).toBe(1);
     // One programSubscribe over the whole program and one logsSubscribe, whatever the parents.
     expect(await metric(gw, 'sns_ws_subscriptions')).toBe(2);
@@ -90,8 +92,10 @@ describe('change-driven freshness', () => {
     expect(config.minContextSlot).toBeLessThanOrEqual(before + 2);
     // The lagging node answered -32016 first: retried, counted as behind, not as a failure.
     expect(await metric(gw, 'sns_rpc_requests_total', { outcome: 'behind' })).toBeGreaterThan(0);
-    expect(await metric(gw, 'sns_refresh_jobs_total', { outcome: 'failed' })).toBe(0);
-    expect(await metric(gw, 'sns_ws_notifications_total', { outcome: 'reread' })).toBe(1);
+    expect(await metric(gw, 'sns_refresh_jobs_total', { outcome: REFRESH_OUTCOME.failed })).toBe(0);
+    expect(
+      await metric(gw, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.reread }),
+    ).toBe(1);
     // Never backwards: every answer from now on holds the label, lagging node or not.
     for (let i = 0; i < 20; i++) expect(await labels(gw)).toContain(long);
   });

@@ -49,6 +49,7 @@ import { freePort } from './support/ports.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { ROUTE } from '../src/api/http/routes/paths.js';
 import { OPS_ROUTE } from '../src/core/http/ops-routes.js';
+import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
 
 /** One row of the metrics table of docs/observability.md. */
 type MetricRow = {
@@ -668,12 +669,10 @@ describe('queue depth gauge', () => {
       lazyConnect: false,
     });
     connection.on('error', () => undefined);
-    const queue = new Queue('subdomain-refresh', { connection, prefix: gw.config.QUEUE_PREFIX });
+    const queue = new Queue(REFRESH_QUEUE, { connection, prefix: gw.config.QUEUE_PREFIX });
     queue.on('error', () => undefined);
     try {
-      gw.metrics.setQueueCountsSource(() =>
-        queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
-      );
+      gw.metrics.setQueueCountsSource(() => queue.getJobCounts(...QUEUE_STATES));
       for (let i = 0; i < 2; i++) {
         const started = performance.now();
         const res = await fetch(gw.metricsUrl);
@@ -734,10 +733,10 @@ describe("the worker's metrics server", () => {
         expect(exp.duplicates).toEqual([]);
         for (const { name, type } of METRICS_TABLE) expect(exp.families[name]?.type).toBe(type);
         expect(exp.families.process_resident_memory_bytes?.type).toBe('gauge');
-        expect(labelSets(exp, 'sns_queue_jobs')).toHaveLength(4);
+        expect(labelSets(exp, 'sns_queue_jobs')).toHaveLength(QUEUE_STATES.length);
       }
       // The API's ops routes, in the API's shapes.
-      for (const path of ['/healthz', '/readyz', '/nothing']) {
+      for (const path of [OPS_ROUTE.healthz, OPS_ROUTE.readyz, '/nothing']) {
         const [fromWorkerOps, fromApiOps] = await Promise.all([
           getJson(workerUrl, path),
           gw.get(path),

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
-import { createMetrics } from '../src/core/metrics.js';
+import { createMetrics, REFRESH_EVENT_LOSS } from '../src/core/metrics.js';
 import {
   publishChange,
   publishRefreshEvent,
@@ -63,7 +63,7 @@ async function copyOn(prefix: string) {
     endpointId: 'e',
     maxBytes: 1_000_000,
     sent: async () => Number(await redis.get(redisKeys(prefix).refreshEventsSent)) || 0,
-    onLost: () => metrics.refreshEventsLost.inc({ stage: 'receive' }),
+    onLost: () => metrics.refreshEventsLost.inc({ stage: REFRESH_EVENT_LOSS.receive }),
   });
   const keep = async (labels: string[]) => {
     await cache.put('e', 'p', ...withAccounts('p', { labels, fetchedAt: Date.now() }));
