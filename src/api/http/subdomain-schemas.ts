@@ -1,5 +1,5 @@
 import { Type, type Static } from '@fastify/type-provider-typebox';
-import { component, HEADER, okEnvelope } from '../../core/http/schemas.js';
+import { component, errorResponse, HEADER, INTERNAL, okEnvelope } from '../../core/http/schemas.js';
 import { pageQueryProperties, TOTAL_COUNT_HEADER } from './paged-answer.js';
 
 /**
@@ -83,3 +83,14 @@ export const CACHED_ANSWER_HEADERS = Object.freeze({
   'X-Cache': HEADER.xCache,
   'X-Total-Count': TOTAL_COUNT_HEADER,
 });
+
+/**
+ * The 500 of a route that may start a refresh (`/subdomains`, its event stream): a fault of the
+ * gateway, no `RPC_URL` configured, or Redis unreachable. One text, so the routes say it alike.
+ */
+export const refreshingRouteInternal = () =>
+  errorResponse(
+    `${INTERNAL} Also when no RPC_URL is configured (\`detail\` names it) or Redis ` +
+      'is unreachable.',
+    'Internal error',
+  );

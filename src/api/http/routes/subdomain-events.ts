@@ -5,12 +5,11 @@ import { listFrame, type LiveUpdates, type StreamSink } from '../../subdomains/l
 import type { SubdomainLookup } from '../../subdomains/lookup.js';
 import { CORS_HEADERS } from '../../../core/http/cors.js';
 import { requesterOf } from '../cold-miss.js';
-import { parentParams, rpcQueryProperty } from '../subdomain-schemas.js';
+import { parentParams, refreshingRouteInternal, rpcQueryProperty } from '../subdomain-schemas.js';
 import {
   errorEnvelopeSchema,
   errorResponse,
   HEADER,
-  INTERNAL,
   SHUTTING_DOWN,
   useSchemas,
 } from '../../../core/http/schemas.js';
@@ -99,11 +98,7 @@ export const subdomainEventRoutes: FastifyPluginAsyncTypebox<SubdomainEventsDeps
             'Too many requests',
             { 'Retry-After': HEADER.retryAfter },
           ),
-          500: errorResponse(
-            `${INTERNAL} Also when no RPC_URL is configured (\`detail\` names it) or Redis ` +
-              'is unreachable.',
-            'Internal error',
-          ),
+          500: refreshingRouteInternal(),
           502: errorResponse(
             '`RPC unavailable`: the first list of a cold parent could not be fetched (as for ' +
               '`GET /subdomains/{parent}`).',

@@ -7,7 +7,6 @@ import {
   errorEnvelopeSchema,
   errorResponse,
   HEADER,
-  INTERNAL,
   notModifiedResponse,
   refResponse,
   SHUTTING_DOWN,
@@ -19,6 +18,7 @@ import {
   cachedAnswerQuery,
   parentParams,
   subdomainList,
+  refreshingRouteInternal,
 } from '../subdomain-schemas.js';
 import { refuseOtherPaths } from './wrong-shape.js';
 import { ROUTE } from './paths.js';
@@ -107,11 +107,7 @@ export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = as
             'Too many requests',
             { 'Retry-After': HEADER.retryAfter },
           ),
-          500: errorResponse(
-            `${INTERNAL} Also when no RPC_URL is configured (\`detail\` names it) or Redis ` +
-              'is unreachable.',
-            'Internal error',
-          ),
+          500: refreshingRouteInternal(),
           502: errorResponse(
             '`RPC unavailable`: the RPC failed (JSON-RPC error, 429 or 5xx after retries, a ' +
               'malformed reply, a time-out), or no refresh finished within SUBDOMAINS_WAIT_MS ' +
