@@ -166,7 +166,7 @@ describe('isSquareModP (binary Jacobi symbol, WebAssembly) equals Euler’s crit
     for (const v of values) expect(isSquareModP(words32(v)), v.toString()).toBe(euler(v));
   });
 
-  it('runs src/core/sns/ed25519.wasm as assembled from its .wat (npm run build:wasm)', () => {
+  it('runs src/core/sns/pda.wasm as assembled from its .wat (npm run build:wasm)', () => {
     const check = spawnSync(process.execPath, ['scripts/build-wasm.mjs', '--check'], {
       cwd: fileURLToPath(new URL('..', import.meta.url)),
       encoding: 'utf8',
@@ -338,5 +338,15 @@ describe('derivations equal the SDK', () => {
       );
     }
     expect(() => nameAccountKey(new Uint8Array(31))).toThrow(RangeError);
+  });
+
+  it('hashName on names of every block count, and past what the module hashes (node:crypto)', () => {
+    // Message lengths around the 55- and 119-byte padding edges, then a name too long for the
+    // module's memory, hashed by node:crypto instead.
+    for (const length of [0, 1, 38, 39, 40, 47, 48, 102, 103, 104, 500, 4096, 30_000]) {
+      for (const name of ['x'.repeat(length), `${'x'.repeat(length)}ü`, `ü${'x'.repeat(length)}`]) {
+        expect(hashName(name).equals(getHashedNameSync(name)), String(name.length)).toBe(true);
+      }
+    }
   });
 });

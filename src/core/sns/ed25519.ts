@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { pdaMemory, pdaWasm as curve } from './pda-wasm.js';
 
 /**
  * `PublicKey.isOnCurve` of @solana/web3.js 1.99 without BigInt. web3.js decodes with @noble/curves
@@ -6,9 +6,10 @@ import { readFileSync } from 'node:fs';
  *
  *   on curve  ⟺  y < p  and  (u = 0 ? sign bit clear : u·v is a square mod p),  u = y² - 1
  *
- * with `u = 0` exactly for `y = 1` or `y = p - 1`. Those edge cases are decided here; `u·v` and
- * its square test run in WebAssembly (./ed25519.wat), whose 64-bit integers hold a product of two
- * 32-bit limbs exactly and a limb of the binary Jacobi symbol 64 bits at a time (BENCHMARKS.md).
+ * with `u = 0` exactly for `y = 1` or `y = p - 1`. All of it runs in WebAssembly (./pda.wat, where
+ * ./pda.ts's program-address search calls it without leaving the module), whose 64-bit integers
+ * hold a product of two 32-bit limbs exactly and a limb of the binary Jacobi symbol 64 bits at a
+ * time (BENCHMARKS.md).
  */
 
 const P = 2n ** 255n - 19n;
@@ -23,25 +24,6 @@ function modPow(base: bigint, exp: bigint): bigint {
   return result;
 }
 
-/** Node's global `WebAssembly`, the part used here: the project's libs (ES2023, Node) declare none. */
-declare const WebAssembly: {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: object };
-};
-
-/** ./ed25519.wat assembled: compiled once, at load, from the file beside this module. */
-const curve = new WebAssembly.Instance(
-  new WebAssembly.Module(readFileSync(new URL('./ed25519.wasm', import.meta.url))),
-).exports as {
-  memory: { buffer: ArrayBuffer };
-  /** Where d's eight 32-bit limbs go, one an i64. */
-  D: { value: number };
-  on_curve_square: () => number;
-  is_square: (...words: [number, number, number, number, number, number, number, number]) => number;
-};
-/** The module's memory; it never grows, so the view stays valid. */
-const memory = new Uint8Array(curve.memory.buffer);
-
 {
   /** `d = -121665/121666 mod p`, computed rather than transcribed. */
   const d = ((P - 121665n) * modPow(121666n, P - 2n)) % P;
@@ -53,7 +35,7 @@ const memory = new Uint8Array(curve.memory.buffer);
 
 /**
  * Whether `value` (eight 32-bit words, little-endian: below 2^256, not a multiple of p) is a
- * square mod p: the binary Jacobi symbol of ./ed25519.wat. Exported for tests.
+ * square mod p: the binary Jacobi symbol of ./pda.wat. Exported for tests.
  */
 export function isSquareModP(value: ArrayLike<number>): boolean {
   return (
@@ -76,19 +58,6 @@ export function isSquareModP(value: ArrayLike<number>): boolean {
  */
 export function isOnCurve(bytes: Uint8Array): boolean {
   if (bytes.length !== 32) throw new RangeError('expected 32 bytes');
-  const top = (bytes[31] as number) & 0x7f;
-  const sign = (bytes[31] as number) >> 7;
-  // y >= p: the top 255 bits are all ones from bit 5 up, and the low byte is at least 0xed.
-  let allOnes = top === 0x7f;
-  for (let i = 1; allOnes && i < 31; i++) allOnes = bytes[i] === 0xff;
-  if (allOnes && (bytes[0] as number) >= 0xed) return false;
-  // y = p - 1 (…ffec) or y = 1: x = 0, valid only with the sign bit clear.
-  if (allOnes && bytes[0] === 0xec) return sign === 0;
-  if (bytes[0] === 1 && top === 0) {
-    let rest = 0;
-    for (let i = 1; i < 31; i++) rest |= bytes[i] as number;
-    if (rest === 0) return sign === 0;
-  }
-  memory.set(bytes, 0);
-  return curve.on_curve_square() === 1;
+  pdaMemory.set(bytes, 0);
+  return curve.on_curve() === 1;
 }

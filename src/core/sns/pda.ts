@@ -2,11 +2,15 @@ import { hash } from 'node:crypto';
 import { boundedMemo } from '../cache/bounded-memo.js';
 import { fromBase58, toBase58 } from './base58.js';
 import { isOnCurve } from './ed25519.js';
+import { pdaMemory, pdaWasm } from './pda-wasm.js';
 
 /**
  * SNS key derivations, offline: the keys of `@bonfida/spl-name-service` 3.x (web3.js's
- * `findProgramAddressSync`) with native sha256 on a reused buffer and ./ed25519.ts.
- * test/pda.test.ts holds them bit-identical to the SDK.
+ * `findProgramAddressSync`). The name-account search runs whole in WebAssembly (./pda.wat: SHA-256
+ * and the curve check of ./ed25519.ts), one call a search: its first block (hashed name and
+ * class) hashed once, not per bump, and for a record key kept per record type; its last block's
+ * schedule, the same for every name, computed once (BENCHMARKS.md, docs/design.md). test/pda.test.ts
+ * holds the keys bit-identical to the SDK.
  */
 
 /** The SPL Name Service program (the SDK's `NAME_PROGRAM_ID`). */
@@ -45,14 +49,61 @@ function findProgramAddress(seeds: Uint8Array, programId: Uint8Array): Buffer {
 /** `CENTRAL_STATE_SNS_RECORDS`, class of V2 records. */
 export const CENTRAL_STATE_SNS_RECORDS = findProgramAddress(SNS_RECORDS_ID, SNS_RECORDS_ID);
 
+/** {@link existingNameAccountKey}'s message, hashed by node:crypto (hashes compared as strings). */
 const NAME_SEEDS = Buffer.alloc(96 + 1 + 32 + PDA_MARKER.length);
 NAME_SEEDS.set(NAME_PROGRAM_ID, 97);
 NAME_SEEDS.set(PDA_MARKER, 129);
 const ZERO_KEY = new Uint8Array(32);
 
-/** The SDK's `getHashedNameSync`: UTF-8 (lone surrogate -> U+FFFD, as Buffer writes it). */
+/** The module's name-search message: hashed name at 0, class at 32, parent at 64, bump at 96. */
+const SEEDS = pdaWasm.SEEDS.value;
+const MID = pdaWasm.MID.value;
+const MSG = pdaWasm.MSG.value;
+pdaMemory.set(NAME_PROGRAM_ID, SEEDS + 97);
+pdaMemory.set(PDA_MARKER, SEEDS + 129);
+pdaWasm.init_search();
+const PREFIX_BYTES = pdaMemory.write(HASH_PREFIX, MSG, 'latin1');
+/** Code units of a name hashed in the module: at 3 UTF-8 bytes each, with room for the padding. */
+const MAX_MODULE_NAME = Math.floor((pdaMemory.length - MSG - PREFIX_BYTES - 72) / 3);
+
+/** {@link hashName} into the module's message, as its hashed name (bytes 0 to 31). */
+function hashNameIntoSeeds(name: string): void {
+  if (name.length <= MAX_MODULE_NAME) {
+    // ASCII byte by byte: Buffer's `write` costs more than the hash of a short name.
+    let length = 0;
+    for (; length < name.length; length++) {
+      const code = name.charCodeAt(length);
+      if (code >= 0x80) break;
+      pdaMemory[MSG + PREFIX_BYTES + length] = code;
+    }
+    if (length < name.length) length = pdaMemory.write(name, MSG + PREFIX_BYTES, 'utf8');
+    pdaWasm.hash_name(PREFIX_BYTES + length);
+  } else {
+    pdaMemory.set(hash('sha256', HASH_PREFIX + name, 'buffer'), SEEDS);
+  }
+}
+
+/** The key a search of the module left at address 0, copied; its `bump` 0 means none was found. */
+function searched(bump: number): Buffer {
+  if (bump === 0) throw new Error('Unable to find a viable program address nonce');
+  return copied(0);
+}
+
+/** The 32 bytes of the module's memory at `at`, copied (a loop: `Buffer.from` of a view costs more). */
+function copied(at: number): Buffer {
+  const out = Buffer.allocUnsafe(32);
+  for (let i = 0; i < 32; i++) out[i] = pdaMemory[at + i] as number;
+  return out;
+}
+
+/**
+ * The SDK's `getHashedNameSync`: UTF-8 (lone surrogate -> U+FFFD, as Buffer writes it).
+ *
+ * @returns 32 bytes.
+ */
 export function hashName(name: string): Buffer {
-  return hash('sha256', HASH_PREFIX + name, 'buffer');
+  hashNameIntoSeeds(name);
+  return copied(SEEDS);
 }
 
 /**
@@ -69,15 +120,18 @@ export function nameAccountKey(
     throw new RangeError('name-account seeds are 32 bytes each');
   }
   if ((parent ?? ZERO_KEY).length !== 32) throw new RangeError('a parent key is 32 bytes');
-  NAME_SEEDS.set(hashed, 0);
-  NAME_SEEDS.set(nameClass ?? ZERO_KEY, 32);
-  NAME_SEEDS.set(parent ?? ZERO_KEY, 64);
-  for (let bump = 255; bump > 0; bump--) {
-    NAME_SEEDS[96] = bump;
-    const key = hash('sha256', NAME_SEEDS, 'buffer');
-    if (!isOnCurve(key)) return key;
-  }
-  throw new Error('Unable to find a viable program address nonce');
+  pdaMemory.set(hashed, SEEDS);
+  pdaMemory.set(nameClass ?? ZERO_KEY, SEEDS + 32);
+  pdaMemory.set(parent ?? ZERO_KEY, SEEDS + 64);
+  return searched(pdaWasm.search());
+}
+
+/** `nameAccountKey(hashName(name), undefined, parent)`, the name hashed in the module. */
+function nameKeyUnder(name: string, parent: Uint8Array): Buffer {
+  hashNameIntoSeeds(name);
+  pdaMemory.fill(0, SEEDS + 32, SEEDS + 64);
+  pdaMemory.set(parent, SEEDS + 64);
+  return searched(pdaWasm.search());
 }
 
 /** Candidates looked up before any is checked against the curve (see {@link existingNameAccountKey}). */
@@ -131,26 +185,29 @@ export function existingNameAccountKey<T>(
  */
 export function domainKey(name: string): Buffer {
   const labels = name.split('.');
-  if (labels.length === 1) return nameAccountKey(hashName(name), undefined, ROOT_DOMAIN_ACCOUNT);
+  if (labels.length === 1) return nameKeyUnder(name, ROOT_DOMAIN_ACCOUNT);
   if (labels.length !== 2) throw new RangeError('The domain is malformed');
-  return nameAccountKey(
-    hashName(`\0${labels[0] as string}`),
-    undefined,
-    parentKey(labels[1] as string),
-  );
+  // The parent first: its search uses the module's message too.
+  const parent = parentKey(labels[1] as string);
+  return nameKeyUnder(`\0${labels[0] as string}`, parent);
 }
 
 /** Memo bounds: labels may be huge, asked names are short. Memoized keys are only read. */
 const MEMO_BOUNDS = { maxEntries: 4096, maxInputLength: 64 };
 
 /** Top-level keys, remembered: every subdomain derives its parent's first, and parents are few. */
-const parentKey = boundedMemo(
-  (label) => nameAccountKey(hashName(label), undefined, ROOT_DOMAIN_ACCOUNT),
-  MEMO_BOUNDS,
-);
+const parentKey = boundedMemo((label) => nameKeyUnder(label, ROOT_DOMAIN_ACCOUNT), MEMO_BOUNDS);
 
-/** Record-type hashes, remembered: there are a few dozen types. */
-const hashedRecordV2 = boundedMemo((record) => hashName(`\x02${record}`), MEMO_BOUNDS);
+/**
+ * Record types' search states after the first block (the hashed `"\x02" + record` and
+ * {@link CENTRAL_STATE_SNS_RECORDS}), remembered: there are a few dozen types.
+ */
+const recordMidstate = boundedMemo((record) => {
+  hashNameIntoSeeds(`\x02${record}`);
+  pdaMemory.set(CENTRAL_STATE_SNS_RECORDS, SEEDS + 32);
+  pdaWasm.midstate();
+  return copied(MID);
+}, MEMO_BOUNDS);
 
 /** The SDK's `getRecordV2Key(name + ".sol", record)`. */
 export function recordKeyV2(name: string, record: string): Buffer {
@@ -163,7 +220,11 @@ export function recordKeyV2(name: string, record: string): Buffer {
  * @throws RangeError if `domain` is not 32 bytes.
  */
 export function recordKeyV2Under(domain: Uint8Array, record: string): Buffer {
-  return nameAccountKey(hashedRecordV2(record), CENTRAL_STATE_SNS_RECORDS, domain);
+  if (domain.length !== 32) throw new RangeError('a parent key is 32 bytes');
+  const mid = recordMidstate(record);
+  pdaMemory.set(mid, MID);
+  pdaMemory.set(domain, SEEDS + 64);
+  return searched(pdaWasm.search_from_mid());
 }
 
 /**
