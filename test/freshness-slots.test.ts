@@ -300,4 +300,28 @@ describe('slots from the HTTP side', () => {
     const stored = JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number };
     expect(stored.slot ?? 0).toBeLessThan(g.sim.chain.slot + 1_000);
   }, 90_000);
+
+  it('re-reads, not ignores, a change the stream brings to an entry holding a slot far ahead', async () => {
+    // A window of ten minutes: neither the existence checks (first due a window after a parent
+    // is followed) nor an entry gone stale correct the entry meanwhile; only the change can.
+    gw = await startGateway({ env: { ...FOLLOW, CACHE_FRESH_SECONDS: '600' } });
+    const g = gw;
+    await watched(g, g.sim);
+    const key = entryKey(g);
+    const ahead = g.sim.chain.slot + 1_000_000_000;
+    const entry = JSON.parse((await g.redis.get(key)) ?? '') as Record<string, unknown>;
+    const poisoned = JSON.stringify({ ...entry, scanSlot: ahead, scannedAt: Date.now() + 60_000 });
+    await g.redis.set(key, poisoned.replace(/^\{"slot":\d+/, `{"slot":${ahead}`), 'KEEPTTL');
+    await g.worker?.close();
+    restarted = await startWorker(g.config, g.metrics, createLogger('silent'), {
+      serveMetrics: false,
+    });
+    // The new worker vouches for the stream: its gap is healed, so its slot clock has an anchor
+    // and every slot the stream brings now is believed.
+    await waitFor(async () => (await metric(g, 'sns_follow_healthy')) === 1, 30_000);
+    g.sim.chain.addSubdomain(PARENT, 'later');
+    await waitFor(async () => (await labels(g)).includes('later'), 30_000, "'later' listed");
+    const stored = JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number };
+    expect(stored.slot ?? 0).toBeLessThan(g.sim.chain.slot + 1_000);
+  }, 90_000);
 });

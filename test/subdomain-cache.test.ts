@@ -610,6 +610,21 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect((await cache.get(cache.key('e', 'late')))?.labels).toEqual(['a', 'x']);
   });
 
+  it('judges no change against an entry whose scan slot is past the ceiling: unsound, untouched', async () => {
+    await cache.put('e', 'ahead', ...withReverses('ahead', scan(1_000_000), { A: ['a', 'o'] }));
+    const added = { account: 'X', reverse: 'RX', member: ['x', 'o'] as const };
+    // A ceiling of 500: the stored scan at 1,000,000 is a slot no chain has reached.
+    expect(await cache.applyChanges('e', 'ahead', [added], 400, 500)).toEqual({
+      outcome: 'unsound',
+      rev: 1,
+    });
+    expect((await cache.get(cache.key('e', 'ahead')))?.labels).toEqual(['a']);
+    // Under a ceiling past it, the stored scan is believed: the older change is ignored as before.
+    expect((await cache.applyChanges('e', 'ahead', [added], 400, 2_000_000)).outcome).toBe(
+      'unchanged',
+    );
+  });
+
   it('applies changes to the accounts they name only, raising the slot and the revision when something changed', async () => {
     await cache.put(
       'e',

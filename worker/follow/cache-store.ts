@@ -1,23 +1,25 @@
 import type { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
 import type { RedisClient } from '../../src/core/redis.js';
+import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
 import type { FollowStore } from './types.js';
 
 /**
  * The follower's store over the subdomain cache's split layout of the configured endpoint
  * (docs/design.md, "The subdomain cache"): every write is one of its Lua scripts, each member
- * change slot-guarded there.
+ * change slot-guarded there, against an entry whose slots `slots` believes.
  */
 export function cacheStore(
   cache: SubdomainCache,
   redis: RedisClient,
   prefix: string,
   endpointId: string,
+  slots: Pick<SlotClock, 'ceiling'>,
 ): FollowStore {
   const registry = redisKeys(prefix).followedParents(endpointId);
   return {
     async applyChanges(parent, changes, slot) {
-      return (await cache.applyChanges(endpointId, parent, changes, slot)).outcome;
+      return (await cache.applyChanges(endpointId, parent, changes, slot, slots.ceiling())).outcome;
     },
     async member(parent, account) {
       return (await cache.member(endpointId, parent, account)) ?? undefined;

@@ -168,6 +168,9 @@ export class Deletions {
       if (outcome === 'written') {
         changed++;
         this.deps.changed(parent);
+      } else if (outcome === 'unsound') {
+        // The entry holds a slot no chain has reached: only a scan corrects it.
+        this.deps.reread(parent, slot);
       }
     }
     return changed;

@@ -17,9 +17,11 @@ export type MemberChange = {
 
 /**
  * What a change did: 'written': something changed (revision bumped); 'unchanged': every change was
- * already there or older than its member; 'missing': no entry (or one whose head is unreadable).
+ * already there or older than its member; 'missing': no entry (or one whose head is unreadable);
+ * 'unsound': the entry holds a slot past the ceiling, so no change is judged against it (only a
+ * scan corrects it).
  */
-export type ApplyVerdict = 'written' | 'unchanged' | 'missing';
+export type ApplyVerdict = 'written' | 'unchanged' | 'missing' | 'unsound';
 
 /** What {@link SplitEntries.applyChanges} did, and the entry's revision after it. */
 export type ApplyOutcome = {
@@ -84,7 +86,7 @@ const SCRIPTS = {
     (raw): ApplyOutcome => {
       const [outcome, rev] = replyList(raw);
       return {
-        outcome: outcomeOf(outcome, ['written', 'unchanged', 'missing'] as const),
+        outcome: outcomeOf(outcome, ['written', 'unchanged', 'missing', 'unsound'] as const),
         rev: replyNumber(rev),
       };
     },
@@ -323,7 +325,11 @@ export class SplitEntries {
    * changed the revision is bumped and the entry's slot raised to `slot`; otherwise nothing but
    * member slots is written (an answer that did not change keeps its revision).
    *
+   * An entry whose slot or scan slot is past `ceiling` is left as it is ('unsound'): a late
+   * change would be judged older than a slot no chain has reached, and dropped.
+   *
    * @param slot the slot the changes were seen at (a slot the caller's clock trusts).
+   * @param ceiling the highest slot the caller's clock believes now (src/core/rpc/slot.ts), if known.
    * @throws TypeError when `slot` is not a slot.
    */
   async applyChanges(
@@ -331,10 +337,16 @@ export class SplitEntries {
     parent: string,
     changes: readonly MemberChange[],
     slot: number,
+    ceiling?: number,
   ): Promise<ApplyOutcome> {
     if (!isSlot(slot)) throw new TypeError(`slot ${String(slot)} is not a slot`);
     const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
-    const args: string[] = [String(slot), parent, String(this.entryTtlMs)];
+    const args: string[] = [
+      String(slot),
+      parent,
+      String(this.entryTtlMs),
+      ceiling === undefined ? '' : String(ceiling),
+    ];
     for (const c of changes) {
       if (c.member) args.push(c.account, c.reverse, 'u', c.member[0], c.member[1]);
       else args.push(c.account, c.reverse, 'r', '', '');

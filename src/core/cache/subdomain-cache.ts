@@ -149,8 +149,9 @@ export class SubdomainCache {
     parent: string,
     changes: readonly MemberChange[],
     slot: number,
+    ceiling?: number,
   ): Promise<ApplyOutcome> {
-    return this.entries.applyChanges(endpointId, parent, changes, slot);
+    return this.entries.applyChanges(endpointId, parent, changes, slot, ceiling);
   }
 
   /** {@link SplitEntries.markChecked}. */

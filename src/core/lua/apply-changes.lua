@@ -1,10 +1,14 @@
--- Changes to some members. KEYS: M L H I. ARGV: 1 slot, 2 parent, 3 index expiry (ms), then five
--- arguments per change: account, reverse record, 'u' (upsert) or 'r' (remove), label, owner. A
+-- Changes to some members. KEYS: M L H I. ARGV: 1 slot, 2 parent, 3 index expiry (ms), 4 ceiling
+-- ('' unknown), then five arguments per change: account, reverse record, 'u' (upsert) or 'r'
+-- (remove), label, owner. An entry whose slot or scan slot is past the ceiling holds a slot no
+-- chain has reached (an earlier release, a bad reply): no change is judged against it, 'unsound'
+-- is returned and the caller re-reads (put-split-entry.lua lets that scan replace it). A
 -- change at a slot below its member's stored slot, or of an account not listed at a slot below
 -- the last scan's, is ignored (an older notification arrived late: the scan saw its outcome);
 -- an upsert that changes nothing raises the member's slot only. When something changed: the
 -- revision is bumped and the entry's slot raised to `slot`. Returns `{outcome, rev}`: 'missing'
--- without an entry, or with an unreadable head (nothing to patch: a scan writes it anew).
+-- without an entry, or with an unreadable head (nothing to patch: a scan writes it anew);
+-- 'unsound' as above.
 
 --- @include "includes/split-entry"
 local m = meta_of(redis.call('GET', KEYS[1]))
@@ -13,8 +17,12 @@ if not m.sound then return { 'missing', m.rev } end
 local slot = arg_slot(ARGV[1])
 if not slot then return redis.error_reply('ERR change slot is not a safe integer') end
 local parent = ARGV[2]
+local ceiling = tonumber(ARGV[4])
+if ceiling and ((m.slot and m.slot > ceiling) or (m.scanSlot and m.scanSlot > ceiling)) then
+  return { 'unsound', m.rev }
+end
 local changed = false
-for i = 4, #ARGV, 5 do
+for i = 5, #ARGV, 5 do
   local acct, reverse, op, label, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local raw = redis.call('HGET', KEYS[3], acct)
   local old = member_of(raw)
