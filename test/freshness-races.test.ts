@@ -25,6 +25,14 @@ afterEach(async () => {
 const LONG = 'a-label-longer-than-the-inline-slice-of-thirty-bytes';
 /** Short windows: existence checks every half second. */
 const QUICK = { ...FOLLOW, CACHE_FRESH_SECONDS: '3' };
+/**
+ * Windows for the clock's refreshes ahead, which begin a scan interval (a sixth of the window) or
+ * two before expiry: 2 s for a refresh to end in, room on a loaded machine (a 3 s window left
+ * 0.5 s, and a refresh ended late under load).
+ */
+const AHEAD = { ...FOLLOW, CACHE_FRESH_SECONDS: '12' };
+/** Past a window of {@link AHEAD}: its entry was refreshed ahead at least once meanwhile. */
+const PAST_A_WINDOW_MS = 14_000;
 
 describe('freshness under races', () => {
   it('keeps a subdomain the websocket added when the deletion check reaches a lagging node', async () => {
@@ -126,21 +134,21 @@ describe('freshness under races', () => {
     );
     const wsUrl = `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`;
     try {
-      gw = await startGateway({ env: { ...QUICK, RPC_WS_URL: wsUrl } });
+      gw = await startGateway({ env: { ...AHEAD, RPC_WS_URL: wsUrl } });
       await labels(gw);
-      const states = await keepAsking(gw, 8_000);
+      const states = await keepAsking(gw, PAST_A_WINDOW_MS);
       // As with RPC_WS=off (hot-parent scans ahead of expiry), a hot parent is never served stale.
       expect(states).not.toContain('STALE');
     } finally {
       for (const c of wss.clients) c.terminate();
       wss.close();
     }
-  });
+  }, 60_000);
 
   it('never serves a hot parent stale without a websocket either', async () => {
-    gw = await startGateway({ env: { ...QUICK, RPC_WS: 'off' } });
+    gw = await startGateway({ env: { ...AHEAD, RPC_WS: 'off' } });
     await labels(gw);
-    const states = await keepAsking(gw, 8_000);
+    const states = await keepAsking(gw, PAST_A_WINDOW_MS);
     expect(states).not.toContain('STALE');
-  });
+  }, 60_000);
 });

@@ -21,8 +21,11 @@ describe('hot parents refreshed ahead of expiry', () => {
   beforeAll(async () => {
     gw = await startGateway({
       env: {
-        CACHE_FRESH_SECONDS: '2',
-        CACHE_STALE_SECONDS: '4',
+        // Hot parents are refreshed ahead a scan interval (a sixth of the window) or two before
+        // their expiry: that is the slack a refresh has to end in, 2 s here, room on a loaded
+        // machine (a 2 s window left 0.5 s, and its refreshes ended late under load).
+        CACHE_FRESH_SECONDS: '12',
+        CACHE_STALE_SECONDS: '12',
         HOT_KEYS_TOP_N: '1',
         // The test is the one client: one is enough to make a parent hot.
         HOT_KEYS_MIN_CLIENTS: '1',
@@ -35,7 +38,7 @@ describe('hot parents refreshed ahead of expiry', () => {
     expect((await gw.get('/subdomains/67679')).headers.get('x-cache')).toBe('MISS'); // asked once, then never
     expect((await gw.get('/subdomains/demo')).headers.get('x-cache')).toBe('MISS');
     const states: string[] = [];
-    const until = Date.now() + 7_000; // three and a half freshness windows, past the stale window
+    const until = Date.now() + 26_000; // over two freshness windows, past the stale window
     while (Date.now() < until) {
       const res = await gw.get('/subdomains/demo');
       expect(res.status).toBe(200);
@@ -48,7 +51,7 @@ describe('hot parents refreshed ahead of expiry', () => {
     expect(gw.sim.callCount('getProgramAccounts')).toBeGreaterThanOrEqual(4);
     // The key asked for once was not kept fresh: it expired with its stale window.
     expect((await gw.get('/subdomains/67679')).headers.get('x-cache')).toBe('MISS');
-  });
+  }, 60_000);
 });
 
 describe('HotParentCounter', () => {
