@@ -109,9 +109,11 @@ async function pageThrough(
 
 describe('GET /subdomains/:parent pages and prefixes', () => {
   let gw: Gateway;
+  // 3,000 subdomains to seed and index before the first test: a bound against a hang, roomy
+  // enough for a loaded machine (the suite's 30 s default was passed at load 18).
   beforeAll(async () => {
     gw = await startGateway({ chain: pagesChain() });
-  });
+  }, 120_000);
   afterAll(() => gw.close());
 
   const full = async (parent: string) => {
