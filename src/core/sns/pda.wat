@@ -32,8 +32,9 @@
   ;; Words are big-endian in the message and the digest: $bswap turns a little-endian i32.load
   ;; into the message's word and a state word into its digest bytes.
 
-  ;; SHA-256's round constants, little-endian i32s.
-  (data (i32.const 1024)
+  ;; SHA-256's round constants, little-endian i32s, 256 bytes after each schedule (the second
+  ;; copy made by $init): a round reads its word and its constant through one pointer.
+  (data (i32.const 1280)
     "\98\2f\8a\42\91\44\37\71\cf\fb\c0\b5\a5\db\b5\e9\5b\c2\56\39\f1\11\f1\59\a4\82\3f\92\d5\5e\1c\ab"
     "\98\aa\07\d8\01\5b\83\12\be\85\31\24\c3\7d\0c\55\74\5d\be\72\fe\b1\de\80\a7\06\dc\9b\74\f1\9b\c1"
     "\c1\69\9b\e4\86\47\be\ef\c6\9d\c1\0f\cc\a1\0c\24\6f\2c\e9\2d\aa\84\74\4a\dc\a9\b0\5c\da\88\f9\76"
@@ -43,21 +44,25 @@
     "\16\c1\a4\19\08\6c\37\1e\4c\77\48\27\b5\bc\b0\34\b3\0c\1c\39\4a\aa\d8\4e\4f\ca\9c\5b\f3\6f\2e\68"
     "\ee\82\8f\74\6f\63\a5\78\14\78\c8\84\08\02\c7\8c\fa\ff\be\90\eb\6c\50\a4\f7\a3\f9\be\f2\78\71\c6"
   )
-  (global $SHA_K i32 (i32.const 1024))
   ;; The message schedule of the block being hashed: 64 words.
-  (global $SHA_W i32 (i32.const 1280))
+  (global $SHA_W i32 (i32.const 1024))
   ;; The schedule of a name search's third block, the same for every candidate (see $search).
   (global $SHA_W3 i32 (i32.const 1536))
-  (global $STATE i32 (i32.const 1792))
+  (global $STATE i32 (i32.const 2048))
   ;; The state after a name search's first block (hashed name and class), written by $midstate
   ;; or by the caller.
-  (global $MID (export "MID") i32 (i32.const 1824))
+  (global $MID (export "MID") i32 (i32.const 2080))
   ;; A name search's message: hashed name (32 bytes), class (32), parent (32), bump (1), the name
   ;; program's id (32) and "ProgramDerivedAddress" (21): 150 bytes, padded to three blocks. The
   ;; caller writes bytes 97 to 149 once, then calls $init_search.
-  (global $SEEDS (export "SEEDS") i32 (i32.const 2048))
+  (global $SEEDS (export "SEEDS") i32 (i32.const 2176))
   ;; The message of $hash_name, from here to the end of memory.
   (global $MSG (export "MSG") i32 (i32.const 4096))
+
+  ;; The round constants after the third block's schedule too.
+  (func $init
+    (memory.copy (i32.const 1792) (i32.const 1280) (i32.const 256)))
+  (start $init)
 
   (func $bswap (param $x i32) (result i32)
     (i32.or (i32.and (i32.rotr (local.get $x) (i32.const 8)) (i32.const 0xff00ff00))
@@ -99,12 +104,13 @@
       (local.set $q (i32.add (local.get $q) (i32.const 4)))
       (br_if $schedule (i32.lt_u (local.get $q) (i32.add (global.get $SHA_W) (i32.const 192))))))
 
-  ;; The 64 rounds over the schedule at $w, added into the state at $s: eight rounds an
-  ;; iteration, the eight working variables renamed instead of moved.
+  ;; The 64 rounds over the schedule at $w (each word's round constant 256 bytes on), added
+  ;; into the state at $s: eight rounds an iteration, the eight working variables renamed
+  ;; instead of moved.
   (func $rounds (param $s i32) (param $w i32)
     (local $a i32) (local $b i32) (local $c i32) (local $d i32)
     (local $e i32) (local $f i32) (local $g i32) (local $h i32)
-    (local $t i32) (local $k i32) (local $end i32)
+    (local $t i32) (local $end i32)
     (local.set $a (i32.load offset=0 (local.get $s)))
     (local.set $b (i32.load offset=4 (local.get $s)))
     (local.set $c (i32.load offset=8 (local.get $s)))
@@ -113,7 +119,6 @@
     (local.set $f (i32.load offset=20 (local.get $s)))
     (local.set $g (i32.load offset=24 (local.get $s)))
     (local.set $h (i32.load offset=28 (local.get $s)))
-    (local.set $k (global.get $SHA_K))
     (local.set $end (i32.add (local.get $w) (i32.const 256)))
     (loop $eight
         ;; round 8i + 0
@@ -122,7 +127,7 @@
                                                           (i32.rotr (local.get $e) (i32.const 11)))
                                                  (i32.rotr (local.get $e) (i32.const 25))))
                                (i32.add (i32.xor (local.get $g) (i32.and (local.get $e) (i32.xor (local.get $f) (local.get $g))))
-                                        (i32.add (i32.load offset=0 (local.get $k)) (i32.load offset=0 (local.get $w))))))
+                                        (i32.add (i32.load offset=256 (local.get $w)) (i32.load offset=0 (local.get $w))))))
         (local.set $d (i32.add (local.get $d) (local.get $t)))
         (local.set $h (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $a) (i32.const 2))
@@ -136,7 +141,7 @@
                                                           (i32.rotr (local.get $d) (i32.const 11)))
                                                  (i32.rotr (local.get $d) (i32.const 25))))
                                (i32.add (i32.xor (local.get $f) (i32.and (local.get $d) (i32.xor (local.get $e) (local.get $f))))
-                                        (i32.add (i32.load offset=4 (local.get $k)) (i32.load offset=4 (local.get $w))))))
+                                        (i32.add (i32.load offset=260 (local.get $w)) (i32.load offset=4 (local.get $w))))))
         (local.set $c (i32.add (local.get $c) (local.get $t)))
         (local.set $g (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $h) (i32.const 2))
@@ -150,7 +155,7 @@
                                                           (i32.rotr (local.get $c) (i32.const 11)))
                                                  (i32.rotr (local.get $c) (i32.const 25))))
                                (i32.add (i32.xor (local.get $e) (i32.and (local.get $c) (i32.xor (local.get $d) (local.get $e))))
-                                        (i32.add (i32.load offset=8 (local.get $k)) (i32.load offset=8 (local.get $w))))))
+                                        (i32.add (i32.load offset=264 (local.get $w)) (i32.load offset=8 (local.get $w))))))
         (local.set $b (i32.add (local.get $b) (local.get $t)))
         (local.set $f (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $g) (i32.const 2))
@@ -164,7 +169,7 @@
                                                           (i32.rotr (local.get $b) (i32.const 11)))
                                                  (i32.rotr (local.get $b) (i32.const 25))))
                                (i32.add (i32.xor (local.get $d) (i32.and (local.get $b) (i32.xor (local.get $c) (local.get $d))))
-                                        (i32.add (i32.load offset=12 (local.get $k)) (i32.load offset=12 (local.get $w))))))
+                                        (i32.add (i32.load offset=268 (local.get $w)) (i32.load offset=12 (local.get $w))))))
         (local.set $a (i32.add (local.get $a) (local.get $t)))
         (local.set $e (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $f) (i32.const 2))
@@ -178,7 +183,7 @@
                                                           (i32.rotr (local.get $a) (i32.const 11)))
                                                  (i32.rotr (local.get $a) (i32.const 25))))
                                (i32.add (i32.xor (local.get $c) (i32.and (local.get $a) (i32.xor (local.get $b) (local.get $c))))
-                                        (i32.add (i32.load offset=16 (local.get $k)) (i32.load offset=16 (local.get $w))))))
+                                        (i32.add (i32.load offset=272 (local.get $w)) (i32.load offset=16 (local.get $w))))))
         (local.set $h (i32.add (local.get $h) (local.get $t)))
         (local.set $d (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $e) (i32.const 2))
@@ -192,7 +197,7 @@
                                                           (i32.rotr (local.get $h) (i32.const 11)))
                                                  (i32.rotr (local.get $h) (i32.const 25))))
                                (i32.add (i32.xor (local.get $b) (i32.and (local.get $h) (i32.xor (local.get $a) (local.get $b))))
-                                        (i32.add (i32.load offset=20 (local.get $k)) (i32.load offset=20 (local.get $w))))))
+                                        (i32.add (i32.load offset=276 (local.get $w)) (i32.load offset=20 (local.get $w))))))
         (local.set $g (i32.add (local.get $g) (local.get $t)))
         (local.set $c (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $d) (i32.const 2))
@@ -206,7 +211,7 @@
                                                           (i32.rotr (local.get $g) (i32.const 11)))
                                                  (i32.rotr (local.get $g) (i32.const 25))))
                                (i32.add (i32.xor (local.get $a) (i32.and (local.get $g) (i32.xor (local.get $h) (local.get $a))))
-                                        (i32.add (i32.load offset=24 (local.get $k)) (i32.load offset=24 (local.get $w))))))
+                                        (i32.add (i32.load offset=280 (local.get $w)) (i32.load offset=24 (local.get $w))))))
         (local.set $f (i32.add (local.get $f) (local.get $t)))
         (local.set $b (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $c) (i32.const 2))
@@ -220,7 +225,7 @@
                                                           (i32.rotr (local.get $f) (i32.const 11)))
                                                  (i32.rotr (local.get $f) (i32.const 25))))
                                (i32.add (i32.xor (local.get $h) (i32.and (local.get $f) (i32.xor (local.get $g) (local.get $h))))
-                                        (i32.add (i32.load offset=28 (local.get $k)) (i32.load offset=28 (local.get $w))))))
+                                        (i32.add (i32.load offset=284 (local.get $w)) (i32.load offset=28 (local.get $w))))))
         (local.set $e (i32.add (local.get $e) (local.get $t)))
         (local.set $a (i32.add (local.get $t)
                                (i32.add (i32.xor (i32.xor (i32.rotr (local.get $b) (i32.const 2))
@@ -228,7 +233,6 @@
                                                  (i32.rotr (local.get $b) (i32.const 22)))
                                         (i32.or (i32.and (local.get $b) (local.get $c))
                                                 (i32.and (local.get $d) (i32.or (local.get $b) (local.get $c)))))))
-        (local.set $k (i32.add (local.get $k) (i32.const 32)))
         (local.set $w (i32.add (local.get $w) (i32.const 32)))
         (br_if $eight (i32.lt_u (local.get $w) (local.get $end))))
     (i32.store offset=0 (local.get $s) (i32.add (i32.load offset=0 (local.get $s)) (local.get $a)))
