@@ -313,18 +313,34 @@
     (call $search))
 
 
-  ;; Carries limb k's bits above 32 into limb k + 1, eight limbs from $o; returns the carry out
-  ;; of the top limb.
+  ;; Carries limb k's bits above 32 into limb k + 1, eight limbs from $o (written out, no loop);
+  ;; returns the carry out of the top limb.
   (func $carry (param $o i32) (result i64)
-    (local $k i32) (local $c i64) (local $x i64)
-    (loop $limbs
-      (local.set $x (i64.add (i64.load (i32.add (local.get $o) (i32.shl (local.get $k) (i32.const 3))))
-                             (local.get $c)))
-      (i64.store (i32.add (local.get $o) (i32.shl (local.get $k) (i32.const 3)))
-                 (i64.and (local.get $x) (i64.const 0xffffffff)))
-      (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
-      (local.set $k (i32.add (local.get $k) (i32.const 1)))
-      (br_if $limbs (i32.lt_u (local.get $k) (i32.const 8))))
+    (local $c i64) (local $x i64)
+    (local.set $x (i64.load offset=0 (local.get $o)))
+    (i64.store offset=0 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=8 (local.get $o)) (local.get $c)))
+    (i64.store offset=8 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=16 (local.get $o)) (local.get $c)))
+    (i64.store offset=16 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=24 (local.get $o)) (local.get $c)))
+    (i64.store offset=24 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=32 (local.get $o)) (local.get $c)))
+    (i64.store offset=32 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=40 (local.get $o)) (local.get $c)))
+    (i64.store offset=40 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=48 (local.get $o)) (local.get $c)))
+    (i64.store offset=48 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
+    (local.set $x (i64.add (i64.load offset=56 (local.get $o)) (local.get $c)))
+    (i64.store offset=56 (local.get $o) (i64.and (local.get $x) (i64.const 0xffffffff)))
+    (local.set $c (i64.shr_u (local.get $x) (i64.const 32)))
     (local.get $c))
 
   ;; Normalizes limbs below 2^64 each (values below 2^43 here) into 32-bit limbs of a value below
@@ -670,31 +686,33 @@
     (call $on_curve_square))
 
   (func $on_curve_square (result i32)
-    (local $k i32)
     ;; y: the input's eight 32-bit words, the sign bit cleared.
-    (loop $words
-      (i64.store (i32.add (global.get $Y) (i32.shl (local.get $k) (i32.const 3)))
-                 (i64.load32_u (i32.shl (local.get $k) (i32.const 2))))
-      (local.set $k (i32.add (local.get $k) (i32.const 1)))
-      (br_if $words (i32.lt_u (local.get $k) (i32.const 8))))
-    (i64.store offset=56 (global.get $Y)
-               (i64.and (i64.load offset=56 (global.get $Y)) (i64.const 0x7fffffff)))
+    (i64.store offset=0 (global.get $Y) (i64.load32_u offset=0 (i32.const 0)))
+    (i64.store offset=8 (global.get $Y) (i64.load32_u offset=4 (i32.const 0)))
+    (i64.store offset=16 (global.get $Y) (i64.load32_u offset=8 (i32.const 0)))
+    (i64.store offset=24 (global.get $Y) (i64.load32_u offset=12 (i32.const 0)))
+    (i64.store offset=32 (global.get $Y) (i64.load32_u offset=16 (i32.const 0)))
+    (i64.store offset=40 (global.get $Y) (i64.load32_u offset=20 (i32.const 0)))
+    (i64.store offset=48 (global.get $Y) (i64.load32_u offset=24 (i32.const 0)))
+    (i64.store offset=56 (global.get $Y) (i64.and (i64.load32_u offset=28 (i32.const 0)) (i64.const 0x7fffffff)))
     (call $mul (global.get $S) (global.get $Y) (global.get $Y))
     ;; u = s + 2p - 1 = s + 2^256 - 39, limbs 0xffffffd9 then 0xffffffff; the carry out of the
     ;; top, a 2^256, is folded as 38 by $reduce.
     (i64.store (global.get $U) (i64.add (i64.load (global.get $S)) (i64.const 0xffffffd9)))
-    (local.set $k (i32.const 1))
-    (loop $limbs
-      (i64.store (i32.add (global.get $U) (i32.shl (local.get $k) (i32.const 3)))
-                 (i64.add (i64.load (i32.add (global.get $S) (i32.shl (local.get $k) (i32.const 3))))
-                          (i64.const 0xffffffff)))
-      (local.set $k (i32.add (local.get $k) (i32.const 1)))
-      (br_if $limbs (i32.lt_u (local.get $k) (i32.const 8))))
+    (i64.store offset=8 (global.get $U) (i64.add (i64.load offset=8 (global.get $S)) (i64.const 0xffffffff)))
+    (i64.store offset=16 (global.get $U) (i64.add (i64.load offset=16 (global.get $S)) (i64.const 0xffffffff)))
+    (i64.store offset=24 (global.get $U) (i64.add (i64.load offset=24 (global.get $S)) (i64.const 0xffffffff)))
+    (i64.store offset=32 (global.get $U) (i64.add (i64.load offset=32 (global.get $S)) (i64.const 0xffffffff)))
+    (i64.store offset=40 (global.get $U) (i64.add (i64.load offset=40 (global.get $S)) (i64.const 0xffffffff)))
+    (i64.store offset=48 (global.get $U) (i64.add (i64.load offset=48 (global.get $S)) (i64.const 0xffffffff)))
+    (i64.store offset=56 (global.get $U) (i64.add (i64.load offset=56 (global.get $S)) (i64.const 0xffffffff)))
     (call $reduce (global.get $U))
     ;; v = d·s + 1
     (call $mul (global.get $V) (global.get $D) (global.get $S))
+    ;; Limbs below 2^32 but the bottom one: a carry out of it (rare) goes through $reduce.
     (i64.store (global.get $V) (i64.add (i64.load (global.get $V)) (i64.const 1)))
-    (call $reduce (global.get $V))
+    (if (i64.ne (i64.shr_u (i64.load (global.get $V)) (i64.const 32)) (i64.const 0))
+      (then (call $reduce (global.get $V))))
     (call $mul (global.get $W) (global.get $U) (global.get $V))
     (call $is_square
       (i32.wrap_i64 (i64.load offset=0 (global.get $W)))
