@@ -15,29 +15,17 @@
  * bench/gateway-ipc.ts serves them (bench/gateway-child.ts, the compiled gateway, serves the same).
  */
 import {
-  CENTRAL_STATE,
   findSubdomains,
   getDomainKeySync,
   getRecordV2Key,
-  REVERSE_LOOKUP_CLASS,
   type Record as SnsRecord,
 } from '@bonfida/spl-name-service';
 import { Connection, PublicKey } from '@solana/web3.js';
 import Fastify from 'fastify';
 import { CORS_HEADERS } from '../src/core/http/cors.js';
-import { nameAccountKey, hashName, reverseKeyFromDomainKey } from '../src/core/sns/pda.js';
-import {
-  DEFAULT_SIM_OWNER,
-  DEFAULT_SUBDOMAIN_SPACE,
-  encodeNameAccount,
-  encodeReverseData,
-  seedDemoChain,
-  SimChain,
-  startRpcSimulator,
-  ZERO_KEY,
-} from '../tools/rpc-sim/index.js';
+import { seedDemoChain, SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { type Handler, noCommands, portOf, serve } from './gateway-ipc.js';
-import { labelMaker } from './lib.js';
+import { seedParent, type SeedArgs } from './seed-parent.js';
 
 /**
  * The constant answers of the ceiling routes: bodies as long as the gateway's real ones, and the
@@ -103,43 +91,7 @@ async function ceilingRole(): Promise<void> {
   serve({ port: portOf(app.server) }, noCommands, () => app.close());
 }
 
-type SeedArgs = { parent: string; count: number; seed: number };
 type CallSummary = { calls: number; byMethod: Record<string, number>; bytes: number };
-
-/**
- * Writes `count` subdomains under `parent` exactly as `SimChain.addSubdomain` lays them out (name
- * account with 2000 zero bytes, reverse record "\0" + label under the parent), with the fast
- * derivations of src/core/sns/pda.ts: the SDK's would take most of a minute for 10,000. The bench
- * checks the gateway's answer against the SDK's `findSubdomains` on this chain.
- */
-function seedParent(chain: SimChain, { parent, count, seed }: SeedArgs): string[] {
-  const parentPk = chain.addDomain(parent);
-  const parentKey = parentPk.toBuffer();
-  const label = labelMaker(seed);
-  const labels: string[] = [];
-  // Seeded as genesis accounts: a transaction per write would cost time and memory the bench
-  // does not measure.
-  chain.genesis(() => {
-    for (let i = 0; i < count; i++) {
-      const l = label(i);
-      labels.push(l);
-      const subKey = nameAccountKey(hashName(`\0${l}`), undefined, parentKey);
-      chain.setAccount(new PublicKey(subKey), {
-        data: encodeNameAccount(
-          { parent: parentPk, owner: DEFAULT_SIM_OWNER, nameClass: ZERO_KEY },
-          Buffer.alloc(DEFAULT_SUBDOMAIN_SPACE),
-        ),
-      });
-      chain.setAccount(new PublicKey(reverseKeyFromDomainKey(subKey, parentKey)), {
-        data: encodeNameAccount(
-          { parent: parentPk, owner: CENTRAL_STATE, nameClass: REVERSE_LOOKUP_CLASS },
-          encodeReverseData(`\0${l}`),
-        ),
-      });
-    }
-  });
-  return labels.sort();
-}
 
 async function simRole(): Promise<void> {
   const chain = new SimChain();
@@ -148,7 +100,7 @@ async function simRole(): Promise<void> {
   const handle: Handler = async (cmd, args) => {
     switch (cmd) {
       case 'seed':
-        return seedParent(chain, args as SeedArgs);
+        return seedParent(chain, args as SeedArgs).labels;
       case 'addSubdomains': {
         const { parent, labels } = args as { parent: string; labels: string[] };
         for (const l of labels) chain.addSubdomain(parent, l);

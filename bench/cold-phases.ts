@@ -12,31 +12,16 @@
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { parseArgs } from 'node:util';
-import { CENTRAL_STATE, REVERSE_LOOKUP_CLASS } from '@bonfida/spl-name-service';
-import { PublicKey } from '@solana/web3.js';
 import { Redis } from 'ioredis';
 import { parseBoundedJson, parseBoundedJsonSplit } from '../worker/rpc/bounded-json.js';
 import { classifyProgramAccounts, SCAN_SLICE } from '../worker/sns/discovery-decode.js';
 import { SplitEntries } from '../src/core/cache/split-entries.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import type { Member } from '../src/core/cache/entry.js';
-import {
-  hashName,
-  nameAccountKey,
-  NAME_PROGRAM_ID,
-  reverseKeyFromDomainKey,
-  toBase58,
-} from '../src/core/sns/pda.js';
-import {
-  DEFAULT_SIM_OWNER,
-  DEFAULT_SUBDOMAIN_SPACE,
-  encodeNameAccount,
-  encodeReverseData,
-  SimChain,
-  startRpcSimulator,
-  ZERO_KEY,
-} from '../tools/rpc-sim/index.js';
-import { BENCH_REDIS_URL, labelMaker } from './lib.js';
+import { NAME_PROGRAM_ID, toBase58 } from '../src/core/sns/pda.js';
+import { SimChain, startRpcSimulator } from '../tools/rpc-sim/index.js';
+import { BENCH_REDIS_URL } from './lib.js';
+import { seedParent } from './seed-parent.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -49,27 +34,7 @@ const COUNT = Number(args.count);
 const RUNS = Number(args.runs);
 
 const chain = new SimChain();
-const parentPk = chain.addDomain('phases');
-const parentKey = parentPk.toBuffer();
-const label = labelMaker(1);
-chain.genesis(() => {
-  for (let i = 0; i < COUNT; i++) {
-    const l = label(i);
-    const subKey = nameAccountKey(hashName(`\0${l}`), undefined, parentKey);
-    chain.setAccount(new PublicKey(subKey), {
-      data: encodeNameAccount(
-        { parent: parentPk, owner: DEFAULT_SIM_OWNER, nameClass: ZERO_KEY },
-        Buffer.alloc(DEFAULT_SUBDOMAIN_SPACE),
-      ),
-    });
-    chain.setAccount(new PublicKey(reverseKeyFromDomainKey(subKey, parentKey)), {
-      data: encodeNameAccount(
-        { parent: parentPk, owner: CENTRAL_STATE, nameClass: REVERSE_LOOKUP_CLASS },
-        encodeReverseData(`\0${l}`),
-      ),
-    });
-  }
-});
+const { parentKey } = seedParent(chain, { parent: 'phases', count: COUNT, seed: 1 });
 const sim = await startRpcSimulator({ chain, maxBodyBytes: 1 << 30 });
 const redis = new Redis(BENCH_REDIS_URL);
 const prefix = `bench-phases-${process.pid}`;
