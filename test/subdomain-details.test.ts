@@ -11,11 +11,16 @@ import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
-import { buildDetailsView, detailsOf, rowsText } from '../src/api/subdomains/details-views.js';
+import {
+  buildDetailsView,
+  DetailsViews,
+  detailsOf,
+  rowsText,
+} from '../src/api/subdomains/details-views.js';
 import { selectPage } from '../src/api/subdomains/page-selection.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
-import { withReverses } from './support/entry-accounts.js';
+import { accountsOf, withReverses } from './support/entry-accounts.js';
 
 /**
  * `GET /subdomains/:parent/details` against the real worker, Redis and the simulator: each label
@@ -245,23 +250,119 @@ describe('GET /subdomains/:parent/details', () => {
     }, 60_000);
     afterAll(() => reads?.close());
 
-    it('reads the accounts once for any number of requests, concurrent or not', async () => {
+    /** Each of `paths` of `/details`, one after the other: status, body, ETag, total. */
+    const answersOf = async (parent: string, paths: readonly string[]) => {
+      const out = [];
+      for (const path of paths) {
+        const r = await gw.get(`/subdomains/${parent}/details${path}`);
+        expect(r.status).toBe(200);
+        out.push({
+          path,
+          body: r.body,
+          etag: r.headers.get('etag'),
+          total: r.headers.get('x-total-count'),
+        });
+      }
+      return out;
+    };
+
+    it('reads a page of a large entry by its labels, never its whole accounts, as the view cuts it', async () => {
       expect((await gw.get('/subdomains/big')).status).toBe(200);
       const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'big');
+      const paths = [
+        '?limit=1',
+        '?limit=997',
+        '?limit=50&after=b1999',
+        '?limit=1000&after=b2',
+        '?prefix=b12&limit=5&after=b120',
+        '?prefix=b29',
+        '?prefix=zz&limit=3',
+        '?prefix=b2999&limit=2',
+      ];
+      const before = await reads.of(key);
+      const ranged = await answersOf('big', paths);
+      expect((await reads.of(key)) - before).toBe(0);
+      expect(ranged[0]?.total).toBe(String(BIG));
+      // The whole answer renders the view and keeps it; the same pages are then cut from it.
+      expect((await gw.get('/subdomains/big/details')).status).toBe(200);
+      expect((await reads.of(key)) - before).toBe(1);
+      expect(await answersOf('big', paths)).toEqual(ranged);
+      expect((await reads.of(key)) - before).toBe(1);
+    });
+
+    it("renders a registry index's answer once while the same answer is kept", async () => {
+      const views = new DetailsViews({ cache, maxBytes: 1 << 20 });
+      const accounts = accountsOf(Array.from({ length: 1_200 }, (_, i) => `r${i}`));
+      const entry = { labels: labelsOf(accounts), fetchedAt: Date.now(), slot: 9 };
+      const found = { entry, state: 'HIT' as const, accounts };
+      const first = await views.get(id, 'indexed', found);
+      expect(views.peek(id, 'indexed', found)?.view).toBe(first?.view);
+      expect((await views.get(id, 'indexed', { ...found }))?.view).toBe(first?.view);
+      // Another answer of the index (an event dropped the kept one) is rendered anew.
+      const again = { ...found, accounts: { ...accounts } };
+      expect(views.peek(id, 'indexed', again)).toBeUndefined();
+      const second = await views.get(id, 'indexed', again);
+      expect(second?.view).not.toBe(first?.view);
+      expect(second?.view.whole).toEqual(first?.view.whole);
+      // An answer of the per-parent entries is never taken from a view of the index's.
+      expect(views.peek(id, 'indexed', { entry, state: 'HIT' })).toBeUndefined();
+    });
+
+    it('reads the accounts once for any number of whole answers, concurrent or not', async () => {
+      const patched = await patchFirstOwner('big', owner(76), true);
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'big');
+      await waitFor(async () => {
+        const res = await gw.get('/subdomains/big/details?limit=1');
+        return (res.body.result as Row[])[0]?.owner === owner(76);
+      });
       const before = await reads.of(key);
       const replies = [
-        ...(await many('/subdomains/big/details?limit=1', 40, 40)),
-        ...(await many('/subdomains/big/details?limit=1', 40, 4)),
+        ...(await many('/subdomains/big/details', 40, 40)),
+        ...(await many('/subdomains/big/details', 40, 4)),
       ];
       expect((await reads.of(key)) - before).toBe(1);
       const first = replies[0] as (typeof replies)[number];
       expect(first.status).toBe(200);
-      expect(first.headers.get('x-total-count')).toBe(String(BIG));
+      expect((first.body.result as Row[])[0]).toEqual({ ...patched, owner: owner(76) });
       expect(first.headers.get('x-cache')).toBe('HIT');
       for (const r of replies) {
         expect(r.body).toEqual(first.body);
         expect(r.headers.get('etag')).toBe(first.headers.get('etag'));
       }
+    });
+
+    it('pages an entry of repeated labels, NULs and labels past U+D7FF alike either way', async () => {
+      // Put as a scan would: a label on two or three accounts, labels that go on with a NUL
+      // (ordered by Redis past their NUL), labels Redis orders by UTF-8 bytes otherwise than
+      // answers do (U+E000 and up against the astral planes).
+      const odd = ['a', 'a\0', 'a\0b', 'a\0b\0c', 'dup', 'dup', 'dup', 'two', 'two'];
+      odd.push('\ue000', '\ue000x', '😀', '😀x', 'ß', 'ab', 'a b');
+      const labels = [...odd, ...Array.from({ length: 1_100 }, (_, i) => `f${i}`)];
+      const accounts = accountsOf(labels);
+      const entry = { labels: labelsOf(accounts), fetchedAt: Date.now(), slot: 1 };
+      await cache.put(id, 'oddities', ...withReverses('oddities', entry, accounts));
+      const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'oddities');
+      const paths = ['a', 'a\0', 'a\0b', 'dup', 'two', '\ue000', '😀', 'ß', 'f1', ''].flatMap(
+        (prefix) => [`?prefix=${encodeURIComponent(prefix)}&limit=1000`],
+      );
+      // Every page of a few sizes, from each page's next.
+      for (const limit of [1, 2, 3, 7]) {
+        let after: string | null = null;
+        for (let i = 0; i < 12; i++) {
+          const query: string = after === null ? '' : `&after=${encodeURIComponent(after)}`;
+          paths.push(`?limit=${limit}${query}`);
+          const res = await gw.get(`/subdomains/oddities/details?limit=${limit}${query}`);
+          after = (res.body as { next?: string | null }).next ?? null;
+          if (after === null) break;
+        }
+      }
+      const before = await reads.of(key);
+      const ranged = await answersOf('oddities', paths);
+      expect((await reads.of(key)) - before).toBe(0);
+      const whole = await gw.get('/subdomains/oddities/details');
+      expect((whole.body.result as Row[]).map((r) => r.label)).toEqual(entry.labels);
+      expect(await answersOf('oddities', paths)).toEqual(ranged);
+      expect((await reads.of(key)) - before).toBe(1);
     });
 
     it('cuts pages that concatenate to the whole answer, the labels of /subdomains', async () => {
@@ -288,20 +389,29 @@ describe('GET /subdomains/:parent/details', () => {
 
     it('renders a patched revision again, once, and answers with the change', async () => {
       const key = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'big');
-      const old = await gw.get('/subdomains/big/details?limit=1');
+      const old = await gw.get('/subdomains/big/details');
+      const oldPage = await gw.get('/subdomains/big/details?limit=1');
       const changed = await patchFirstOwner('big', owner(77), true);
       const before = await reads.of(key);
-      // The refresh event drops the in-process copy's entry: the next lookup finds the patch.
+      // The refresh event drops the in-process copy's entry: the next lookup finds the patch,
+      // and its page is read by its labels.
       await waitFor(async () => {
         const res = await gw.get('/subdomains/big/details?limit=1');
         return (res.body.result as Row[])[0]?.owner === owner(77);
       });
-      const replies = await many('/subdomains/big/details?limit=1', 40, 8);
+      const page = await gw.get('/subdomains/big/details?limit=1');
+      expect(page.headers.get('etag')).not.toBe(oldPage.headers.get('etag'));
+      expect((await reads.of(key)) - before).toBe(0);
+      const replies = await many('/subdomains/big/details', 40, 8);
       expect((await reads.of(key)) - before).toBe(1);
       for (const r of replies) {
-        expect(r.body.result).toEqual([{ ...changed, owner: owner(77) }]);
+        expect((r.body.result as Row[])[0]).toEqual({ ...changed, owner: owner(77) });
         expect(r.headers.get('etag')).not.toBe(old.headers.get('etag'));
       }
+      // Cut from the view now, the page keeps the ETag it was read with.
+      expect((await gw.get('/subdomains/big/details?limit=1')).headers.get('etag')).toBe(
+        page.headers.get('etag'),
+      );
     });
 
     it('answers from a newer revision read since, without a read per request', async () => {

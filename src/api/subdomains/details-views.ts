@@ -93,6 +93,21 @@ export function rowsText(view: DetailsView, start: number, count: number): strin
   return view.whole.body.slice(from, to - 1);
 }
 
+/**
+ * Entries of at least this many labels have a page of `/details` read from Redis by its labels
+ * when no view of their revision is kept, rather than a view rendered: a view costs the event
+ * loop time in proportion to the whole entry (docs/design.md, "`/details` views").
+ */
+export const RANGED_PAGES_FROM = 1_000;
+
+/**
+ * What a `/details` page's ETag derives from: the revision of the entry its rows are of (`rev`,
+ * `fetchedAt` and `slot` name its content), so a page cut from a view and the same page read
+ * by its labels carry one ETag.
+ */
+export const revisionTag = (entry: Revision): string =>
+  JSON.stringify([entry.rev ?? null, entry.fetchedAt, entry.slot ?? null]);
+
 /** A view, with the revision answers are cut from, its state, and its caching headers' entry. */
 export type DetailsAnswer = { view: DetailsView; entry: CacheEntry; state: CacheState };
 
@@ -105,8 +120,16 @@ const sameRevision = (a: Revision, b: Revision): boolean =>
 /**
  * A kept view, with the order of the read that made it and the revisions it also answers for:
  * those a request held when its read began and which Redis had already replaced by this view.
+ * A view of a registry index's answer is kept with the accounts it was rendered from instead
+ * (`from`): the answer kept in process is the revision.
  */
-type Kept = { endpointId: string; view: DetailsView; seq: number; alsoFor: Revision[] };
+type Kept = {
+  endpointId: string;
+  view: DetailsView;
+  seq: number;
+  alsoFor: Revision[];
+  from?: EntryAccounts;
+};
 
 /** Revisions one kept view answers for besides its own; more are forgotten, oldest first. */
 const MAX_ALSO_FOR = 4;
@@ -147,9 +170,13 @@ export class DetailsViews {
    * @param parent a normalized single label.
    */
   peek(endpointId: string, parent: string, found: LookupResult): DetailsAnswer | undefined {
-    if (found.accounts) return undefined;
     const kept = this.views?.get(parent);
     if (!kept || kept.endpointId !== endpointId) return undefined;
+    if (found.accounts || kept.from) {
+      return kept.from === found.accounts
+        ? { view: kept.view, entry: found.entry, state: found.state }
+        : undefined;
+    }
     const asked = found.entry;
     if (sameRevision(kept.view.entry, asked) || kept.alsoFor.some((r) => sameRevision(r, asked))) {
       return this.answer(kept.view, found);
@@ -171,16 +198,21 @@ export class DetailsViews {
     parent: string,
     found: LookupResult,
   ): Promise<DetailsAnswer | null> {
-    // The registry index's answer carries its accounts: rendered for this request, not kept.
-    if (found.accounts) {
-      return {
-        view: buildDetailsView(found.entry, found.accounts),
-        entry: found.entry,
-        state: found.state,
-      };
-    }
     const kept = this.peek(endpointId, parent, found);
     if (kept) return kept;
+    // The registry index's answer carries its accounts: rendered once for the answer kept in
+    // process (the same accounts object while it is kept).
+    if (found.accounts) {
+      const view = buildDetailsView(found.entry, found.accounts);
+      this.views?.set(parent, {
+        endpointId,
+        view,
+        seq: ++this.reads,
+        alsoFor: [],
+        from: found.accounts,
+      });
+      return { view, entry: found.entry, state: found.state };
+    }
     const { rev, fetchedAt, slot } = found.entry;
     const flightKey = `${endpointId}\n${parent}\n${rev}\n${fetchedAt}\n${slot}`;
     let flight = this.inflight.get(flightKey);
@@ -192,6 +224,45 @@ export class DetailsViews {
     }
     const view = await flight;
     return view && this.answer(view, found);
+  }
+
+  /**
+   * The rows of a page of `found.entry.labels` (`labels`, as `selectPage` cut them) read from
+   * Redis by their labels, as {@link rowsText} would cut them from a view of that revision: for
+   * an entry of {@link RANGED_PAGES_FROM} labels or more with no view kept. O(page · log n).
+   *
+   * @param parent a normalized single label.
+   * @returns the rows' text, or undefined when Redis holds another revision now, or a label's
+   *   rows could not be read (then {@link get}).
+   * @throws InternalError when Redis fails.
+   */
+  async pageRows(
+    endpointId: string,
+    parent: string,
+    found: LookupResult,
+    labels: readonly string[],
+  ): Promise<string | undefined> {
+    // A page starts where its first label's rows start (after `after`, at `prefix`, or at 0),
+    // and takes the first rows of each label in account order, as the view lists them.
+    const wanted = new Map<string, number>();
+    for (const label of labels) wanted.set(label, (wanted.get(label) ?? 0) + 1);
+    let read: Awaited<ReturnType<SubdomainCache['rowsOf']>>;
+    try {
+      read = await this.opts.cache.rowsOf(endpointId, parent, wanted);
+    } catch (err) {
+      throw new InternalError('cache read failed', { cause: err });
+    }
+    if (!read || !sameRevision(read.head, found.entry)) return undefined;
+    const parts: string[] = [];
+    for (const label of wanted.keys()) {
+      const rows = read.rows.get(label);
+      if (!rows) return undefined;
+      for (const { account, owner } of rows) {
+        const row: SubdomainDetail = { label, key: account, owner };
+        parts.push(JSON.stringify(row));
+      }
+    }
+    return parts.join(',');
   }
 
   /** Reads the entry and its accounts, renders them, and keeps the view unless a later read's is. */
@@ -211,7 +282,7 @@ export class DetailsViews {
     if (!read?.accounts) return null;
     const view = buildDetailsView(read.entry, read.accounts);
     const kept = this.views?.peek(parent);
-    const before = kept?.endpointId === endpointId ? kept : undefined;
+    const before = kept?.endpointId === endpointId && !kept.from ? kept : undefined;
     if (!this.views || (before && before.seq > seq)) return view;
     const alsoFor =
       before && sameRevision(before.view.entry, view.entry) ? [...before.alsoFor] : [];

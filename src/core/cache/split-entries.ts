@@ -112,6 +112,9 @@ const SCRIPTS = {
     new URL('../lua/get-split-members.lua', import.meta.url),
     replyStringsOrNull,
   ),
+  getRows: new LuaScript(new URL('../lua/get-split-rows.lua', import.meta.url), (raw) =>
+    raw === null ? null : replyList(raw),
+  ),
   sweep: new LuaScript(new URL('../lua/sweep-parents.lua', import.meta.url), (raw) => {
     const [removed, more] = replyList(raw);
     return { removed: replyNumber(removed), more: replyNumber(more) === 1 };
@@ -217,6 +220,52 @@ export class SplitEntries {
       else accounts[read[i] as string] = [stored.label, stored.owner];
     }
     return { entry: { ...head, labels: labelsOf(accounts) }, accounts: sound ? accounts : null };
+  }
+
+  /**
+   * Some labels' members of (endpoint, parent) with the entry's head, in one step (one script:
+   * one revision): O(labels · log n) whatever the parent's size, for a page of `/details`.
+   *
+   * @param wanted label -> how many of its members, in account order (the order `/details`
+   *   lists one label's rows in); at most a page's worth.
+   * @returns null without an entry (or with an unreadable head); else the head, and for each label
+   *   its members (account, owner) in account order, or null for a label whose members could not
+   *   all be read (one unreadable, fewer than wanted, or too many labels that go on with a NUL).
+   */
+  async rowsOf(
+    endpointId: string,
+    parent: string,
+    wanted: ReadonlyMap<string, number>,
+  ): Promise<{
+    head: Omit<CacheEntry, 'labels'>;
+    rows: Map<string, Array<{ account: string; owner: string }> | null>;
+  } | null> {
+    const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
+    const args: string[] = [];
+    for (const [label, count] of wanted) args.push(label, String(count));
+    const read = await SCRIPTS.getRows.run(this.redis, [meta, labelsKey, membersKey], args);
+    if (!read) return null;
+    const head = parseHead(typeof read[0] === 'string' ? read[0] : '');
+    if (!head) return null;
+    const rows = new Map<string, Array<{ account: string; owner: string }> | null>();
+    let at = 1;
+    for (const [label, count] of wanted) {
+      const n = read[at++];
+      if (typeof n !== 'number' || n < 0) {
+        rows.set(label, null);
+        continue;
+      }
+      let found: Array<{ account: string; owner: string }> | null = n === count ? [] : null;
+      for (let i = 0; i < n; i++, at += 2) {
+        const account = read[at];
+        const raw = read[at + 1];
+        const member = typeof raw === 'string' ? parseMember(raw) : null;
+        if (typeof account !== 'string' || member?.label !== label) found = null;
+        else found?.push({ account, owner: member.owner });
+      }
+      rows.set(label, found);
+    }
+    return { head, rows };
   }
 
   /** One member of a parent's entry, or null (not listed, no entry, or unreadable). */

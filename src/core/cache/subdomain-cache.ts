@@ -107,6 +107,15 @@ export class SubdomainCache {
     return this.entries.getWithAccounts(endpointId, parent);
   }
 
+  /** {@link SplitEntries.rowsOf}. */
+  rowsOf(
+    endpointId: string,
+    parent: string,
+    wanted: ReadonlyMap<string, number>,
+  ): ReturnType<SplitEntries['rowsOf']> {
+    return this.entries.rowsOf(endpointId, parent, wanted);
+  }
+
   /** {@link SplitEntries.member}. */
   member(endpointId: string, parent: string, account: string): Promise<StoredMember | null> {
     return this.entries.member(endpointId, parent, account);

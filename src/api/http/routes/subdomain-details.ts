@@ -1,11 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
 import { OverloadedError } from '../../../core/errors.js';
 import {
   buildDetailsView,
+  RANGED_PAGES_FROM,
+  revisionTag,
   rowsText,
   type DetailsAnswer,
   type DetailsViews,
 } from '../../subdomains/details-views.js';
+import { MAX_PAGE_LIMIT } from '../../../core/http/page-params.js';
 import { selectPage } from '../../subdomains/page-selection.js';
 import { renderPageText } from '../paged-answer.js';
 import { sendRendered } from '../rendered.js';
@@ -55,8 +59,32 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     const selected = selectPage(view.labels, page);
     reply.header('x-total-count', String(selected.total));
     const rows = rowsText(view, selected.start, selected.labels.length);
-    return sendRendered(reply, renderPageText(selected, rows, page, view.whole.etag));
+    return sendRendered(reply, renderPageText(selected, rows, page, revisionTag(shown.entry)));
   };
+
+  /**
+   * A page of a large entry with no view kept, read by its labels (`DetailsViews.pageRows`), or
+   * undefined when it is not such a page. Falls back to the view when Redis moved on.
+   */
+  const sendRanged = (answer: FoundAnswer): Promise<unknown> | undefined => {
+    const { endpoint, found, parent, page, reply } = answer;
+    if (page === undefined || found.entry.labels.length < RANGED_PAGES_FROM) return undefined;
+    const selected = selectPage(found.entry.labels, page);
+    if (selected.labels.length > MAX_PAGE_LIMIT) return undefined;
+    return deps.views.pageRows(endpoint.id, parent, found, selected.labels).then((rows) => {
+      if (rows === undefined) return sendBuilt(answer);
+      cached.setHeaders({ ...answer, now: deps.lookup.now() }, found);
+      reply.header('x-total-count', String(selected.total));
+      return sendRendered(reply, renderPageText(selected, rows, page, revisionTag(found.entry)));
+    });
+  };
+
+  /** Sends the view of the entry's revision, read and rendered unless kept. */
+  const sendBuilt = (answer: FoundAnswer): Promise<FastifyReply> =>
+    deps.views.get(answer.endpoint.id, answer.parent, answer.found).then((built) => {
+      if (!built) throw notYetWithAccounts();
+      return sendView({ ...answer, now: deps.lookup.now() }, built);
+    });
 
   const notYetWithAccounts = () =>
     new OverloadedError('entry accounts unreadable', deps.freshSeconds, {
@@ -81,10 +109,11 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
       sendView(answer, kept);
       return;
     }
-    return views.get(endpoint.id, parent, found).then((built) => {
-      if (!built) throw notYetWithAccounts();
-      return sendView({ ...answer, now: deps.lookup.now() }, built);
-    });
+    if (!found.accounts) {
+      const ranged = sendRanged(answer);
+      if (ranged) return ranged;
+    }
+    return sendBuilt(answer);
   };
 
   app.get(
