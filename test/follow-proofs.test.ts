@@ -87,6 +87,29 @@ describe('a spent budget', () => {
     await f.follower.close();
   });
 
+  it("marks at once the entry whose re-read the store asks for (an 'unsound' change)", async () => {
+    const store = new FakeStore();
+    store.put('far-ahead', 10, { acct1: ['a', 'o'] });
+    const budget = { state: () => 'exhausted' as const, proactiveAffordable: () => false };
+    // The store is given the follower's own re-read: the one the units ask for.
+    let storeReread: ((parent: string, slot: number | undefined) => void) | undefined;
+    const f = fakeFollower({
+      store,
+      deps: {
+        budget,
+        store: (reread) => {
+          storeReread = reread;
+          return store;
+        },
+      },
+    });
+    storeReread?.('far-ahead', 40);
+    expect(f.rereads).toEqual([['far-ahead', 40]]);
+    await settle();
+    expect([...store.owed]).toEqual([['far-ahead', 40]]);
+    expect(f.changed).toContain('far-ahead');
+  });
+
   it('gives every entry up when the owed entry cannot be marked', async () => {
     const rpc = new FakeRpc();
     rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];

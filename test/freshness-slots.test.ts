@@ -19,7 +19,7 @@ import {
 } from '../tools/rpc-sim/index.js';
 import { startWorker, type WorkerRuntime } from '../worker/runtime.js';
 import { elapse } from './support/wait.js';
-import { WS_NOTIFICATION_OUTCOME } from '../src/core/metrics.js';
+import { DELETION_CHECK_OUTCOME, WS_NOTIFICATION_OUTCOME } from '../src/core/metrics.js';
 
 /**
  * Slots the provider sends that no chain has (docs/design.md, "Freshness"): not safe integers,
@@ -321,7 +321,55 @@ describe('slots from the HTTP side', () => {
     await waitFor(async () => (await metric(g, 'sns_follow_healthy')) === 1, 30_000);
     g.sim.chain.addSubdomain(PARENT, 'later');
     await waitFor(async () => (await labels(g)).includes('later'), 30_000, "'later' listed");
+    // The store re-read the parent; the patcher still counts the notification as a re-read.
+    expect(
+      await metric(g, 'sns_ws_notifications_total', { outcome: WS_NOTIFICATION_OUTCOME.reread }),
+    ).toBeGreaterThanOrEqual(1);
     const stored = JSON.parse((await g.redis.get(key)) ?? '{}') as { slot?: number };
     expect(stored.slot ?? 0).toBeLessThan(g.sim.chain.slot + 1_000);
   }, 90_000);
+
+  it('re-reads, not ignores, an owner the existence check finds wrong in an entry holding a slot far ahead', async () => {
+    // A window of three seconds: the first existence check is due that long after the parent is
+    // followed, and nothing else corrects a followed entry the stream vouches for.
+    gw = await startGateway({ env: QUICK });
+    const g = gw;
+    await watched(g, g.sim);
+    const owner = await ownerOf(g, 'bullish');
+    const id = endpointId(g.sim.url);
+    const keys = redisKeys(g.config.QUEUE_PREFIX);
+    const account = subKeyOf('bullish');
+    const raw = await g.redis.hget(keys.entryMembers(id, PARENT), account);
+    const [label, , memberSlot] = JSON.parse(raw ?? '') as [string, string, number];
+    // An entry an earlier release stored: a forged transfer the websocket reported, and a slot
+    // and scan slot no chain has. Written at once, so no check comes between the two.
+    const ahead = g.sim.chain.slot + 1_000_000_000;
+    const entry = JSON.parse((await g.redis.get(entryKey(g))) ?? '') as Record<string, unknown>;
+    const poisoned = JSON.stringify({ ...entry, scanSlot: ahead }).replace(
+      /^\{"slot":\d+/,
+      `{"slot":${ahead}`,
+    );
+    await g.redis
+      .multi()
+      .hset(
+        keys.entryMembers(id, PARENT),
+        account,
+        JSON.stringify([label, FORGED_OWNER, memberSlot]),
+      )
+      .set(entryKey(g), poisoned, 'KEEPTTL')
+      .exec();
+    expect(await ownerOf(g, 'bullish')).toBe(FORGED_OWNER);
+    const scans = g.sim.callCount('getProgramAccounts');
+    await waitFor(
+      async () => (await ownerOf(g, 'bullish')) === owner,
+      20_000,
+      'the owner the chain holds',
+    );
+    expect(g.sim.callCount('getProgramAccounts')).toBeGreaterThan(scans);
+    expect(
+      await metric(g, 'sns_deletion_checks_total', { outcome: DELETION_CHECK_OUTCOME.scanned }),
+    ).toBeGreaterThanOrEqual(1);
+    const stored = JSON.parse((await g.redis.get(entryKey(g))) ?? '{}') as { slot?: number };
+    expect(stored.slot ?? 0).toBeLessThan(g.sim.chain.slot + 1_000);
+  }, 60_000);
 });

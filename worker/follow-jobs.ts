@@ -125,7 +125,15 @@ export function startFollower(deps: FollowJobsDeps, rereads: Rereads): Follower 
   const follower = kit.closes(
     'worker follower',
     new Follower({
-      store: cacheStore(deps.cache, command, config.QUEUE_PREFIX, defaultEndpoint.id, deps.slots),
+      store: (reread) =>
+        cacheStore(
+          deps.cache,
+          command,
+          config.QUEUE_PREFIX,
+          defaultEndpoint.id,
+          deps.slots,
+          reread,
+        ),
       rpc: laneRpc(deps.defaultLane, defaultEndpoint, deps.slots),
       clock: deps.clock,
       slots: deps.slots,

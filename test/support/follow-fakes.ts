@@ -262,7 +262,7 @@ export function fakeFollower(opts: {
   let reconnects = 0;
   let hooks: FollowerHooks | undefined;
   const follower = new Follower({
-    store,
+    store: () => store,
     rpc,
     clock,
     slots: trustingSlots(),

@@ -43,7 +43,9 @@ type Schedule = { intervalMs: number; dueAt: number };
  * followed, then after twice the last wait while checks find nothing to put right, up to a day: a
  * quiet parent of up to fifty subdomains costs one call a day once settled. A check that finds a
  * deletion or another owner starts again from a window. A parent whose check would cost more
- * than a scan is re-read instead.
+ * than a scan is re-read instead, and so is one whose entry holds a slot past the ceiling when the
+ * check finds another owner (the store re-reads it: no change is judged against such an entry);
+ * both count as `scanned`.
  */
 export class Backstop {
   private readonly schedules = new Map<string, Schedule>();
@@ -144,18 +146,22 @@ export class Backstop {
       }
       // Per member slot guard: a member added or written after the slot this check read at stays.
       const dropped = await deps.store.markChecked(parent, now, slot, gone);
-      const transferred =
-        moved.length > 0 && (await deps.store.applyChanges(parent, moved, slot)) === 'written';
-      if (dropped === 0 && !transferred) {
+      const verdict =
+        moved.length > 0 ? await deps.store.applyChanges(parent, moved, slot) : undefined;
+      const transferred = verdict === 'written';
+      // The entry holds a slot no chain has reached: the store re-read the parent instead.
+      const rereading = verdict === 'unsound';
+      if (dropped === 0 && !transferred && !rereading) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.unchanged });
         this.quiet(schedule, now);
         continue;
       }
-      deps.changed(parent);
+      if (dropped > 0 || transferred) deps.changed(parent);
       if (dropped > 0) deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.dropped });
       if (transferred) {
         deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.owner });
       }
+      if (rereading) deps.metrics.deletionChecks.inc({ outcome: DELETION_CHECK_OUTCOME.scanned });
       schedule.intervalMs = deps.freshMs;
       schedule.dueAt = now + deps.freshMs;
     }

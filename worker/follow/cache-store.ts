@@ -2,12 +2,14 @@ import type { SubdomainCache } from '../../src/core/cache/subdomain-cache.js';
 import type { RedisClient } from '../../src/core/redis.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { redisKeys } from '../../src/core/redis-keys.js';
-import type { FollowStore } from './types.js';
+import type { FollowStore, Reread } from './types.js';
 
 /**
  * The follower's store over the subdomain cache's split layout of the configured endpoint
  * (docs/design.md, "The subdomain cache"): every write is one of its Lua scripts, each member
- * change slot-guarded there, against an entry whose slots `slots` believes.
+ * change slot-guarded there, against an entry whose slots `slots` believes. A change that meets
+ * an entry holding a slot past the ceiling ('unsound') is turned here into a re-read of its
+ * parent by `reread`, at the change's slot: the one place that does, so no caller can forget it.
  */
 export function cacheStore(
   cache: SubdomainCache,
@@ -15,11 +17,22 @@ export function cacheStore(
   prefix: string,
   endpointId: string,
   slots: Pick<SlotClock, 'ceiling'>,
+  reread: Reread,
 ): FollowStore {
   const registry = redisKeys(prefix).followedParents(endpointId);
   return {
     async applyChanges(parent, changes, slot) {
-      return (await cache.applyChanges(endpointId, parent, changes, slot, slots.ceiling())).outcome;
+      const { outcome } = await cache.applyChanges(
+        endpointId,
+        parent,
+        changes,
+        slot,
+        slots.ceiling(),
+      );
+      // Judged against a slot no chain has reached, the change would be dropped as older: only a
+      // scan (which such an entry does not hold back) corrects the entry.
+      if (outcome === 'unsound') reread(parent, slot);
+      return outcome;
     },
     async member(parent, account) {
       return (await cache.member(endpointId, parent, account)) ?? undefined;

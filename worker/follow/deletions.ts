@@ -165,12 +165,10 @@ export class Deletions {
         [...members].map(([account, reverse]) => ({ account, reverse, member: null })),
         slot,
       );
+      // 'unsound' (an entry holding a slot no chain has reached): the store re-read the parent.
       if (outcome === 'written') {
         changed++;
         this.deps.changed(parent);
-      } else if (outcome === 'unsound') {
-        // The entry holds a slot no chain has reached: only a scan corrects it.
-        this.deps.reread(parent, slot);
       }
     }
     return changed;

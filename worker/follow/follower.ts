@@ -32,7 +32,12 @@ export const GAP_READ_DELAY_MS = 2_000;
 const SEEN_MAX = 4_096;
 
 export type FollowerDeps = {
-  store: FollowStore;
+  /**
+   * Makes the store every unit writes through, given the follower's own re-read (the one the
+   * units ask for, which marks the entry owed while the budget is spent): the store re-reads a
+   * parent itself when a change meets an entry no change can be judged against ('unsound').
+   */
+  store: (reread: Reread) => FollowStore;
   rpc: FollowRpc;
   clock: Clock;
   slots: Pick<SlotClock, 'trusts' | 'ceiling' | 'newest'>;
@@ -102,10 +107,17 @@ export class Follower {
 
   constructor(private readonly deps: FollowerDeps) {
     const { clock, metrics, logger } = deps;
+    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
+    // re-read will be refused, so the entry it would correct stops being vouched for.
+    const reread: Reread = (parent, minContextSlot) => {
+      if (this.report.budgetSpent()) this.report.owe(parent, minContextSlot);
+      deps.reread(parent, minContextSlot);
+    };
+    const store = deps.store(reread);
     this.report = new StatusReport({
       clock,
       slots: deps.slots,
-      store: deps.store,
+      store,
       ...(deps.budget ? { budget: deps.budget } : {}),
       ...(deps.owed ? { owed: deps.owed } : {}),
       changed: deps.changed,
@@ -114,13 +126,7 @@ export class Follower {
       metrics,
       logger,
     });
-    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
-    // re-read will be refused, so the entry it would correct stops being vouched for.
-    const reread: Reread = (parent, minContextSlot) => {
-      if (this.report.budgetSpent()) this.report.owe(parent, minContextSlot);
-      deps.reread(parent, minContextSlot);
-    };
-    const units = { store: deps.store, clock, slots: deps.slots, reread, changed: deps.changed };
+    const units = { store, clock, slots: deps.slots, reread, changed: deps.changed };
     this.patcher = new Patcher({ ...units, metrics, logger });
     this.deletions = new Deletions({
       ...units,
@@ -142,7 +148,7 @@ export class Follower {
       metrics,
     });
     this.followed = new FollowedParents({
-      store: deps.store,
+      store,
       clock,
       metrics,
       patcher: this.patcher,

@@ -303,10 +303,8 @@ export class Patcher {
       this.count(WS_NOTIFICATION_OUTCOME.patched);
       this.deps.changed(parent);
     } else if (outcome === 'unsound') {
-      // The entry holds a slot no chain has reached: judged against it, the change would be
-      // dropped as older. A scan replaces the entry instead.
+      // The entry holds a slot no chain has reached: the store has re-read the parent instead.
       this.count(WS_NOTIFICATION_OUTCOME.reread);
-      this.owe(state, [slot]);
     } else {
       this.count(WS_NOTIFICATION_OUTCOME.ignored);
     }

@@ -17,7 +17,9 @@ export type { ApplyVerdict, Member, MemberChange };
 export interface FollowStore {
   /**
    * Upserts or removes the touched members of `parent`'s entry at `slot`, raising the entry's
-   * slot to it; bumps the revision only when something changed.
+   * slot to it; bumps the revision only when something changed. 'unsound' (the entry holds a slot
+   * past the slot ceiling, so no change is judged against it): nothing is written and the store
+   * itself has asked for a re-read of `parent` at `slot`; the caller only counts it.
    */
   applyChanges(
     parent: string,
