@@ -242,26 +242,18 @@ export class DetailsViews {
     found: LookupResult,
     labels: readonly string[],
   ): Promise<string | undefined> {
-    // A page starts where its first label's rows start (after `after`, at `prefix`, or at 0),
-    // and takes the first rows of each label in account order, as the view lists them.
-    const wanted = new Map<string, number>();
-    for (const label of labels) wanted.set(label, (wanted.get(label) ?? 0) + 1);
+    if (labels.length === 0) return '';
     let read: Awaited<ReturnType<SubdomainCache['rowsOf']>>;
     try {
-      read = await this.opts.cache.rowsOf(endpointId, parent, wanted);
+      read = await this.opts.cache.rowsOf(endpointId, parent, labels);
     } catch (err) {
       throw new InternalError('cache read failed', { cause: err });
     }
-    if (!read || !sameRevision(read.head, found.entry)) return undefined;
-    const parts: string[] = [];
-    for (const label of wanted.keys()) {
-      const rows = read.rows.get(label);
-      if (!rows) return undefined;
-      for (const { account, owner } of rows) {
-        const row: SubdomainDetail = { label, key: account, owner };
-        parts.push(JSON.stringify(row));
-      }
-    }
+    if (!read?.rows || !sameRevision(read.head, found.entry)) return undefined;
+    const parts = read.rows.map(({ label, account, owner }) => {
+      const row: SubdomainDetail = { label, key: account, owner };
+      return JSON.stringify(row);
+    });
     return parts.join(',');
   }
 

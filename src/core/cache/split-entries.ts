@@ -223,47 +223,56 @@ export class SplitEntries {
   }
 
   /**
-   * Some labels' members of (endpoint, parent) with the entry's head, in one step (one script:
-   * one revision): O(labels · log n) whatever the parent's size, for a page of `/details`.
+   * The members behind a page of labels of (endpoint, parent), with the entry's head, in one step
+   * (one script: one revision): O(page · log n) whatever the parent's size, for `/details`.
    *
-   * @param wanted label -> how many of its members, in account order (the order `/details`
-   *   lists one label's rows in); at most a page's worth.
-   * @returns null without an entry (or with an unreadable head); else the head, and for each label
-   *   its members (account, owner) in account order, or null for a label whose members could not
-   *   all be read (one unreadable, fewer than wanted, or too many labels that go on with a NUL).
+   * @param labels the page's labels in the answers' order, a label once per row (`selectPage`'s
+   *   page: it starts where its first label's rows start); at most a page's worth, non-empty.
+   * @returns null without an entry (or with an unreadable head); else the head and each row's
+   *   account and owner, a label's rows in account order (the order `/details` lists them); rows
+   *   null when one could not be read (unreadable, gone, or hidden among too many labels that go
+   *   on with a NUL).
    */
   async rowsOf(
     endpointId: string,
     parent: string,
-    wanted: ReadonlyMap<string, number>,
+    labels: readonly string[],
   ): Promise<{
     head: Omit<CacheEntry, 'labels'>;
-    rows: Map<string, Array<{ account: string; owner: string }> | null>;
+    rows: Array<{ label: string; account: string; owner: string }> | null;
   } | null> {
     const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
-    const args: string[] = [];
+    const wanted = new Map<string, number>();
+    for (const label of labels) wanted.set(label, (wanted.get(label) ?? 0) + 1);
+    const args = [labels[0] ?? '', labels[labels.length - 1] ?? '', String(labels.length)];
     for (const [label, count] of wanted) args.push(label, String(count));
     const read = await SCRIPTS.getRows.run(this.redis, [meta, labelsKey, membersKey], args);
     if (!read) return null;
     const head = parseHead(typeof read[0] === 'string' ? read[0] : '');
     if (!head) return null;
-    const rows = new Map<string, Array<{ account: string; owner: string }> | null>();
-    let at = 1;
+    const rows: Array<{ label: string; account: string; owner: string }> = [];
+    const take = (label: string, account: unknown, raw: unknown): boolean => {
+      const member = typeof raw === 'string' ? parseMember(raw) : null;
+      if (typeof account !== 'string' || member?.label !== label) return false;
+      rows.push({ label, account, owner: member.owner });
+      return true;
+    };
+    if (read[1] === 0) {
+      // One range of the labels' sorted set held the page's rows, in the page's order.
+      const count = labels.length;
+      for (let i = 0; i < count; i++) {
+        if (!take(labels[i] as string, read[2 + i], read[2 + count + i]))
+          return { head, rows: null };
+      }
+      return { head, rows };
+    }
+    let at = 2;
     for (const [label, count] of wanted) {
       const n = read[at++];
-      if (typeof n !== 'number' || n < 0) {
-        rows.set(label, null);
-        continue;
+      if (n !== count) return { head, rows: null };
+      for (let i = 0; i < count; i++, at += 2) {
+        if (!take(label, read[at], read[at + 1])) return { head, rows: null };
       }
-      let found: Array<{ account: string; owner: string }> | null = n === count ? [] : null;
-      for (let i = 0; i < n; i++, at += 2) {
-        const account = read[at];
-        const raw = read[at + 1];
-        const member = typeof raw === 'string' ? parseMember(raw) : null;
-        if (typeof account !== 'string' || member?.label !== label) found = null;
-        else found?.push({ account, owner: member.owner });
-      }
-      rows.set(label, found);
     }
     return { head, rows };
   }

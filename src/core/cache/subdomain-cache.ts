@@ -111,9 +111,9 @@ export class SubdomainCache {
   rowsOf(
     endpointId: string,
     parent: string,
-    wanted: ReadonlyMap<string, number>,
+    labels: readonly string[],
   ): ReturnType<SplitEntries['rowsOf']> {
-    return this.entries.rowsOf(endpointId, parent, wanted);
+    return this.entries.rowsOf(endpointId, parent, labels);
   }
 
   /** {@link SplitEntries.member}. */
