@@ -56,7 +56,18 @@ const HEAD = '{"s":"ok","result":[';
  */
 export function buildDetailsView(entry: CacheEntry, accounts: EntryAccounts): DetailsView {
   const rows = detailsOf(accounts);
-  const parts = rows.map((row) => JSON.stringify(row));
+  return renderView(
+    entry,
+    rows.map((row) => row.label),
+    rows.map((row) => JSON.stringify(row)),
+  );
+}
+
+/**
+ * The view of rows already in answer order: `labels[i]` and `parts[i]` (its JSON text) of row
+ * `i`, read with `entry`.
+ */
+function renderView(entry: CacheEntry, labels: string[], parts: readonly string[]): DetailsView {
   const offsets = new Uint32Array(parts.length + 1);
   let at = HEAD.length;
   for (const [i, part] of parts.entries()) {
@@ -65,7 +76,6 @@ export function buildDetailsView(entry: CacheEntry, accounts: EntryAccounts): De
   }
   offsets[parts.length] = at;
   const body = `${HEAD}${parts.join(',')}]}`;
-  const labels = rows.map((row) => row.label);
   // V8 keeps a string of Latin-1 characters at one byte each, any other at two (JSON escapes
   // every character below the space).
   const charBytes = /[^ -\u00ff]/.test(body) ? 2 : 1;
@@ -81,6 +91,15 @@ export function buildDetailsView(entry: CacheEntry, accounts: EntryAccounts): De
     bytes,
   };
 }
+
+/** Members read per round trip when a large entry's view is read a run at a time. */
+const RUN_MEMBERS = 5_000;
+/** Reads a run at a time begun again after a change between runs, before one read of it whole. */
+const RUN_READS = 3;
+
+/** Whether row (label `a`, key `ak`) comes before row (`b`, `bk`) in answer order. */
+const precedes = (a: string, ak: string, b: string, bk: string): boolean =>
+  a < b || (a === b && ak < bk);
 
 /**
  * The JSON text of `count` rows from row `start` of `view`, comma-separated, without brackets
@@ -114,6 +133,10 @@ export type DetailsAnswer = { view: DetailsView; entry: CacheEntry; state: Cache
 /** What names a revision of an entry: its write count, when it was known whole, its slot. */
 type Revision = Pick<CacheEntry, 'rev' | 'fetchedAt' | 'slot'>;
 
+/** One read of the accounts per (endpoint, parent, revision): what concurrent requests share. */
+const flightKeyOf = (endpointId: string, parent: string, r: Revision): string =>
+  `${endpointId}\n${parent}\n${r.rev}\n${r.fetchedAt}\n${r.slot}`;
+
 const sameRevision = (a: Revision, b: Revision): boolean =>
   a.rev === b.rev && a.fetchedAt === b.fetchedAt && a.slot === b.slot;
 
@@ -141,6 +164,8 @@ export type DetailsViewsOptions = {
   maxBytes: number;
   /** The follow status as last read (`FollowStatusReader.current`); window only when absent. */
   status?: () => FollowStatus | null;
+  /** Members read per round trip when a large entry's view is read a run at a time (5,000). */
+  runMembers?: number;
 };
 
 /**
@@ -152,6 +177,8 @@ export type DetailsViewsOptions = {
 export class DetailsViews {
   private readonly views: LRUCache<string, Kept> | undefined;
   private readonly inflight = new Map<string, Promise<DetailsView | null>>();
+  /** Revisions whose view was rendered and not kept (over the byte budget): never warmed again. */
+  private readonly unkept = new LRUCache<string, true>({ max: 1_024 });
   private reads = 0;
 
   constructor(private readonly opts: DetailsViewsOptions) {
@@ -213,8 +240,7 @@ export class DetailsViews {
       });
       return { view, entry: found.entry, state: found.state };
     }
-    const { rev, fetchedAt, slot } = found.entry;
-    const flightKey = `${endpointId}\n${parent}\n${rev}\n${fetchedAt}\n${slot}`;
+    const flightKey = flightKeyOf(endpointId, parent, found.entry);
     let flight = this.inflight.get(flightKey);
     if (!flight) {
       flight = this.read(endpointId, parent, found.entry).finally(() =>
@@ -224,6 +250,21 @@ export class DetailsViews {
     }
     const view = await flight;
     return view && this.answer(view, found);
+  }
+
+  /**
+   * Starts rendering the view of `found`'s revision in the background, unless one is kept, under
+   * way, or was rendered and not kept (over the byte budget): pages of a large entry are read by
+   * their labels meanwhile ({@link pageRows}), and cut from the view once it is kept. A failed
+   * read is left to the next request.
+   *
+   * @param parent a normalized single label.
+   */
+  warm(endpointId: string, parent: string, found: LookupResult): void {
+    if (!this.views || found.accounts) return;
+    const key = flightKeyOf(endpointId, parent, found.entry);
+    if (this.inflight.has(key) || this.unkept.has(key)) return;
+    this.get(endpointId, parent, found).catch(() => undefined);
   }
 
   /**
@@ -265,14 +306,16 @@ export class DetailsViews {
   ): Promise<DetailsView | null> {
     // Reads on one connection are answered in order: a higher `seq` saw a state no older.
     const seq = ++this.reads;
-    let read: Awaited<ReturnType<SubdomainCache['getWithAccounts']>>;
+    let view: DetailsView | null;
     try {
-      read = await this.opts.cache.getWithAccounts(endpointId, parent);
+      view =
+        asked.labels.length >= RANGED_PAGES_FROM
+          ? await this.readInRuns(endpointId, parent)
+          : await this.readWhole(endpointId, parent);
     } catch (err) {
       throw new InternalError('cache read failed', { cause: err });
     }
-    if (!read?.accounts) return null;
-    const view = buildDetailsView(read.entry, read.accounts);
+    if (!view) return null;
     const kept = this.views?.peek(parent);
     const before = kept?.endpointId === endpointId && !kept.from ? kept : undefined;
     if (!this.views || (before && before.seq > seq)) return view;
@@ -282,7 +325,77 @@ export class DetailsViews {
       alsoFor.push({ rev: asked.rev, fetchedAt: asked.fetchedAt, slot: asked.slot });
     }
     this.views.set(parent, { endpointId, view, seq, alsoFor: alsoFor.slice(-MAX_ALSO_FOR) });
+    if (this.views.peek(parent)?.view !== view) {
+      this.unkept.set(flightKeyOf(endpointId, parent, view.entry), true);
+      this.unkept.set(flightKeyOf(endpointId, parent, asked), true);
+    }
     return view;
+  }
+
+  /** The view of the entry read whole, in one step (one script: one revision). */
+  private async readWhole(endpointId: string, parent: string): Promise<DetailsView | null> {
+    const read = await this.opts.cache.getWithAccounts(endpointId, parent);
+    return read?.accounts ? buildDetailsView(read.entry, read.accounts) : null;
+  }
+
+  /**
+   * The view of a large entry, read a run of members at a time so that no step holds the event
+   * loop for long (reading and rendering 100,000 rows at once took it about a second), each row
+   * rendered as it comes. The runs are of one revision: each carries the head, and a change
+   * between two begins the read again ({@link RUN_READS} times, then it is read whole). Rows come
+   * in Redis's order, which is the answers' unless a label holds a NUL or characters past
+   * U+D7FF: then they are sorted once at the end.
+   */
+  private async readInRuns(endpointId: string, parent: string): Promise<DetailsView | null> {
+    for (let attempt = 0; attempt < RUN_READS; attempt++) {
+      let head: Omit<CacheEntry, 'labels'> | undefined;
+      const labels: string[] = [];
+      const keys: string[] = [];
+      const parts: string[] = [];
+      let ordered = true;
+      let moved = false;
+      const size = this.opts.runMembers ?? RUN_MEMBERS;
+      for (let start = 0; ; start += size) {
+        const run = await this.opts.cache.membersRun(endpointId, parent, start, size);
+        if (!run) return null;
+        if (head && !sameRevision(run.head, head)) {
+          moved = true;
+          break;
+        }
+        head ??= run.head;
+        if (!run.members) return null;
+        for (const { label, account, owner } of run.members) {
+          const last = labels.length - 1;
+          if (
+            last >= 0 &&
+            !precedes(labels[last] as string, keys[last] as string, label, account)
+          ) {
+            ordered = false;
+          }
+          labels.push(label);
+          keys.push(account);
+          const row: SubdomainDetail = { label, key: account, owner };
+          parts.push(JSON.stringify(row));
+        }
+        if (run.members.length < size) break;
+      }
+      if (moved) continue;
+      if (!head) return null;
+      if (ordered) return renderView({ ...head, labels }, labels, parts);
+      const order = labels.map((_, i) => i);
+      order.sort((i, j) =>
+        precedes(labels[i] as string, keys[i] as string, labels[j] as string, keys[j] as string)
+          ? -1
+          : 1,
+      );
+      const sorted = order.map((i) => labels[i] as string);
+      return renderView(
+        { ...head, labels: sorted },
+        sorted,
+        order.map((i) => parts[i] as string),
+      );
+    }
+    return this.readWhole(endpointId, parent);
   }
 
   /**

@@ -112,6 +112,9 @@ const SCRIPTS = {
     new URL('../lua/get-split-members.lua', import.meta.url),
     replyStringsOrNull,
   ),
+  getChunk: new LuaScript(new URL('../lua/get-split-chunk.lua', import.meta.url), (raw) =>
+    raw === null ? null : replyList(raw),
+  ),
   getRows: new LuaScript(new URL('../lua/get-split-rows.lua', import.meta.url), (raw) =>
     raw === null ? null : replyList(raw),
   ),
@@ -275,6 +278,47 @@ export class SplitEntries {
       }
     }
     return { head, rows };
+  }
+
+  /**
+   * `count` members of (endpoint, parent) from index `start` of its labels' sorted set (Redis's
+   * order: by UTF-8 bytes of `label \0 account`), with the entry's head, in one step: a large
+   * entry read a run at a time, the head telling whether it changed between runs.
+   *
+   * @returns null without an entry (or with an unreadable head); else the head and the run's
+   *   members (fewer than `count` at the end), or null for them when one is unreadable.
+   */
+  async membersRun(
+    endpointId: string,
+    parent: string,
+    start: number,
+    count: number,
+  ): Promise<{
+    head: Omit<CacheEntry, 'labels'>;
+    members: Array<{ label: string; account: string; owner: string }> | null;
+  } | null> {
+    const [meta, labelsKey, membersKey] = this.splitKeys(endpointId, parent);
+    const read = await SCRIPTS.getChunk.run(
+      this.redis,
+      [meta, labelsKey, membersKey],
+      [String(start), String(count)],
+    );
+    if (!read) return null;
+    const head = parseHead(typeof read[0] === 'string' ? read[0] : '');
+    if (!head) return null;
+    const n = (read.length - 1) / 2;
+    const members: Array<{ label: string; account: string; owner: string }> = [];
+    for (let i = 0; i < n; i++) {
+      const member = read[1 + i];
+      const raw = read[1 + n + i];
+      const stored = typeof raw === 'string' ? parseMember(raw) : null;
+      if (typeof member !== 'string' || !stored) return { head, members: null };
+      const at = member.lastIndexOf(SEP);
+      const label = member.slice(0, at);
+      if (stored.label !== label) return { head, members: null };
+      members.push({ label, account: member.slice(at + 1), owner: stored.owner });
+    }
+    return { head, members };
   }
 
   /** One member of a parent's entry, or null (not listed, no entry, or unreadable). */

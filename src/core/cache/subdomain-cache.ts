@@ -116,6 +116,16 @@ export class SubdomainCache {
     return this.entries.rowsOf(endpointId, parent, labels);
   }
 
+  /** {@link SplitEntries.membersRun}. */
+  membersRun(
+    endpointId: string,
+    parent: string,
+    start: number,
+    count: number,
+  ): ReturnType<SplitEntries['membersRun']> {
+    return this.entries.membersRun(endpointId, parent, start, count);
+  }
+
   /** {@link SplitEntries.member}. */
   member(endpointId: string, parent: string, account: string): Promise<StoredMember | null> {
     return this.entries.member(endpointId, parent, account);

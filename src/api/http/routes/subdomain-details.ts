@@ -71,6 +71,8 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     if (page === undefined || found.entry.labels.length < RANGED_PAGES_FROM) return undefined;
     const selected = selectPage(found.entry.labels, page);
     if (selected.labels.length > MAX_PAGE_LIMIT) return undefined;
+    // Later pages of this revision are cut from its view, once rendered.
+    deps.views.warm(endpoint.id, parent, found);
     return deps.views.pageRows(endpoint.id, parent, found, selected.labels).then((rows) => {
       if (rows === undefined) return sendBuilt(answer);
       cached.setHeaders({ ...answer, now: deps.lookup.now() }, found);
