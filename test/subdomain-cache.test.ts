@@ -7,7 +7,7 @@ import {
   SWEEP_GRACE_MS,
   type CacheEntry,
 } from '../src/core/cache/subdomain-cache.js';
-import { PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
+import { PUT_CHUNK_MEMBERS, SplitEntries } from '../src/core/cache/split-entries.js';
 import { redisUrlDatabase } from '../src/core/config.js';
 import { followedFresh } from '../src/core/cache/follow-status.js';
 import { createMetrics } from '../src/core/metrics.js';
@@ -462,6 +462,36 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
   const index = () => redis.hgetall(keys.memberParents('e'));
   const reverseOf = (parent: string, account: string) =>
     toBase58(reverseKeyFromDomainKey(account, domainKey(parent)));
+
+  it('reads a large entry a run of labels at a time as one revision, begun again after a change', async () => {
+    const labels = ['dup', 'dup', 'a', 'a\0b', '\ue000', '😀', 'ß', 'z'];
+    labels.push(...Array.from({ length: 60 }, (_, i) => `r${i}`));
+    const put = { ...scan(5), labels: [...labels].sort() };
+    await cache.put('runs-e', 'runs', ...withAccounts('runs', put));
+    const whole = await cache.get(cache.key('runs-e', 'runs'));
+    expect(whole?.labels).toEqual(put.labels);
+    // The real Redis, with a real change landing after the second run.
+    let runs = 0;
+    const racing = Object.create(redis) as Redis;
+    racing.evalsha = (async (...args: Parameters<Redis['evalsha']>) => {
+      const reply: unknown = await redis.evalsha(...args);
+      if (args[1] === 2 && ++runs === 2) {
+        const change = {
+          account: 'Added',
+          reverse: 'AddedReverse',
+          member: ['added', 'O'] as const,
+        };
+        await cache.applyChanges('runs-e', 'runs', [change], 6);
+      }
+      return reply;
+    }) as Redis['evalsha'];
+    const entries = new SplitEntries(racing, keys, 3_600_000, 7);
+    const got = await entries.get('runs-e', 'runs');
+    expect(runs).toBeGreaterThan(10);
+    expect(got?.labels).toEqual([...put.labels, 'added'].sort());
+    expect(got?.slot).toBe(6);
+    expect(await entries.get('runs-e', 'runs')).toEqual(got);
+  });
 
   it('indexes the reverse records a scan found as given, and refuses a put without one', async () => {
     // A scan names each member's reverse record: it is written as given, not derived again.

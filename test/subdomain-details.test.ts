@@ -53,6 +53,7 @@ async function watchReads(url: string, prefix: string) {
     'hgetall',
     'zrange',
     'zrangebylex',
+    'hmget',
   ]);
   const { hostname, port, username, password } = new URL(url);
   const socket = connect({ host: hostname, port: Number(port || 6379) });
@@ -64,6 +65,8 @@ async function watchReads(url: string, prefix: string) {
     `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
   socket.write((auth.length ? resp(auth) : '') + resp(['MONITOR']));
   const counts = new Map<string, number>();
+  /** The labels' key of a range from index 0 on the line before, if it was one. */
+  let runFrom: string | undefined;
   /** `command key` -> times, for the commands of {@link READS}. */
   const commands = new Map<string, number>();
   const markers = new Set<string>();
@@ -78,12 +81,19 @@ async function watchReads(url: string, prefix: string) {
       const quote = line.indexOf('"');
       if (!line.startsWith('+') || quote < 0) continue;
       const [command = '', ...keys] = line.slice(quote + 1, -1).split('" "');
-      if (!READS.has(command.toLowerCase())) continue;
-      // A whole read: HGETALL of the members, or a read in runs, which starts at index 0.
+      if (!READS.has(command.toLowerCase())) {
+        runFrom = undefined;
+        continue;
+      }
+      // A whole read: HGETALL of the members, or a read of members in runs, whose first run is a
+      // range of the labels from index 0 then, in the same script, an HMGET of their values (a
+      // read of the labels alone has no HMGET after it).
       const [first = '', from, to] = keys;
       const name = command.toLowerCase();
-      const whole = name === 'hgetall' || (name === 'zrange' && from === '0' && to !== '-1');
-      if (whole) commands.set(`whole ${first}`, (commands.get(`whole ${first}`) ?? 0) + 1);
+      const whole = name === 'hgetall' || (name === 'hmget' && runFrom !== undefined);
+      const at = name === 'hmget' ? runFrom : first;
+      if (whole && at) commands.set(`whole ${at}`, (commands.get(`whole ${at}`) ?? 0) + 1);
+      runFrom = name === 'zrange' && from === '0' && to !== '-1' ? first : undefined;
       commands.set(`${name} ${first}`, (commands.get(`${name} ${first}`) ?? 0) + 1);
       for (const key of keys) {
         if (key.startsWith(markerPrefix)) markers.add(key);
