@@ -496,6 +496,49 @@ describe('GET /subdomains/:parent/details', () => {
       );
     });
 
+    it("tags a page by its bytes and total: kept across revisions that leave it, moved by the total's change", async () => {
+      const first = await gw.get('/subdomains/big/details?limit=2');
+      const last = (first.body.result as Row[])[1] as Row;
+      // A change of another row: a new revision, the same page.
+      const read = await cache.getWithAccounts(id, 'big');
+      if (!read?.accounts) throw new Error('no accounts for big');
+      const rows = detailsOf(read.accounts);
+      const far = rows[rows.length - 1] as Row;
+      const reverse = (key: string) => toBase58(reverseKeyFromDomainKey(key, domainKey('big')));
+      let slot = (read.entry.slot ?? 0) + 1;
+      const change = (account: string, member: readonly [string, string] | null) =>
+        cache.applyChanges(id, 'big', [{ account, reverse: reverse(account), member }], slot++);
+      await change(far.key, [far.label, owner(90)]);
+      await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
+        endpointId: id,
+        parent: 'big',
+        ok: true,
+      });
+      await waitFor(async () => {
+        const res = await gw.get(`/subdomains/big/details?prefix=${far.label}`);
+        return (res.body.result as Row[])[0]?.owner === owner(90);
+      });
+      const same = await gw.get('/subdomains/big/details?limit=2');
+      expect(same.body).toEqual(first.body);
+      expect(same.headers.get('etag')).toBe(first.headers.get('etag'));
+      // A subdomain added after the page: the same rows, one more in the total.
+      const added = toBase58(Buffer.alloc(32, 91));
+      await change(added, ['zz-added', owner(91)]);
+      await publishRefreshEvent(gw.redis, gw.config.QUEUE_PREFIX, {
+        endpointId: id,
+        parent: 'big',
+        ok: true,
+      });
+      await waitFor(async () => {
+        const res = await gw.get('/subdomains/big/details?limit=2');
+        return res.headers.get('x-total-count') !== first.headers.get('x-total-count');
+      });
+      const more = await gw.get('/subdomains/big/details?limit=2');
+      expect((more.body.result as Row[])[1]).toEqual(last);
+      expect(more.headers.get('etag')).not.toBe(first.headers.get('etag'));
+      await change(added, null);
+    });
+
     it('answers from a newer revision read since, without a read per request', async () => {
       // The in-process copy holds revision 1; a patch that announced nothing (a deletion check
       // that dropped nothing does not) makes revision 2, and this process has no view yet.

@@ -119,14 +119,6 @@ export function rowsText(view: DetailsView, start: number, count: number): strin
  */
 export const RANGED_PAGES_FROM = 1_000;
 
-/**
- * What a `/details` page's ETag derives from: the revision of the entry its rows are of (`rev`,
- * `fetchedAt` and `slot` name its content), so a page cut from a view and the same page read
- * by its labels carry one ETag.
- */
-export const revisionTag = (entry: Revision): string =>
-  JSON.stringify([entry.rev ?? null, entry.fetchedAt, entry.slot ?? null]);
-
 /** A view, with the revision answers are cut from, its state, and its caching headers' entry. */
 export type DetailsAnswer = { view: DetailsView; entry: CacheEntry; state: CacheState };
 

@@ -4,15 +4,14 @@ import { OverloadedError } from '../../../core/errors.js';
 import {
   buildDetailsView,
   RANGED_PAGES_FROM,
-  revisionTag,
   rowsText,
   type DetailsAnswer,
   type DetailsViews,
 } from '../../subdomains/details-views.js';
 import { MAX_PAGE_LIMIT } from '../../../core/http/page-params.js';
-import { selectPage } from '../../subdomains/page-selection.js';
+import { selectPage, type Page, type PageRequest } from '../../subdomains/page-selection.js';
 import { renderPageText } from '../paged-answer.js';
-import { sendRendered } from '../rendered.js';
+import { etagOf, sendRendered, type RenderedAnswer } from '../rendered.js';
 import type { CachedReply } from '../cache-headers.js';
 import { cachedAnswers, type CachedAnswerDeps, type FoundAnswer } from '../cached-answers.js';
 import {
@@ -32,6 +31,16 @@ import {
   useSchemas,
 } from '../../../core/http/schemas.js';
 import { ROUTE } from './paths.js';
+
+/**
+ * A page of `/details`: its rows' text as a paged answer, with an ETag of its bytes and its
+ * `X-Total-Count` (docs/design.md, "`/details` views"), so a page cut from a view and one read
+ * by its labels carry one tag, which moves only when the page or its count does.
+ */
+function detailsPage(selected: Page, rows: string, page: PageRequest): RenderedAnswer {
+  const { body } = renderPageText(selected, rows, page, '');
+  return { body, etag: etagOf(`${selected.total}\n${body}`) };
+}
 
 /** What the `/details` route needs. */
 export type SubdomainDetailsRouteDeps = CachedAnswerDeps & {
@@ -59,7 +68,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     const selected = selectPage(view.labels, page);
     reply.header('x-total-count', String(selected.total));
     const rows = rowsText(view, selected.start, selected.labels.length);
-    return sendRendered(reply, renderPageText(selected, rows, page, revisionTag(shown.entry)));
+    return sendRendered(reply, detailsPage(selected, rows, page));
   };
 
   /**
@@ -77,7 +86,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
       if (rows === undefined) return sendBuilt(answer);
       cached.setHeaders({ ...answer, now: deps.lookup.now() }, found);
       reply.header('x-total-count', String(selected.total));
-      return sendRendered(reply, renderPageText(selected, rows, page, revisionTag(found.entry)));
+      return sendRendered(reply, detailsPage(selected, rows, page));
     });
   };
 
