@@ -69,6 +69,8 @@ function registryChain(): SimChain {
   chain.addSubdomain('delta', 'norecord', { reverse: false });
   chain.addOrphanReverse('delta', 'orphan');
   chain.addSubdomain(ZERO_PARENT, 'usual');
+  chain.addDomain('wide');
+  for (let i = 0; i < 1_100; i++) chain.addSubdomain('wide', `w${i}`);
   bareReverse(chain, ZERO_PARENT, 'byhand');
   bareReverse(chain, 'delta', 'bare');
   return chain;
@@ -138,6 +140,38 @@ describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
     // No refresh was queued for any of them.
     const waiting = await gw.redis.keys(`${gw.config.QUEUE_PREFIX}:subdomain-refresh:*:wait`);
     for (const key of waiting) expect(await gw.redis.llen(key)).toBe(0);
+  });
+
+  it("renders a page of a large parent's /details from its answer's rows, as its view cuts it", async () => {
+    const paths = [
+      '?limit=1',
+      '?limit=100&after=w500',
+      '?prefix=w10&limit=7',
+      '?prefix=w99&limit=1000',
+    ];
+    paths.push('?limit=1000&after=w2', '?prefix=nothing&limit=3');
+    const answers = async () => {
+      const out = [];
+      for (const path of paths) {
+        const r = await gw.get(`/subdomains/wide/details${path}`);
+        expect(r.status).toBe(200);
+        out.push({
+          body: r.body,
+          etag: r.headers.get('etag'),
+          total: r.headers.get('x-total-count'),
+        });
+      }
+      return out;
+    };
+    gw.sim.resetCalls();
+    const rendered = await answers();
+    expect(rendered[0]?.total).toBe('1100');
+    // The whole answer renders the view, which then cuts the same pages.
+    const whole = await gw.get('/subdomains/wide/details');
+    expect(await answers()).toEqual(rendered);
+    expect(scanCalls(gw.sim)).toBe(0);
+    const rows = whole.body.result as Array<{ label: string }>;
+    expect(rows.map((r) => r.label)).toEqual((await sdkSubdomains(gw.sim.url, 'wide')).sort());
   });
 
   it('sends live updates of a parent nobody asked for from the index', async () => {

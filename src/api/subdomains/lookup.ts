@@ -24,22 +24,29 @@ import type { RegistryRead, RegistrySource } from './registry-source.js';
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
 /**
- * A lookup's answer; `accounts` when it came from the registry index (`/details` renders them, no
- * second read).
+ * A lookup's answer; `accounts` and `rowAt` when it came from the registry index (`/details`
+ * renders them, no second read).
  */
-export type LookupResult = { entry: CacheEntry; state: CacheState; accounts?: EntryAccounts };
+export type LookupResult = {
+  entry: CacheEntry;
+  state: CacheState;
+  accounts?: EntryAccounts;
+  /** Row `i` of `/details`, in answer order ({@link RegistryRead.rowAt}). */
+  rowAt?: RegistryRead['rowAt'];
+};
 
 /** An answer of the registry index, its accounts read through (only `/details` builds them). */
 const registryResult = (
   entry: CacheEntry,
   state: CacheState,
-  read: Pick<RegistryRead, 'accounts'>,
+  read: Pick<RegistryRead, 'accounts' | 'rowAt'>,
 ): LookupResult => ({
   entry,
   state,
   get accounts() {
     return read.accounts;
   },
+  rowAt: read.rowAt,
 });
 
 /**

@@ -33,6 +33,11 @@ export type RegistryRead = {
   parentId: string;
   /** Its listed subdomains' accounts, built when first read. */
   readonly accounts: EntryAccounts;
+  /**
+   * Row `i` of its `/details` (label, name account, owner), in answer order: the row of
+   * `entry.labels[i]`, made when asked (an owner's base58 costs microseconds).
+   */
+  rowAt(i: number): { label: string; key: string; owner: string };
 };
 
 /** Whether two reads of the build's state are of one build, as complete (shards done aside). */
@@ -121,6 +126,11 @@ export class RegistrySource {
     let accounts: Record<string, readonly [string, string]> | undefined;
     return {
       entry,
+      rowAt(i: number) {
+        const m = members[i];
+        if (m === undefined) throw new RangeError(`no row ${i} of ${members.length}`);
+        return { label: m.label, key: m.account, owner: ownerText(m.owner) };
+      },
       parentId: parentIdOf(parentKey),
       get accounts() {
         if (!accounts) {

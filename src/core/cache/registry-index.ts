@@ -348,7 +348,18 @@ export class RegistryIndex {
       if (m.owner === '' || m.owner === '-' || !m.label.startsWith('+')) continue;
       members.push({ label: m.label.slice(1), account, owner: m.owner });
     }
-    members.sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
+    // Answer order, as `/details` lists rows: by label, then by account.
+    members.sort((a, b) =>
+      a.label < b.label
+        ? -1
+        : a.label > b.label
+          ? 1
+          : a.account < b.account
+            ? -1
+            : a.account > b.account
+              ? 1
+              : 0,
+    );
     return slot === undefined ? { members } : { members, slot };
   }
 

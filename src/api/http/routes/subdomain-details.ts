@@ -80,6 +80,19 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
     if (page === undefined || found.entry.labels.length < RANGED_PAGES_FROM) return undefined;
     const selected = selectPage(found.entry.labels, page);
     if (selected.labels.length > MAX_PAGE_LIMIT) return undefined;
+    const { rowAt } = found;
+    if (rowAt) {
+      // The registry index's answer holds its rows in answer order: the page's are rendered.
+      const rows: string[] = [];
+      for (let i = 0; i < selected.labels.length; i++) {
+        rows.push(JSON.stringify(rowAt(selected.start + i)));
+      }
+      cached.setHeaders(answer, found);
+      reply.header('x-total-count', String(selected.total));
+      return Promise.resolve(sendRendered(reply, detailsPage(selected, rows.join(','), page)));
+    }
+    // Another answer that carries its accounts is rendered as a view.
+    if (found.accounts) return undefined;
     // Later pages of this revision are cut from its view, once rendered.
     deps.views.warm(endpoint.id, parent, found);
     return deps.views.pageRows(endpoint.id, parent, found, selected.labels).then((rows) => {
@@ -120,11 +133,7 @@ export const subdomainDetailsRoutes: FastifyPluginAsyncTypebox<SubdomainDetailsR
       sendView(answer, kept);
       return;
     }
-    if (!found.accounts) {
-      const ranged = sendRanged(answer);
-      if (ranged) return ranged;
-    }
-    return sendBuilt(answer);
+    return sendRanged(answer) ?? sendBuilt(answer);
   };
 
   app.get(
