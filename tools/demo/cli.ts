@@ -181,6 +181,9 @@ async function main(): Promise<void> {
     if (stopping) return;
     const build = run('the build', ['scripts/build-if-stale.mjs'], {}, true);
     if ((await build).exitCode !== 0 || stopping) return;
+    // The first start is quiet for a while (the build above, then the worker following the
+    // chain): say what it waits for.
+    console.error('demo: starting the gateway, then waiting until it follows the simulated chain');
     gateway = run('the gateway', ['dist/main.js'], {
       ROLE: 'all',
       HOST: '127.0.0.1',
