@@ -448,6 +448,91 @@ describe('GET /subdomains/:parent/details', () => {
       expect(rows[0]?.owner).toBe(owner(80));
     });
 
+    describe('background builds of a view', () => {
+      /** A parent of `n` labels put now, and what a lookup of it finds. */
+      const seeded = async (parent: string, n: number) => {
+        const accounts = accountsOf(Array.from({ length: n }, (_, i) => `${parent}${i}`));
+        const entry = { labels: labelsOf(accounts), fetchedAt: Date.now(), slot: 1 };
+        await cache.put(id, parent, ...withReverses(parent, entry, accounts));
+        const found = await cache.get(cache.key(id, parent));
+        return { entry: found as CacheEntry, state: 'HIT' as const };
+      };
+      /** The real store, its whole reads and its reads in runs counted (each run's first). */
+      const counted = (after?: (start: number) => Promise<void>) => {
+        const counts = { whole: 0, runs: 0, firstRuns: 0 };
+        const store = Object.create(cache) as SubdomainCache;
+        store.getWithAccounts = (...args) => {
+          counts.whole++;
+          return cache.getWithAccounts(...args);
+        };
+        store.membersRun = async (...args) => {
+          counts.runs++;
+          if (args[2] === 0) counts.firstRuns++;
+          const run = await cache.membersRun(...args);
+          await after?.(args[2]);
+          return run;
+        };
+        return { counts, store };
+      };
+
+      it('gives up an entry that changes between every run, never reading it in one step', async () => {
+        const found = await seeded('restless', 1_200);
+        let n = 0;
+        const { counts, store } = counted(async (start) => {
+          if (start > 0) await patchFirstOwner('restless', owner(100 + (n++ % 50)), false);
+        });
+        const views = new DetailsViews({ cache: store, maxBytes: 1 << 26, runMembers: 100 });
+        views.warm(id, 'restless', found);
+        await views.idle();
+        expect(counts.firstRuns).toBe(3);
+        expect(counts.whole).toBe(0);
+        expect(views.peek(id, 'restless', found)).toBeUndefined();
+        // A whole answer asked for still gets one, read in one step as a last resort.
+        expect(await views.get(id, 'restless', found)).not.toBeNull();
+        expect(counts.whole).toBe(1);
+      });
+
+      it('runs one at a time, a parent at most once in a while, and none a budget could not keep', async () => {
+        const left = await seeded('left', 1_100);
+        const right = await seeded('right', 1_100);
+        const { counts, store } = counted();
+        // A budget that holds one of the two views: each evicts the other.
+        const one = (await new DetailsViews({ cache, maxBytes: 1 << 26 }).get(id, 'left', left))
+          ?.view.bytes as number;
+        const views = new DetailsViews({ cache: store, maxBytes: Math.floor(one * 1.5) });
+        views.warm(id, 'left', left);
+        views.warm(id, 'right', right); // one runs already: not begun
+        await views.idle();
+        expect(counts.firstRuns).toBe(1);
+        for (let i = 0; i < 6; i++) {
+          views.warm(id, i % 2 === 0 ? 'left' : 'right', i % 2 === 0 ? left : right);
+          await views.idle();
+        }
+        // Once each within the while, however the two evict each other.
+        expect(counts.firstRuns).toBe(2);
+        expect(views.peek(id, 'right', right)).toBeDefined();
+        // A view the budget could not keep is never begun.
+        const small = new DetailsViews({ cache: store, maxBytes: 10_000 });
+        small.warm(id, 'left', left);
+        await small.idle();
+        expect(counts.firstRuns).toBe(2);
+      });
+
+      it('does not read again at once an entry whose build failed', async () => {
+        const found = await seeded('broken', 1_100);
+        const members = redisKeys(gw.config.QUEUE_PREFIX).entryMembers(id, 'broken');
+        const [account] = (await gw.redis.hkeys(members)) as [string];
+        await gw.redis.hset(members, account, '[1]');
+        const { counts, store } = counted();
+        const views = new DetailsViews({ cache: store, maxBytes: 1 << 26 });
+        for (let i = 0; i < 5; i++) {
+          views.warm(id, 'broken', found);
+          await views.idle();
+        }
+        expect(counts.firstRuns).toBe(1);
+      });
+    });
+
     it('cuts pages that concatenate to the whole answer, the labels of /subdomains', async () => {
       const whole = await gw.get('/subdomains/big/details');
       const rows = whole.body.result as Row[];

@@ -92,8 +92,15 @@ function renderView(entry: CacheEntry, labels: string[], parts: readonly string[
   };
 }
 
-/** Members read per round trip when a large entry's view is read a run at a time. */
+/**
+ * Members read per round trip when a large entry's view is read a run at a time (at most this:
+ * the script's `unpack` of them stops near 8,000).
+ */
 const RUN_MEMBERS = 5_000;
+/** How soon after a background build of a parent's view began another may begin, in ms. */
+const WARM_EVERY_MS = 5_000;
+/** The fewest bytes a view counts per row (a row's JSON holds two base58 keys). */
+const MIN_ROW_BYTES = 100;
 /** Reads a run at a time begun again after a change between runs, before one read of it whole. */
 const RUN_READS = 3;
 
@@ -169,8 +176,10 @@ export type DetailsViewsOptions = {
 export class DetailsViews {
   private readonly views: LRUCache<string, Kept> | undefined;
   private readonly inflight = new Map<string, Promise<DetailsView | null>>();
-  /** Revisions whose view was rendered and not kept (over the byte budget): never warmed again. */
-  private readonly unkept = new LRUCache<string, true>({ max: 1_024 });
+  /** The one background build under way ({@link warm}), if any. */
+  private warming: Promise<unknown> | undefined;
+  /** When the last background build of (endpoint, parent) began (`performance.now()`). */
+  private readonly warmedAt = new LRUCache<string, number>({ max: 4_096 });
   private reads = 0;
 
   constructor(private readonly opts: DetailsViewsOptions) {
@@ -245,18 +254,32 @@ export class DetailsViews {
   }
 
   /**
-   * Starts rendering the view of `found`'s revision in the background, unless one is kept, under
-   * way, or was rendered and not kept (over the byte budget): pages of a large entry are read by
-   * their labels meanwhile ({@link pageRows}), and cut from the view once it is kept. A failed
-   * read is left to the next request.
+   * Starts rendering the view of `found`'s revision in the background: pages of a large entry are
+   * read by their labels meanwhile ({@link pageRows}), and cut from the view once it is kept. At
+   * most one such build runs in the process, a parent's at most once per {@link WARM_EVERY_MS}
+   * whatever came of the last (kept, evicted, failed, or given up because the entry kept
+   * changing), and none for a view the byte budget could not keep: so that no client can make the
+   * API read whole entries faster than that, however it alternates parents or revisions. A build
+   * reads in runs only, never in one step.
    *
    * @param parent a normalized single label.
    */
   warm(endpointId: string, parent: string, found: LookupResult): void {
-    if (!this.views || found.accounts) return;
-    const key = flightKeyOf(endpointId, parent, found.entry);
-    if (this.inflight.has(key) || this.unkept.has(key)) return;
-    this.get(endpointId, parent, found).catch(() => undefined);
+    if (!this.views || found.accounts || this.warming) return;
+    if (found.entry.labels.length * MIN_ROW_BYTES > this.opts.maxBytes) return;
+    const key = `${endpointId}\n${parent}`;
+    const now = performance.now();
+    const last = this.warmedAt.get(key);
+    if (last !== undefined && now - last < WARM_EVERY_MS) return;
+    this.warmedAt.set(key, now);
+    this.warming = this.read(endpointId, parent, found.entry, true)
+      .catch(() => undefined)
+      .finally(() => (this.warming = undefined));
+  }
+
+  /** Settles once no background build ({@link warm}) runs. */
+  async idle(): Promise<void> {
+    while (this.warming) await this.warming;
   }
 
   /**
@@ -290,23 +313,30 @@ export class DetailsViews {
     return parts.join(',');
   }
 
-  /** Reads the entry and its accounts, renders them, and keeps the view unless a later read's is. */
+  /**
+   * Reads the entry and its accounts, renders them, and keeps the view unless a later read's is.
+   *
+   * @param background a build of {@link warm}: a large entry that keeps changing is given up
+   *   (null), never read in one step.
+   */
   private async read(
     endpointId: string,
     parent: string,
     asked: CacheEntry,
+    background = false,
   ): Promise<DetailsView | null> {
-    // Reads on one connection are answered in order: a higher `seq` saw a state no older.
-    const seq = ++this.reads;
     let view: DetailsView | null;
     try {
       view =
         asked.labels.length >= RANGED_PAGES_FROM
-          ? await this.readInRuns(endpointId, parent)
+          ? await this.readInRuns(endpointId, parent, background)
           : await this.readWhole(endpointId, parent);
     } catch (err) {
       throw new InternalError('cache read failed', { cause: err });
     }
+    // Reads on one connection are answered in order, and a read in runs is of the revision its
+    // last run saw: a read that ends later saw a state no older.
+    const seq = ++this.reads;
     if (!view) return null;
     const kept = this.views?.peek(parent);
     const before = kept?.endpointId === endpointId && !kept.from ? kept : undefined;
@@ -317,10 +347,6 @@ export class DetailsViews {
       alsoFor.push({ rev: asked.rev, fetchedAt: asked.fetchedAt, slot: asked.slot });
     }
     this.views.set(parent, { endpointId, view, seq, alsoFor: alsoFor.slice(-MAX_ALSO_FOR) });
-    if (this.views.peek(parent)?.view !== view) {
-      this.unkept.set(flightKeyOf(endpointId, parent, view.entry), true);
-      this.unkept.set(flightKeyOf(endpointId, parent, asked), true);
-    }
     return view;
   }
 
@@ -334,11 +360,15 @@ export class DetailsViews {
    * The view of a large entry, read a run of members at a time so that no step holds the event
    * loop for long (reading and rendering 100,000 rows at once took it about a second), each row
    * rendered as it comes. The runs are of one revision: each carries the head, and a change
-   * between two begins the read again ({@link RUN_READS} times, then it is read whole). Rows come
-   * in Redis's order, which is the answers' unless a label holds a NUL or characters past
-   * U+D7FF: then they are sorted once at the end.
+   * between two begins the read again ({@link RUN_READS} times, then it is read whole, or given
+   * up when `background`). Rows come in Redis's order, which is the answers' unless a label holds
+   * a NUL or characters past U+D7FF: then they are sorted once at the end.
    */
-  private async readInRuns(endpointId: string, parent: string): Promise<DetailsView | null> {
+  private async readInRuns(
+    endpointId: string,
+    parent: string,
+    background: boolean,
+  ): Promise<DetailsView | null> {
     for (let attempt = 0; attempt < RUN_READS; attempt++) {
       let head: Omit<CacheEntry, 'labels'> | undefined;
       const labels: string[] = [];
@@ -346,7 +376,10 @@ export class DetailsViews {
       const parts: string[] = [];
       let ordered = true;
       let moved = false;
-      const size = this.opts.runMembers ?? RUN_MEMBERS;
+      const size = Math.min(
+        RUN_MEMBERS,
+        Math.max(1, Math.floor(this.opts.runMembers ?? 0) || RUN_MEMBERS),
+      );
       for (let start = 0; ; start += size) {
         const run = await this.opts.cache.membersRun(endpointId, parent, start, size);
         if (!run) return null;
@@ -387,7 +420,7 @@ export class DetailsViews {
         order.map((i) => parts[i] as string),
       );
     }
-    return this.readWhole(endpointId, parent);
+    return background ? null : this.readWhole(endpointId, parent);
   }
 
   /**
