@@ -5,7 +5,11 @@
  * worker/hot-parent-scan.ts, a getProgramAccounts per parent per window). The API and the
  * worker run in child processes (bench/child.ts) against the RPC simulator in this process, whose
  * HTTP reads lag its websocket node (`httpLagMs`), while every hot parent is requested several
- * times a second throughout. Measures, with the websocket and then without it:
+ * times a second throughout. `SUBDOMAIN_INDEX` is the environment's (`registry` by default): with
+ * the websocket the worker then builds the registry index of the simulator's small chain before
+ * the warm-up ends, and the answers measured come from that index, fed by the same stream;
+ * `SUBDOMAIN_INDEX=parents` measures the followed parents' own entries. Without the websocket no
+ * index is built. Measures, with the websocket and then without it:
  *
  * 1. RPC credits per hot parent per freshness window on a quiet chain (the worker's
  *    `sns_rpc_credits_total` on its /metrics, by method);
@@ -39,8 +43,9 @@ import {
 const flags = parseBenchArgs({
   command: 'npm run bench:freshness',
   summary:
-    'Hot parents under steady traffic, followed on the chain (programSubscribe, existence ' +
-    'checks) and then by the clock (RPC_WS=off), against the RPC simulator with its HTTP reads ' +
+    'Hot parents under steady traffic, followed on the chain (one programSubscribe over the name ' +
+    'program, logsSubscribe for deletions; SUBDOMAIN_INDEX from the environment, registry by ' +
+    'default) and then by the clock (RPC_WS=off), against the RPC simulator with its HTTP reads ' +
     'lagging its websocket: RPC credits per parent per freshness window on a quiet chain, and ' +
     'how long a subdomain created or deleted under five parents (and created right after the ' +
     'provider dropped every websocket) takes to show in the API. Prints the tables.',
@@ -220,7 +225,10 @@ type ModeResult = {
   remove: Observed;
   afterDrop?: Observed & {
     resubscribedMs: number | undefined;
-    /** Credits per parent from the drop to the end of that measurement (the reads of the gap). */
+    /**
+     * Credits per parent from the drop to the end of that measurement: the gap's reads, and the
+     * hot entries past their window read again while the stream vouched for nothing.
+     */
     creditsPerParent: number;
   };
   traffic: { requests: number; failed: number };
@@ -256,7 +264,7 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
       60_000,
     );
     if (ws) {
-      // The worker follows the whole registry with one programSubscribe, not one per parent.
+      // The worker follows the whole name program with one programSubscribe, not one per parent.
       await waitFor(
         'the registry followed and every parent watched',
         async () =>
@@ -268,7 +276,8 @@ async function measureMode(run: BenchRun, sim: RpcSimulator, ws: boolean): Promi
     log(
       `${mode}: parents answered${ws ? ' and watched' : ''} after ${Date.now() - warmStarted} ms`,
     );
-    // A window of warm-up: the reads after subscribing (or the first clock refreshes) are over.
+    // A window of warm-up: the registry index's build (with the websocket, by default) or the
+    // first clock refreshes are over, and the first backstop checks fall in the quiet windows.
     await sleep(FRESH_MS);
 
     // 1. Quiet chain.
