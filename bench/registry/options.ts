@@ -75,8 +75,9 @@ export function registryOptions(argv: readonly string[] = process.argv.slice(2))
       'under a parent nobody asked shows, Redis bytes per subdomain and the worker RSS. Prints ' +
       'the tables.',
     duration:
-      'about 10 minutes with the defaults on 2 cores (seeding the registry, then each mode: the ' +
-      'bootstrap, 1,000 parents asked and checked with the SDK); a tiny registry (--top-level 200 ' +
+      'about 1.5 minutes with the defaults on 2 cores lightly loaded, about 4 at a load average ' +
+      'near 20 (seeding the registry, then each mode: the bootstrap, 1,000 parents asked and ' +
+      'checked with the SDK); a tiny registry (--top-level 200 ' +
       '--subdomains 120 --parents 80 --largest 10 --records 20 --v1-records 10 --orphans 5 ' +
       '--changes 6 --asked 20) takes about half a minute.',
     writes:
