@@ -16,12 +16,8 @@ import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
-import {
-  buildDetailsView,
-  DetailsViews,
-  detailsOf,
-  rowsText,
-} from '../src/api/subdomains/details-views.js';
+import { buildDetailsView, detailsOf, rowsText } from '../src/api/subdomains/details-view.js';
+import { DetailsViews } from '../src/api/subdomains/details-views.js';
 import { selectPage } from '../src/api/subdomains/page-selection.js';
 import { startGateway, waitFor, type Gateway } from './support/gateway.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';

@@ -349,17 +349,8 @@ export class RegistryIndex {
       members.push({ label: m.label.slice(1), account, owner: m.owner });
     }
     // Answer order, as `/details` lists rows: by label, then by account.
-    members.sort((a, b) =>
-      a.label < b.label
-        ? -1
-        : a.label > b.label
-          ? 1
-          : a.account < b.account
-            ? -1
-            : a.account > b.account
-              ? 1
-              : 0,
-    );
+    const order = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+    members.sort((a, b) => order(a.label, b.label) || order(a.account, b.account));
     return slot === undefined ? { members } : { members, slot };
   }
 

@@ -2,10 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { hash } from 'node:crypto';
 import { OverloadedError } from '../../../core/errors.js';
+import { buildDetailsView, rowsText } from '../../subdomains/details-view.js';
 import {
-  buildDetailsView,
   RANGED_PAGES_FROM,
-  rowsText,
   type DetailsAnswer,
   type DetailsViews,
 } from '../../subdomains/details-views.js';
