@@ -11,6 +11,9 @@ import { createRefreshWorker } from './refresh-worker.js';
  */
 export function createRefreshWorkers(boot: WorkerBoot): Worker[] {
   const { kit, config, endpoints } = boot;
+  // The configured endpoint's decode thread boots now, not on the first refresh: booting it then
+  // took the CPU the first reply was being read with (docs/design.md, "Replies from an RPC").
+  if (endpoints.defaultEndpoint) boot.defaultLane.thread.warm();
   const processorDeps = {
     cache: boot.cache,
     publisher: boot.command,

@@ -42,7 +42,7 @@ type TaskInput = ThreadRequest extends infer R
   : never;
 
 /**
- * A decode thread from the main thread: started on first use, unref'd while idle, restarted
+ * A decode thread from the main thread: started on first use (or {@link warm}), unref'd while idle, restarted
  * after a death; tasks in order, bodies transferred. A task past its heap or time budget fails
  * unretried and the thread is abandoned, not awaited: `terminate()` cannot stop a `JSON.parse`
  * (docs/design.md, "Replies from an RPC").
@@ -60,7 +60,10 @@ export class DecodeThread {
 
   constructor(private readonly budget: DecodeBudget) {}
 
-  /** Starts the thread now so it boots while a call is under way. */
+  /**
+   * Starts the thread now (when none runs), so it boots before the reply it is for arrives: at the
+   * worker's start for the configured endpoint's lane, while a call is under way for the others.
+   */
   warm(): void {
     this.ensure();
   }
