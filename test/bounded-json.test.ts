@@ -160,6 +160,27 @@ describe('parseBoundedJsonSplit', () => {
     },
   );
 
+  it('parses a range of elements as one parse, each as at() parses it', () => {
+    const text = `{"result":{"value":[ {"a":[1,"],"]} ,2,"x\\"", [] ,{"b":null}]},"id":1}`;
+    const { elements } = parseBoundedJsonSplit(bytes(text), path);
+    if (!elements) throw new Error('not split');
+    const each = Array.from({ length: elements.count }, (_, i) => elements.at(i));
+    expect(elements.range(0, elements.count)).toEqual(each);
+    expect(elements.range(1, 4)).toEqual(each.slice(1, 4));
+    expect(elements.range(2, 2)).toEqual([]);
+  });
+
+  it.each([['[1,,2]'], ['[1,2,]'], ['[1 2]']])(
+    'fails a range holding an element of %s that is not JSON',
+    (list) => {
+      const { elements } = parseBoundedJsonSplit(
+        bytes(`{"result":{"value":${list}},"id":1}`),
+        path,
+      );
+      expect(() => elements?.range(0, elements.count)).toThrow(SyntaxError);
+    },
+  );
+
   it('keeps the bounds over the whole body', () => {
     const text = `{"result":{"value":[${repeat('[]', 100_000)}]},"id":1}`;
     expect(() => parseBoundedJsonSplit(bytes(text), path)).toThrow(JsonBoundsError);

@@ -1,4 +1,4 @@
-import type { JsonElements } from '../rpc/bounded-json.js';
+import { ELEMENTS_PER_RANGE, type JsonElements } from '../rpc/bounded-json.js';
 import { decodeEnvelope, decodeEnvelopeSplit, malformed, RpcCallError } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import {
@@ -104,8 +104,8 @@ type Account = { pubkey: string; data: unknown };
 
 /**
  * The reply's accounts, each checked for `{ pubkey, account: { data } }`: from `elements` when the
- * account list was left out of the parse (each parsed and dropped in turn: only the pubkey and the
- * data are kept), else from the list in `reply`.
+ * account list was left out of the parse (parsed a range at a time and dropped: only the pubkey
+ * and the data are kept), else from the list in `reply`.
  */
 function accountList(
   reply: unknown,
@@ -117,8 +117,14 @@ function accountList(
   const slot = withContext ? (reply as { context?: { slot?: unknown } }).context?.slot : undefined;
   const count = elements ? elements.count : list.length;
   const accounts = new Array<Account>(count);
+  let range: unknown[] = list;
+  let rangeFrom = 0;
   for (let i = 0; i < count; i++) {
-    const item = (elements ? elementAt(elements, i) : list[i]) as {
+    if (elements && i % ELEMENTS_PER_RANGE === 0) {
+      range = elementRange(elements, i, Math.min(i + ELEMENTS_PER_RANGE, count));
+      rangeFrom = i;
+    }
+    const item = range[i - rangeFrom] as {
       pubkey?: unknown;
       account?: { data?: unknown } | null;
     } | null;
@@ -138,10 +144,13 @@ function accountList(
   return { accounts, slot: isSlot(slot) ? slot : undefined };
 }
 
-/** Element `i`; one that is not JSON fails as a body that is not JSON does (decodeEnvelope). */
-function elementAt(elements: JsonElements, i: number): unknown {
+/**
+ * Elements `from` to `to - 1` ({@link JsonElements.range}); one that is not JSON fails as a body
+ * that is not JSON does (decodeEnvelope).
+ */
+function elementRange(elements: JsonElements, from: number, to: number): unknown[] {
   try {
-    return elements.at(i);
+    return elements.range(from, to);
   } catch (err) {
     if (err instanceof SyntaxError) {
       throw new RpcCallError('getProgramAccounts: malformed JSON body', 'http_error', true);
@@ -180,7 +189,7 @@ export function classifyProgramAccounts(
   parentKey: Uint8Array,
   release?: () => void,
 ): ProgramAccountsSummary {
-  // The account list is parsed an account at a time, never as one tree (docs/design.md,
+  // The account list is parsed a range of accounts at a time, never as one tree (docs/design.md,
   // "Replies from an RPC"); the body is freed once the accounts are out of it.
   const { result, elements } = decodeEnvelopeSplit<unknown>(method, body, id, ['value'], release);
   const { accounts, slot } = accountList(result, elements);
