@@ -1,0 +1,279 @@
+import { ELEMENTS_PER_RANGE, type JsonElements } from '../rpc/bounded-json.js';
+import { decodeEnvelopeSplit, malformed, RpcCallError } from '../rpc/envelope.js';
+import { isSlot } from '../../src/core/rpc/slot.js';
+import {
+  existingNameAccountKey,
+  fromBase58,
+  hashName,
+  REVERSE_LOOKUP_CLASS,
+  toBase58,
+} from '../../src/core/sns/pda.js';
+import {
+  base64Data,
+  INLINE_TEXT_BYTES,
+  isReverseSlice,
+  reverseText,
+  SCAN_SLICE,
+  SLICE_AT,
+} from './name-slices.js';
+
+/**
+ * The classification of a scan reply, run in the decode thread (./discovery-decode.ts's
+ * `DECODERS`): its accounts sorted into subdomains with their reverse records, owners and labels.
+ */
+
+const CLASS_B64_AT = (SLICE_AT.class / 3) * 4;
+/** The reverse class's first 30 bytes in base64, at {@link CLASS_B64_AT} in reverse slices. */
+const REVERSE_CLASS_B64_PREFIX = REVERSE_LOOKUP_CLASS.subarray(0, 30).toString('base64');
+
+/** Base58 of a 32-byte key. */
+const BASE58_KEY = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+/** Base64 length of a whole slice. */
+const SLICE_B64_LEN = Math.ceil(SCAN_SLICE.length / 3) * 4;
+
+/** What a parent's accounts say, short of the cut reverse texts. */
+export type ProgramAccountsSummary = {
+  /** Labels whose reverse text came whole, sorted. */
+  labels: string[];
+  /** Subdomain account (base58) per label, same order. */
+  children: string[];
+  /** Owner (base58) per child, same order. */
+  owners: string[];
+  /** Reverse record (base58) per child, same order. */
+  reverses: string[];
+  /** Cut reverse records, and the subdomains (with owners) they belong to. */
+  waiting: Array<{ reverse: string; children: string[]; owners: string[] }>;
+  /** Cut reverse records some subdomain points at, to complete. */
+  truncated: string[];
+  slot: number | undefined;
+  accounts: number;
+};
+
+type Account = { pubkey: string; data: unknown };
+
+/**
+ * The reply's accounts, each checked for `{ pubkey, account: { data } }`: from `elements` when the
+ * account list was left out of the parse (parsed a range at a time and dropped: only the pubkey
+ * and the data are kept), else from the list in `reply`.
+ */
+function accountList(
+  reply: unknown,
+  elements: JsonElements | undefined,
+): { accounts: Account[]; slot: number | undefined } {
+  const withContext = typeof reply === 'object' && reply !== null && !Array.isArray(reply);
+  const list: unknown = withContext ? (reply as { value?: unknown }).value : reply;
+  if (!Array.isArray(list)) throw malformed('getProgramAccounts: no account list');
+  const slot = withContext ? (reply as { context?: { slot?: unknown } }).context?.slot : undefined;
+  const count = elements ? elements.count : list.length;
+  const accounts = new Array<Account>(count);
+  let range: unknown[] = list;
+  let rangeFrom = 0;
+  for (let i = 0; i < count; i++) {
+    if (elements && i % ELEMENTS_PER_RANGE === 0) {
+      range = elementRange(elements, i, Math.min(i + ELEMENTS_PER_RANGE, count));
+      rangeFrom = i;
+    }
+    const item = range[i - rangeFrom] as {
+      pubkey?: unknown;
+      account?: { data?: unknown } | null;
+    } | null;
+    if (typeof item !== 'object' || item === null) {
+      throw malformed('getProgramAccounts: an account entry is not an object');
+    }
+    const { pubkey, account } = item;
+    if (typeof pubkey !== 'string' || !BASE58_KEY.test(pubkey)) {
+      throw malformed('getProgramAccounts: account without a pubkey');
+    }
+    if (typeof account !== 'object' || account === null) {
+      throw malformed('getProgramAccounts: account without data');
+    }
+    accounts[i] = { pubkey, data: account.data };
+  }
+  // A slot that is not one (Infinity, past 2^53, negative) is never stored.
+  return { accounts, slot: isSlot(slot) ? slot : undefined };
+}
+
+/**
+ * Elements `from` to `to - 1` ({@link JsonElements.range}); one that is not JSON fails as a body
+ * that is not JSON does (decodeEnvelope).
+ */
+function elementRange(elements: JsonElements, from: number, to: number): unknown[] {
+  try {
+    return elements.range(from, to);
+  } catch (err) {
+    if (err instanceof SyntaxError) {
+      throw new RpcCallError('getProgramAccounts: malformed JSON body', 'http_error', true);
+    }
+    throw err;
+  }
+}
+
+/**
+ * The owner in a slice's base64 text, as base58, through `known` (owner text -> base58): a parent's
+ * subdomains share few owners, and a lookup costs a fraction of an encoding.
+ */
+function sliceOwner(text: string, known: Map<string, string>): string {
+  const head = text.slice(0, 44);
+  let owner = known.get(head);
+  if (owner === undefined) {
+    owner = toBase58(Buffer.from(head, 'base64').subarray(SLICE_AT.owner, SLICE_AT.class));
+    known.set(head, owner);
+  }
+  return owner;
+}
+
+/** A scan reply's reverse records, from {@link readReverses}. */
+type Reverses = {
+  /** Each account's slice, base64, in reply order. */
+  texts: string[];
+  /** This parent's reverse records by key: their text bytes so far (length first). */
+  payloads: Map<string, Buffer>;
+  /** Reverse records whose text the slice cut. */
+  cut: Set<string>;
+};
+
+/** The reverse records among `accounts`, each account's slice text kept. */
+function readReverses(accounts: readonly Account[]): Reverses {
+  const texts = new Array<string>(accounts.length);
+  const payloads = new Map<string, Buffer>();
+  const cut = new Set<string>();
+  for (let i = 0; i < accounts.length; i++) {
+    const { pubkey, data } = accounts[i] as Account;
+    const text = base64Data(data, SLICE_B64_LEN);
+    texts[i] = text;
+    if (text.startsWith(REVERSE_CLASS_B64_PREFIX, CLASS_B64_AT))
+      addReverse(pubkey, text, payloads, cut);
+  }
+  return { texts, payloads, cut };
+}
+
+/** Adds the account `pubkey` to `payloads` (and `cut`) if its slice `text` is a reverse record's. */
+function addReverse(pubkey: string, text: string, payloads: Map<string, Buffer>, cut: Set<string>) {
+  const slice = Buffer.from(text, 'base64');
+  if (!isReverseSlice(slice)) return;
+  const payload = slice.subarray(SLICE_AT.data);
+  payloads.set(pubkey, payload);
+  if (slice.length === SCAN_SLICE.length && payload.readUInt32LE(0) > INLINE_TEXT_BYTES) {
+    cut.add(pubkey);
+  }
+}
+
+/** The reverse records by their bytes as a latin1 string, for finding candidate keys without base58. */
+function keysByBytes(payloads: Map<string, Buffer>): Map<string, string> {
+  const byBytes = new Map<string, string>();
+  for (const key of payloads.keys()) byBytes.set(fromBase58(key).toString('latin1'), key);
+  return byBytes;
+}
+
+/** A member as the classification lists it. */
+type Listed = [label: string, child: string, owner: string, reverse: string];
+
+/** Lists a scan reply's accounts under their reverse records (looked up by their bytes). */
+class Lister {
+  readonly members: Listed[] = [];
+  /** Cut reverse records, and the subdomains (with owners) they belong to. */
+  readonly waiting = new Map<string, { children: string[]; owners: string[] }>();
+  readonly claimed = new Set<string>();
+  private readonly byBytes: Map<string, string>;
+  private readonly ownerOf = new Map<string, string>();
+  private readonly find = (key: string) => this.byBytes.get(key);
+
+  constructor(
+    private readonly accounts: readonly Account[],
+    private readonly reverses: Reverses,
+    private readonly parentKey: Uint8Array,
+  ) {
+    this.byBytes = keysByBytes(reverses.payloads);
+  }
+
+  /** Lists each account that is (`reverseRecords`) or is not a reverse record. */
+  listAll(reverseRecords: boolean): void {
+    const { accounts } = this;
+    const { payloads } = this.reverses;
+    for (let i = 0; i < accounts.length; i++) {
+      if (payloads.has((accounts[i] as Account).pubkey) === reverseRecords) this.list(i);
+    }
+  }
+
+  /** Lists account `i` under its reverse record, if the reply holds one. */
+  private list(i: number): void {
+    const { pubkey } = this.accounts[i] as Account;
+    const reverse = existingNameAccountKey(
+      hashName(pubkey),
+      REVERSE_LOOKUP_CLASS,
+      this.parentKey,
+      this.find,
+    );
+    if (reverse === undefined) return;
+    this.claimed.add(reverse);
+    if (this.reverses.cut.has(reverse)) this.wait(i, reverse);
+    else this.listWhole(i, reverse);
+  }
+
+  /** Lists account `i` under the reverse record `reverse`, its text whole. */
+  private listWhole(i: number, reverse: string): void {
+    const label = reverseText(this.reverses.payloads.get(reverse) as Buffer);
+    if (label) {
+      this.members.push([label, (this.accounts[i] as Account).pubkey, this.owner(i), reverse]);
+    }
+  }
+
+  /** Account `i` waits for the completion of `reverse`'s cut text. */
+  private wait(i: number, reverse: string): void {
+    const found = this.waiting.get(reverse) ?? { children: [], owners: [] };
+    found.children.push((this.accounts[i] as Account).pubkey);
+    found.owners.push(this.owner(i));
+    this.waiting.set(reverse, found);
+  }
+
+  private owner(i: number): string {
+    return sliceOwner(this.reverses.texts[i] as string, this.ownerOf);
+  }
+}
+
+/**
+ * Decodes a scan reply (`memcmp` on the parent, {@link SCAN_SLICE}) and sorts its accounts:
+ * reverse records by key, and each account's reverse key (`getReverseKeyFromDomainKey` of its
+ * base58 text), found among the reply's reverse records ({@link existingNameAccountKey}). A
+ * reverse record's own reverse key is sought only while some reverse record is unclaimed.
+ *
+ * @param release called once the body is read (the decode thread frees the body there).
+ * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
+ */
+export function classifyProgramAccounts(
+  method: string,
+  body: Uint8Array,
+  id: number,
+  parentKey: Uint8Array,
+  release?: () => void,
+): ProgramAccountsSummary {
+  // The account list is parsed a range at a time, never as one tree (docs/design.md,
+  // "Replies from an RPC"); the body is freed once the accounts are out of it.
+  const { result, elements } = decodeEnvelopeSplit<unknown>(method, body, id, ['value'], release);
+  const { accounts, slot } = accountList(result, elements);
+  release?.();
+  const reverses = readReverses(accounts);
+  // Cut texts are known only once completed; subdomains pointing at them wait.
+  const lister = new Lister(accounts, reverses, parentKey);
+  lister.listAll(false);
+  // A reverse record's own reverse record would be one no other account claimed (two accounts
+  // share a reverse key only through a SHA-256 collision): with none left, none has one.
+  if (lister.claimed.size < reverses.payloads.size) lister.listAll(true);
+  const { members, waiting } = lister;
+  members.sort(byLabel);
+  return {
+    labels: members.map((m) => m[0]),
+    children: members.map((m) => m[1]),
+    owners: members.map((m) => m[2]),
+    reverses: members.map((m) => m[3]),
+    waiting: [...waiting].map(([reverse, found]) => ({ reverse, ...found })),
+    // Only texts a subdomain points at: others would let a reply cause calls for nothing.
+    truncated: [...waiting.keys()],
+    slot,
+    accounts: accounts.length,
+  };
+}
+
+/** Orders tuples by label as `sort()` orders labels (UTF-16 code units). */
+export const byLabel = (a: readonly [string, ...string[]], b: readonly [string, ...string[]]) =>
+  a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
