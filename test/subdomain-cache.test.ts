@@ -24,7 +24,7 @@ import { deletePrefix, uniquePrefix } from './support/gateway.js';
 import { LuaScript, replyNumber } from '../src/core/lua-script.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, reverseKeyFromDomainKey, toBase58 } from '../src/core/sns/pda.js';
-import { elapse } from './support/wait.js';
+import { elapse, waitFor } from './support/wait.js';
 import { withAccounts, withReverses } from './support/entry-accounts.js';
 
 describe('SubdomainCache.put', () => {
@@ -967,6 +967,41 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect((await local.getWithAccounts('e', 'staged'))?.accounts).toEqual(second);
     expect(await index()).toEqual(fields);
     expect(await redis.keys(`${prefix}:staged:entry-staging:*`)).toEqual([]);
+  });
+
+  it('writes a scan fed in parts as a put of its members writes it, chunks staged as they fill', async () => {
+    const local = new SubdomainCache(redis, `${prefix}:fed`, 60_000, 3_600_000);
+    const localKeys = redisKeys(`${prefix}:fed`);
+    const members = Array.from(
+      { length: 2 * PUT_CHUNK_MEMBERS + 7 },
+      (_, i) => [`l${i}`, `F${i}`, `o${i % 3}`, `R${i}`] as const,
+    );
+    const write = local.scanWrite('e', 'fed', 12);
+    write.add(members.slice(0, PUT_CHUNK_MEMBERS - 1));
+    // Short of a chunk: nothing staged yet.
+    expect(await redis.keys(`${prefix}:fed:entry-staging:*`)).toEqual([]);
+    write.add(members.slice(PUT_CHUNK_MEMBERS - 1, PUT_CHUNK_MEMBERS + 3));
+    // One chunk filled: staged while the scan goes on, before the commit.
+    await waitFor(
+      async () => (await redis.keys(`${prefix}:fed:entry-staging:*`)).length === 2,
+      10_000,
+      'the first chunk staged',
+    );
+    write.add(members.slice(PUT_CHUNK_MEMBERS + 3));
+    expect(await write.commit(scan(12))).toBe('written');
+    const accounts = Object.fromEntries(members.map(([l, a, o]) => [a, [l, o] as const]));
+    expect((await local.getWithAccounts('e', 'fed'))?.accounts).toEqual(accounts);
+    expect(await local.member('e', 'fed', 'F5')).toEqual({ label: 'l5', owner: 'o2', slot: 12 });
+    expect(await redis.hget(localKeys.memberParents('e'), 'R9')).toBe('fed F9');
+    expect(await redis.keys(`${prefix}:fed:entry-staging:*`)).toEqual([]);
+    // The entry's slot is the members': anything else is refused before anything is written.
+    await expect(local.scanWrite('e', 'fed', 13).commit(scan(14))).rejects.toThrow(TypeError);
+    // A write given up drops what its chunks staged.
+    const dropped = local.scanWrite('e', 'fed', 15);
+    dropped.add(members.slice(0, PUT_CHUNK_MEMBERS));
+    await dropped.abandon();
+    expect(await redis.keys(`${prefix}:fed:entry-staging:*`)).toEqual([]);
+    expect((await local.getWithAccounts('e', 'fed'))?.entry.slot).toBe(12);
   });
 
   it('costs a change in proportion to the accounts it touches: one change under 100,000 members', async () => {

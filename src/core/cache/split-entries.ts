@@ -1,9 +1,11 @@
-import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../redis.js';
 import type { RedisKeys } from '../redis-keys.js';
 import { LuaScript, replyList, replyNumber, replyStringsOrNull } from '../lua-script.js';
 import { isSlot } from '../rpc/slot.js';
 import { entryArgs, labelsOf, type CacheEntry, type EntryAccounts, type Member } from './entry.js';
+import { PUT_CHUNK_MEMBERS, ScanWrite, type ScannedMember } from './scan-write.js';
+
+export { PUT_CHUNK_MEMBERS, ScanWrite, type ScannedMember };
 
 /** One change to one member of a parent's entry, as {@link SplitEntries.applyChanges} takes it. */
 export type MemberChange = {
@@ -58,15 +60,6 @@ export const SWEEP_GRACE_MS = 5 * 60_000;
 const SWEEP_PARENTS = 200;
 const SWEEP_MEMBERS = 20_000;
 
-/**
- * Members a scan's put writes in one script; a larger scan is written in chunks of this many (one
- * script each, so Redis serves other clients between them), then taken in by a last script. One
- * script of 100,000 members held Redis past the clients' command timeout.
- */
-export const PUT_CHUNK_MEMBERS = 2_000;
-/** How long a large scan's staged chunks outlive a write that never finished. */
-const STAGING_TTL_MS = 10 * 60_000;
-
 /** Labels read per round trip when an entry is read (see {@link SplitEntries.get}). */
 const LABELS_RUN = 10_000;
 /** Reads a run at a time begun again after a change between runs, before one read in one step. */
@@ -84,8 +77,6 @@ function outcomeOf<O extends string>(raw: unknown, outcomes: readonly O[]): O {
 
 /** The scripts of the split entries, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
 const SCRIPTS = {
-  put: new LuaScript(new URL('../lua/put-split-entry.lua', import.meta.url), replyNumber),
-  putChunk: new LuaScript(new URL('../lua/put-split-chunk.lua', import.meta.url), replyNumber),
   applyChanges: new LuaScript(
     new URL('../lua/apply-changes.lua', import.meta.url),
     (raw): ApplyOutcome => {
@@ -382,8 +373,8 @@ export class SplitEntries {
    * answer from an older slot; neither takes the answer back. Replaces the members and labels in
    * one atomic step (a Lua script), keeps the member-parents index in step, registers the parent
    * as used at `now`, and expires with the stale window ({@link entryTtlMs}). Work: O(members).
-   * Past {@link PUT_CHUNK_MEMBERS} members, the members are first staged in chunks (their index
-   * fields written then), and the atomic step renames them into place.
+   * From {@link PUT_CHUNK_MEMBERS} members, the members are first staged in chunks (their index
+   * fields written then), and the atomic step renames them into place ({@link scanWrite}).
    *
    * @param accounts the name accounts behind the labels (what is stored: the labels are theirs).
    * @param reverses the reverse record (base58) of each of `accounts`, as the scan found them
@@ -404,52 +395,34 @@ export class SplitEntries {
     ceiling?: number,
     now = Date.now(),
   ): Promise<'written' | 'kept'> {
-    const [slot, fetchedAt] = entryArgs(entry);
-    const args: string[] = [
-      slot,
-      fetchedAt,
-      entry.scanSlot === undefined ? '' : String(entry.scanSlot),
-      isSlot(entry.scannedAt) ? String(entry.scannedAt) : '',
-      String(this.entryTtlMs),
-      isSlot(ceiling) ? String(ceiling) : '',
-      String(now),
-      parent,
-    ];
-    const staging = this.keys.entryStaging(endpointId, randomBytes(8).toString('hex'));
-    const keys = [...this.splitKeys(endpointId, parent), staging.labels, staging.members];
-    const memberSlot = entry.slot ?? 0;
+    entryArgs(entry);
     const listed = Object.entries(accounts);
-    const missing = listed.find(([account]) => !reverses.has(account));
-    if (missing) throw new TypeError(`no reverse record given for the account ${missing[0]}`);
-    // Each chunk's arguments are made when it is sent: the worker's event loop runs between.
-    const argsOf = (from: number, to: number) =>
-      listed.slice(from, to).map(([account, [label, owner]]) => {
-        // JSON.stringify escapes every newline, so the first one ends the value.
-        const value = JSON.stringify([label, owner, memberSlot]);
-        return `${account} ${reverses.get(account) as string} ${value}\n${label}`;
-      });
-    if (listed.length <= PUT_CHUNK_MEMBERS) args.push('m', ...argsOf(0, listed.length));
-    else {
-      const index = this.keys.memberParents(endpointId);
-      // Chunks overlap by one: the next one's arguments are made and sent while Redis runs the
-      // one before, and never more than that is queued on the connection (Redis runs a client's
-      // queued commands back to back, which is what the chunks are there to avoid).
-      let before: Promise<number> | undefined;
-      for (let i = 0; i < listed.length; i += PUT_CHUNK_MEMBERS) {
-        const sent = SCRIPTS.putChunk.run(
-          this.redis,
-          [staging.labels, staging.members, index],
-          [parent, String(STAGING_TTL_MS), ...argsOf(i, i + PUT_CHUNK_MEMBERS)],
-        );
-        sent.catch(() => undefined); // awaited next; unawaited only when the one before failed
-        if (before) await before;
-        before = sent;
-      }
-      await before;
-      args.push('s');
+    const members = new Array<ScannedMember>(listed.length);
+    for (let i = 0; i < listed.length; i++) {
+      const [account, [label, owner]] = listed[i] as [string, Member];
+      const reverse = reverses.get(account);
+      if (reverse === undefined)
+        throw new TypeError(`no reverse record given for the account ${account}`);
+      members[i] = [label, account, owner, reverse];
     }
-    const rev = await SCRIPTS.put.run(this.redis, keys, args);
-    return rev > 0 ? 'written' : 'kept';
+    const write = this.scanWrite(endpointId, parent, entry.slot ?? 0);
+    write.add(members);
+    return write.commit(entry, ceiling, now);
+  }
+
+  /**
+   * A write of a scan of (endpoint, parent) fed as the scan lists its members: what {@link put}
+   * does at once, its chunks staged while the scan goes on ({@link ScanWrite}).
+   *
+   * @param memberSlot the slot the scan's entry will hold (0 when unknown), written with each member.
+   */
+  scanWrite(endpointId: string, parent: string, memberSlot: number): ScanWrite {
+    return new ScanWrite(
+      this.redis,
+      this.keys,
+      { split: this.splitKeys(endpointId, parent), endpointId, parent, ttlMs: this.entryTtlMs },
+      memberSlot,
+    );
   }
 
   /**

@@ -8,6 +8,7 @@ import { OverrideEntries, type OverrideBudget } from './override-entries.js';
 import {
   SplitEntries,
   type ApplyOutcome,
+  type ScanWrite,
   type CheckOutcome,
   type FollowedParent,
   type MemberChange,
@@ -27,6 +28,7 @@ export type {
   StoredMember,
 } from './split-entries.js';
 export { SWEEP_GRACE_MS } from './split-entries.js';
+export type { ScannedMember, ScanWrite } from './split-entries.js';
 
 /**
  * The Redis cache of subdomain lists (docs/design.md, "The subdomain cache"), one door to its
@@ -160,6 +162,11 @@ export class SubdomainCache {
     now = Date.now(),
   ): Promise<'written' | 'kept'> {
     return this.entries.put(endpointId, parent, entry, accounts, reverses, ceiling, now);
+  }
+
+  /** {@link SplitEntries.scanWrite}. */
+  scanWrite(endpointId: string, parent: string, memberSlot: number): ScanWrite {
+    return this.entries.scanWrite(endpointId, parent, memberSlot);
   }
 
   /** {@link SplitEntries.applyChanges}. */

@@ -1,0 +1,181 @@
+import { randomBytes } from 'node:crypto';
+import type { RedisClient } from '../redis.js';
+import type { RedisKeys } from '../redis-keys.js';
+import { LuaScript, replyNumber } from '../lua-script.js';
+import { isSlot } from '../rpc/slot.js';
+import { entryArgs, type CacheEntry } from './entry.js';
+
+/**
+ * Members a scan's write sends in one script; a larger scan is written in chunks of this many (one
+ * script each, so Redis serves other clients between them), then taken in by a last script. One
+ * script of 100,000 members held Redis past the clients' command timeout.
+ */
+export const PUT_CHUNK_MEMBERS = 2_000;
+/** How long a large scan's staged chunks outlive a write that never finished. */
+const STAGING_TTL_MS = 10 * 60_000;
+
+/** A member of a scan as it is written: its label, name account, owner and reverse record. */
+export type ScannedMember = readonly [
+  label: string,
+  account: string,
+  owner: string,
+  reverse: string,
+];
+
+/** The scripts of a scan's write, in src/core/lua/ (each file says its KEYS, ARGV and reply). */
+const SCRIPTS = {
+  put: new LuaScript(new URL('../lua/put-split-entry.lua', import.meta.url), replyNumber),
+  putChunk: new LuaScript(new URL('../lua/put-split-chunk.lua', import.meta.url), replyNumber),
+};
+
+/** Where a scan of (endpoint, parent) is written: the entry's keys, and the scan's staging. */
+export type ScanWriteKeys = {
+  /** KEYS of the split scripts: head, labels, members, member-parents, followed-parents. */
+  readonly split: readonly [string, string, string, string, string];
+  readonly endpointId: string;
+  readonly parent: string;
+  /** Expiry of the entry's keys (`SplitEntries.entryTtlMs`), ms. */
+  readonly ttlMs: number;
+};
+
+/**
+ * One scan's write of a configured endpoint's entry (docs/design.md, "The subdomain cache"), fed
+ * its members as the scan lists them. Fewer than {@link PUT_CHUNK_MEMBERS} members, {@link commit}
+ * writes in one script; from that many, chunks are staged as members come (their member-parents
+ * fields written then), each sent while Redis runs the one before and never more than that queued
+ * on the connection, and the commit's script takes them in at once. A write fed while the scan is
+ * still being decoded overlaps the two (BENCHMARKS.md, "Cold scans of a large parent").
+ */
+export class ScanWrite {
+  private readonly staging: { readonly labels: string; readonly members: string };
+  /** Members added and not yet staged, in order. */
+  private pending: ScannedMember[] = [];
+  /** Chunks sent in order: each step sends one, then waits for the one before it. */
+  private chain: Promise<void> = Promise.resolve();
+  /** The chunk sent last, which the next one waits behind. */
+  private last: Promise<number> | undefined;
+  private staged = false;
+  private failure: { error: unknown } | undefined;
+  private done = false;
+
+  /**
+   * @param memberSlot the slot written with each member (the entry's slot, 0 when unknown): what a
+   *   later change of the member is compared with.
+   */
+  constructor(
+    private readonly redis: RedisClient,
+    keys: RedisKeys,
+    private readonly at: ScanWriteKeys,
+    private readonly memberSlot: number,
+  ) {
+    this.staging = keys.entryStaging(at.endpointId, randomBytes(8).toString('hex'));
+  }
+
+  /** Adds members of the scan (each account once over the write); stages whole chunks. */
+  add(members: readonly ScannedMember[]): void {
+    if (this.done) throw new Error('a scan write is added to after its commit');
+    const { pending } = this;
+    for (const member of members) pending.push(member);
+    // A whole chunk is staged as soon as it is there: more members may come.
+    let from = 0;
+    for (; pending.length - from >= PUT_CHUNK_MEMBERS; from += PUT_CHUNK_MEMBERS) {
+      this.stage(pending.slice(from, from + PUT_CHUNK_MEMBERS));
+    }
+    if (from > 0) this.pending = pending.slice(from);
+  }
+
+  /**
+   * Writes the scan as `entry` (its labels are the members added; its slot must be the
+   * `memberSlot` given) unless the stored entry is newer (`SplitEntries.put` says when).
+   *
+   * @returns 'written', or 'kept' when the stored entry was newer (what was staged is dropped).
+   * @throws a staged chunk's Redis error, or the commit's; TypeError for an entry whose slots are
+   *   not slots.
+   */
+  async commit(
+    entry: Omit<CacheEntry, 'labels' | 'accounts'>,
+    ceiling?: number,
+    now = Date.now(),
+  ): Promise<'written' | 'kept'> {
+    this.done = true;
+    const [slot, fetchedAt] = entryArgs({ ...entry, labels: [] });
+    if ((entry.slot ?? 0) !== this.memberSlot) {
+      throw new TypeError(
+        `entry slot ${String(entry.slot)} is not the members' ${this.memberSlot}`,
+      );
+    }
+    const args: string[] = [
+      slot,
+      fetchedAt,
+      entry.scanSlot === undefined ? '' : String(entry.scanSlot),
+      isSlot(entry.scannedAt) ? String(entry.scannedAt) : '',
+      String(this.at.ttlMs),
+      isSlot(ceiling) ? String(ceiling) : '',
+      String(now),
+      this.at.parent,
+    ];
+    if (!this.staged) args.push('m', ...this.argsOf(this.pending));
+    else {
+      if (this.pending.length > 0) this.stage(this.pending);
+      await this.settled();
+      args.push('s');
+    }
+    this.pending = [];
+    const keys = [...this.at.split, this.staging.labels, this.staging.members];
+    const rev = await SCRIPTS.put.run(this.redis, keys, args);
+    return rev > 0 ? 'written' : 'kept';
+  }
+
+  /**
+   * Gives the write up (the scan failed): once its chunks are done, drops what they staged. Their
+   * member-parents fields stay (each names this parent for an account the scan found under it),
+   * as after a worker that died mid-write.
+   */
+  async abandon(): Promise<void> {
+    this.done = true;
+    this.pending = [];
+    if (!this.staged) return;
+    await this.chain;
+    await this.last?.catch(() => undefined);
+    await this.redis.del(this.staging.labels, this.staging.members);
+  }
+
+  /** Queues `chunk` behind the chunks before it. */
+  private stage(chunk: readonly ScannedMember[]): void {
+    this.staged = true;
+    this.chain = this.chain.then(async () => {
+      if (this.failure) return;
+      // Its arguments are made when it is sent: the event loop runs between chunks.
+      const sent = SCRIPTS.putChunk.run(
+        this.redis,
+        [this.staging.labels, this.staging.members, this.at.split[3]],
+        [this.at.parent, String(STAGING_TTL_MS), ...this.argsOf(chunk)],
+      );
+      sent.catch((error: unknown) => {
+        this.failure ??= { error };
+      });
+      const before = this.last;
+      this.last = sent;
+      await before?.catch(() => undefined);
+    });
+  }
+
+  /** Resolves once every chunk is done. @throws the first chunk's failure. */
+  private async settled(): Promise<void> {
+    await this.chain;
+    await this.last?.catch(() => undefined);
+    if (this.failure) throw this.failure.error;
+  }
+
+  /** One argument per member: `account reverse [label,owner,slot]\nlabel` (put-split-entry.lua). */
+  private argsOf(members: readonly ScannedMember[]): string[] {
+    const out = new Array<string>(members.length);
+    for (let i = 0; i < members.length; i++) {
+      const [label, account, owner, reverse] = members[i] as ScannedMember;
+      // JSON.stringify escapes every newline, so the first one ends the value.
+      const value = JSON.stringify([label, owner, this.memberSlot]);
+      out[i] = `${account} ${reverse} ${value}\n${label}`;
+    }
+    return out;
+  }
+}
