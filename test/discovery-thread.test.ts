@@ -22,10 +22,16 @@ import {
   toBase58,
 } from '../src/core/sns/pda.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
+import type { ThreadParts } from '../worker/sns/discovery-thread.js';
 import { laneRpc } from '../worker/follow/lane-rpc.js';
 import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
-import { discoverSubdomains, type DiscoveryLane } from '../worker/sns/subdomain-discovery.js';
+import {
+  discoverSubdomains,
+  streamSubdomains,
+  type DiscoveryLane,
+} from '../worker/sns/subdomain-discovery.js';
+import type { ScannedMember } from '../src/core/cache/subdomain-cache.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;
 type Handler = (params: unknown[], id: unknown) => string | Promise<string>;
@@ -88,8 +94,12 @@ type Kind = Parameters<DecodeThread['run']>[0]['kind'];
 /** A decode thread that says when a task has been handed to it (posted to the thread). */
 class WatchedThread extends DecodeThread {
   onTask: (() => void) | undefined;
-  override run<K extends Kind>(task: TaskOf<K>, signal?: AbortSignal) {
-    const running = super.run<K>(task, signal);
+  override run<K extends Kind>(
+    task: TaskOf<K>,
+    signal?: AbortSignal,
+    onPart?: (part: ThreadParts[K]) => void,
+  ) {
+    const running = super.run<K>(task, signal, onPart);
     this.onTask?.();
     return running;
   }
@@ -224,6 +234,66 @@ describe('discovery through the discovery thread', () => {
     expect(calls).toEqual(['getProgramAccounts', 'getMultipleAccounts']);
     expect(await count('sns_rpc_requests_total', { outcome: 'ok' })).toBe(2);
     expect(await count('sns_rpc_credits_total', { method: 'getProgramAccounts' })).toBe(10);
+  });
+
+  it('streams the same members in parts, the first before the reply is decoded whole', async () => {
+    const many = Array.from({ length: 7 }, (_, i) => subdomain(`many${i}`));
+    const long = subdomain(`long-${'y'.repeat(60)}`);
+    const gone = subdomain(`gone-${'z'.repeat(40)}`);
+    for (const s of [long, gone]) records.set(s.reverse, s === gone ? null : s.data);
+    const accounts = [...long.accounts, ...many.flatMap((s) => s.accounts), ...gone.accounts];
+    on('getProgramAccounts', gpa(accounts));
+    const whole = await discoverSubdomains(lane, endpoint, PARENT);
+    calls.length = 0;
+    const parts: Array<{ slot: number | undefined; members: ScannedMember[] }> = [];
+    let decoded = false;
+    const head = await streamSubdomains(lane, endpoint, PARENT, {
+      partMembers: 3,
+      add: (slot, members) => {
+        parts.push({ slot, members: [...members] });
+        // Each part comes from the thread while it goes on, the members left after its answer.
+        if (parts.length === 1) decoded = calls.includes('getMultipleAccounts');
+      },
+    });
+    expect(decoded).toBe(false);
+    expect(head).toEqual({ slot: 42, accounts: accounts.length, listed: 8 });
+    // Parts of 3 from the thread, then the 1 left, then the completed text.
+    expect(parts.map((p) => p.members.length)).toEqual([3, 3, 1, 1]);
+    expect(parts.every((p) => p.slot === 42)).toBe(true);
+    const streamed = parts.flatMap((p) => p.members);
+    expect(
+      Object.fromEntries(streamed.map(([label, child, owner]) => [child, [label, owner]])),
+    ).toEqual(whole.members);
+    expect(new Map(streamed.map(([, child, , reverse]) => [child, reverse]))).toEqual(
+      whole.reverses,
+    );
+  });
+
+  it('fails a streamed scan past the answer bound, and one whose sink throws', async () => {
+    const some = Array.from({ length: 4 }, (_, i) => subdomain(`some${i}`));
+    on('getProgramAccounts', gpa(some.flatMap((s) => s.accounts)));
+    const taken: ScannedMember[] = [];
+    const sink = {
+      partMembers: 2,
+      add: (_: unknown, m: readonly ScannedMember[]) => taken.push(...m),
+    };
+    const err = await failure(
+      streamSubdomains({ ...lane, maxAnswerBytes: 20 }, endpoint, PARENT, sink),
+    );
+    expect(err).toBeInstanceOf(RpcCallError);
+    expect(err.message).toMatch(/an answer over 20 bytes/);
+    expect(taken.length).toBeLessThan(4);
+    const refused = new Error('refused');
+    expect(
+      await failure(
+        streamSubdomains(lane, endpoint, PARENT, {
+          partMembers: 2,
+          add: () => {
+            throw refused;
+          },
+        }),
+      ),
+    ).toBe(refused);
   });
 
   it("lists a reverse record whose own reverse record exists, as the SDK's rule does", async () => {

@@ -1,6 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import type { ScanWrite, SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import { PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
 import { occasionalWarning } from '../src/core/logger.js';
 import type { Metrics } from '../src/core/metrics.js';
 import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
@@ -16,8 +17,9 @@ import { isSlot, type SlotClock } from '../src/core/rpc/slot.js';
 import {
   accountsInBatches,
   discoverSubdomains,
-  type Discovery,
+  streamSubdomains,
   type DiscoveryLane,
+  type ScanHead,
 } from './sns/subdomain-discovery.js';
 import type { Existence } from './sns/discovery-decode.js';
 
@@ -179,7 +181,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         });
       }
       let minContextSlot = isSlot(job.data.minContextSlot) ? job.data.minContextSlot : undefined;
-      let found: Discovery;
+      let found: ScanHead;
       for (let scan = 1; ; scan++) {
         // A scan counts from when it began: a change made while it ran may be missing from it, so
         // `fetchedAt` (what the window and the stream's epoch compare with) is its start, never
@@ -190,12 +192,58 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
             ? await existence(endpoint, parent, minContextSlot, signal)
             : { exists: true as const };
         if (checked.exists && account.kind === 'client') account.reserve = true;
-        // No name account, no subdomain (creating one takes the parent's owner): the check's
-        // answer is the scan's, an empty list at its slot.
-        found = checked.exists
-          ? await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot)
-          : { labels: [], members: {}, reverses: new Map(), slot: checked.slot, accounts: 0 };
-        if (deps.checkParents && found.labels.length > 0 && !override) {
+        if (override) {
+          // No name account, no subdomain (creating one takes the parent's owner): the check's
+          // answer is the scan's, an empty list at its slot.
+          const discovered = checked.exists
+            ? await discoverSubdomains(deps.lane, endpoint, parent, signal, minContextSlot)
+            : { labels: [], members: {}, slot: checked.slot, accounts: 0 };
+          found = {
+            slot: discovered.slot,
+            accounts: discovered.accounts,
+            listed: discovered.labels.length,
+          };
+          await deps.cache.putOverride(endpoint.id, parent, {
+            labels: discovered.labels,
+            fetchedAt: scannedAt,
+            slot: discovered.slot,
+            scanSlot: discovered.slot,
+            scannedAt,
+            accounts: discovered.members,
+          });
+          break;
+        }
+        // The configured endpoint's entry is written as the scan lists it: its chunks while the
+        // decode thread goes on (docs/design.md, "Discovery"). The slot written with each member
+        // is the one the entry is stored at, judged once per scan.
+        let judged: { slot: number | undefined } | undefined;
+        const storedSlot = (replySlot: number | undefined) => {
+          judged ??= { slot: believed(deps.slots, parent, replySlot, warnAhead) };
+          return judged.slot;
+        };
+        let write: ScanWrite | undefined;
+        const writeAt = (replySlot: number | undefined) =>
+          (write ??= deps.cache.scanWrite(endpoint.id, parent, storedSlot(replySlot) ?? 0));
+        try {
+          found = checked.exists
+            ? await streamSubdomains(
+                deps.lane,
+                endpoint,
+                parent,
+                {
+                  partMembers: PUT_CHUNK_MEMBERS,
+                  add: (replySlot, members) => writeAt(replySlot).add(members),
+                },
+                signal,
+                minContextSlot,
+              )
+            : // No name account: as above, an empty list at the check's slot.
+              { slot: checked.slot, accounts: 0, listed: 0 };
+        } catch (err) {
+          await write?.abandon().catch(() => undefined);
+          throw err;
+        }
+        if (deps.checkParents && found.listed > 0) {
           await deps.publisher.set(
             keys.parentExists(endpoint.id, parent),
             '1',
@@ -203,25 +251,10 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
             PARENT_EXISTS_TTL_MS,
           );
         }
-        const entry = {
-          labels: found.labels,
-          fetchedAt: scannedAt,
-          slot: found.slot,
-          scanSlot: found.slot,
-          scannedAt,
-        };
-        if (override) {
-          await deps.cache.putOverride(endpoint.id, parent, { ...entry, accounts: found.members });
-          break;
-        }
-        const slot = believed(deps.slots, parent, found.slot, warnAhead);
+        const slot = storedSlot(found.slot);
         const ceiling = deps.slots?.ceiling();
-        const outcome = await deps.cache.put(
-          endpoint.id,
-          parent,
-          { ...entry, slot, scanSlot: slot },
-          found.members,
-          found.reverses,
+        const outcome = await writeAt(found.slot).commit(
+          { fetchedAt: scannedAt, slot, scanSlot: slot, scannedAt },
           ceiling,
         );
         if (outcome === 'written') break;
@@ -239,7 +272,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         parent,
         ok: true,
       });
-      return { labels: found.labels.length, accounts: found.accounts, slot: found.slot };
+      return { labels: found.listed, accounts: found.accounts, slot: found.slot };
     } catch (thrown) {
       const err =
         deadline?.aborted && !(thrown instanceof RpcCallError)

@@ -2,7 +2,13 @@ import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { ReplyDecoder } from '../rpc/client.js';
 import { fromWireError, RpcCallError } from '../rpc/envelope.js';
-import type { ThreadData, ThreadReply, ThreadRequest, ThreadResults } from './discovery-thread.js';
+import type {
+  ThreadData,
+  ThreadParts,
+  ThreadReply,
+  ThreadRequest,
+  ThreadResults,
+} from './discovery-thread.js';
 
 /**
  * Starts ./discovery-thread: the compiled `.js`, or a `.ts` via tsx's loader registered in the
@@ -33,6 +39,8 @@ type Task = {
   seq: number;
   resolve: (reply: ThreadReply) => void;
   reject: (err: Error) => void;
+  /** Where the task's parts go (a streamed decode), in order, before its answer. */
+  onPart?: (part: unknown) => void;
 };
 
 type TaskInput = ThreadRequest extends infer R
@@ -70,7 +78,9 @@ export class DecodeThread {
 
   /**
    * Sends a task (the body's memory moves to the thread) and waits for its result; on abort,
-   * rejects at once and drops the later answer.
+   * rejects at once and drops the later answer. A decode that hands parts over before its answer
+   * calls `onPart` with each, in order, while the task is waited on (none once it was aborted);
+   * `onPart` must not throw.
    *
    * @throws RpcCallError as decoders throw it; final past the budget, retryable for tasks queued
    *   behind it; Error when the thread dies or is closed.
@@ -78,10 +88,11 @@ export class DecodeThread {
   async run<K extends TaskInput['kind']>(
     task: Extract<TaskInput, { kind: K }>,
     signal?: AbortSignal,
+    onPart?: (part: ThreadParts[K]) => void,
   ): Promise<ThreadResults[K]> {
-    const reply = await this.send(task, signal);
+    const reply = await this.send(task, signal, onPart as ((part: unknown) => void) | undefined);
     if ('failed' in reply) throw fromWireError(reply.failed);
-    if ('ready' in reply) throw new Error('unexpected ready message');
+    if (!('result' in reply)) throw new Error('unexpected message from the decode thread');
     return reply.result as ThreadResults[K];
   }
 
@@ -151,7 +162,11 @@ export class DecodeThread {
     return worker;
   }
 
-  private send(task: TaskInput, signal?: AbortSignal): Promise<ThreadReply> {
+  private send(
+    task: TaskInput,
+    signal?: AbortSignal,
+    onPart?: (part: unknown) => void,
+  ): Promise<ThreadReply> {
     signal?.throwIfAborted();
     const worker = this.ensure();
     const seq = ++this.seq;
@@ -163,6 +178,7 @@ export class DecodeThread {
       const done = () => signal?.removeEventListener('abort', onAbort);
       this.queue.push({
         seq,
+        onPart,
         resolve: (reply) => {
           done();
           resolve(reply);
@@ -196,6 +212,11 @@ export class DecodeThread {
     if ('ready' in reply) {
       this.ready = true;
       if (this.queue.length > 0) this.armHead();
+      return;
+    }
+    if ('part' in reply) {
+      // Not an answer: the task goes on, its budget with it.
+      this.queue.find((t) => t.seq === reply.seq)?.onPart?.(reply.part);
       return;
     }
     const index = this.queue.findIndex((t) => t.seq === reply.seq);

@@ -2,7 +2,7 @@ import { decodeEnvelope, malformed } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import { REVERSE_LOOKUP_CLASS } from '../../src/core/sns/pda.js';
 import { base64Data, decodeData, reverseText, reverseTextSlice } from './name-slices.js';
-import { classifyProgramAccounts } from './scan-classify.js';
+import { classifyProgramAccounts, type ListedPart } from './scan-classify.js';
 
 /**
  * The heavy half of discovery, run in the discovery thread so a reply of megabytes never stalls
@@ -10,7 +10,13 @@ import { classifyProgramAccounts } from './scan-classify.js';
  */
 
 export * from './name-slices.js';
-export { byLabel, classifyProgramAccounts, type ProgramAccountsSummary } from './scan-classify.js';
+export {
+  byLabel,
+  classifyProgramAccounts,
+  type ListedPart,
+  type MemberStream,
+  type ProgramAccountsSummary,
+} from './scan-classify.js';
 
 /**
  * Each reverse text of a {@link reverseTextSlice} reply, or null for a record gone since.
@@ -86,8 +92,26 @@ export function decodeExistence(
  */
 export const DECODERS = {
   envelope: (method, body, id) => decodeEnvelope<unknown>(method, body, id),
-  'program-accounts': (method, body, id, task: { parentKey: Uint8Array; release?: () => void }) =>
-    classifyProgramAccounts(method, body, id, task.parentKey, task.release),
+  'program-accounts': (
+    method,
+    body,
+    id,
+    task: {
+      parentKey: Uint8Array;
+      /** Members a part ({@link MemberStream}); none: no parts, the summary sorted. */
+      partMembers?: number;
+      release?: () => void;
+      emit?: (part: ListedPart) => void;
+    },
+  ) =>
+    classifyProgramAccounts(
+      method,
+      body,
+      id,
+      task.parentKey,
+      task.release,
+      task.partMembers && task.emit ? { size: task.partMembers, emit: task.emit } : undefined,
+    ),
   'reverse-texts': (method, body, id, task: { count: number; maxTextBytes: number }) =>
     decodeReverseTexts(method, body, id, task.count, task.maxTextBytes),
   existence: (method, body, id, task: { count: number }) =>

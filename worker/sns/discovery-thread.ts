@@ -1,4 +1,4 @@
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { JsonHeapError } from '../rpc/bounded-json.js';
 import { RpcCallError, toWireError, type WireError } from '../rpc/envelope.js';
 import { DECODERS } from './discovery-decode.js';
@@ -31,19 +31,26 @@ export type ThreadRequest = {
 /** Each kind's answer. */
 export type ThreadResults = { [K in keyof Decoders]: ReturnType<Decoders[K]> };
 
+/** Each kind's parts, handed over before its answer (never, for a kind whose task has no `emit`). */
+export type ThreadParts = {
+  [K in keyof Decoders]: Fields<K> extends { emit?: (part: infer P) => void } ? P : never;
+};
+
 /** The thread's answer to task `seq`, or its ready signal. */
 export type ThreadReply =
   | { seq: number; result: unknown }
   | { seq: number; failed: WireError }
+  /** A part of task `seq`'s answer, before it (a streamed decode). */
+  | { seq: number; part: unknown }
   /** Sent once loaded: task budgets start then. */
   | { ready: true };
 
-function decode(req: ThreadRequest): unknown {
+function decode(req: ThreadRequest, port: MessagePort): unknown {
   const decoder = DECODERS[req.kind] as (
     method: string,
     body: Uint8Array,
     id: number,
-    task: ThreadRequest & { release: () => void },
+    task: ThreadRequest & { release: () => void; emit: (part: unknown) => void },
   ) => unknown;
   // The body is this thread's (transferred): a decoder may free it once it is read (once only).
   const body = req.body as ArrayBuffer & {
@@ -53,7 +60,8 @@ function decode(req: ThreadRequest): unknown {
   const release = () => {
     if (!body.detached) body.transfer(0);
   };
-  return decoder(req.method, new Uint8Array(req.body), req.id, { ...req, release });
+  const emit = (part: unknown) => port.postMessage({ seq: req.seq, part } satisfies ThreadReply);
+  return decoder(req.method, new Uint8Array(req.body), req.id, { ...req, release, emit });
 }
 
 /**
@@ -67,9 +75,9 @@ function overHeap(): RpcCallError {
   });
 }
 
-function handle(req: ThreadRequest): ThreadReply {
+function handle(req: ThreadRequest, port: MessagePort): ThreadReply {
   try {
-    return { seq: req.seq, result: decode(req) };
+    return { seq: req.seq, result: decode(req, port) };
   } catch (err) {
     return { seq: req.seq, failed: toWireError(err instanceof JsonHeapError ? overHeap() : err) };
   }
@@ -77,5 +85,5 @@ function handle(req: ThreadRequest): ThreadReply {
 
 const port = parentPort;
 if (!port) throw new Error('discovery-thread runs in a worker thread');
-port.on('message', (req: ThreadRequest) => port.postMessage(handle(req)));
+port.on('message', (req: ThreadRequest) => port.postMessage(handle(req, port)));
 port.postMessage({ ready: true } satisfies ThreadReply);

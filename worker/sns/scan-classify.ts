@@ -1,6 +1,7 @@
 import { ELEMENTS_PER_RANGE, type JsonElements } from '../rpc/bounded-json.js';
 import { decodeEnvelopeSplit, malformed, RpcCallError } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
+import type { ScannedMember } from '../../src/core/cache/scan-write.js';
 import {
   existingNameAccountKey,
   fromBase58,
@@ -33,7 +34,7 @@ const SLICE_B64_LEN = Math.ceil(SCAN_SLICE.length / 3) * 4;
 
 /** What a parent's accounts say, short of the cut reverse texts. */
 export type ProgramAccountsSummary = {
-  /** Labels whose reverse text came whole, sorted. */
+  /** Labels whose reverse text came whole (and were not handed over), sorted unless streamed. */
   labels: string[];
   /** Subdomain account (base58) per label, same order. */
   children: string[];
@@ -165,12 +166,19 @@ function keysByBytes(payloads: Map<string, Buffer>): Map<string, string> {
   return byBytes;
 }
 
-/** A member as the classification lists it. */
-type Listed = [label: string, child: string, owner: string, reverse: string];
+/** Members a streamed classification hands over before it ends, and the reply's slot. */
+export type ListedPart = { slot: number | undefined; members: ScannedMember[] };
 
-/** Lists a scan reply's accounts under their reverse records (looked up by their bytes). */
+/** How a classification hands its members over as it lists them: in parts of `size`. */
+export type MemberStream = { readonly size: number; readonly emit: (part: ListedPart) => void };
+
+/**
+ * Lists a scan reply's accounts under their reverse records (looked up by their bytes), handing
+ * the members over in parts when it is given a {@link MemberStream}.
+ */
 class Lister {
-  readonly members: Listed[] = [];
+  /** Members listed and not handed over. */
+  members: ScannedMember[] = [];
   /** Cut reverse records, and the subdomains (with owners) they belong to. */
   readonly waiting = new Map<string, { children: string[]; owners: string[] }>();
   readonly claimed = new Set<string>();
@@ -182,6 +190,8 @@ class Lister {
     private readonly accounts: readonly Account[],
     private readonly reverses: Reverses,
     private readonly parentKey: Uint8Array,
+    private readonly slot: number | undefined,
+    private readonly stream: MemberStream | undefined,
   ) {
     this.byBytes = keysByBytes(reverses.payloads);
   }
@@ -213,9 +223,15 @@ class Lister {
   /** Lists account `i` under the reverse record `reverse`, its text whole. */
   private listWhole(i: number, reverse: string): void {
     const label = reverseText(this.reverses.payloads.get(reverse) as Buffer);
-    if (label) {
-      this.members.push([label, (this.accounts[i] as Account).pubkey, this.owner(i), reverse]);
-    }
+    if (!label) return;
+    this.members.push([label, (this.accounts[i] as Account).pubkey, this.owner(i), reverse]);
+    if (this.stream && this.members.length >= this.stream.size) this.handOver(this.stream);
+  }
+
+  /** Hands the members listed so far over. */
+  private handOver(stream: MemberStream): void {
+    stream.emit({ slot: this.slot, members: this.members });
+    this.members = [];
   }
 
   /** Account `i` waits for the completion of `reverse`'s cut text. */
@@ -237,6 +253,11 @@ class Lister {
  * base58 text), found among the reply's reverse records ({@link existingNameAccountKey}). A
  * reverse record's own reverse key is sought only while some reverse record is unclaimed.
  *
+ * With `stream`, the members are handed over in parts as they are listed, unsorted, and the
+ * summary holds those left, unsorted too: a write fed with them runs while the classification
+ * goes on. No part comes before the whole reply is read and checked, so a decode that handed
+ * members over fails only by its thread's budgets, not by the reply's form.
+ *
  * @param release called once the body is read (the decode thread frees the body there).
  * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
  */
@@ -246,6 +267,7 @@ export function classifyProgramAccounts(
   id: number,
   parentKey: Uint8Array,
   release?: () => void,
+  stream?: MemberStream,
 ): ProgramAccountsSummary {
   // The account list is parsed a range at a time, never as one tree (docs/design.md,
   // "Replies from an RPC"); the body is freed once the accounts are out of it.
@@ -254,13 +276,13 @@ export function classifyProgramAccounts(
   release?.();
   const reverses = readReverses(accounts);
   // Cut texts are known only once completed; subdomains pointing at them wait.
-  const lister = new Lister(accounts, reverses, parentKey);
+  const lister = new Lister(accounts, reverses, parentKey, slot, stream);
   lister.listAll(false);
   // A reverse record's own reverse record would be one no other account claimed (two accounts
   // share a reverse key only through a SHA-256 collision): with none left, none has one.
   if (lister.claimed.size < reverses.payloads.size) lister.listAll(true);
   const { members, waiting } = lister;
-  members.sort(byLabel);
+  if (!stream) members.sort(byLabel);
   return {
     labels: members.map((m) => m[0]),
     children: members.map((m) => m[1]),

@@ -1,8 +1,14 @@
 import type { ReplyDecoder, RpcClient } from '../rpc/client.js';
 import { malformed } from '../rpc/envelope.js';
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
-import { INLINE_TEXT_BYTES, reverseTextSlice, SCAN_SLICE } from './discovery-decode.js';
-import type { Member } from '../../src/core/cache/subdomain-cache.js';
+import {
+  INLINE_TEXT_BYTES,
+  reverseTextSlice,
+  SCAN_SLICE,
+  type ListedPart,
+  type ProgramAccountsSummary,
+} from './discovery-decode.js';
+import type { Member, ScannedMember } from '../../src/core/cache/subdomain-cache.js';
 import { DecodeThread } from './decode-thread.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/core/sns/pda.js';
 
@@ -75,9 +81,141 @@ export async function discoverUnder(
   signal?: AbortSignal,
   minContextSlot?: number,
 ): Promise<Discovery> {
+  const found = await scanUnder(lane, endpoint, parentKey, signal, minContextSlot);
+  const {
+    labels,
+    children,
+    owners,
+    reverses: reverseList,
+    waiting,
+    truncated,
+    slot,
+    accounts,
+  } = found;
+  // Labels still to complete are longer than the inline text: fail now if they cannot fit.
+  checkAnswerBounds(lane, labels, pendingBytes(waiting));
+  const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
+  const members: Record<string, Member> = {};
+  const reverses = new Map<string, string>();
+  for (let i = 0; i < labels.length; i++) {
+    members[children[i] as string] = [labels[i] as string, owners[i] as string];
+    reverses.set(children[i] as string, reverseList[i] as string);
+  }
+  const count = labels.length;
+  for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
+    const label = completed.get(reverse);
+    if (!label) continue;
+    waitingChildren.forEach((child, i) => {
+      labels.push(label);
+      members[child] = [label, waitingOwners[i] as string];
+      reverses.set(child, reverse);
+    });
+  }
+  if (labels.length > count) labels.sort();
+  checkAnswerBounds(lane, labels);
+  return { labels, members, reverses, slot, accounts };
+}
+
+/** Where a streamed scan's members go ({@link streamSubdomains}): the entry's write. */
+export type MemberSink = {
+  /** Members in a part the decode thread hands over. */
+  readonly partMembers: number;
+  /**
+   * Takes members of the scan: each once, unsorted, in parts, the first while the reply is still
+   * being decoded; `slot` is the reply's. Called synchronously; a throw fails the scan.
+   */
+  add(slot: number | undefined, members: readonly ScannedMember[]): void;
+};
+
+/** What a streamed scan found, its members aside. */
+export type ScanHead = {
+  slot: number | undefined;
+  /** Accounts the scan returned (all kinds). */
+  accounts: number;
+  /** Members handed to the sink. */
+  listed: number;
+};
+
+/**
+ * {@link discoverSubdomains}, its members handed to `sink` as the decode thread lists them rather
+ * than returned sorted at the end: a write fed with them runs while the thread goes on (docs/design.md,
+ * "Discovery"). The lane's bounds are checked as members come, so a scan past them fails after
+ * some were handed over.
+ *
+ * @throws RpcCallError as {@link discoverSubdomains}; what `sink.add` throws.
+ */
+export async function streamSubdomains(
+  lane: DiscoveryLane,
+  endpoint: RpcEndpoint,
+  parent: string,
+  sink: MemberSink,
+  signal?: AbortSignal,
+  minContextSlot?: number,
+): Promise<ScanHead> {
+  const bounds = new AnswerBounds(lane);
+  let listed = 0;
+  const count = (members: readonly ScannedMember[]) => {
+    for (const member of members) bounds.label(member[0]);
+  };
+  const hand = (slot: number | undefined, members: readonly ScannedMember[]) => {
+    listed += members.length;
+    if (members.length > 0) sink.add(slot, members);
+  };
+  // A part comes in the thread's message event: what it throws fails the scan once decoded.
+  let failure: { error: unknown } | undefined;
+  const found = await scanUnder(lane, endpoint, domainKey(parent), signal, minContextSlot, {
+    partMembers: sink.partMembers,
+    onPart: ({ slot, members }) => {
+      if (failure) return;
+      try {
+        count(members);
+        hand(slot, members);
+      } catch (error) {
+        failure = { error };
+      }
+    },
+  });
+  if (failure) throw failure.error;
+  const { labels, children, owners, reverses, waiting, truncated, slot, accounts } = found;
+  const rest = labels.map((label, i): ScannedMember => [
+    label,
+    children[i] as string,
+    owners[i] as string,
+    reverses[i] as string,
+  ]);
+  count(rest);
+  bounds.within(pendingBytes(waiting));
+  // The completions' calls go out before the write takes the members left: each then waits on
+  // another process (the RPC, Redis) while the other goes on.
+  const completing = completeTruncated(lane, endpoint, truncated, slot, signal);
+  completing.catch(() => undefined); // awaited below, unless the sink throws first
+  hand(slot, rest);
+  const completed = await completing;
+  const late: ScannedMember[] = [];
+  for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
+    const label = completed.get(reverse);
+    if (!label) continue;
+    waitingChildren.forEach((child, i) =>
+      late.push([label, child, waitingOwners[i] as string, reverse]),
+    );
+  }
+  count(late);
+  hand(slot, late);
+  return { slot, accounts, listed };
+}
+
+/** The scan's call, decoded in the lane's thread; with `stream`, its members in parts. */
+async function scanUnder(
+  lane: DiscoveryLane,
+  endpoint: RpcEndpoint,
+  parentKey: Buffer,
+  signal?: AbortSignal,
+  minContextSlot?: number,
+  stream?: { partMembers: number; onPart: (part: ListedPart) => void },
+): Promise<ProgramAccountsSummary> {
   const { rpc, thread } = lane;
   thread.warm(); // boots (first call only) while the RPC answers
-  const found = await rpc.call(
+  return rpc.call(
     endpoint,
     'getProgramAccounts',
     [
@@ -102,45 +240,20 @@ export async function discoverUnder(
             id,
             body: DecodeThread.transferable(body),
             parentKey: new Uint8Array(parentKey),
+            ...(stream ? { partMembers: stream.partMembers } : {}),
           },
           signal,
+          stream?.onPart,
         ),
     },
   );
-  const {
-    labels,
-    children,
-    owners,
-    reverses: reverseList,
-    waiting,
-    truncated,
-    slot,
-    accounts,
-  } = found;
-  // Labels still to complete are longer than the inline text: fail now if they cannot fit.
+}
+
+/** Label bytes the subdomains waiting for cut texts will bring at least. */
+function pendingBytes(waiting: ProgramAccountsSummary['waiting']): number {
   let pending = 0;
   for (const { children } of waiting) pending += children.length;
-  checkAnswerBounds(lane, labels, pending * (INLINE_TEXT_BYTES + 3));
-  const completed = await completeTruncated(lane, endpoint, truncated, slot, signal);
-  const members: Record<string, Member> = {};
-  const reverses = new Map<string, string>();
-  for (let i = 0; i < labels.length; i++) {
-    members[children[i] as string] = [labels[i] as string, owners[i] as string];
-    reverses.set(children[i] as string, reverseList[i] as string);
-  }
-  const count = labels.length;
-  for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
-    const label = completed.get(reverse);
-    if (!label) continue;
-    waitingChildren.forEach((child, i) => {
-      labels.push(label);
-      members[child] = [label, waitingOwners[i] as string];
-      reverses.set(child, reverse);
-    });
-  }
-  if (labels.length > count) labels.sort();
-  checkAnswerBounds(lane, labels);
-  return { labels, members, reverses, slot, accounts };
+  return pending * (INLINE_TEXT_BYTES + 3);
 }
 
 /**
@@ -148,14 +261,37 @@ export async function discoverUnder(
  * @throws RpcCallError (final) past the lane's bounds: every hit would carry an endless label.
  */
 function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[], more = 0): void {
-  const over = () => malformed(`an answer over ${lane.maxAnswerBytes} bytes`);
-  let bytes = more;
-  if (bytes > lane.maxAnswerBytes) throw over();
-  for (const label of labels) {
+  const bounds = new AnswerBounds(lane);
+  bounds.within(more);
+  for (const label of labels) bounds.label(label, more);
+}
+
+/** The lane's bounds on one label and on a whole answer, its labels counted as they come. */
+class AnswerBounds {
+  /** Bytes of the answer so far (each label and 3 for its quotes and comma). */
+  private bytes = 0;
+
+  constructor(private readonly lane: DiscoveryLane) {}
+
+  /**
+   * Counts one label.
+   * @param more label bytes known to come on top.
+   * @throws RpcCallError (final) for a label past its bound, or an answer past its own.
+   */
+  label(label: string, more = 0): void {
     const size = Buffer.byteLength(label);
-    if (size > lane.maxLabelBytes) throw malformed(`a label over ${lane.maxLabelBytes} bytes`);
-    bytes += size + 3;
-    if (bytes > lane.maxAnswerBytes) throw over();
+    if (size > this.lane.maxLabelBytes) {
+      throw malformed(`a label over ${this.lane.maxLabelBytes} bytes`);
+    }
+    this.bytes += size + 3;
+    this.within(more);
+  }
+
+  /** @throws RpcCallError (final) when the labels counted and `more` bytes pass the answer bound. */
+  within(more = 0): void {
+    if (this.bytes + more > this.lane.maxAnswerBytes) {
+      throw malformed(`an answer over ${this.lane.maxAnswerBytes} bytes`);
+    }
   }
 }
 
