@@ -21,7 +21,9 @@ import {
   domainKey,
   existingNameAccountKey,
   fromBase58,
+  fromBase58Into,
   hashName,
+  KeySet,
   NAME_PROGRAM_ID,
   nameAccountKey,
   recordKeyV2,
@@ -197,6 +199,25 @@ describe('base58', () => {
       expect(fromBase58(text).equals(Buffer.from(bs58.decode(text)))).toBe(true);
     }
   });
+
+  it('fromBase58Into reads into a buffer exactly what fromBase58 reads of its length, no other', () => {
+    const out = Buffer.alloc(32);
+    const texts = ['', '1', '1'.repeat(32), '1'.repeat(33), 'z'.repeat(44), '2'.repeat(43)];
+    for (let i = 0; i < 3_000; i++) {
+      const n = 28 + (i % 9);
+      const bytes = Buffer.concat([Buffer.alloc(i % 4), bytesOf('into', i)]).subarray(0, n);
+      if (i % 7 === 0) bytes.fill(0, 0, i % (bytes.length + 1));
+      texts.push(bs58.encode(bytes), `1${bs58.encode(bytes)}`);
+    }
+    for (const text of texts) {
+      const whole = fromBase58(text);
+      const read = fromBase58Into(text, out);
+      expect(read, text).toBe(whole.length === 32);
+      if (read) expect(out.equals(whole), text).toBe(true);
+    }
+    expect(fromBase58Into('0OIl', out)).toBe(false);
+    expect(() => fromBase58Into('1', new Uint8Array(3))).toThrow(RangeError);
+  });
 });
 
 describe('constants', () => {
@@ -301,29 +322,56 @@ describe('derivations equal the SDK', () => {
 
   it('existingNameAccountKey finds the SDK key among accounts, and nothing without it', () => {
     const wrong: string[] = [];
+    /** Keys whose bump is past the candidates looked up before the search. */
+    let deep = 0;
     for (let i = 0; i < 1_000; i++) {
       const child = new PublicKey(bytesOf('child', i));
       const parent = new PublicKey(bytesOf('parent', i % 40));
       const expected = getReverseKeyFromDomainKey(child, parent).toBase58();
-      const hashed = hashName(child.toBase58());
-      const args = [hashed, REVERSE_LOOKUP_CLASS, parent.toBuffer()] as const;
-      // The derived key among other accounts: found; among none: nothing.
-      const others = new Map(
-        [expected, toBase58(bytesOf('other', i))].map((k) => [fromBase58(k).toString('latin1'), k]),
+      const [, bump] = PublicKey.findProgramAddressSync(
+        [
+          getHashedNameSync(child.toBase58()),
+          SDK_REVERSE_LOOKUP_CLASS.toBuffer(),
+          parent.toBuffer(),
+        ],
+        SDK_NAME_PROGRAM_ID,
       );
-      const find = (key: string) => others.get(key);
-      if (existingNameAccountKey(...args, find) !== expected) wrong.push(expected);
-      expect(existingNameAccountKey(...args, () => undefined)).toBe(undefined);
+      if (bump < 248) deep++;
+      const args = [child.toBase58(), REVERSE_LOOKUP_CLASS, parent.toBuffer()] as const;
+      // The derived key among other accounts: found; among none: nothing.
+      const others = new KeySet<string>(2);
+      for (const k of [expected, toBase58(bytesOf('other', i))]) others.add(fromBase58(k), k);
+      if (existingNameAccountKey(...args, others) !== expected) wrong.push(expected);
+      expect(existingNameAccountKey(...args, new KeySet(0))).toBe(undefined);
     }
     expect(wrong).toEqual([]);
+    expect(deep).toBeGreaterThan(0);
     expect(() =>
-      existingNameAccountKey(
-        new Uint8Array(31),
-        REVERSE_LOOKUP_CLASS,
-        new Uint8Array(32),
-        () => false,
-      ),
+      existingNameAccountKey('name', REVERSE_LOOKUP_CLASS, new Uint8Array(31), new KeySet(0)),
     ).toThrow(RangeError);
+  });
+
+  it('KeySet finds each key added by its words, and no other, first words shared or not', () => {
+    const keys = Array.from({ length: 3_000 }, (_, i) => bytesOf('set', i));
+    // Keys sharing their first word (and so their slot) with another.
+    for (let i = 0; i < 50; i++) {
+      const twin = Buffer.from(bytesOf('twin', i));
+      (keys[i] as Buffer).copy(twin, 0, 0, 4);
+      keys.push(twin);
+    }
+    const set = new KeySet<number>(keys.length);
+    keys.forEach((key, i) => set.add(key, i));
+    set.add(keys[0] as Buffer, -1);
+    expect(set.size).toBe(keys.length);
+    const words = (key: Uint8Array) => new Uint32Array(Uint8Array.from(key).buffer);
+    keys.forEach((key, i) => expect(set.find(words(key), 0)).toBe(i));
+    for (let i = 0; i < 3_000; i++)
+      expect(set.find(words(bytesOf('absent', i)), 0)).toBe(undefined);
+    const padded = new Uint32Array(16);
+    padded.set(words(keys[7] as Buffer), 5);
+    expect(set.find(padded, 5)).toBe(7);
+    expect(() => set.add(bytesOf('over', 0), 0)).toThrow(RangeError);
+    expect(() => new KeySet(1).add(new Uint8Array(31), 0)).toThrow(RangeError);
   });
 
   it('hashName and nameAccountKey on generated seeds, class and parent optional', () => {

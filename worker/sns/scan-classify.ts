@@ -4,8 +4,8 @@ import { isSlot } from '../../src/core/rpc/slot.js';
 import type { ScannedMember } from '../../src/core/cache/scan-write.js';
 import {
   existingNameAccountKey,
-  fromBase58,
-  hashName,
+  fromBase58Into,
+  KeySet,
   REVERSE_LOOKUP_CLASS,
   toBase58,
 } from '../../src/core/sns/pda.js';
@@ -159,11 +159,15 @@ function addReverse(pubkey: string, text: string, payloads: Map<string, Buffer>,
   }
 }
 
-/** The reverse records by their bytes as a latin1 string, for finding candidate keys without base58. */
-function keysByBytes(payloads: Map<string, Buffer>): Map<string, string> {
-  const byBytes = new Map<string, string>();
-  for (const key of payloads.keys()) byBytes.set(fromBase58(key).toString('latin1'), key);
-  return byBytes;
+/**
+ * The reverse records by their bytes, for finding candidate keys without base58 (a key that is not
+ * 32 bytes can never be a candidate).
+ */
+function keysByBytes(payloads: Map<string, Buffer>): KeySet<string> {
+  const known = new KeySet<string>(payloads.size);
+  const bytes = Buffer.alloc(32);
+  for (const key of payloads.keys()) if (fromBase58Into(key, bytes)) known.add(bytes, key);
+  return known;
 }
 
 /** Members a streamed classification hands over before it ends, and the reply's slot. */
@@ -182,9 +186,8 @@ class Lister {
   /** Cut reverse records, and the subdomains (with owners) they belong to. */
   readonly waiting = new Map<string, { children: string[]; owners: string[] }>();
   readonly claimed = new Set<string>();
-  private readonly byBytes: Map<string, string>;
+  private readonly byBytes: KeySet<string>;
   private readonly ownerOf = new Map<string, string>();
-  private readonly find = (key: string) => this.byBytes.get(key);
 
   constructor(
     private readonly accounts: readonly Account[],
@@ -209,10 +212,10 @@ class Lister {
   private list(i: number): void {
     const { pubkey } = this.accounts[i] as Account;
     const reverse = existingNameAccountKey(
-      hashName(pubkey),
+      pubkey,
       REVERSE_LOOKUP_CLASS,
       this.parentKey,
-      this.find,
+      this.byBytes,
     );
     if (reverse === undefined) return;
     this.claimed.add(reverse);

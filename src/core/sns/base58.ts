@@ -94,3 +94,52 @@ export function fromBase58(text: string): Buffer {
   for (let i = lead; i < bytes.length; i++) out[zeros + i - lead] = bytes[i] as number;
   return out;
 }
+
+/** Little-endian 16-bit limbs of {@link fromBase58Into}'s number (a 64-byte output at most). */
+const LIMBS = new Float64Array(33);
+
+/**
+ * {@link fromBase58} into `out` when the text decodes to exactly `out.length` bytes (an even
+ * count, at most 64), with no allocation: what a lookup of many keys by their bytes wants.
+ *
+ * @returns false, `out` then unspecified, for any other length or a character outside the
+ *   alphabet ({@link fromBase58} says which).
+ */
+export function fromBase58Into(text: string, out: Uint8Array): boolean {
+  const bytes = out.length;
+  if (bytes % 2 !== 0 || bytes > 64) throw new RangeError('an even length up to 64 bytes');
+  const count = bytes / 2;
+  LIMBS.fill(0, 0, count);
+  let zeros = 0;
+  while (zeros < text.length && text.charCodeAt(zeros) === 49) zeros++;
+  for (let i = zeros; i < text.length;) {
+    const end = Math.min(i + 5, text.length);
+    let chunk = 0;
+    let scale = 1;
+    for (; i < end; i++) {
+      const code = text.charCodeAt(i);
+      const digit = code < 128 ? (DIGIT_AT[code] as number) : -1;
+      if (digit < 0) return false;
+      chunk = chunk * 58 + digit;
+      scale *= 58;
+    }
+    let carry = chunk;
+    for (let j = 0; j < count; j++) {
+      // At most 2^16 * 58^5 + 2^30: exact in a double.
+      const cur = (LIMBS[j] as number) * scale + carry;
+      carry = Math.floor(cur / 65536);
+      LIMBS[j] = cur - carry * 65536;
+    }
+    if (carry > 0) return false; // past `bytes` bytes
+  }
+  for (let j = 0; j < count; j++) {
+    const limb = LIMBS[j] as number;
+    out[bytes - 1 - 2 * j] = limb & 0xff;
+    out[bytes - 2 - 2 * j] = limb >> 8;
+  }
+  // fromBase58 gives a zero byte per leading '1', then the number's bytes: `bytes` of them
+  // exactly when the number leaves as many zero bytes in front.
+  let lead = 0;
+  while (lead < bytes && out[lead] === 0) lead++;
+  return lead === zeros;
+}

@@ -34,9 +34,13 @@ export const pdaWasm = new WebAssembly.Instance(
   hash_name: (length: number) => void;
   init_search: () => void;
   midstate: () => void;
+  /** One candidate of a search (its bump), at address 0, with no curve check. */
+  candidate: (bump: number) => void;
   search: () => number;
   search_from_mid: () => number;
 };
 
 /** The module's memory as bytes; it never grows, so the view stays valid. */
 export const pdaMemory = Buffer.from(pdaWasm.memory.buffer);
+/** The same memory as 32-bit words (the platform's byte order). */
+export const pdaWords = new Uint32Array(pdaWasm.memory.buffer);

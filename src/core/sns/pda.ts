@@ -1,8 +1,9 @@
 import { hash } from 'node:crypto';
 import { boundedMemo } from '../cache/bounded-memo.js';
-import { fromBase58, toBase58 } from './base58.js';
+import { fromBase58, fromBase58Into, toBase58 } from './base58.js';
 import { isOnCurve } from './ed25519.js';
-import { pdaMemory, pdaWasm } from './pda-wasm.js';
+import type { KeySet } from './key-set.js';
+import { pdaMemory, pdaWasm, pdaWords } from './pda-wasm.js';
 
 /**
  * SNS key derivations, offline: the keys of `@bonfida/spl-name-service` 3.x (web3.js's
@@ -49,10 +50,6 @@ function findProgramAddress(seeds: Uint8Array, programId: Uint8Array): Buffer {
 /** `CENTRAL_STATE_SNS_RECORDS`, class of V2 records. */
 export const CENTRAL_STATE_SNS_RECORDS = findProgramAddress(SNS_RECORDS_ID, SNS_RECORDS_ID);
 
-/** {@link existingNameAccountKey}'s message, hashed by node:crypto (hashes compared as strings). */
-const NAME_SEEDS = Buffer.alloc(96 + 1 + 32 + PDA_MARKER.length);
-NAME_SEEDS.set(NAME_PROGRAM_ID, 97);
-NAME_SEEDS.set(PDA_MARKER, 129);
 const ZERO_KEY = new Uint8Array(32);
 
 /** The module's name-search message: hashed name at 0, class at 32, parent at 64, bump at 96. */
@@ -134,47 +131,45 @@ function nameKeyUnder(name: string, parent: Uint8Array): Buffer {
   return searched(pdaWasm.search());
 }
 
-/** Candidates looked up before any is checked against the curve (see {@link existingNameAccountKey}). */
+/** Candidates looked up before the search (see {@link existingNameAccountKey}). */
 const LOOKAHEAD = 8;
 
 /**
- * {@link nameAccountKey}`(hashed, nameClass, parent)` when `find` knows an account there (what
- * `find` returns for it), else undefined: cheaper than deriving then looking up, because a
- * candidate address that is an account needs no curve check. The name program creates its
- * accounts only at derived addresses, and two seeds give one candidate only through a SHA-256
- * collision: a candidate that is an account is the derived address. Absence is proven as the
- * derivation does, by the first candidate off the curve; candidates are looked up a few bumps
- * ahead of the curve checks, so a key found at a lower bump costs none.
+ * {@link nameAccountKey}`(hashName(name), nameClass, parent)` when `known` holds an account there
+ * (its value there), else undefined: cheaper than deriving then looking up, because a candidate
+ * address that is an account needs no curve check. The name program creates its accounts only at
+ * derived addresses, and two seeds give one candidate only through a SHA-256 collision: a
+ * candidate that is an account is the derived address. The first candidates are looked up with no
+ * curve check; past them, the derivation (curve checks included) says which address to look up,
+ * or that none is there. The search runs in the module, the first block hashed once, and each
+ * candidate is looked up where the module wrote it (BENCHMARKS.md, "Cold scans of a large
+ * parent").
  *
- * @param find the accounts known (one reply's), by their 32 bytes as a latin1 string (one
- *   character a byte: hashing to a string allocates no buffer).
+ * @param known the accounts known (one reply's).
  */
 export function existingNameAccountKey<T>(
-  hashed: Uint8Array,
+  name: string,
   nameClass: Uint8Array,
   parent: Uint8Array,
-  find: (key: string) => T | undefined,
+  known: KeySet<T>,
 ): T | undefined {
-  if (hashed.length !== 32 || nameClass.length !== 32 || parent.length !== 32) {
+  if (nameClass.length !== 32 || parent.length !== 32) {
     throw new RangeError('name-account seeds are 32 bytes each');
   }
-  NAME_SEEDS.set(hashed, 0);
-  NAME_SEEDS.set(nameClass, 32);
-  NAME_SEEDS.set(parent, 64);
-  const unchecked: string[] = [];
-  for (let bump = 255; bump > 0; bump--) {
-    NAME_SEEDS[96] = bump;
-    const key = hash('sha256', NAME_SEEDS, 'latin1');
-    const found = find(key);
+  hashNameIntoSeeds(name);
+  pdaMemory.set(nameClass, SEEDS + 32);
+  pdaMemory.set(parent, SEEDS + 64);
+  pdaWasm.midstate();
+  // Each candidate is written at address 0: words 0 to 7.
+  for (let bump = 255; bump > 255 - LOOKAHEAD; bump--) {
+    pdaWasm.candidate(bump);
+    const found = known.find(pdaWords, 0);
     if (found !== undefined) return found;
-    unchecked.push(key);
-    if (unchecked.length === LOOKAHEAD || bump === 1) {
-      // The derived address is the first candidate off the curve; none is there.
-      if (unchecked.some((c) => !isOnCurve(Buffer.from(c, 'latin1')))) return undefined;
-      unchecked.length = 0;
-    }
   }
-  throw new Error('Unable to find a viable program address nonce');
+  // The derived address is the first candidate off the curve: looked up already if among those.
+  const bump = pdaWasm.search_from_mid();
+  if (bump === 0) throw new Error('Unable to find a viable program address nonce');
+  return bump > 255 - LOOKAHEAD ? undefined : known.find(pdaWords, 0);
 }
 
 /**
@@ -237,4 +232,5 @@ export function reverseKeyFromDomainKey(domain: Uint8Array | string, parent?: Ui
   return nameAccountKey(hashName(text), REVERSE_LOOKUP_CLASS, parent);
 }
 
-export { fromBase58, toBase58 };
+export { fromBase58, fromBase58Into, toBase58 };
+export { KeySet } from './key-set.js';

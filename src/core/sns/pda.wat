@@ -289,6 +289,16 @@
     (call $expand (global.get $SEEDS))
     (call $rounds (global.get $MID) (global.get $SHA_W)))
 
+  ;; (candidate bump): the hash of the message at $SEEDS with `bump`, the state after its first
+  ;; block at $MID, at address 0: one candidate of a search, not checked against the curve.
+  (func $candidate (export "candidate") (param $bump i32)
+    (i32.store8 offset=96 (global.get $SEEDS) (local.get $bump))
+    (memory.copy (global.get $STATE) (global.get $MID) (i32.const 32))
+    (call $expand (i32.add (global.get $SEEDS) (i32.const 64)))
+    (call $rounds (global.get $STATE) (global.get $SHA_W))
+    (call $rounds (global.get $STATE) (global.get $SHA_W3))
+    (call $digest (global.get $STATE) (i32.const 0)))
+
   ;; (search_from_mid): web3.js's findProgramAddressSync over the message at $SEEDS, the state
   ;; after its first block at $MID: the first bump from 255 down whose hash is off the curve.
   ;; Returns that bump, its hash at address 0; 0 if none is.
@@ -296,12 +306,7 @@
     (local $bump i32)
     (local.set $bump (i32.const 255))
     (loop $next
-      (i32.store8 offset=96 (global.get $SEEDS) (local.get $bump))
-      (memory.copy (global.get $STATE) (global.get $MID) (i32.const 32))
-      (call $expand (i32.add (global.get $SEEDS) (i32.const 64)))
-      (call $rounds (global.get $STATE) (global.get $SHA_W))
-      (call $rounds (global.get $STATE) (global.get $SHA_W3))
-      (call $digest (global.get $STATE) (i32.const 0))
+      (call $candidate (local.get $bump))
       (if (i32.eqz (call $on_curve)) (then (return (local.get $bump))))
       (local.set $bump (i32.sub (local.get $bump) (i32.const 1)))
       (br_if $next (local.get $bump)))
