@@ -59,12 +59,15 @@ export function decodeData(data: unknown, maxChars: number): Buffer {
 
 /** The SDK's `deserializeReverse(data, true)`: the text, minus one leading NUL. */
 export function reverseText(payload: Buffer): string | undefined {
-  if (payload.length < 4) return undefined;
-  const len = payload.readUInt32LE(0);
-  return payload
-    .subarray(4, 4 + len)
-    .toString('utf8')
-    .replace(/^\0/, '');
+  return reverseTextAt(payload, 0, payload.length);
+}
+
+/** {@link reverseText} of the payload at `from` to `to` in `bytes`, sliced from none of it. */
+export function reverseTextAt(bytes: Buffer, from: number, to: number): string | undefined {
+  if (to - from < 4) return undefined;
+  const len = bytes.readUInt32LE(from);
+  const text = bytes.toString('utf8', from + 4, Math.min(from + 4 + len, to));
+  return text.charCodeAt(0) === 0 ? text.slice(1) : text;
 }
 
 /** A {@link SCAN_SLICE} of a reverse record. */

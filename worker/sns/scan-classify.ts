@@ -12,8 +12,7 @@ import {
 import {
   base64Data,
   INLINE_TEXT_BYTES,
-  isReverseSlice,
-  reverseText,
+  reverseTextAt,
   SCAN_SLICE,
   SLICE_AT,
 } from './name-slices.js';
@@ -50,23 +49,25 @@ export type ProgramAccountsSummary = {
   accounts: number;
 };
 
-type Account = { pubkey: string; data: unknown };
+/** A scan reply's accounts, in reply order: their keys and their slices' base64 text. */
+type Accounts = { pubkeys: string[]; texts: string[] };
 
 /**
- * The reply's accounts, each checked for `{ pubkey, account: { data } }`: from `elements` when the
- * account list was left out of the parse (parsed a range at a time and dropped: only the pubkey
- * and the data are kept), else from the list in `reply`.
+ * The reply's accounts, each checked for `{ pubkey, account: { data } }` and its data for a
+ * slice's base64 text: from `elements` when the account list was left out of the parse (parsed a
+ * range at a time and dropped: only the key and the text are kept), else from the list in `reply`.
  */
 function accountList(
   reply: unknown,
   elements: JsonElements | undefined,
-): { accounts: Account[]; slot: number | undefined } {
+): Accounts & { slot: number | undefined } {
   const withContext = typeof reply === 'object' && reply !== null && !Array.isArray(reply);
   const list: unknown = withContext ? (reply as { value?: unknown }).value : reply;
   if (!Array.isArray(list)) throw malformed('getProgramAccounts: no account list');
   const slot = withContext ? (reply as { context?: { slot?: unknown } }).context?.slot : undefined;
   const count = elements ? elements.count : list.length;
-  const accounts = new Array<Account>(count);
+  const pubkeys = new Array<string>(count);
+  const texts = new Array<string>(count);
   let range: unknown[] = list;
   let rangeFrom = 0;
   for (let i = 0; i < count; i++) {
@@ -88,10 +89,11 @@ function accountList(
     if (typeof account !== 'object' || account === null) {
       throw malformed('getProgramAccounts: account without data');
     }
-    accounts[i] = { pubkey, data: account.data };
+    pubkeys[i] = pubkey;
+    texts[i] = base64Data(account.data, SLICE_B64_LEN);
   }
   // A slot that is not one (Infinity, past 2^53, negative) is never stored.
-  return { accounts, slot: isSlot(slot) ? slot : undefined };
+  return { pubkeys, texts, slot: isSlot(slot) ? slot : undefined };
 }
 
 /**
@@ -125,37 +127,45 @@ function sliceOwner(text: string, known: Map<string, string>): string {
 
 /** A scan reply's reverse records, from {@link readReverses}. */
 type Reverses = {
-  /** Each account's slice, base64, in reply order. */
-  texts: string[];
-  /** This parent's reverse records by key: their text bytes so far (length first). */
-  payloads: Map<string, Buffer>;
+  /**
+   * This parent's reverse records by key: the label their whole text gives ('' for none, and for
+   * a cut text).
+   */
+  labels: Map<string, string>;
   /** Reverse records whose text the slice cut. */
   cut: Set<string>;
 };
 
-/** The reverse records among `accounts`, each account's slice text kept. */
-function readReverses(accounts: readonly Account[]): Reverses {
-  const texts = new Array<string>(accounts.length);
-  const payloads = new Map<string, Buffer>();
-  const cut = new Set<string>();
-  for (let i = 0; i < accounts.length; i++) {
-    const { pubkey, data } = accounts[i] as Account;
-    const text = base64Data(data, SLICE_B64_LEN);
-    texts[i] = text;
-    if (text.startsWith(REVERSE_CLASS_B64_PREFIX, CLASS_B64_AT))
-      addReverse(pubkey, text, payloads, cut);
+/** The reverse records among `accounts`. */
+function readReverses({ pubkeys, texts }: Accounts): Reverses {
+  const reverses: Reverses = { labels: new Map(), cut: new Set() };
+  for (let i = 0; i < texts.length; i++) {
+    const text = texts[i] as string;
+    if (text.startsWith(REVERSE_CLASS_B64_PREFIX, CLASS_B64_AT)) {
+      addReverse(pubkeys[i] as string, text, reverses);
+    }
   }
-  return { texts, payloads, cut };
+  return reverses;
 }
 
-/** Adds the account `pubkey` to `payloads` (and `cut`) if its slice `text` is a reverse record's. */
-function addReverse(pubkey: string, text: string, payloads: Map<string, Buffer>, cut: Set<string>) {
-  const slice = Buffer.from(text, 'base64');
-  if (!isReverseSlice(slice)) return;
-  const payload = slice.subarray(SLICE_AT.data);
-  payloads.set(pubkey, payload);
-  if (slice.length === SCAN_SLICE.length && payload.readUInt32LE(0) > INLINE_TEXT_BYTES) {
-    cut.add(pubkey);
+/** Where {@link addReverse} decodes a slice: one buffer for all, no allocation a record. */
+const SLICE = Buffer.alloc(SCAN_SLICE.length);
+
+/** Adds the account `pubkey` to `reverses` if its slice `text` is a reverse record's. */
+function addReverse(pubkey: string, text: string, reverses: Reverses): void {
+  // What Buffer.from(text, 'base64') holds (the same decoder), at most a slice long.
+  const bytes = SLICE.write(text, 'base64');
+  if (
+    bytes < SLICE_AT.data ||
+    SLICE.compare(REVERSE_LOOKUP_CLASS, 0, 32, SLICE_AT.class, SLICE_AT.data) !== 0
+  ) {
+    return;
+  }
+  if (bytes === SCAN_SLICE.length && SLICE.readUInt32LE(SLICE_AT.data) > INLINE_TEXT_BYTES) {
+    reverses.labels.set(pubkey, '');
+    reverses.cut.add(pubkey);
+  } else {
+    reverses.labels.set(pubkey, reverseTextAt(SLICE, SLICE_AT.data, bytes) ?? '');
   }
 }
 
@@ -163,10 +173,10 @@ function addReverse(pubkey: string, text: string, payloads: Map<string, Buffer>,
  * The reverse records by their bytes, for finding candidate keys without base58 (a key that is not
  * 32 bytes can never be a candidate).
  */
-function keysByBytes(payloads: Map<string, Buffer>): KeySet<string> {
-  const known = new KeySet<string>(payloads.size);
+function keysByBytes(reverses: Reverses): KeySet<string> {
+  const known = new KeySet<string>(reverses.labels.size);
   const bytes = Buffer.alloc(32);
-  for (const key of payloads.keys()) if (fromBase58Into(key, bytes)) known.add(bytes, key);
+  for (const key of reverses.labels.keys()) if (fromBase58Into(key, bytes)) known.add(bytes, key);
   return known;
 }
 
@@ -190,27 +200,27 @@ class Lister {
   private readonly ownerOf = new Map<string, string>();
 
   constructor(
-    private readonly accounts: readonly Account[],
+    private readonly accounts: Accounts,
     private readonly reverses: Reverses,
     private readonly parentKey: Uint8Array,
     private readonly slot: number | undefined,
     private readonly stream: MemberStream | undefined,
   ) {
-    this.byBytes = keysByBytes(reverses.payloads);
+    this.byBytes = keysByBytes(reverses);
   }
 
   /** Lists each account that is (`reverseRecords`) or is not a reverse record. */
   listAll(reverseRecords: boolean): void {
-    const { accounts } = this;
-    const { payloads } = this.reverses;
-    for (let i = 0; i < accounts.length; i++) {
-      if (payloads.has((accounts[i] as Account).pubkey) === reverseRecords) this.list(i);
+    const { pubkeys } = this.accounts;
+    const { labels } = this.reverses;
+    for (let i = 0; i < pubkeys.length; i++) {
+      if (labels.has(pubkeys[i] as string) === reverseRecords) this.list(i);
     }
   }
 
   /** Lists account `i` under its reverse record, if the reply holds one. */
   private list(i: number): void {
-    const { pubkey } = this.accounts[i] as Account;
+    const pubkey = this.accounts.pubkeys[i] as string;
     const reverse = existingNameAccountKey(
       pubkey,
       REVERSE_LOOKUP_CLASS,
@@ -225,9 +235,9 @@ class Lister {
 
   /** Lists account `i` under the reverse record `reverse`, its text whole. */
   private listWhole(i: number, reverse: string): void {
-    const label = reverseText(this.reverses.payloads.get(reverse) as Buffer);
+    const label = this.reverses.labels.get(reverse);
     if (!label) return;
-    this.members.push([label, (this.accounts[i] as Account).pubkey, this.owner(i), reverse]);
+    this.members.push([label, this.accounts.pubkeys[i] as string, this.owner(i), reverse]);
     if (this.stream && this.members.length >= this.stream.size) this.handOver(this.stream);
   }
 
@@ -240,13 +250,13 @@ class Lister {
   /** Account `i` waits for the completion of `reverse`'s cut text. */
   private wait(i: number, reverse: string): void {
     const found = this.waiting.get(reverse) ?? { children: [], owners: [] };
-    found.children.push((this.accounts[i] as Account).pubkey);
+    found.children.push(this.accounts.pubkeys[i] as string);
     found.owners.push(this.owner(i));
     this.waiting.set(reverse, found);
   }
 
   private owner(i: number): string {
-    return sliceOwner(this.reverses.texts[i] as string, this.ownerOf);
+    return sliceOwner(this.accounts.texts[i] as string, this.ownerOf);
   }
 }
 
@@ -275,7 +285,7 @@ export function classifyProgramAccounts(
   // The account list is parsed a range at a time, never as one tree (docs/design.md,
   // "Replies from an RPC"); the body is freed once the accounts are out of it.
   const { result, elements } = decodeEnvelopeSplit<unknown>(method, body, id, ['value'], release);
-  const { accounts, slot } = accountList(result, elements);
+  const { slot, ...accounts } = accountList(result, elements);
   release?.();
   const reverses = readReverses(accounts);
   // Cut texts are known only once completed; subdomains pointing at them wait.
@@ -283,7 +293,7 @@ export function classifyProgramAccounts(
   lister.listAll(false);
   // A reverse record's own reverse record would be one no other account claimed (two accounts
   // share a reverse key only through a SHA-256 collision): with none left, none has one.
-  if (lister.claimed.size < reverses.payloads.size) lister.listAll(true);
+  if (lister.claimed.size < reverses.labels.size) lister.listAll(true);
   const { members, waiting } = lister;
   if (!stream) members.sort(byLabel);
   return {
@@ -295,7 +305,7 @@ export function classifyProgramAccounts(
     // Only texts a subdomain points at: others would let a reply cause calls for nothing.
     truncated: [...waiting.keys()],
     slot,
-    accounts: accounts.length,
+    accounts: accounts.pubkeys.length,
   };
 }
 
