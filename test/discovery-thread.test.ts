@@ -12,7 +12,7 @@ import { createMetrics, type Metrics } from '../src/core/metrics.js';
 import { RpcCallError, RpcClient } from '../worker/rpc/client.js';
 import type { RpcEndpoint } from '../src/core/rpc/endpoint.js';
 import { Agents } from '../worker/rpc/transport.js';
-import { SCAN_SLICE } from '../worker/sns/discovery-decode.js';
+import { classifyProgramAccounts, SCAN_SLICE } from '../worker/sns/discovery-decode.js';
 import {
   domainKey,
   hashName,
@@ -26,11 +26,8 @@ import type { ThreadParts } from '../worker/sns/discovery-thread.js';
 import { laneRpc } from '../worker/follow/lane-rpc.js';
 import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
 import { SlotClock } from '../src/core/rpc/slot.js';
-import {
-  discoverSubdomains,
-  streamSubdomains,
-  type DiscoveryLane,
-} from '../worker/sns/subdomain-discovery.js';
+import { discoverSubdomains, type DiscoveryLane } from '../worker/sns/subdomain-discovery.js';
+import { streamSubdomains } from '../worker/sns/stream-discovery.js';
 import type { ScannedMember } from '../src/core/cache/subdomain-cache.js';
 
 type Account = { pubkey: unknown; account: { data: unknown } } | null;
@@ -267,6 +264,46 @@ describe('discovery through the discovery thread', () => {
     expect(new Map(streamed.map(([, child, , reverse]) => [child, reverse]))).toEqual(
       whole.reverses,
     );
+  });
+
+  it('completes the cut texts a streamed scan hands over in batches, each once', async () => {
+    const long = Array.from({ length: 150 }, (_, i) => subdomain(`long${i}-${'y'.repeat(40)}`));
+    for (const s of long) records.set(s.reverse, s.data);
+    const short = subdomain('short');
+    const accounts = [...long.flatMap((s) => s.accounts), ...short.accounts];
+    on('getProgramAccounts', gpa(accounts));
+    // The thread hands the first 100 cut records over as soon as it has claimed them.
+    const parts: Array<{ cut: string[]; waiting: number }> = [];
+    classifyProgramAccounts(
+      'getProgramAccounts',
+      Buffer.from(reply(1, withContext(accounts))),
+      1,
+      parentKey,
+      undefined,
+      { size: 1_000, cutBatch: 100, emit: ({ cut, waiting }) => parts.push({ cut, waiting }) },
+    );
+    expect(parts).toEqual([{ cut: long.slice(0, 100).map((s) => s.reverse), waiting: 100 }]);
+    const whole = await discoverSubdomains(lane, endpoint, PARENT);
+    calls.length = 0;
+    paramsOf.clear();
+    const streamed: ScannedMember[] = [];
+    const head = await streamSubdomains(lane, endpoint, PARENT, {
+      partMembers: 1_000,
+      add: (_slot, members) => streamed.push(...members),
+    });
+    expect(head.listed).toBe(151);
+    expect(
+      Object.fromEntries(streamed.map(([label, child, owner]) => [child, [label, owner]])),
+    ).toEqual(whole.members);
+    // A call per batch of 100, each record in one, at the scan's slot or later.
+    const batches = (paramsOf.get('getMultipleAccounts') ?? []).map((p) => p[0] as string[]);
+    expect(batches.map((b) => b.length)).toEqual([100, 50]);
+    expect(batches.flat().sort()).toEqual(long.map((s) => s.reverse).sort());
+    expect(
+      (paramsOf.get('getMultipleAccounts') ?? []).every(
+        (p) => (p[1] as { minContextSlot?: number }).minContextSlot === 42,
+      ),
+    ).toBe(true);
   });
 
   it('fails a streamed scan past the answer bound, and one whose sink throws', async () => {

@@ -17,10 +17,9 @@ import { isSlot, type SlotClock } from '../src/core/rpc/slot.js';
 import {
   accountsInBatches,
   discoverSubdomains,
-  streamSubdomains,
   type DiscoveryLane,
-  type ScanHead,
 } from './sns/subdomain-discovery.js';
+import { streamSubdomains, type ScanHead } from './sns/stream-discovery.js';
 import type { Existence } from './sns/discovery-decode.js';
 
 /**

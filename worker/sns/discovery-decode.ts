@@ -100,6 +100,8 @@ export const DECODERS = {
       parentKey: Uint8Array;
       /** Members a part ({@link MemberStream}); none: no parts, the summary sorted. */
       partMembers?: number;
+      /** Cut records a part at most. */
+      cutBatch?: number;
       release?: () => void;
       emit?: (part: ListedPart) => void;
     },
@@ -110,7 +112,9 @@ export const DECODERS = {
       id,
       task.parentKey,
       task.release,
-      task.partMembers && task.emit ? { size: task.partMembers, emit: task.emit } : undefined,
+      task.partMembers && task.emit
+        ? { size: task.partMembers, cutBatch: task.cutBatch ?? 1, emit: task.emit }
+        : undefined,
     ),
   'reverse-texts': (method, body, id, task: { count: number; maxTextBytes: number }) =>
     decodeReverseTexts(method, body, id, task.count, task.maxTextBytes),

@@ -43,7 +43,7 @@ export type ProgramAccountsSummary = {
   reverses: string[];
   /** Cut reverse records, and the subdomains (with owners) they belong to. */
   waiting: Array<{ reverse: string; children: string[]; owners: string[] }>;
-  /** Cut reverse records some subdomain points at, to complete. */
+  /** Cut reverse records some subdomain points at, to complete (and not handed over). */
   truncated: string[];
   slot: number | undefined;
   accounts: number;
@@ -180,11 +180,26 @@ function keysByBytes(reverses: Reverses): KeySet<string> {
   return known;
 }
 
-/** Members a streamed classification hands over before it ends, and the reply's slot. */
-export type ListedPart = { slot: number | undefined; members: ScannedMember[] };
+/**
+ * What a streamed classification hands over before it ends: members, cut reverse records newly
+ * claimed (to complete), how many subdomains wait for cut texts so far, and the reply's slot.
+ */
+export type ListedPart = {
+  slot: number | undefined;
+  members: ScannedMember[];
+  cut: string[];
+  waiting: number;
+};
 
-/** How a classification hands its members over as it lists them: in parts of `size`. */
-export type MemberStream = { readonly size: number; readonly emit: (part: ListedPart) => void };
+/**
+ * How a classification hands its members over as it lists them: a part once `size` members or
+ * `cutBatch` cut records are listed.
+ */
+export type MemberStream = {
+  readonly size: number;
+  readonly cutBatch: number;
+  readonly emit: (part: ListedPart) => void;
+};
 
 /**
  * Lists a scan reply's accounts under their reverse records (looked up by their bytes), handing
@@ -195,6 +210,10 @@ class Lister {
   members: ScannedMember[] = [];
   /** Cut reverse records, and the subdomains (with owners) they belong to. */
   readonly waiting = new Map<string, { children: string[]; owners: string[] }>();
+  /** Cut reverse records claimed and not handed over, in the order claimed. */
+  cut: string[] = [];
+  /** Subdomains waiting for cut texts. */
+  private waitingCount = 0;
   readonly claimed = new Set<string>();
   private readonly byBytes: KeySet<string>;
   private readonly ownerOf = new Map<string, string>();
@@ -241,18 +260,30 @@ class Lister {
     if (this.stream && this.members.length >= this.stream.size) this.handOver(this.stream);
   }
 
-  /** Hands the members listed so far over. */
+  /** Hands the members and cut records listed so far over. */
   private handOver(stream: MemberStream): void {
-    stream.emit({ slot: this.slot, members: this.members });
+    stream.emit({
+      slot: this.slot,
+      members: this.members,
+      cut: this.cut,
+      waiting: this.waitingCount,
+    });
     this.members = [];
+    this.cut = [];
   }
 
   /** Account `i` waits for the completion of `reverse`'s cut text. */
   private wait(i: number, reverse: string): void {
-    const found = this.waiting.get(reverse) ?? { children: [], owners: [] };
+    let found = this.waiting.get(reverse);
+    if (!found) {
+      found = { children: [], owners: [] };
+      this.waiting.set(reverse, found);
+      this.cut.push(reverse);
+    }
     found.children.push(this.accounts.pubkeys[i] as string);
     found.owners.push(this.owner(i));
-    this.waiting.set(reverse, found);
+    this.waitingCount++;
+    if (this.stream && this.cut.length >= this.stream.cutBatch) this.handOver(this.stream);
   }
 
   private owner(i: number): string {
@@ -268,8 +299,10 @@ class Lister {
  *
  * With `stream`, the members are handed over in parts as they are listed, unsorted, and the
  * summary holds those left, unsorted too: a write fed with them runs while the classification
- * goes on. No part comes before the whole reply is read and checked, so a decode that handed
- * members over fails only by its thread's budgets, not by the reply's form.
+ * goes on; so are the cut records to complete, whose calls can go out meanwhile (the summary's
+ * `truncated` holds those left, its `waiting` all of them). No part comes before the whole reply
+ * is read and checked, so a decode that handed members over fails only by its thread's budgets,
+ * not by the reply's form.
  *
  * @param release called once the body is read (the decode thread frees the body there).
  * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
@@ -294,7 +327,7 @@ export function classifyProgramAccounts(
   // A reverse record's own reverse record would be one no other account claimed (two accounts
   // share a reverse key only through a SHA-256 collision): with none left, none has one.
   if (lister.claimed.size < reverses.labels.size) lister.listAll(true);
-  const { members, waiting } = lister;
+  const { members, waiting, cut } = lister;
   if (!stream) members.sort(byLabel);
   return {
     labels: members.map((m) => m[0]),
@@ -302,8 +335,9 @@ export function classifyProgramAccounts(
     owners: members.map((m) => m[2]),
     reverses: members.map((m) => m[3]),
     waiting: [...waiting].map(([reverse, found]) => ({ reverse, ...found })),
-    // Only texts a subdomain points at: others would let a reply cause calls for nothing.
-    truncated: [...waiting.keys()],
+    // Only texts a subdomain points at: others would let a reply cause calls for nothing. Those
+    // handed over already are not again.
+    truncated: cut,
     slot,
     accounts: accounts.pubkeys.length,
   };

@@ -8,7 +8,7 @@ import {
   type ListedPart,
   type ProgramAccountsSummary,
 } from './discovery-decode.js';
-import type { Member, ScannedMember } from '../../src/core/cache/subdomain-cache.js';
+import type { Member } from '../../src/core/cache/subdomain-cache.js';
 import { DecodeThread } from './decode-thread.js';
 import { domainKey, NAME_PROGRAM_ID, toBase58 } from '../../src/core/sns/pda.js';
 
@@ -116,96 +116,8 @@ export async function discoverUnder(
   return { labels, members, reverses, slot, accounts };
 }
 
-/** Where a streamed scan's members go ({@link streamSubdomains}): the entry's write. */
-export type MemberSink = {
-  /** Members in a part the decode thread hands over. */
-  readonly partMembers: number;
-  /**
-   * Takes members of the scan: each once, unsorted, in parts, the first while the reply is still
-   * being decoded; `slot` is the reply's. Called synchronously; a throw fails the scan.
-   */
-  add(slot: number | undefined, members: readonly ScannedMember[]): void;
-};
-
-/** What a streamed scan found, its members aside. */
-export type ScanHead = {
-  slot: number | undefined;
-  /** Accounts the scan returned (all kinds). */
-  accounts: number;
-  /** Members handed to the sink. */
-  listed: number;
-};
-
-/**
- * {@link discoverSubdomains}, its members handed to `sink` as the decode thread lists them rather
- * than returned sorted at the end: a write fed with them runs while the thread goes on (docs/design.md,
- * "Discovery"). The lane's bounds are checked as members come, so a scan past them fails after
- * some were handed over.
- *
- * @throws RpcCallError as {@link discoverSubdomains}; what `sink.add` throws.
- */
-export async function streamSubdomains(
-  lane: DiscoveryLane,
-  endpoint: RpcEndpoint,
-  parent: string,
-  sink: MemberSink,
-  signal?: AbortSignal,
-  minContextSlot?: number,
-): Promise<ScanHead> {
-  const bounds = new AnswerBounds(lane);
-  let listed = 0;
-  const count = (members: readonly ScannedMember[]) => {
-    for (const member of members) bounds.label(member[0]);
-  };
-  const hand = (slot: number | undefined, members: readonly ScannedMember[]) => {
-    listed += members.length;
-    if (members.length > 0) sink.add(slot, members);
-  };
-  // A part comes in the thread's message event: what it throws fails the scan once decoded.
-  let failure: { error: unknown } | undefined;
-  const found = await scanUnder(lane, endpoint, domainKey(parent), signal, minContextSlot, {
-    partMembers: sink.partMembers,
-    onPart: ({ slot, members }) => {
-      if (failure) return;
-      try {
-        count(members);
-        hand(slot, members);
-      } catch (error) {
-        failure = { error };
-      }
-    },
-  });
-  if (failure) throw failure.error;
-  const { labels, children, owners, reverses, waiting, truncated, slot, accounts } = found;
-  const rest = labels.map((label, i): ScannedMember => [
-    label,
-    children[i] as string,
-    owners[i] as string,
-    reverses[i] as string,
-  ]);
-  count(rest);
-  bounds.within(pendingBytes(waiting));
-  // The completions' calls go out before the write takes the members left: each then waits on
-  // another process (the RPC, Redis) while the other goes on.
-  const completing = completeTruncated(lane, endpoint, truncated, slot, signal);
-  completing.catch(() => undefined); // awaited below, unless the sink throws first
-  hand(slot, rest);
-  const completed = await completing;
-  const late: ScannedMember[] = [];
-  for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
-    const label = completed.get(reverse);
-    if (!label) continue;
-    waitingChildren.forEach((child, i) =>
-      late.push([label, child, waitingOwners[i] as string, reverse]),
-    );
-  }
-  count(late);
-  hand(slot, late);
-  return { slot, accounts, listed };
-}
-
 /** The scan's call, decoded in the lane's thread; with `stream`, its members in parts. */
-async function scanUnder(
+export async function scanUnder(
   lane: DiscoveryLane,
   endpoint: RpcEndpoint,
   parentKey: Buffer,
@@ -240,7 +152,9 @@ async function scanUnder(
             id,
             body: DecodeThread.transferable(body),
             parentKey: new Uint8Array(parentKey),
-            ...(stream ? { partMembers: stream.partMembers } : {}),
+            ...(stream
+              ? { partMembers: stream.partMembers, cutBatch: MULTIPLE_ACCOUNTS_BATCH }
+              : {}),
           },
           signal,
           stream?.onPart,
@@ -250,7 +164,7 @@ async function scanUnder(
 }
 
 /** Label bytes the subdomains waiting for cut texts will bring at least. */
-function pendingBytes(waiting: ProgramAccountsSummary['waiting']): number {
+export function pendingBytes(waiting: ProgramAccountsSummary['waiting']): number {
   let pending = 0;
   for (const { children } of waiting) pending += children.length;
   return pending * (INLINE_TEXT_BYTES + 3);
@@ -267,7 +181,7 @@ function checkAnswerBounds(lane: DiscoveryLane, labels: readonly string[], more 
 }
 
 /** The lane's bounds on one label and on a whole answer, its labels counted as they come. */
-class AnswerBounds {
+export class AnswerBounds {
   /** Bytes of the answer so far (each label and 3 for its quotes and comma). */
   private bytes = 0;
 
@@ -296,7 +210,7 @@ class AnswerBounds {
 }
 
 /** Full texts of cut reverse records at the scan's slot or later; null for one gone since. */
-async function completeTruncated(
+export async function completeTruncated(
   lane: DiscoveryLane,
   endpoint: RpcEndpoint,
   keys: string[],

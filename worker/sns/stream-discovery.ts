@@ -1,0 +1,173 @@
+import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
+import type { ScannedMember } from '../../src/core/cache/subdomain-cache.js';
+import { domainKey } from '../../src/core/sns/pda.js';
+import { INLINE_TEXT_BYTES, type ProgramAccountsSummary } from './discovery-decode.js';
+import {
+  AnswerBounds,
+  completeTruncated,
+  MULTIPLE_ACCOUNTS_BATCH,
+  pendingBytes,
+  scanUnder,
+  type DiscoveryLane,
+} from './subdomain-discovery.js';
+
+/**
+ * Discovery whose members go to a write as the decode thread lists them (docs/design.md,
+ * "Discovery"): a refresh of the configured endpoint writes its entry while the thread goes on.
+ */
+
+/** Where a streamed scan's members go ({@link streamSubdomains}): the entry's write. */
+export type MemberSink = {
+  /** Members in a part the decode thread hands over. */
+  readonly partMembers: number;
+  /**
+   * Takes members of the scan: each once, unsorted, in parts, the first while the reply is still
+   * being decoded; `slot` is the reply's. Called synchronously; a throw fails the scan.
+   */
+  add(slot: number | undefined, members: readonly ScannedMember[]): void;
+};
+
+/** What a streamed scan found, its members aside. */
+export type ScanHead = {
+  slot: number | undefined;
+  /** Accounts the scan returned (all kinds). */
+  accounts: number;
+  /** Members handed to the sink. */
+  listed: number;
+};
+
+/**
+ * `discoverSubdomains` (./subdomain-discovery.ts), its members handed to `sink` as the decode thread lists them rather
+ * than returned sorted at the end: a write fed with them runs while the thread goes on (docs/design.md,
+ * "Discovery"). The lane's bounds are checked as members come, so a scan past them fails after
+ * some were handed over.
+ *
+ * @throws RpcCallError as `discoverSubdomains`; what `sink.add` throws.
+ */
+export async function streamSubdomains(
+  lane: DiscoveryLane,
+  endpoint: RpcEndpoint,
+  parent: string,
+  sink: MemberSink,
+  signal?: AbortSignal,
+  minContextSlot?: number,
+): Promise<ScanHead> {
+  const bounds = new AnswerBounds(lane);
+  let listed = 0;
+  const count = (members: readonly ScannedMember[]) => {
+    for (const member of members) bounds.label(member[0]);
+  };
+  const hand = (slot: number | undefined, members: readonly ScannedMember[]) => {
+    listed += members.length;
+    if (members.length > 0) sink.add(slot, members);
+  };
+  const completion = new Completion(lane, endpoint, signal);
+  // A part comes in the thread's message event: what it throws fails the scan once decoded.
+  let failure: { error: unknown } | undefined;
+  let found: ProgramAccountsSummary;
+  try {
+    found = await scanUnder(lane, endpoint, domainKey(parent), signal, minContextSlot, {
+      partMembers: sink.partMembers,
+      onPart: ({ slot, members, cut, waiting }) => {
+        if (failure) return;
+        try {
+          count(members);
+          // Texts still to complete are longer than the inline text: no call for one that
+          // cannot fit.
+          bounds.within(waiting * (INLINE_TEXT_BYTES + 3));
+          completion.add(cut, slot);
+          hand(slot, members);
+        } catch (error) {
+          failure = { error };
+        }
+      },
+    });
+    if (failure) throw failure.error;
+  } catch (err) {
+    completion.stop();
+    throw err;
+  }
+  const { labels, children, owners, reverses, waiting, truncated, slot, accounts } = found;
+  const rest = labels.map((label, i): ScannedMember => [
+    label,
+    children[i] as string,
+    owners[i] as string,
+    reverses[i] as string,
+  ]);
+  let completed: Map<string, string | null>;
+  try {
+    count(rest);
+    bounds.within(pendingBytes(waiting));
+    // The last completions' calls go out before the write takes the members left: each then
+    // waits on another process (the RPC, Redis) while the other goes on.
+    completion.add(truncated, slot, true);
+    hand(slot, rest);
+    completed = await completion.done();
+  } catch (err) {
+    completion.stop();
+    throw err;
+  }
+  const late: ScannedMember[] = [];
+  for (const { reverse, children: waitingChildren, owners: waitingOwners } of waiting) {
+    const label = completed.get(reverse);
+    if (!label) continue;
+    waitingChildren.forEach((child, i) =>
+      late.push([label, child, waitingOwners[i] as string, reverse]),
+    );
+  }
+  count(late);
+  hand(slot, late);
+  return { slot, accounts, listed };
+}
+
+/**
+ * The completions of a streamed scan's cut texts, made as the thread hands the records over: a
+ * call once a batch is full, one call at a time, as {@link completeTruncated} makes them.
+ */
+class Completion {
+  private pending: string[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  private failure: { error: unknown } | undefined;
+  private readonly texts = new Map<string, string | null>();
+  /** Aborts the calls under way or to come once the scan has failed. */
+  private readonly stopped = new AbortController();
+  private readonly signal: AbortSignal;
+
+  constructor(
+    private readonly lane: DiscoveryLane,
+    private readonly endpoint: RpcEndpoint,
+    signal: AbortSignal | undefined,
+  ) {
+    this.signal = signal ? AbortSignal.any([signal, this.stopped.signal]) : this.stopped.signal;
+  }
+
+  /** Queues `keys`, read at `slot` or later; a call per full batch (per any rest, when `last`). */
+  add(keys: readonly string[], slot: number | undefined, last = false): void {
+    for (const key of keys) this.pending.push(key);
+    while (this.pending.length >= MULTIPLE_ACCOUNTS_BATCH || (last && this.pending.length > 0)) {
+      const batch = this.pending.splice(0, MULTIPLE_ACCOUNTS_BATCH);
+      this.chain = this.chain.then(async () => {
+        if (this.failure) return;
+        try {
+          const done = await completeTruncated(this.lane, this.endpoint, batch, slot, this.signal);
+          for (const [key, text] of done) this.texts.set(key, text);
+        } catch (error) {
+          this.failure ??= { error };
+        }
+      });
+    }
+  }
+
+  /** Each text, once every call is done. @throws the first call's failure. */
+  async done(): Promise<Map<string, string | null>> {
+    await this.chain;
+    if (this.failure) throw this.failure.error;
+    return this.texts;
+  }
+
+  /** The scan failed: no more calls, and those under way are aborted. */
+  stop(): void {
+    this.failure ??= { error: new Error('scan failed') };
+    this.stopped.abort();
+  }
+}
