@@ -135,8 +135,8 @@ export class ScanWrite {
     this.done = true;
     this.pending = [];
     if (!this.staged) return;
-    await this.chain;
-    await this.last?.catch(() => undefined);
+    // A chunk's failure is why the scan is given up, or beside the point now.
+    await this.settled().catch(() => undefined);
     await this.redis.del(this.staging.labels, this.staging.members);
   }
 
