@@ -5,6 +5,7 @@ import type {
   SubdomainCache,
 } from '../../core/cache/subdomain-cache.js';
 import type { FollowStatus } from '../../core/cache/follow-status.js';
+import { runsOfOneRevision } from '../../core/cache/runs-of-one-revision.js';
 import { InternalError } from '../../core/errors.js';
 import type { CacheState, LookupResult } from './lookup.js';
 import {
@@ -24,8 +25,6 @@ const RUN_MEMBERS = 5_000;
 const WARM_EVERY_MS = 5_000;
 /** The fewest bytes a view counts per row (a row's JSON holds two base58 keys). */
 const MIN_ROW_BYTES = 100;
-/** Reads a run at a time begun again after a change between runs, before one read of it whole. */
-const RUN_READS = 3;
 
 /**
  * Entries of at least this many labels have a page of `/details` read from Redis by its labels
@@ -268,67 +267,25 @@ export class DetailsViews {
    * The view of a large entry, read a run of members at a time so that no step holds the event
    * loop for long (reading and rendering 100,000 rows at once took it about a second), each row
    * rendered as it comes. The runs are of one revision: each carries the head, and a change
-   * between two begins the read again ({@link RUN_READS} times, then it is read whole, or given
-   * up when `background`). Rows come in Redis's order, which is the answers' unless a label holds
-   * a NUL or characters past U+D7FF: then they are sorted once at the end.
+   * between two begins the read again ({@link runsOfOneRevision}: three times, then it is read
+   * whole, or given up when `background`).
    */
   private async readInRuns(
     endpointId: string,
     parent: string,
     background: boolean,
   ): Promise<DetailsView | null> {
-    for (let attempt = 0; attempt < RUN_READS; attempt++) {
-      let head: Omit<CacheEntry, 'labels'> | undefined;
-      const labels: string[] = [];
-      const keys: string[] = [];
-      const parts: string[] = [];
-      let ordered = true;
-      let moved = false;
-      const size = Math.min(
-        RUN_MEMBERS,
-        Math.max(1, Math.floor(this.opts.runMembers ?? 0) || RUN_MEMBERS),
-      );
-      for (let start = 0; ; start += size) {
-        const run = await this.opts.cache.membersRun(endpointId, parent, start, size);
-        if (!run) return null;
-        if (head && !sameRevision(run.head, head)) {
-          moved = true;
-          break;
-        }
-        head ??= run.head;
-        if (!run.members) return null;
-        for (const { label, account, owner } of run.members) {
-          const last = labels.length - 1;
-          if (
-            last >= 0 &&
-            !precedes(labels[last] as string, keys[last] as string, label, account)
-          ) {
-            ordered = false;
-          }
-          labels.push(label);
-          keys.push(account);
-          const row: SubdomainDetail = { label, key: account, owner };
-          parts.push(JSON.stringify(row));
-        }
-        if (run.members.length < size) break;
-      }
-      if (moved) continue;
-      if (!head) return null;
-      if (ordered) return renderView({ ...head, labels }, labels, parts);
-      const order = labels.map((_, i) => i);
-      order.sort((i, j) =>
-        precedes(labels[i] as string, keys[i] as string, labels[j] as string, keys[j] as string)
-          ? -1
-          : 1,
-      );
-      const sorted = order.map((i) => labels[i] as string);
-      return renderView(
-        { ...head, labels: sorted },
-        sorted,
-        order.map((i) => parts[i] as string),
-      );
-    }
-    return background ? null : this.readWhole(endpointId, parent);
+    const size = Math.min(
+      RUN_MEMBERS,
+      Math.max(1, Math.floor(this.opts.runMembers ?? 0) || RUN_MEMBERS),
+    );
+    return runsOfOneRevision({
+      size,
+      run: (start, count) => this.opts.cache.membersRun(endpointId, parent, start, count),
+      sameHead: sameRevision,
+      begin: (head) => new ViewRows(head),
+      fallback: async () => (background ? null : this.readWhole(endpointId, parent)),
+    });
   }
 
   /**
@@ -347,5 +304,57 @@ export class DetailsViews {
     );
     const state = fresh === 'fresh' ? 'HIT' : 'STALE';
     return { view, entry: view.entry, state };
+  }
+}
+
+/** A run of members of an entry, with its head ({@link SubdomainCache.membersRun}). */
+type MembersRun = NonNullable<Awaited<ReturnType<SubdomainCache['membersRun']>>>;
+
+/**
+ * The rows of one read of a large entry's view, taken a run of members at a time, each row
+ * rendered as it comes. Rows come in Redis's order, which is the answers' unless a label holds a
+ * NUL or characters past U+D7FF: then they are sorted once at the end.
+ */
+class ViewRows {
+  private readonly labels: string[] = [];
+  private readonly keys: string[] = [];
+  private readonly parts: string[] = [];
+  private ordered = true;
+
+  constructor(private readonly head: Omit<CacheEntry, 'labels'>) {}
+
+  /** Renders a run's rows: how many it held, or null when one of its members is unreadable. */
+  take(run: MembersRun): number | null {
+    if (!run.members) return null;
+    const { labels, keys } = this;
+    for (const { label, account, owner } of run.members) {
+      const last = labels.length - 1;
+      if (last >= 0 && !precedes(labels[last] as string, keys[last] as string, label, account)) {
+        this.ordered = false;
+      }
+      labels.push(label);
+      keys.push(account);
+      const row: SubdomainDetail = { label, key: account, owner };
+      this.parts.push(JSON.stringify(row));
+    }
+    return run.members.length;
+  }
+
+  /** The view of the rows taken, in the answers' order. */
+  done(): DetailsView {
+    const { head, labels, keys, parts } = this;
+    if (this.ordered) return renderView({ ...head, labels }, labels, parts);
+    const order = labels.map((_, i) => i);
+    order.sort((i, j) =>
+      precedes(labels[i] as string, keys[i] as string, labels[j] as string, keys[j] as string)
+        ? -1
+        : 1,
+    );
+    const sorted = order.map((i) => labels[i] as string);
+    return renderView(
+      { ...head, labels: sorted },
+      sorted,
+      order.map((i) => parts[i] as string),
+    );
   }
 }

@@ -2,6 +2,7 @@ import type { RedisClient } from '../redis.js';
 import type { RedisKeys } from '../redis-keys.js';
 import { LuaScript, replyList, replyNumber, replyStringsOrNull } from '../lua-script.js';
 import { isSlot } from '../rpc/slot.js';
+import { runsOfOneRevision } from './runs-of-one-revision.js';
 import { entryArgs, labelsOf, type CacheEntry, type EntryAccounts, type Member } from './entry.js';
 import { PUT_CHUNK_MEMBERS, ScanWrite, type ScannedMember } from './scan-write.js';
 
@@ -62,8 +63,6 @@ const SWEEP_MEMBERS = 20_000;
 
 /** Labels read per round trip when an entry is read (see {@link SplitEntries.get}). */
 const LABELS_RUN = 10_000;
-/** Reads a run at a time begun again after a change between runs, before one read in one step. */
-const LABELS_RUN_READS = 3;
 
 /** The separator between a label and its account in the labels' sorted set (below any text). */
 const SEP = '\0';
@@ -167,7 +166,7 @@ export class SplitEntries {
    * 10,000 labels at a time so that no step holds the event loop for long (the
    * labels of 100,000 subdomains took it 160 to 280 ms at once); the runs are of one revision, as
    * each carries the head and a change between two begins the read again (three times, then it
-   * is read in one step).
+   * is read in one step: {@link runsOfOneRevision}).
    *
    * @returns null when absent or unreadable (treated as a miss).
    */
@@ -176,43 +175,24 @@ export class SplitEntries {
       this.keys.entryMeta(endpointId, parent),
       this.keys.entryLabels(endpointId, parent),
     ];
-    for (let attempt = 0; attempt <= LABELS_RUN_READS; attempt++) {
-      const whole = attempt === LABELS_RUN_READS;
-      let head: Omit<CacheEntry, 'labels'> | null = null;
-      let rawHead: string | undefined;
-      const labels: string[] = [];
-      let wide = false;
-      let moved = false;
-      for (let start = 0; ; start += this.labelsRun) {
-        const read = await SCRIPTS.get.run(
-          this.redis,
-          keys,
-          whole ? [] : [String(start), String(this.labelsRun)],
-        );
-        if (!read) return null;
-        if (rawHead === undefined) {
-          rawHead = read[0] ?? '';
-          head = parseHead(rawHead);
-          if (!head) return null;
-        } else if (read[0] !== rawHead) {
-          moved = true;
-          break;
-        }
-        for (let i = 1; i < read.length; i++) {
-          const member = read[i] as string;
-          const label = member.slice(0, member.lastIndexOf(SEP));
-          if (!wide && /[\0\ud800-\uffff]/.test(label)) wide = true;
-          labels.push(label);
-        }
-        if (whole || read.length - 1 < this.labelsRun) break;
-      }
-      if (moved || !head) continue;
-      // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
-      // A label holding the separator (a NUL) is ordered by what follows it, account included.
-      if (wide) labels.sort();
-      return { ...head, labels };
-    }
-    return null;
+    // The head is compared as stored: parsed once, from the first run.
+    const read = async (args: string[]): Promise<LabelsReply | null> => {
+      const reply = await SCRIPTS.get.run(this.redis, keys, args);
+      return reply && { head: reply[0] ?? '', reply };
+    };
+    return runsOfOneRevision({
+      size: this.labelsRun,
+      run: (start, count) => read([String(start), String(count)]),
+      sameHead: (a, b) => a === b,
+      begin: LabelsRead.begin,
+      fallback: async () => {
+        const whole = await read([]);
+        const labels = whole && LabelsRead.begin(whole.head);
+        if (!whole || !labels) return null;
+        labels.take(whole);
+        return labels.done();
+      },
+    });
   }
 
   /**
@@ -532,6 +512,43 @@ export class SplitEntries {
       [this.keys.followedParents(endpointId), this.keys.memberParents(endpointId)],
       [now - this.staleMs, SWEEP_PARENTS, SWEEP_MEMBERS, start.meta, start.labels, start.members],
     );
+  }
+}
+
+/** A reply of get-split-entry.lua (`{head, members...}`), with its head apart (as stored). */
+type LabelsReply = { readonly head: string; readonly reply: readonly string[] };
+
+/** The labels of one read of an entry ({@link SplitEntries.get}), taken a reply at a time. */
+class LabelsRead {
+  private readonly labels: string[] = [];
+  /** Whether a label may sort otherwise in the answers than in Redis (see {@link done}). */
+  private wide = false;
+
+  private constructor(private readonly head: Omit<CacheEntry, 'labels'>) {}
+
+  /** A read of the entry whose head is `rawHead`, or null when that is unreadable (a miss). */
+  static begin(this: void, rawHead: string): LabelsRead | null {
+    const head = parseHead(rawHead);
+    return head && new LabelsRead(head);
+  }
+
+  /** Takes the labels of a reply (each member is `label \0 account`): how many it held. */
+  take({ reply }: LabelsReply): number {
+    for (let i = 1; i < reply.length; i++) {
+      const member = reply[i] as string;
+      const label = member.slice(0, member.lastIndexOf(SEP));
+      if (!this.wide && /[\0\ud800-\uffff]/.test(label)) this.wide = true;
+      this.labels.push(label);
+    }
+    return reply.length - 1;
+  }
+
+  /** The entry, its labels in answer order. */
+  done(): CacheEntry {
+    // Redis orders by UTF-8 bytes, answers by UTF-16 code units: they differ only past U+D7FF.
+    // A label holding the separator (a NUL) is ordered by what follows it, account included.
+    if (this.wide) this.labels.sort();
+    return { ...this.head, labels: this.labels };
   }
 }
 
