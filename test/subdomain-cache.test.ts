@@ -1004,6 +1004,47 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect((await local.getWithAccounts('e', 'fed'))?.entry.slot).toBe(12);
   });
 
+  it('writes any label byte for byte, in one step and in chunks', async () => {
+    // What a member's argument (`account reverse [label,owner,slot]\nlabel`) must carry through:
+    // its own separators, text that reads as its JSON, NULs, lone surrogates, several bytes a
+    // character, an empty label and a long one.
+    const awkward = [
+      'a b',
+      '12 34',
+      'x\ny',
+      '\n',
+      ' ',
+      '',
+      'a\0b',
+      '\0',
+      '\ud800',
+      'z\udfffz',
+      'ß😀\ue000',
+      '9'.repeat(300),
+      '[1,"o",2]\nq',
+    ];
+    for (const [parent, size] of [
+      ['awkward-one', awkward.length],
+      ['awkward-chunks', PUT_CHUNK_MEMBERS + awkward.length],
+    ] as const) {
+      const members = Array.from({ length: size }, (_, i) => {
+        const label = awkward[i % awkward.length] as string;
+        return [`${label}${i < awkward.length ? '' : i}`, `W${i}`, `o ${i % 2}`, `V${i}`] as const;
+      });
+      const write = cache.scanWrite('e', parent, 3);
+      write.add(members);
+      expect(await write.commit(scan(3))).toBe('written');
+      // A member's JSON keeps a lone surrogate escaped; the labels' sorted set holds UTF-8, where
+      // it is U+FFFD.
+      const utf8 = (s: string) => Buffer.from(s).toString();
+      const accounts = Object.fromEntries(members.map(([l, a, o]) => [a, [l, o] as const]));
+      expect((await cache.getWithAccounts('e', parent))?.accounts).toEqual(accounts);
+      const labels = (await cache.get(cache.key('e', parent)))?.labels;
+      expect(labels).toEqual(members.map(([l]) => utf8(l)).sort());
+      expect(await redis.hget(keys.memberParents('e'), 'V7')).toBe(`${parent} W7`);
+    }
+  });
+
   it('costs a change in proportion to the accounts it touches: one change under 100,000 members', async () => {
     const local = new SubdomainCache(redis, `${prefix}:big`, 60_000, 3_600_000);
     const accounts: Record<string, readonly [string, string]> = {};
