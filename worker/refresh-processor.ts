@@ -231,7 +231,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
                 parent,
                 {
                   partMembers: PUT_CHUNK_MEMBERS,
-                  add: (replySlot, members) => writeAt(replySlot).add(members),
+                  add: (replySlot, members) => writeAt(replySlot).addPacked(members),
                 },
                 signal,
                 minContextSlot,

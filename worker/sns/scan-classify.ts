@@ -2,6 +2,7 @@ import { ELEMENTS_PER_RANGE, type JsonElements } from '../rpc/bounded-json.js';
 import { decodeEnvelopeSplit, malformed, RpcCallError } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import type { ScannedMember } from '../../src/core/cache/scan-write.js';
+import { packMember, type PackedMembers } from '../../src/core/cache/packed-members.js';
 import {
   existingNameAccountKey,
   fromBase58Into,
@@ -181,12 +182,17 @@ function keysByBytes(reverses: Reverses): KeySet<string> {
 }
 
 /**
- * What a streamed classification hands over before it ends: members, cut reverse records newly
- * claimed (to complete), how many subdomains wait for cut texts so far, and the reply's slot.
+ * What a streamed classification hands over: members, packed for the entry's write, with their
+ * labels' sizes (for the answer's bounds), cut reverse records newly claimed (to complete), how
+ * many subdomains wait for cut texts so far, and the reply's slot.
  */
 export type ListedPart = {
   slot: number | undefined;
-  members: ScannedMember[];
+  members: PackedMembers;
+  /** The labels' UTF-8 bytes, each with 3 more (an answer's quotes and comma). */
+  answerBytes: number;
+  /** The longest label's UTF-8 bytes (0 for none). */
+  longestLabel: number;
   cut: string[];
   waiting: number;
 };
@@ -203,11 +209,16 @@ export type MemberStream = {
 
 /**
  * Lists a scan reply's accounts under their reverse records (looked up by their bytes), handing
- * the members over in parts when it is given a {@link MemberStream}.
+ * the members over in parts when it is given a {@link MemberStream}, else keeping them.
  */
 class Lister {
-  /** Members listed and not handed over. */
-  members: ScannedMember[] = [];
+  /** Members listed and kept (none when streamed). */
+  readonly members: ScannedMember[] = [];
+  /** Members listed and not handed over, packed, and their labels' sizes (streamed). */
+  private packed = '';
+  private packedCount = 0;
+  private answerBytes = 0;
+  private longestLabel = 0;
   /** Cut reverse records, and the subdomains (with owners) they belong to. */
   readonly waiting = new Map<string, { children: string[]; owners: string[] }>();
   /** Cut reverse records claimed and not handed over, in the order claimed. */
@@ -256,19 +267,33 @@ class Lister {
   private listWhole(i: number, reverse: string): void {
     const label = this.reverses.labels.get(reverse);
     if (!label) return;
-    this.members.push([label, this.accounts.pubkeys[i] as string, this.owner(i), reverse]);
-    if (this.stream && this.members.length >= this.stream.size) this.handOver(this.stream);
+    const account = this.accounts.pubkeys[i] as string;
+    if (!this.stream) {
+      this.members.push([label, account, this.owner(i), reverse]);
+      return;
+    }
+    const bytes = Buffer.byteLength(label);
+    this.packed += packMember(label, bytes, account, this.owner(i), reverse);
+    this.packedCount++;
+    this.answerBytes += bytes + 3;
+    if (bytes > this.longestLabel) this.longestLabel = bytes;
+    if (this.packedCount >= this.stream.size) this.handOver(this.stream);
   }
 
-  /** Hands the members and cut records listed so far over. */
-  private handOver(stream: MemberStream): void {
+  /** Hands the members and cut records listed so far over (once more at the end: the rest). */
+  handOver(stream: MemberStream): void {
     stream.emit({
       slot: this.slot,
-      members: this.members,
+      members: { text: this.packed, count: this.packedCount },
+      answerBytes: this.answerBytes,
+      longestLabel: this.longestLabel,
       cut: this.cut,
       waiting: this.waitingCount,
     });
-    this.members = [];
+    this.packed = '';
+    this.packedCount = 0;
+    this.answerBytes = 0;
+    this.longestLabel = 0;
     this.cut = [];
   }
 
@@ -297,12 +322,12 @@ class Lister {
  * base58 text), found among the reply's reverse records ({@link existingNameAccountKey}). A
  * reverse record's own reverse key is sought only while some reverse record is unclaimed.
  *
- * With `stream`, the members are handed over in parts as they are listed, unsorted, and the
- * summary holds those left, unsorted too: a write fed with them runs while the classification
- * goes on; so are the cut records to complete, whose calls can go out meanwhile (the summary's
- * `truncated` holds those left, its `waiting` all of them). No part comes before the whole reply
- * is read and checked, so a decode that handed members over fails only by its thread's budgets,
- * not by the reply's form.
+ * With `stream`, the members are handed over in parts as they are listed, unsorted and packed
+ * for the entry's write (`PackedMembers`), the last part holding those left: a write fed with
+ * them runs while the classification goes on; so are the cut records to complete, whose calls can
+ * go out meanwhile. The summary then lists no member and no cut record to complete (its `waiting`
+ * holds all of them). No part comes before the whole reply is read and checked, so a decode that
+ * handed members over fails only by its thread's budgets, not by the reply's form.
  *
  * @param release called once the body is read (the decode thread frees the body there).
  * @throws RpcCallError for no JSON-RPC reply to `id`, and, final, for accounts of the wrong shape.
@@ -327,6 +352,8 @@ export function classifyProgramAccounts(
   // A reverse record's own reverse record would be one no other account claimed (two accounts
   // share a reverse key only through a SHA-256 collision): with none left, none has one.
   if (lister.claimed.size < reverses.labels.size) lister.listAll(true);
+  // The rest goes over as a last part: the summary then holds no member and no cut record.
+  if (stream) lister.handOver(stream);
   const { members, waiting, cut } = lister;
   if (!stream) members.sort(byLabel);
   return {

@@ -1,5 +1,6 @@
 import type { RpcEndpoint } from '../../src/core/rpc/endpoint.js';
 import type { ScannedMember } from '../../src/core/cache/subdomain-cache.js';
+import { packMembers, type PackedMembers } from '../../src/core/cache/packed-members.js';
 import { domainKey } from '../../src/core/sns/pda.js';
 import { INLINE_TEXT_BYTES, type ProgramAccountsSummary } from './discovery-decode.js';
 import {
@@ -21,10 +22,11 @@ export type MemberSink = {
   /** Members in a part the decode thread hands over. */
   readonly partMembers: number;
   /**
-   * Takes members of the scan: each once, unsorted, in parts, the first while the reply is still
-   * being decoded; `slot` is the reply's. Called synchronously; a throw fails the scan.
+   * Takes members of the scan: each once, unsorted, in parts packed for the write, the first while
+   * the reply is still being decoded; `slot` is the reply's. Called synchronously; a throw fails
+   * the scan.
    */
-  add(slot: number | undefined, members: readonly ScannedMember[]): void;
+  add(slot: number | undefined, members: PackedMembers): void;
 };
 
 /** What a streamed scan found, its members aside. */
@@ -57,9 +59,9 @@ export async function streamSubdomains(
   const count = (members: readonly ScannedMember[]) => {
     for (const member of members) bounds.label(member[0]);
   };
-  const hand = (slot: number | undefined, members: readonly ScannedMember[]) => {
-    listed += members.length;
-    if (members.length > 0) sink.add(slot, members);
+  const hand = (slot: number | undefined, members: PackedMembers) => {
+    listed += members.count;
+    if (members.count > 0) sink.add(slot, members);
   };
   const completion = new Completion(lane, endpoint, signal);
   // A part comes in the thread's message event: what it throws fails the scan once decoded.
@@ -68,10 +70,10 @@ export async function streamSubdomains(
   try {
     found = await scanUnder(lane, endpoint, domainKey(parent), signal, minContextSlot, {
       partMembers: sink.partMembers,
-      onPart: ({ slot, members, cut, waiting }) => {
+      onPart: ({ slot, members, answerBytes, longestLabel, cut, waiting }) => {
         if (failure) return;
         try {
-          count(members);
+          bounds.sized(answerBytes, longestLabel);
           // Texts still to complete are longer than the inline text: no call for one that
           // cannot fit.
           bounds.within(waiting * (INLINE_TEXT_BYTES + 3));
@@ -101,7 +103,7 @@ export async function streamSubdomains(
     // The last completions' calls go out before the write takes the members left: each then
     // waits on another process (the RPC, Redis) while the other goes on.
     completion.add(truncated, slot, true);
-    hand(slot, rest);
+    hand(slot, packMembers(rest));
     completed = await completion.done();
   } catch (err) {
     completion.stop();
@@ -116,7 +118,7 @@ export async function streamSubdomains(
     );
   }
   count(late);
-  hand(slot, late);
+  hand(slot, packMembers(late));
   return { slot, accounts, listed };
 }
 

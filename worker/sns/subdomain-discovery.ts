@@ -201,6 +201,19 @@ export class AnswerBounds {
     this.within(more);
   }
 
+  /**
+   * Counts labels already sized ({@link ListedPart}): `answerBytes` their bytes with 3 each,
+   * `longest` the longest one's bytes.
+   * @throws RpcCallError (final) as {@link label}.
+   */
+  sized(answerBytes: number, longest: number): void {
+    if (longest > this.lane.maxLabelBytes) {
+      throw malformed(`a label over ${this.lane.maxLabelBytes} bytes`);
+    }
+    this.bytes += answerBytes;
+    this.within();
+  }
+
   /** @throws RpcCallError (final) when the labels counted and `more` bytes pass the answer bound. */
   within(more = 0): void {
     if (this.bytes + more > this.lane.maxAnswerBytes) {

@@ -4,11 +4,12 @@ import type { RedisKeys } from '../redis-keys.js';
 import { LuaScript, replyNumber } from '../lua-script.js';
 import { isSlot } from '../rpc/slot.js';
 import { entryArgs, type CacheEntry } from './entry.js';
+import { packMembers, type PackedMembers } from './packed-members.js';
 
 /**
- * Members a scan's write sends in one script; a larger scan is written in chunks of this many (one
- * script each, so Redis serves other clients between them), then taken in by a last script. One
- * script of 100,000 members held Redis past the clients' command timeout.
+ * Members a scan's write sends in one script; a larger scan is written in chunks of this many or a
+ * part's few more (one script each, so Redis serves other clients between them), then taken in by
+ * a last script. One script of 100,000 members held Redis past the clients' command timeout.
  */
 export const PUT_CHUNK_MEMBERS = 2_000;
 /** How long a large scan's staged chunks outlive a write that never finished. */
@@ -48,8 +49,9 @@ export type ScanWriteKeys = {
  */
 export class ScanWrite {
   private readonly staging: { readonly labels: string; readonly members: string };
-  /** Members added and not yet staged, in order. */
-  private pending: ScannedMember[] = [];
+  /** Members added and not yet staged, in order, and how many. */
+  private pending: string[] = [];
+  private pendingCount = 0;
   /** Chunks sent in order: each step sends one, then waits for the one before it. */
   private chain: Promise<void> = Promise.resolve();
   /** The chunk sent last, which the next one waits behind. */
@@ -71,17 +73,24 @@ export class ScanWrite {
     this.staging = keys.entryStaging(at.endpointId, randomBytes(8).toString('hex'));
   }
 
-  /** Adds members of the scan (each account once over the write); stages whole chunks. */
-  add(members: readonly ScannedMember[]): void {
+  /**
+   * Adds members of the scan (each account once over the write), packed where they were listed;
+   * stages a chunk once {@link PUT_CHUNK_MEMBERS} or more are pending.
+   */
+  addPacked(members: PackedMembers): void {
     if (this.done) throw new Error('a scan write is added to after its commit');
-    const { pending } = this;
-    for (const member of members) pending.push(member);
-    // A whole chunk is staged as soon as it is there: more members may come.
-    let from = 0;
-    for (; pending.length - from >= PUT_CHUNK_MEMBERS; from += PUT_CHUNK_MEMBERS) {
-      this.stage(pending.slice(from, from + PUT_CHUNK_MEMBERS));
+    if (members.count === 0) return;
+    this.pending.push(members.text);
+    this.pendingCount += members.count;
+    // Staged as soon as there is a chunk: more members may come.
+    if (this.pendingCount >= PUT_CHUNK_MEMBERS) this.stage(this.takePending());
+  }
+
+  /** {@link addPacked} of `members`, a chunk at a time. */
+  add(members: readonly ScannedMember[]): void {
+    for (let from = 0; from < members.length; from += PUT_CHUNK_MEMBERS) {
+      this.addPacked(packMembers(members.slice(from, from + PUT_CHUNK_MEMBERS)));
     }
-    if (from > 0) this.pending = pending.slice(from);
   }
 
   /**
@@ -114,13 +123,12 @@ export class ScanWrite {
       String(now),
       this.at.parent,
     ];
-    if (!this.staged) args.push('m', ...this.argsOf(this.pending));
+    if (!this.staged) args.push('m', this.takePending());
     else {
-      if (this.pending.length > 0) this.stage(this.pending);
+      if (this.pendingCount > 0) this.stage(this.takePending());
       await this.settled();
       args.push('s');
     }
-    this.pending = [];
     const keys = [...this.at.split, this.staging.labels, this.staging.members];
     const rev = await SCRIPTS.put.run(this.redis, keys, args);
     return rev > 0 ? 'written' : 'kept';
@@ -133,23 +141,30 @@ export class ScanWrite {
    */
   async abandon(): Promise<void> {
     this.done = true;
-    this.pending = [];
+    this.takePending();
     if (!this.staged) return;
     // A chunk's failure is why the scan is given up, or beside the point now.
     await this.settled().catch(() => undefined);
     await this.redis.del(this.staging.labels, this.staging.members);
   }
 
-  /** Queues `chunk` behind the chunks before it. */
-  private stage(chunk: readonly ScannedMember[]): void {
+  /** The pending members' text; none are pending then. */
+  private takePending(): string {
+    const text = this.pending.join('');
+    this.pending = [];
+    this.pendingCount = 0;
+    return text;
+  }
+
+  /** Queues `chunk` (packed members) behind the chunks before it. */
+  private stage(chunk: string): void {
     this.staged = true;
     this.chain = this.chain.then(async () => {
       if (this.failure) return;
-      // Its arguments are made when it is sent: the event loop runs between chunks.
       const sent = SCRIPTS.putChunk.run(
         this.redis,
         [this.staging.labels, this.staging.members, this.at.split[3]],
-        [this.at.parent, String(STAGING_TTL_MS), ...this.argsOf(chunk)],
+        [this.at.parent, String(STAGING_TTL_MS), String(this.memberSlot), chunk],
       );
       sent.catch((error: unknown) => {
         this.failure ??= { error };
@@ -165,17 +180,5 @@ export class ScanWrite {
     await this.chain;
     await this.last?.catch(() => undefined);
     if (this.failure) throw this.failure.error;
-  }
-
-  /** One argument per member: `account reverse [label,owner,slot]\nlabel` (put-split-entry.lua). */
-  private argsOf(members: readonly ScannedMember[]): string[] {
-    const out = new Array<string>(members.length);
-    for (let i = 0; i < members.length; i++) {
-      const [label, account, owner, reverse] = members[i] as ScannedMember;
-      // JSON.stringify escapes every newline, so the first one ends the value.
-      const value = JSON.stringify([label, owner, this.memberSlot]);
-      out[i] = `${account} ${reverse} ${value}\n${label}`;
-    }
-    return out;
   }
 }

@@ -1,10 +1,9 @@
 -- A scan's write. KEYS (includes/split-entry.lua): M L H I R, then 6 and 7 the staged labels and
 -- members of a large scan (put-split-chunk.lua; unused otherwise). ARGV: 1 slot ('null' unknown),
 -- 2 fetchedAt, 3 scanSlot ('' none), 4 scannedAt ('' none), 5 expiry (ms), 6 ceiling ('' unknown),
--- 7 now (ms), 8 parent, 9 'm' (members follow, one argument each: `account reverse
--- [label,owner,slot]\nlabel`, the JSON holding no raw newline; one argument rather than four
--- because a scan's arguments cost the client more than the script: 400,000 of them took ioredis
--- about a second) or 's' (the members were staged in chunks, their index fields written). Refuses to take the entry back in time, as the
+-- 7 now (ms), 8 parent, 9 'm' (10 the members, packed as read_members reads them, each written
+-- with the entry's slot, 0 when unknown) or 's' (the members were staged in chunks, their index
+-- fields written). Refuses to take the entry back in time, as the
 -- override entries' `next_rev` does (older slot; unknown slot: older fetchedAt; a stored entry
 -- unsound or past the ceiling holds nothing back); a refused staged write drops its staged keys
 -- and the index fields of the accounts the stored entry does not list. Keeps a re-read owed
@@ -44,7 +43,7 @@ if c then
 end
 local parent = ARGV[8]
 local listed = {}
-local hs, zs, is, count = read_members(10, parent, listed)
+local hs, zs, is, count = read_members(ARGV[10] or '', slot and n(slot) or '0', parent, listed)
 if ARGV[9] == 's' then
   -- Staged: the index fields are written; what is left is the accounts no longer listed, and a
   -- rename of each staged key (none for an empty scan).

@@ -42,27 +42,34 @@ end
 local function member_value(label, owner, slot)
   return '[' .. cjson.encode(label) .. ',' .. cjson.encode(owner) .. ',' .. n(slot) .. ']'
 end
--- The members of a scan's write, ARGV[from] on, one argument each: `account reverse
--- [label,owner,slot]\nlabel` (the JSON holds no raw newline, so the first one ends it). Returns
--- the HSET arguments of H, the ZADD arguments of L and the HSET arguments of I for `parent`, and
--- how many members; `listed` (when given) gets each account as a key.
-local function read_members(from, parent, listed)
+-- The members of a scan's write, packed in one text (src/core/cache/packed-members.ts): each
+-- `account reverse bytes ["label","owner"\nlabel`, `bytes` the label's length in bytes (the JSON
+-- head holds no raw newline, so the first one ends it; the label is any bytes), its value the head
+-- closed with `slot` (text). Returns the HSET arguments of H, the ZADD arguments of L and the HSET
+-- arguments of I for `parent`, and how many members; `listed` (when given) gets each account as a
+-- key.
+local function read_members(packed, slot, parent, listed)
   local hs, zs, is = {}, {}, {}
   local h, x = 0, 0
-  for i = from, #ARGV do
-    local arg = ARGV[i]
-    local a = string.find(arg, ' ', 1, true)
-    local b = string.find(arg, ' ', a + 1, true)
-    local c = string.find(arg, '\n', b + 1, true)
-    local acct, reverse = string.sub(arg, 1, a - 1), string.sub(arg, a + 1, b - 1)
+  local find, sub = string.find, string.sub
+  local close = ',' .. slot .. ']'
+  local pos, size = 1, #packed
+  while pos <= size do
+    local a = find(packed, ' ', pos, true)
+    local b = find(packed, ' ', a + 1, true)
+    local l = find(packed, ' ', b + 1, true)
+    local c = find(packed, '\n', l + 1, true)
+    local after = c + tonumber(sub(packed, b + 1, l - 1))
+    local acct, reverse = sub(packed, pos, a - 1), sub(packed, a + 1, b - 1)
     if listed then listed[acct] = true end
     local named = parent .. ' ' .. acct
-    hs[h + 1] = acct; hs[h + 2] = string.sub(arg, b + 1, c - 1)
-    zs[h + 1] = 0; zs[h + 2] = string.sub(arg, c + 1) .. '\0' .. acct
+    hs[h + 1] = acct; hs[h + 2] = sub(packed, l + 1, c - 1) .. close
+    zs[h + 1] = 0; zs[h + 2] = sub(packed, c + 1, after) .. '\0' .. acct
     h = h + 2
     is[x + 1] = acct; is[x + 2] = named .. ' ' .. reverse
     is[x + 3] = reverse; is[x + 4] = named
     x = x + 4
+    pos = after + 1
   end
   return hs, zs, is, h / 2
 end
