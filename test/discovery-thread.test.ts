@@ -3,6 +3,7 @@
  * the shape, the retry behaviour and the per-round-trip metrics it had when the reply was parsed
  * on the main thread, and the thread itself survives being closed under a task.
  */
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
@@ -22,6 +23,7 @@ import {
   toBase58,
 } from '../src/core/sns/pda.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
+import { warmUp, warmUpReply } from '../worker/sns/warm-up.js';
 import { unpackMembers } from './support/packed-members.js';
 import type { ThreadParts } from '../worker/sns/discovery-thread.js';
 import { laneRpc } from '../worker/follow/lane-rpc.js';
@@ -103,6 +105,22 @@ class WatchedThread extends DecodeThread {
     return running;
   }
 }
+
+describe("the decode thread's warm-up", () => {
+  it('classifies a made-up reply holding every kind of subdomain a scan meets', () => {
+    const { body, parentKey } = warmUpReply(130);
+    const found = classifyProgramAccounts('getProgramAccounts', body, 1, parentKey);
+    expect(found.accounts).toBe(260);
+    // Every 64th label is longer than the inline text: its record waits for a completion.
+    expect(found.waiting).toHaveLength(3);
+    expect(found.truncated).toHaveLength(3);
+    expect(found.labels).toHaveLength(127);
+    expect(found.labels).toContain('w1');
+    expect(new Set(found.owners).size).toBe(1);
+    // What the thread runs before it says it is ready: it throws if a round lists anything else.
+    expect(() => warmUp(130, 2)).not.toThrow();
+  });
+});
 
 describe('discovery through the discovery thread', () => {
   let server: http.Server;
@@ -574,6 +592,23 @@ describe('discovery through the discovery thread', () => {
       { length: 5000 },
       (_, i) => subdomain(`many${i}`).accounts,
     ).flat());
+  /**
+   * Accounts each costing the thread a whole program-address search, curve checks included (no
+   * reverse record ends one early): a decode that takes many times any small budget, however fast
+   * the machine and however warm the thread.
+   */
+  const costly = () =>
+    Array.from({ length: 60_000 }, () => ({
+      pubkey: toBase58(randomBytes(32)),
+      account: {
+        data: b64(
+          Buffer.concat([
+            sliceHead(OWNER, Buffer.alloc(32)),
+            Buffer.alloc(SCAN_SLICE.length),
+          ]).subarray(0, SCAN_SLICE.length),
+        ),
+      },
+    }));
   /** Resolves once the next reply has been handed to the thread, which is then at work on it. */
   const decoding = () =>
     new Promise<void>((resolve) => {
@@ -598,7 +633,7 @@ describe('discovery through the discovery thread', () => {
     const quick = new DecodeThread({ heapMb: 64, taskMs: 100 });
     const quickLane = { ...lane, thread: quick };
     try {
-      on('getProgramAccounts', gpa(many()), gpa(subdomain('after').accounts));
+      on('getProgramAccounts', gpa(costly()), gpa(subdomain('after').accounts));
       const err = await failure(discoverSubdomains(quickLane, endpoint, PARENT));
       expect(err).toMatchObject({ retryable: false, message: 'reply decode over 100 ms' });
       expect(calls).toEqual(['getProgramAccounts']);

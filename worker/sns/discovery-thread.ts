@@ -2,6 +2,7 @@ import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { JsonHeapError } from '../rpc/bounded-json.js';
 import { RpcCallError, toWireError, type WireError } from '../rpc/envelope.js';
 import { DECODERS } from './discovery-decode.js';
+import { warmUp } from './warm-up.js';
 
 /**
  * The decode thread, started by ./decode-thread.ts, never imported: parses transferred reply
@@ -83,7 +84,18 @@ function handle(req: ThreadRequest, port: MessagePort): ThreadReply {
   }
 }
 
+/**
+ * The warm-up's size (./warm-up.ts): a few hundred subdomains, twice, take the first real scan's
+ * classification most of the way to a warm one's (BENCHMARKS.md, "Cold scans of a large parent").
+ */
+const WARM_UP = { subdomains: 500, rounds: 2 };
+
 const port = parentPort;
 if (!port) throw new Error('discovery-thread runs in a worker thread');
+try {
+  warmUp(WARM_UP.subdomains, WARM_UP.rounds);
+} catch {
+  // Only the first scan's speed depends on it: a warm-up that failed leaves a thread that works.
+}
 port.on('message', (req: ThreadRequest) => port.postMessage(handle(req, port)));
 port.postMessage({ ready: true } satisfies ThreadReply);
