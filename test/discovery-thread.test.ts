@@ -330,6 +330,27 @@ describe('discovery through the discovery thread', () => {
     ).toBe(true);
   });
 
+  it("hands the members whose texts were completed over in parts no larger than the thread's", async () => {
+    // The write stages each part it is handed as it comes, whole: one part of every completed
+    // member would be one script of them all, however many.
+    const long = Array.from({ length: 150 }, (_, i) => subdomain(`long${i}-${'y'.repeat(40)}`));
+    for (const s of long) records.set(s.reverse, s.data);
+    const short = subdomain('short');
+    on('getProgramAccounts', gpa([...long.flatMap((s) => s.accounts), ...short.accounts]));
+    const sizes: number[] = [];
+    const streamed: ScannedMember[] = [];
+    const head = await streamSubdomains(lane, endpoint, PARENT, {
+      partMembers: 40,
+      add: (_slot, members) => {
+        sizes.push(members.count);
+        streamed.push(...unpackMembers(members));
+      },
+    });
+    expect(head.listed).toBe(151);
+    expect(sizes).toEqual([1, 40, 40, 40, 30]);
+    expect(new Set(streamed.map(([, child]) => child)).size).toBe(151);
+  });
+
   it('fails a streamed scan past the answer bound, and one whose sink throws', async () => {
     const some = Array.from({ length: 4 }, (_, i) => subdomain(`some${i}`));
     on('getProgramAccounts', gpa(some.flatMap((s) => s.accounts)));

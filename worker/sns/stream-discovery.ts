@@ -19,12 +19,12 @@ import {
 
 /** Where a streamed scan's members go ({@link streamSubdomains}): the entry's write. */
 export type MemberSink = {
-  /** Members in a part the decode thread hands over. */
+  /** Members in a part the decode thread hands over: at most this many a call of {@link add}. */
   readonly partMembers: number;
   /**
-   * Takes members of the scan: each once, unsorted, in parts packed for the write, the first while
-   * the reply is still being decoded; `slot` is the reply's. Called synchronously; a throw fails
-   * the scan.
+   * Takes members of the scan: each once, unsorted, in parts packed for the write (none of more
+   * than `partMembers`), the first while the reply is still being decoded; `slot` is the reply's.
+   * Called synchronously; a throw fails the scan.
    */
   add(slot: number | undefined, members: PackedMembers): void;
 };
@@ -62,6 +62,14 @@ export async function streamSubdomains(
   const hand = (slot: number | undefined, members: PackedMembers) => {
     listed += members.count;
     if (members.count > 0) sink.add(slot, members);
+  };
+  // The write stages a part as it comes, whole (packed, it cannot split one): the members listed
+  // here, the completed ones above all (any number), go in parts no larger than the thread's.
+  const partMembers = Math.max(1, sink.partMembers);
+  const handAll = (slot: number | undefined, members: readonly ScannedMember[]) => {
+    for (let from = 0; from < members.length; from += partMembers) {
+      hand(slot, packMembers(members.slice(from, from + partMembers)));
+    }
   };
   const completion = new Completion(lane, endpoint, signal);
   // A part comes in the thread's message event: what it throws fails the scan once decoded.
@@ -103,7 +111,7 @@ export async function streamSubdomains(
     // The last completions' calls go out before the write takes the members left: each then
     // waits on another process (the RPC, Redis) while the other goes on.
     completion.add(truncated, slot, true);
-    hand(slot, packMembers(rest));
+    handAll(slot, rest);
     completed = await completion.done();
   } catch (err) {
     completion.stop();
@@ -118,7 +126,7 @@ export async function streamSubdomains(
     );
   }
   count(late);
-  hand(slot, packMembers(late));
+  handAll(slot, late);
   return { slot, accounts, listed };
 }
 

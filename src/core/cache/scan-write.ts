@@ -75,7 +75,9 @@ export class ScanWrite {
 
   /**
    * Adds members of the scan (each account once over the write), packed where they were listed;
-   * stages a chunk once {@link PUT_CHUNK_MEMBERS} or more are pending.
+   * stages a chunk once {@link PUT_CHUNK_MEMBERS} or more are pending. A part is never split (its
+   * text is not read here): a chunk holds each of its members, in one script however many, so
+   * callers hand over parts of at most {@link PUT_CHUNK_MEMBERS}.
    */
   addPacked(members: PackedMembers): void {
     if (this.done) throw new Error('a scan write is added to after its commit');
