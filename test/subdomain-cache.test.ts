@@ -987,13 +987,34 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       10_000,
       'the first chunk staged',
     );
-    write.add(members.slice(PUT_CHUNK_MEMBERS + 3));
+    write.add(members.slice(PUT_CHUNK_MEMBERS + 3, 2 * PUT_CHUNK_MEMBERS + 2));
+    // Short of a second chunk; flushed (the scan has listed its members), staged all the same.
+    const stagedMembers = async () => {
+      for (const key of await redis.keys(`${prefix}:fed:entry-staging:*`)) {
+        if ((await redis.type(key)) === 'hash') return redis.hlen(key);
+      }
+      return 0;
+    };
+    write.flush();
+    await waitFor(
+      async () => (await stagedMembers()) === 2 * PUT_CHUNK_MEMBERS + 2,
+      10_000,
+      'the members flushed staged',
+    );
+    write.add(members.slice(2 * PUT_CHUNK_MEMBERS + 2));
     expect(await write.commit(scan(12))).toBe('written');
     const accounts = Object.fromEntries(members.map(([l, a, o]) => [a, [l, o] as const]));
     expect((await local.getWithAccounts('e', 'fed'))?.accounts).toEqual(accounts);
     expect(await local.member('e', 'fed', 'F5')).toEqual({ label: 'l5', owner: 'o2', slot: 12 });
     expect(await redis.hget(localKeys.memberParents('e'), 'R9')).toBe('fed F9');
     expect(await redis.keys(`${prefix}:fed:entry-staging:*`)).toEqual([]);
+    // A write short of one chunk stays one script: a flush stages nothing.
+    const small = local.scanWrite('e', 'fed-small', 12);
+    small.add(members.slice(0, 3));
+    small.flush();
+    expect(await redis.keys(`${prefix}:fed:entry-staging:*`)).toEqual([]);
+    expect(await small.commit(scan(12))).toBe('written');
+    expect((await local.get(local.key('e', 'fed-small')))?.labels).toEqual(['l0', 'l1', 'l2']);
     // The entry's slot is the members': anything else is refused before anything is written.
     await expect(local.scanWrite('e', 'fed', 13).commit(scan(14))).rejects.toThrow(TypeError);
     // A write given up drops what its chunks staged.

@@ -232,6 +232,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
                 {
                   partMembers: PUT_CHUNK_MEMBERS,
                   add: (replySlot, members) => writeAt(replySlot).addPacked(members),
+                  listed: () => write?.flush(),
                 },
                 signal,
                 minContextSlot,

@@ -27,6 +27,11 @@ export type MemberSink = {
    * Called synchronously; a throw fails the scan.
    */
   add(slot: number | undefined, members: PackedMembers): void;
+  /**
+   * Every member has been handed over but those whose cut texts are being completed: what the
+   * write holds back for a fuller chunk is worth sending now, while the completions run.
+   */
+  listed?(): void;
 };
 
 /** What a streamed scan found, its members aside. */
@@ -108,10 +113,12 @@ export async function streamSubdomains(
   try {
     count(rest);
     bounds.within(pendingBytes(waiting));
-    // The last completions' calls go out before the write takes the members left: each then
-    // waits on another process (the RPC, Redis) while the other goes on.
+    // The thread's last part held the members left (`rest` is empty but for a summary that
+    // streamed none). The last completion call goes out, then the write sends what it holds back:
+    // each then waits on another process (the RPC, Redis) while the other goes on.
     completion.add(truncated, slot, true);
     handAll(slot, rest);
+    sink.listed?.();
     completed = await completion.done();
   } catch (err) {
     completion.stop();

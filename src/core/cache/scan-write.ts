@@ -7,9 +7,10 @@ import { entryArgs, type CacheEntry } from './entry.js';
 import { packMembers, type PackedMembers } from './packed-members.js';
 
 /**
- * Members a scan's write sends in one script; a larger scan is written in chunks of this many or a
- * part's few more (one script each, so Redis serves other clients between them), then taken in by
- * a last script. One script of 100,000 members held Redis past the clients' command timeout.
+ * Members a scan's write sends in one script; a larger scan is written in chunks of this many, up
+ * to a part fewer than twice as many (one script each, so Redis serves other clients between
+ * them), then taken in by a last script. One script of 100,000 members held Redis past the
+ * clients' command timeout.
  */
 export const PUT_CHUNK_MEMBERS = 2_000;
 /** How long a large scan's staged chunks outlive a write that never finished. */
@@ -86,6 +87,16 @@ export class ScanWrite {
     this.pendingCount += members.count;
     // Staged as soon as there is a chunk: more members may come.
     if (this.pendingCount >= PUT_CHUNK_MEMBERS) this.stage(this.takePending());
+  }
+
+  /**
+   * Stages the members pending, however few, if chunks were staged already (a scan of fewer
+   * members is still written by the commit's one script): for a writer whose last members are
+   * known to come late, so that Redis writes these meanwhile.
+   */
+  flush(): void {
+    if (this.done) throw new Error('a scan write is flushed after its commit');
+    if (this.staged && this.pendingCount > 0) this.stage(this.takePending());
   }
 
   /** {@link addPacked} of `members`, a chunk at a time. */
