@@ -7,10 +7,10 @@ import { entryArgs, type CacheEntry } from './entry.js';
 import { packMembers, type PackedMembers } from './packed-members.js';
 
 /**
- * Members a scan's write sends in one script; a larger scan is written in chunks of this many, up
- * to a part fewer than twice as many (one script each, so Redis serves other clients between
- * them), then taken in by a last script. One script of 100,000 members held Redis past the
- * clients' command timeout.
+ * Members a scan's write sends in one script; a larger scan is written in chunks of this many or
+ * more, never twice as many (a part handed over is not split; one script each, so Redis serves
+ * other clients between them), then taken in by a last script. One script of 100,000 members held
+ * Redis past the clients' command timeout.
  */
 export const PUT_CHUNK_MEMBERS = 2_000;
 /** How long a large scan's staged chunks outlive a write that never finished. */
