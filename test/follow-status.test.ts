@@ -48,6 +48,17 @@ describe('follow status', () => {
     await expect(writeFollowStatus(redis, prefix, { ...status, deletesSince: -1 })).rejects.toThrow(
       TypeError,
     );
+    // A heal under way is kept while it is written, and dropped once it is not.
+    const healing = { ...status, epoch: 6_000, healthyUntil: 0, healingSince: 8_000 };
+    expect(await writeFollowStatus(redis, prefix, healing)).toEqual(healing);
+    expect(await readFollowStatus(redis, prefix)).toEqual(healing);
+    expect(await writeFollowStatus(redis, prefix, { ...status, epoch: 6_000 })).toEqual({
+      ...status,
+      epoch: 6_000,
+    });
+    await expect(
+      writeFollowStatus(redis, prefix, { ...status, healingSince: 1.5 }),
+    ).rejects.toThrow(TypeError);
     await redis.set(redisKeys(prefix).followStatus, '{"epoch":"x"}');
     expect(await readFollowStatus(redis, prefix)).toBeNull();
     // A waiting Delete whose time is not a number still waits: never read as none.
@@ -56,6 +67,16 @@ describe('follow status', () => {
       '{"epoch":1,"healthyUntil":2,"mode":"program","deletesSince":"x"}',
     );
     expect((await readFollowStatus(redis, prefix))?.deletesSince).toBe(0);
+    // A heal whose start is not a time is none: its entries are refreshed as without one.
+    await redis.set(
+      redisKeys(prefix).followStatus,
+      '{"epoch":1,"healthyUntil":0,"mode":"program","healingSince":"x"}',
+    );
+    expect(await readFollowStatus(redis, prefix)).toEqual({
+      epoch: 1,
+      healthyUntil: 0,
+      mode: 'program',
+    });
   });
 
   it('is read at most every interval, one read shared by concurrent callers', async () => {

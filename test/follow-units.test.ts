@@ -700,10 +700,64 @@ describe('follower', () => {
     await clock.advance(1_000);
     await follower.patcher.idle();
     expect(store.labels(PARENT)).toEqual(['nectarine']);
-    // The socket closes: the status stops vouching at the next write.
+    // The socket closes: the status stops vouching at once, not at the next beat.
     hooks()?.onClose();
-    await clock.advance(1_000);
+    await clock.advance(0);
     expect(statuses.at(-1)?.healthyUntil).toBe(0);
+    await follower.close();
+  });
+
+  it('says since when a heal is under way, from the drop until a gap is healed, across sockets that die first', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const { follower, clock, statuses, open, confirm, reopen, hooks } = fakeFollower({ rpc });
+    await open();
+    // Taking the stream over is a heal too: the socket is open, its gap not read yet.
+    expect(statuses.at(-1)?.healthyUntil).toBe(0);
+    expect(statuses.at(-1)?.healingSince).toBeLessThanOrEqual(clock.now());
+    await clock.advance(2_500);
+    expect(follower.healthy).toBe(true);
+    expect(statuses.at(-1)?.healingSince).toBeUndefined();
+    await clock.advance(1_000);
+    const droppedAt = clock.now();
+    hooks()?.onClose();
+    await clock.advance(0);
+    expect(statuses.at(-1)).toMatchObject({ healthyUntil: 0, healingSince: droppedAt });
+    // No socket for a while, then one that dies before its heal, then one unconfirmed: the heal
+    // still counts from the drop, so the bound on waiting for it is not renewed by each try.
+    await clock.advance(1_500);
+    reopen();
+    await clock.advance(1_000);
+    reopen();
+    await clock.advance(1_000);
+    expect(statuses.at(-1)).toMatchObject({ healthyUntil: 0, healingSince: droppedAt });
+    confirm();
+    await clock.advance(2_500);
+    expect(follower.healthy).toBe(true);
+    expect(statuses.at(-1)?.healthyUntil).toBeGreaterThan(clock.now());
+    expect(statuses.at(-1)?.healingSince).toBeUndefined();
+    await follower.close();
+  });
+
+  it('says no heal is under way while no socket ever opened (a provider refusing every upgrade)', async () => {
+    const { follower, clock, statuses } = fakeFollower({
+      deps: {
+        connect: () => ({
+          start: () => undefined,
+          connected: false,
+          reconnect: () => undefined,
+          close: async () => undefined,
+        }),
+      },
+    });
+    follower.start();
+    await clock.advance(5_000);
+    expect(follower.owner).toBe(true);
+    expect(statuses.length).toBeGreaterThan(2);
+    for (const status of statuses) {
+      expect(status.healthyUntil).toBe(0);
+      expect(status.healingSince).toBeUndefined();
+    }
     await follower.close();
   });
 });
@@ -816,6 +870,8 @@ describe('follower taking the stream over', () => {
     await clock.advance(2_500);
     expect(statuses.at(-1)?.epoch).toBe(confirmedAt);
     expect(follower.healthy).toBe(true);
+    // The heal is over, failed: no refresh waits for it any more.
+    expect(statuses.at(-1)?.healingSince).toBeUndefined();
     await follower.close();
   });
 });

@@ -170,7 +170,10 @@ export class Follower {
     this.socket = new FollowSocket({
       connect: deps.connect,
       stream: this.stream,
-      closed: () => this.healer.gapOpened(),
+      closed: () => {
+        this.healer.gapOpened();
+        this.socketClosed();
+      },
     });
     this.healer = new GapHealer({
       rpc: deps.rpc,
@@ -367,12 +370,25 @@ export class Follower {
     await this.writeStatus();
   }
 
+  /**
+   * A socket closed: the next one's heal reads its gap. The status stops vouching now rather than
+   * at the next beat, and says since when that heal is under way.
+   */
+  private socketClosed(): void {
+    if (this.owner && this.stream.mode === 'program') this.report.socketClosed();
+    this.writeStatus().catch((err: unknown) =>
+      this.deps.logger.warn({ err: String(err) }, 'follow: status'),
+    );
+  }
+
   private async writeStatus(): Promise<void> {
     this.checkAccounts();
+    const session = this.socket.session;
     await this.report.write({
       owner: this.owner,
       healthy: this.healthy,
       mode: this.stream.mode,
+      gap: !session ? 'closed' : session.healed ? 'healed' : 'healing',
     });
   }
 }

@@ -30,8 +30,17 @@ export type StatusReportDeps = {
   logger: Logger;
 };
 
-/** What the stream is at when the status is written. */
-export type StreamState = { owner: boolean; healthy: boolean; mode: FollowMode };
+/**
+ * What the stream is at when the status is written. `gap`: `healed` when the open socket's gap is
+ * healed (or none needs one: not the owner, another mode), `healing` when a socket is open and its
+ * gap not healed yet, `closed` when no socket is open.
+ */
+export type StreamState = {
+  owner: boolean;
+  healthy: boolean;
+  mode: FollowMode;
+  gap?: 'healed' | 'healing' | 'closed';
+};
 
 /**
  * What the follower vouches with (docs/design.md, "Follow status"): the epoch since which no
@@ -44,6 +53,11 @@ export class StatusReport {
   epoch: number | undefined;
   /** The last transaction the stream reported, or a gap read found. */
   lastSignature: string | undefined;
+  /**
+   * Since when (Unix ms) a gap of the whole-program stream has been healing, while one is
+   * ({@link write} says when); the status carries it while it does not vouch.
+   */
+  private healingSince: number | undefined;
   /** Re-reads marked owed while the budget is spent, by parent: the slot marked (written once). */
   private readonly owedMarked = new Map<string, number>();
   /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
@@ -98,23 +112,39 @@ export class StatusReport {
   }
 
   /**
+   * The owner's whole-program socket closed: a heal is under way from now (the next socket's),
+   * unless one was already.
+   */
+  socketClosed(): void {
+    this.healingSince ??= this.deps.clock.now();
+  }
+
+  /**
    * One beat of the status: the owed re-reads marked (while the budget is spent), the healthy
    * gauge set, and, by the owner, the status written (vouching for {@link HEALTHY_FOR_MS} when
-   * healthy).
+   * healthy; else saying since when a heal is under way, if one is).
    */
-  async write({ owner, healthy, mode }: StreamState): Promise<void> {
+  async write({ owner, healthy, mode, gap = 'healed' }: StreamState): Promise<void> {
     const { deps } = this;
     if (!this.budgetSpent()) this.owedMarked.clear();
     else if (owner) for (const [parent, slot] of deps.owed?.() ?? []) this.owe(parent, slot);
     deps.metrics.followHealthy.set(healthy ? 1 : 0);
-    if (!owner) return;
     const now = deps.clock.now();
+    // A heal runs from the first close or beat that found one under way until a gap is healed
+    // (vouched for, or a new epoch), kept across sockets that close before theirs heals: the
+    // bound on waiting for it counts from when the stream stopped vouching, not from the latest
+    // try. With no socket open it is only one after a close: a provider refusing every upgrade
+    // heals nothing, and the entries are refreshed at once as without a stream.
+    if (!owner || mode !== 'program' || gap === 'healed') this.healingSince = undefined;
+    else if (gap === 'healing') this.healingSince ??= now;
+    if (!owner) return;
     const deletesSince = deps.deletesSince(now);
     await deps.status.write({
       epoch: this.epoch ?? now,
       healthyUntil: healthy ? now + HEALTHY_FOR_MS : 0,
       mode,
       ...(deletesSince === undefined ? {} : { deletesSince }),
+      ...(healthy || this.healingSince === undefined ? {} : { healingSince: this.healingSince }),
       ...(this.lastSignature === undefined ? {} : { lastSignature: this.lastSignature }),
     });
   }

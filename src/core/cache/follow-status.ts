@@ -28,6 +28,12 @@ export type FollowStatus = {
    * the read. Absent: no Delete waits.
    */
   readonly deletesSince?: number;
+  /**
+   * Unix ms since when the owner of the `program` stream has been healing a gap (a socket lost,
+   * the stream taken over) and so not vouching: written only while `healthyUntil` is 0. Absent:
+   * no heal under way.
+   */
+  readonly healingSince?: number;
 };
 
 /**
@@ -81,17 +87,17 @@ const STATUS_TTL_MS = 24 * 3_600_000;
  * stored one.
  *
  * @returns the status as stored.
- * @throws TypeError when `epoch`, `healthyUntil` or `deletesSince` is not a safe non-negative
- *   integer, or `mode` not a mode.
+ * @throws TypeError when `epoch`, `healthyUntil`, `deletesSince` or `healingSince` is not a safe
+ *   non-negative integer, or `mode` not a mode.
  */
 export async function writeFollowStatus(
   redis: RedisClient,
   prefix: string,
   status: FollowStatus,
 ): Promise<FollowStatus> {
-  for (const field of ['epoch', 'healthyUntil', 'deletesSince'] as const) {
+  for (const field of ['epoch', 'healthyUntil', 'deletesSince', 'healingSince'] as const) {
     const value = status[field];
-    if (field === 'deletesSince' && value === undefined) continue;
+    if (field !== 'epoch' && field !== 'healthyUntil' && value === undefined) continue;
     if (!Number.isSafeInteger(value) || (value ?? 0) < 0) {
       throw new TypeError(`${field} ${String(value)} is not a time`);
     }
@@ -100,7 +106,14 @@ export async function writeFollowStatus(
   const stored = await WRITE_STATUS.run(
     redis,
     [redisKeys(prefix).followStatus],
-    [status.epoch, status.healthyUntil, status.mode, STATUS_TTL_MS, status.deletesSince ?? ''],
+    [
+      status.epoch,
+      status.healthyUntil,
+      status.mode,
+      STATUS_TTL_MS,
+      status.deletesSince ?? '',
+      status.healingSince ?? '',
+    ],
   );
   return parseFollowStatus(stored) ?? status;
 }
@@ -123,11 +136,18 @@ function parseFollowStatus(raw: string | null): FollowStatus | null {
       typeof v.mode === 'string' &&
       MODES.has(v.mode)
     ) {
-      const status = { epoch: v.epoch, healthyUntil: v.healthyUntil, mode: v.mode as FollowMode };
-      // A waiting Delete that is not a time is still a waiting Delete: never read as none.
-      if (v.deletesSince === undefined) return status;
-      const since = typeof v.deletesSince === 'number' ? v.deletesSince : 0;
-      return { ...status, deletesSince: since };
+      const status: FollowStatus = {
+        epoch: v.epoch,
+        healthyUntil: v.healthyUntil,
+        mode: v.mode as FollowMode,
+        // A waiting Delete that is not a time is still a waiting Delete: never read as none.
+        ...(v.deletesSince === undefined
+          ? {}
+          : { deletesSince: typeof v.deletesSince === 'number' ? v.deletesSince : 0 }),
+        // A heal whose start is not a time is read as none: its entries are refreshed as before.
+        ...(typeof v.healingSince === 'number' ? { healingSince: v.healingSince } : {}),
+      };
+      return status;
     }
   } catch {
     // Not JSON: not followed.
