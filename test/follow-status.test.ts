@@ -1,7 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
+  awaitsHeal,
   followedFresh,
+  HEAL_GRACE_MS,
   FollowStatusReader,
   readFollowStatus,
   writeFollowStatus,
@@ -145,6 +147,39 @@ describe('follow status', () => {
     const young = { labels: [], fetchedAt: now - 1_000 };
     expect(cache.freshMsLeft(young, now, healthy)).toBe(59_000);
     expect(cache.freshMsLeft(young, now, { ...healthy, mode: 'off' })).toBe(59_000);
+  });
+
+  it('lets a stale entry wait for a heal under way only while the heal would vouch for it, within the bound', () => {
+    const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
+    const now = 10_000_000;
+    const entry = { labels: [], fetchedAt: now - 120_000 };
+    const healing: FollowStatus = {
+      epoch: now - 200_000,
+      healthyUntil: 0,
+      mode: 'program',
+      healingSince: now - 1_000,
+    };
+    expect(awaitsHeal(entry, healing, now)).toBe(true);
+    // Still stale: waiting for the heal never makes an answer fresh.
+    expect(cache.freshness(entry, now, healing)).toBe('stale');
+    expect(cache.freshMsLeft(entry, now, healing)).toBe(0);
+    expect(awaitsHeal(entry, healing, now - 1_000 + HEAL_GRACE_MS - 1)).toBe(true);
+    for (const [status, at] of [
+      // The bound has passed: the heal is stuck, the entry is refreshed as without a stream.
+      [healing, now - 1_000 + HEAL_GRACE_MS],
+      // The heal would not vouch for this entry: fetched before the epoch, a Delete waiting.
+      [{ ...healing, epoch: entry.fetchedAt + 1 }, now],
+      [{ ...healing, deletesSince: now - 5_000 }, now],
+      // Not the whole program followed, no heal said, a start ahead of the clock, no status.
+      [{ ...healing, mode: 'parents' as const }, now],
+      [{ epoch: healing.epoch, healthyUntil: 0, mode: 'program' as const }, now],
+      [{ ...healing, healingSince: now + 1 }, now],
+      [null, now],
+    ] as const) {
+      expect(awaitsHeal(entry, status, at)).toBe(false);
+    }
+    // An entry that owes a re-read is not vouched for by any heal.
+    expect(awaitsHeal({ ...entry, owes: 5 }, healing, now)).toBe(false);
   });
 });
 

@@ -12,7 +12,7 @@ import { redisKeys } from '../src/core/redis-keys.js';
 import { LuaScript, replyStrings } from '../src/core/lua-script.js';
 import { topHotParents } from '../src/core/cache/hot-parents.js';
 import type { CreditBudget } from '../src/core/rpc/budget.js';
-import { followedFresh, readFollowStatus } from '../src/core/cache/follow-status.js';
+import { awaitsHeal, followedFresh, readFollowStatus } from '../src/core/cache/follow-status.js';
 import { SteadyWorker } from './steady-worker.js';
 
 export { HOT_PARENT_SCAN_QUEUE, createHotParentScanQueue, hotParentScanIntervalMs };
@@ -147,7 +147,8 @@ export type HotParentScanDeps = {
 /**
  * One scan (docs/design.md, "The refresh queue"): queues a refresh for each of the `topN` most
  * requested parents ({@link topHotParents}) whose entry would go stale before two more scans, or
- * is missing, unless the follow stream keeps it fresh (`followedFresh`); at most `topN` distinct
+ * is missing, unless the follow stream keeps it fresh (`followedFresh`) or will once the heal
+ * under way vouches (`awaitsHeal`, bounded in time); at most `topN` distinct
  * parents per window, as these refreshes are charged to no client. None while the daily credit
  * budget is past its soft threshold (docs/design.md, "Budget").
  *
@@ -174,8 +175,14 @@ export async function runHotParentScan(
   const due: string[] = [];
   for (const parent of parents) {
     const entry = await deps.cache.head(deps.defaultEndpointId, parent);
-    // Fresh for a while yet, or kept fresh by following the chain (docs/design.md, "Freshness").
-    if (entry && (now - entry.fetchedAt < refreshAfterMs || followedFresh(entry, status, now))) {
+    // Fresh for a while yet, kept fresh by following the chain, or about to be again once the
+    // heal under way vouches (docs/design.md, "Freshness").
+    if (
+      entry &&
+      (now - entry.fetchedAt < refreshAfterMs ||
+        followedFresh(entry, status, now) ||
+        awaitsHeal(entry, status, now))
+    ) {
       continue;
     }
     due.push(parent);

@@ -13,7 +13,11 @@ import type { RefreshJobData } from '../../core/queue/refresh-queue.js';
 import type { CreditBudget } from '../../core/rpc/budget.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
 import type { HotParentCounter } from '../../core/cache/hot-parents.js';
-import type { FollowStatus, FollowStatusReader } from '../../core/cache/follow-status.js';
+import {
+  awaitsHeal,
+  type FollowStatus,
+  type FollowStatusReader,
+} from '../../core/cache/follow-status.js';
 import { InProcessCopy } from './in-process-copy.js';
 import type { ParentTouches } from './parent-touches.js';
 import { budgetSpent } from './refresh-charge.js';
@@ -215,7 +219,8 @@ export class SubdomainLookup {
     const { entry } = read;
     if (entry) {
       this.counted(parent, endpoint, requester);
-      if (cache.freshness(entry, this.now(), status) === 'fresh') {
+      const now = this.now();
+      if (cache.freshness(entry, now, status) === 'fresh') {
         metrics.countCacheLookup('hit');
         this.local?.remember(parent, endpoint, entry, read.generation);
         return { entry, state: 'HIT' };
@@ -224,8 +229,15 @@ export class SubdomainLookup {
       // A popular stale key would otherwise run BullMQ's scripts on every request; one try per
       // key per second and process is enough (the job is deduplicated anyway). A try its client's
       // limit refused leaves the next request for the key free to try. Past the budget's soft
-      // threshold the refresh waits for the stretched window, and none once it is spent.
-      if (!this.recentlyQueued.has(key) && this.mayRefreshStale(endpoint, entry)) {
+      // threshold the refresh waits for the stretched window, and none once it is spent. While
+      // the follow stream heals a gap that would vouch for the entry again, none either, for a
+      // bounded time: the heal costs the deployment a few reads, a scan per parent asked would
+      // cost each of them one, wasted once the heal vouches.
+      if (
+        !this.recentlyQueued.has(key) &&
+        !awaitsHeal(entry, status, now) &&
+        this.mayRefreshStale(endpoint, entry)
+      ) {
         this.recentlyQueued.set(key, true);
         this.refreshes
           .refreshStale(key, parent, endpoint, requester)

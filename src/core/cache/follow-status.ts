@@ -30,8 +30,9 @@ export type FollowStatus = {
   readonly deletesSince?: number;
   /**
    * Unix ms since when the owner of the `program` stream has been healing a gap (a socket lost,
-   * the stream taken over) and so not vouching: written only while `healthyUntil` is 0. Absent:
-   * no heal under way.
+   * the stream taken over) and so not vouching: written only while `healthyUntil` is 0. A stale
+   * entry's refresh waits for that heal for a while ({@link awaitsHeal}). Absent: no heal under
+   * way.
    */
   readonly healingSince?: number;
 };
@@ -63,6 +64,46 @@ export function followedFresh(
     status !== undefined &&
     status.mode === 'program' &&
     now < status.healthyUntil &&
+    entry.fetchedAt >= status.epoch &&
+    status.deletesSince === undefined &&
+    entry.owes === undefined
+  );
+}
+
+/**
+ * How long after the stream stopped vouching for a heal a stale entry's refresh waits for that
+ * heal ({@link awaitsHeal}). A heal begins `GAP_READ_DELAY_MS` after the new socket's
+ * subscriptions (worker/follow/follower.ts) and tries a transaction a lagging node lacks a few
+ * times (worker/follow/gaps.ts): the bound is several times what a usual heal takes
+ * (BENCHMARKS.md, "Freshness of hot parents"), so a heal that has not vouched by then is stuck
+ * (a refused socket, a provider failing its reads), and the entries are refreshed as without a
+ * stream. Longer would serve those entries `STALE` longer with no refresh under way; shorter
+ * would scan every stale parent asked during a slow but sound heal.
+ */
+export const HEAL_GRACE_MS = 10_000;
+
+/**
+ * Whether the refresh of `entry`, not fresh now, waits for the heal under way (docs/design.md,
+ * "Freshness"): the whole program is followed, a heal began less than {@link HEAL_GRACE_MS} ago,
+ * and once it vouches again the entry would be fresh ({@link followedFresh}'s other terms: fetched
+ * since the epoch, no Delete waiting, no re-read owed). A scan of it meanwhile would be wasted
+ * when the heal succeeds; when the heal fails the epoch moves past the entry and this no longer
+ * holds, and past the bound neither. Never makes an entry fresh: it is still answered `STALE`.
+ *
+ * @param now Unix ms, the clock `healingSince` was written with (src/core/redis-time.ts).
+ */
+export function awaitsHeal(
+  entry: { readonly fetchedAt: number; readonly owes?: number },
+  status: FollowStatus | null | undefined,
+  now: number,
+): boolean {
+  const since = status?.healingSince;
+  return (
+    since !== undefined &&
+    status?.mode === 'program' &&
+    // A time ahead of this clock (a status of another shape, a skew) waits for nothing.
+    now >= since &&
+    now - since < HEAL_GRACE_MS &&
     entry.fetchedAt >= status.epoch &&
     status.deletesSince === undefined &&
     entry.owes === undefined
@@ -155,8 +196,14 @@ function parseFollowStatus(raw: string | null): FollowStatus | null {
   return null;
 }
 
+/**
+ * How often an API process reads the status at most (ms): a moved epoch or a stream that stopped
+ * vouching is seen within it, and the status costs one read per interval whatever the traffic.
+ */
+export const STATUS_READ_EVERY_MS = 500;
+
 export type FollowStatusReaderOptions = {
-  /** Reads at most this often, in ms (500). */
+  /** Reads at most this often, in ms ({@link STATUS_READ_EVERY_MS}). */
   intervalMs?: number;
   /** The clock (Unix ms). */
   now?: () => number;
@@ -183,7 +230,7 @@ export class FollowStatusReader {
     private readonly prefix: string,
     private readonly options: FollowStatusReaderOptions = {},
   ) {
-    this.intervalMs = options.intervalMs ?? 500;
+    this.intervalMs = options.intervalMs ?? STATUS_READ_EVERY_MS;
     this.now = options.now ?? Date.now;
   }
 
