@@ -226,8 +226,9 @@ type ModeResult = {
   afterDrop?: Observed & {
     resubscribedMs: number | undefined;
     /**
-     * Credits per parent from the drop to the end of that measurement: the gap's reads, and the
-     * hot entries past their window read again while the stream vouched for nothing.
+     * Credits per parent from the drop to the end of that measurement: the gap's reads, and any
+     * hot entry past its window read again while the stream vouched for nothing (none while the
+     * heal vouches within `HEAL_GRACE_MS`: docs/design.md, "Waiting for a heal").
      */
     creditsPerParent: number;
   };
