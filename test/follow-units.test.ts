@@ -495,6 +495,7 @@ describe('backstop', () => {
       scanCost: 10,
       reread: () => undefined,
       changed: (parent) => changed.push(parent),
+      epoch: () => 0,
       metrics: quietDeps().metrics,
     });
     return { backstop, clock, store, rpc, changed };

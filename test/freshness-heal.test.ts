@@ -178,6 +178,56 @@ describe('a drop of every websocket', () => {
     await waitFor(async () => (await ask(g)).state === 'HIT', 10_000, 'a hit of the new scan');
   }, 60_000);
 
+  it('never answers a name created during the drop missing as fresh when its heal fails, existence checks or not', async () => {
+    gw = await startGateway({ env: HEAL });
+    const g = gw;
+    // No socket for a moment, so the creation comes in the gap; the gap's transaction unreadable,
+    // so the heal fails (a new epoch); every scan refused, so only a check can touch the entry.
+    const { fetched } = await dropped(g, () => {
+      g.sim.setWebsocketAvailable(false);
+      g.sim.setFaults([
+        { kind: 'rpc-error', method: 'getTransaction' },
+        { kind: 'rpc-error', method: 'getProgramAccounts' },
+      ]);
+    });
+    g.sim.chain.addSubdomain(PARENT, 'ingap');
+    g.sim.setWebsocketAvailable(true);
+    const cache = new SubdomainCache(g.redis, g.config.QUEUE_PREFIX, 1, 1);
+    const head = () => cache.head(endpointId(g.sim.url), PARENT);
+    const rev = (await head())?.rev;
+    // The stream vouches again, since an epoch past the entry's scan.
+    await waitFor(
+      async () => {
+        const s = await status(g);
+        return vouches(s) && (s?.epoch ?? 0) > (fetched ?? Infinity);
+      },
+      HEAL_GRACE_MS,
+      'the heal failed, the stream vouching from a new epoch',
+    );
+    // An existence check of the parent passes (it reads what exists, not what was added).
+    await waitFor(async () => (await head())?.rev !== rev, 40_000, 'an existence check');
+    await waitFor(
+      async () => (await metric(g, 'sns_deletion_checks_total', { outcome: 'unchanged' })) > 0,
+      5_000,
+      'the check counted',
+    );
+    for (let i = 0; i < 10; i++) {
+      const res = await g.get(`/subdomains/${PARENT}`);
+      const labels = res.body.result as string[];
+      if (res.headers.get('x-cache') !== 'STALE') expect(labels).toContain('ingap');
+    }
+    // Scans allowed again: the name shows.
+    g.sim.setFaults([]);
+    await waitFor(
+      async () => {
+        const res = await g.get(`/subdomains/${PARENT}`);
+        return (res.body.result as string[]).includes('ingap');
+      },
+      15_000,
+      'the name created in the gap listed',
+    );
+  }, 90_000);
+
   it('never answers fresh while the stream does not vouch, before the bound or after it', async () => {
     gw = await startGateway({ env: HEAL });
     const g = gw;

@@ -152,7 +152,11 @@ describe('SubdomainCache.put', () => {
     const change = { account: 'A', reverse: 'RA', member: ['y', 'o'] } as const;
     for (const slot of NOT_SLOTS) {
       await expect(cache.applyChanges('e', 'unsafe', [change], slot)).rejects.toThrow(TypeError);
-      const check = { fetchedAt: 2, slot, gone: [] };
+      const check = { fetchedAt: 2, epoch: 0, slot, gone: [] };
+      await expect(cache.markChecked('e', 'unsafe', check)).rejects.toThrow(TypeError);
+    }
+    for (const epoch of [-1, 1.5, Number.NaN]) {
+      const check = { fetchedAt: 2, epoch, slot: 5, gone: [] };
       await expect(cache.markChecked('e', 'unsafe', check)).rejects.toThrow(TypeError);
     }
     // The scripts refuse them too, as the text a caller that skipped the check would send.
@@ -739,7 +743,9 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       outcome: 'missing',
       rev: 1,
     });
-    expect(await cache.markChecked('e', 'none', { fetchedAt: 5, slot: 5, gone: ['NA'] })).toEqual({
+    expect(
+      await cache.markChecked('e', 'none', { fetchedAt: 5, epoch: 0, slot: 5, gone: ['NA'] }),
+    ).toEqual({
       outcome: 'missing',
       rev: 0,
       dropped: 0,
@@ -800,6 +806,7 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     );
     const checked = await cache.markChecked('e', 'check', {
       fetchedAt: 5_000,
+      epoch: 1_000,
       slot: 55,
       gone: ['NA', 'NC', 'nobody'],
     });
@@ -809,8 +816,20 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     expect(read?.entry).toMatchObject({ fetchedAt: 5_000, slot: 60 });
     expect(await cache.parentOfMember('e', 'NA')).toBeNull();
     // An older check never moves fetchedAt back.
-    await cache.markChecked('e', 'check', { fetchedAt: 4_000, gone: [] });
+    await cache.markChecked('e', 'check', { fetchedAt: 4_000, epoch: 1_000, gone: [] });
     expect((await cache.get(cache.key('e', 'check')))?.fetchedAt).toBe(5_000);
+    // Under an epoch past the entry's fetch (a gap the stream could not heal), a check still drops
+    // what is gone and raises the slot, but the entry is no newer: a name created in the gap may
+    // be missing, and a check cannot see it.
+    await cache.markChecked('e', 'check', {
+      fetchedAt: 9_000,
+      epoch: 6_000,
+      slot: 70,
+      gone: ['NB'],
+    });
+    const given = await cache.getWithAccounts('e', 'check');
+    expect(given?.accounts).toEqual({ NC: ['c', 'p'] });
+    expect(given?.entry).toMatchObject({ fetchedAt: 5_000, slot: 70 });
   });
 
   it('marks a re-read owed: not fresh by following until a scan that far is stored', async () => {
@@ -829,7 +848,9 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
       [{ account: 'NB', reverse: 'RNB', member: ['b', 'o'] }],
       60,
     );
-    await cache.markChecked('e', 'owing', { fetchedAt: 2_000, slot: 61, gone: [] });
+    await cache.markChecked('e', 'owing', { fetchedAt: 2_000, epoch: 0, slot: 61, gone: [] });
+    // Nor is it any newer by the window: the check cannot see the change it owes.
+    expect((await head()).fetchedAt).toBe(1_000);
     await cache.put('e', 'owing', ...withReverses('owing', scan(65, 3_000), { NA: ['a', 'o'] }));
     expect(await head()).toMatchObject({ owes: 70 });
     // A scan that far settles it.

@@ -70,7 +70,7 @@ export class FakeStore implements FollowStore {
   readonly removed = new Map<string, number>();
   readonly memberParents = new Map<string, { parent: string; subdomain: string }>();
   readonly calls: string[] = [];
-  checked: Array<{ parent: string; at: number; slot: number | undefined }> = [];
+  checked: Array<{ parent: string; at: number; slot: number | undefined; epoch: number }> = [];
 
   /** Stores an entry as a scan would: account -> [label, owner, reverse record (optional)]. */
   put(parent: string, slot: number, members: Record<string, readonly string[]>): void {
@@ -156,8 +156,14 @@ export class FakeStore implements FollowStore {
     this.owed.set(parent, Math.max(this.owed.get(parent) ?? slot, slot));
     return true;
   }
-  async markChecked(parent: string, at: number, slot: number, gone: readonly string[]) {
-    this.checked.push({ parent, at, slot });
+  async markChecked(
+    parent: string,
+    at: number,
+    slot: number,
+    gone: readonly string[],
+    epoch: number,
+  ) {
+    this.checked.push({ parent, at, slot, epoch });
     const entry = this.entries.get(parent);
     let dropped = 0;
     for (const account of gone) {

@@ -26,6 +26,11 @@ export type BackstopDeps = {
   scanCost: number;
   reread: Reread;
   changed: (parent: string) => void;
+  /**
+   * The follow epoch now (Unix ms; undefined while unknown): a check renews only entries known
+   * whole since it, as it sees what is gone and not what was added.
+   */
+  epoch: () => number | undefined;
   metrics: Metrics;
 };
 
@@ -89,6 +94,9 @@ export class Backstop {
   async round(): Promise<void> {
     const { deps } = this;
     const now = deps.clock.now();
+    // Read before the calls: an epoch that moves meanwhile is later than `now`, past the date
+    // this check gives, so the entries it gave up stay given up. Unknown: none is renewed.
+    const epoch = deps.epoch() ?? now;
     type Due = {
       parent: string;
       keys: Array<[account: string, reverse: string]>;
@@ -145,7 +153,7 @@ export class Backstop {
         }
       }
       // Per member slot guard: a member added or written after the slot this check read at stays.
-      const dropped = await deps.store.markChecked(parent, now, slot, gone);
+      const dropped = await deps.store.markChecked(parent, now, slot, gone, epoch);
       const verdict =
         moved.length > 0 ? await deps.store.applyChanges(parent, moved, slot) : undefined;
       const transferred = verdict === 'written';

@@ -57,9 +57,10 @@ export function cacheStore(
     async markOwed(parent, slot) {
       return (await cache.markOwed(endpointId, parent, slot)) === 'written';
     },
-    async markChecked(parent, checkedAt, slot, gone) {
+    async markChecked(parent, checkedAt, slot, gone, epoch) {
       const { dropped } = await cache.markChecked(endpointId, parent, {
         fetchedAt: checkedAt,
+        epoch,
         slot,
         gone,
       });

@@ -145,6 +145,7 @@ export class Follower {
       freshMs: deps.freshMs,
       checkCost: deps.checkCost,
       scanCost: deps.scanCost,
+      epoch: () => this.report.epoch,
       metrics,
     });
     this.followed = new FollowedParents({

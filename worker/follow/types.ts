@@ -48,15 +48,17 @@ export interface FollowStore {
    */
   followedParents(sinceMs?: number): Promise<string[]>;
   /**
-   * Records an existence check of `parent` read at `slot` and begun at `checkedAt`: the members
-   * whose name account is in `gone` are dropped (unless written at a later slot), and the entry
-   * is known whole as of then. Returns how many were dropped.
+   * Records an existence check of `parent` read at `slot` and begun at `checkedAt`, under the
+   * follow epoch `epoch`: the members whose name account is in `gone` are dropped (unless written
+   * at a later slot), and the entry is known whole as of then if it was since the epoch (the
+   * stream carried every addition since) and owes no re-read. Returns how many were dropped.
    */
   markChecked(
     parent: string,
     checkedAt: number,
     slot: number,
     gone: readonly string[],
+    epoch: number,
   ): Promise<number>;
   /**
    * Records that a re-read of `parent` at `slot` is owed and cannot be made (the budget spent):

@@ -445,28 +445,35 @@ export class SplitEntries {
 
   /**
    * Records an existence check of (endpoint, parent): the accounts in `gone` were found missing
-   * (each dropped unless its member was written at a slot past the check's), and the entry is
-   * known whole as of `fetchedAt` (raised, never lowered) and `slot` (raised). Bumps the revision.
+   * (each dropped unless its member was written at a slot past the check's), and the slot is
+   * raised to the check's. The entry is known whole as of `fetchedAt` (raised, never lowered) only
+   * if it was already known whole since `epoch` and owes no re-read: a check sees what is gone,
+   * not what was added, which only the stream carried since its epoch (docs/design.md,
+   * "Freshness"). Bumps the revision.
    *
    * @param check.slot the lowest slot the check read at; undefined when unknown (then every gone
    *   account is dropped and the slot stays).
-   * @throws TypeError when `fetchedAt` or `slot` is not a safe non-negative integer.
+   * @param check.epoch the follow epoch the check was made under (Unix ms).
+   * @throws TypeError when `fetchedAt`, `epoch` or `slot` is not a safe non-negative integer.
    */
   async markChecked(
     endpointId: string,
     parent: string,
-    check: { fetchedAt: number; slot?: number; gone: readonly string[] },
+    check: { fetchedAt: number; epoch: number; slot?: number; gone: readonly string[] },
   ): Promise<CheckOutcome> {
     const [slot, fetchedAt] = entryArgs({
       labels: [],
       fetchedAt: check.fetchedAt,
       slot: check.slot,
     });
+    if (!Number.isSafeInteger(check.epoch) || check.epoch < 0) {
+      throw new TypeError(`epoch ${String(check.epoch)} is not a time`);
+    }
     const [meta, labels, members, index] = this.splitKeys(endpointId, parent);
     return SCRIPTS.markChecked.run(
       this.redis,
       [meta, labels, members, index],
-      [fetchedAt, slot, parent, ...check.gone],
+      [fetchedAt, slot, check.epoch, parent, ...check.gone],
     );
   }
 

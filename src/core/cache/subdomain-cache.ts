@@ -184,7 +184,7 @@ export class SubdomainCache {
   markChecked(
     endpointId: string,
     parent: string,
-    check: { fetchedAt: number; slot?: number; gone: readonly string[] },
+    check: { fetchedAt: number; epoch: number; slot?: number; gone: readonly string[] },
   ): Promise<CheckOutcome> {
     return this.entries.markChecked(endpointId, parent, check);
   }
