@@ -67,11 +67,21 @@ export class StatusReport {
     this.warnEpoch = occasionalWarning(deps.logger, 60_000, () => deps.clock.now());
   }
 
-  /** Taking the stream over: the epoch and last signature the last owner wrote, if readable. */
+  /**
+   * Taking the stream over: the epoch and last signature the last owner wrote, if readable, and
+   * since when the stream has not vouched, if it stopped: the heal under way here goes on from
+   * the last owner's (its `healingSince`, or when its vouching ended), so the bound on waiting for
+   * a heal is not started again by each takeover (a flaky Redis losing leases, a crash loop).
+   */
   async resume(): Promise<void> {
     const status = await this.deps.status.read().catch(() => undefined);
     this.epoch = status?.epoch;
     this.lastSignature = status?.lastSignature;
+    const vouchedUntil =
+      status && status.healthyUntil > 0
+        ? Math.min(status.healthyUntil, this.deps.clock.now())
+        : undefined;
+    this.healingSince = status?.healingSince ?? vouchedUntil;
   }
 
   /** Whether the day's credit budget is spent (re-reads are then refused). */
@@ -130,14 +140,17 @@ export class StatusReport {
     else if (owner) for (const [parent, slot] of deps.owed?.() ?? []) this.owe(parent, slot);
     deps.metrics.followHealthy.set(healthy ? 1 : 0);
     const now = deps.clock.now();
-    // A heal runs from the first close or beat that found one under way until a gap is healed
-    // (vouched for, or a new epoch), kept across sockets that close before theirs heals: the
-    // bound on waiting for it counts from when the stream stopped vouching, not from the latest
-    // try. With no socket open it is only one after a close: a provider refusing every upgrade
-    // heals nothing, and the entries are refreshed at once as without a stream.
-    if (!owner || mode !== 'program' || gap === 'healed') this.healingSince = undefined;
-    else if (gap === 'healing') this.healingSince ??= now;
+    // Not the owner now (a lease lapsed for a moment, or lost): nothing is written, and the heal
+    // is left as it is; a lease taken again later resumes it from the status (`resume`).
     if (!owner) return;
+    // A heal runs from the first close or beat that found one under way (or the last owner's,
+    // `resume`) until a gap is healed (vouched for, or a new epoch), kept across sockets that
+    // close before theirs heals: the bound on waiting for it counts from when the stream stopped
+    // vouching, not from the latest try. With no socket open it is only one after a close: a
+    // provider refusing every upgrade heals nothing, and the entries are refreshed at once as
+    // without a stream.
+    if (mode !== 'program' || gap === 'healed') this.healingSince = undefined;
+    else if (gap === 'healing') this.healingSince ??= now;
     const deletesSince = deps.deletesSince(now);
     await deps.status.write({
       epoch: this.epoch ?? now,
