@@ -45,6 +45,14 @@ const b64 = (bytes: Buffer) => [bytes.toString('base64'), 'base64'];
 const sliceHead = (owner: Buffer, nameClass: Buffer) =>
   Buffer.concat([parentKey.subarray(31), owner, nameClass]);
 const OWNER = Buffer.alloc(32, 7);
+/** A subdomain's name account as getProgramAccounts slices it (base64 data). */
+const nameSlice = () =>
+  b64(
+    Buffer.concat([sliceHead(OWNER, Buffer.alloc(32)), Buffer.alloc(SCAN_SLICE.length)]).subarray(
+      0,
+      SCAN_SLICE.length,
+    ),
+  );
 
 /** A subdomain and its reverse record as getProgramAccounts slices them, and the record's data. */
 function subdomain(label: string) {
@@ -60,17 +68,7 @@ function subdomain(label: string) {
     reverse,
     data,
     accounts: [
-      {
-        pubkey: child,
-        account: {
-          data: b64(
-            Buffer.concat([
-              sliceHead(OWNER, Buffer.alloc(32)),
-              Buffer.alloc(SCAN_SLICE.length),
-            ]).subarray(0, SCAN_SLICE.length),
-          ),
-        },
-      },
+      { pubkey: child, account: { data: nameSlice() } },
       {
         pubkey: reverse,
         account: {
@@ -621,14 +619,7 @@ describe('discovery through the discovery thread', () => {
   const costly = () =>
     Array.from({ length: 60_000 }, () => ({
       pubkey: toBase58(randomBytes(32)),
-      account: {
-        data: b64(
-          Buffer.concat([
-            sliceHead(OWNER, Buffer.alloc(32)),
-            Buffer.alloc(SCAN_SLICE.length),
-          ]).subarray(0, SCAN_SLICE.length),
-        ),
-      },
+      account: { data: nameSlice() },
     }));
   /** Resolves once the next reply has been handed to the thread, which is then at work on it. */
   const decoding = () =>
