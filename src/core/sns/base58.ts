@@ -49,6 +49,24 @@ export function toBase58(bytes: Uint8Array): string {
 const DIGIT_AT = new Int8Array(128).fill(-1);
 for (let i = 0; i < ALPHABET.length; i++) DIGIT_AT[ALPHABET.charCodeAt(i)] = i;
 
+/** 58 to the power of 0 to 5: the scale of a chunk of that many digits. */
+const POW58 = [1, 58, 58 ** 2, 58 ** 3, 58 ** 4, 58 ** 5];
+
+/**
+ * The number digits `from` to `to - 1` of `text` spell (at most five: below 2^30), or -1 for a
+ * character outside the alphabet.
+ */
+function chunkOf(text: string, from: number, to: number): number {
+  let chunk = 0;
+  for (let i = from; i < to; i++) {
+    const code = text.charCodeAt(i);
+    const digit = code < 128 ? (DIGIT_AT[code] as number) : -1;
+    if (digit < 0) return -1;
+    chunk = chunk * 58 + digit;
+  }
+  return chunk;
+}
+
 /**
  * Decodes base58 text; throws TypeError for a character outside the alphabet. Five digits at a
  * time (58^5 < 2^30) into 16-bit limbs, as {@link toBase58} divides, rather than digit by digit
@@ -58,17 +76,11 @@ export function fromBase58(text: string): Buffer {
   let zeros = 0;
   while (zeros < text.length && text.charCodeAt(zeros) === 49) zeros++;
   const limbs: number[] = []; // little-endian base-65536 digits
-  for (let i = zeros; i < text.length;) {
+  for (let i = zeros; i < text.length; i += 5) {
     const end = Math.min(i + 5, text.length);
-    let chunk = 0;
-    let scale = 1;
-    for (; i < end; i++) {
-      const code = text.charCodeAt(i);
-      const digit = code < 128 ? (DIGIT_AT[code] as number) : -1;
-      if (digit < 0) throw new TypeError(`not base58: ${JSON.stringify(text)}`);
-      chunk = chunk * 58 + digit;
-      scale *= 58;
-    }
+    const chunk = chunkOf(text, i, end);
+    if (chunk < 0) throw new TypeError(`not base58: ${JSON.stringify(text)}`);
+    const scale = POW58[end - i] as number;
     let carry = chunk;
     for (let j = 0; j < limbs.length; j++) {
       // At most 2^16 * 58^5 + 2^30: exact in a double.
@@ -112,17 +124,11 @@ export function fromBase58Into(text: string, out: Uint8Array): boolean {
   LIMBS.fill(0, 0, count);
   let zeros = 0;
   while (zeros < text.length && text.charCodeAt(zeros) === 49) zeros++;
-  for (let i = zeros; i < text.length;) {
+  for (let i = zeros; i < text.length; i += 5) {
     const end = Math.min(i + 5, text.length);
-    let chunk = 0;
-    let scale = 1;
-    for (; i < end; i++) {
-      const code = text.charCodeAt(i);
-      const digit = code < 128 ? (DIGIT_AT[code] as number) : -1;
-      if (digit < 0) return false;
-      chunk = chunk * 58 + digit;
-      scale *= 58;
-    }
+    const chunk = chunkOf(text, i, end);
+    if (chunk < 0) return false;
+    const scale = POW58[end - i] as number;
     let carry = chunk;
     for (let j = 0; j < count; j++) {
       // At most 2^16 * 58^5 + 2^30: exact in a double.
