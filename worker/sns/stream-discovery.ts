@@ -68,8 +68,8 @@ export async function streamSubdomains(
     listed += members.count;
     if (members.count > 0) sink.add(slot, members);
   };
-  // The write stages a part as it comes, whole (packed, it cannot split one): the members listed
-  // here, the completed ones above all (any number), go in parts no larger than the thread's.
+  // The write stages a part as it comes, whole (packed, it cannot split one): the completed
+  // members (any number) go in parts no larger than the thread's.
   const partMembers = Math.max(1, sink.partMembers);
   const handAll = (slot: number | undefined, members: readonly ScannedMember[]) => {
     for (let from = 0; from < members.length; from += partMembers) {
@@ -102,22 +102,15 @@ export async function streamSubdomains(
     completion.stop();
     throw err;
   }
-  const { labels, children, owners, reverses, waiting, truncated, slot, accounts } = found;
-  const rest = labels.map((label, i): ScannedMember => [
-    label,
-    children[i] as string,
-    owners[i] as string,
-    reverses[i] as string,
-  ]);
+  // A streamed classification's last part held the members left and their cut records: the
+  // summary lists none (scan-classify.ts), only those waiting.
+  const { waiting, truncated, slot, accounts } = found;
   let completed: Map<string, string | null>;
   try {
-    count(rest);
     bounds.within(pendingBytes(waiting));
-    // The thread's last part held the members left (`rest` is empty but for a summary that
-    // streamed none). The last completion call goes out, then the write sends what it holds back:
-    // each then waits on another process (the RPC, Redis) while the other goes on.
+    // The last completion call goes out, then the write sends what it holds back: each then
+    // waits on another process (the RPC, Redis) while the other goes on.
     completion.add(truncated, slot, true);
-    handAll(slot, rest);
     sink.listed?.();
     completed = await completion.done();
   } catch (err) {
