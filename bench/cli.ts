@@ -1,9 +1,16 @@
 /**
  * The command line of every bench script: node:util `parseArgs` with `--help`, and refusals that
  * are one line and a usage, not a stack trace. Called at the top of a script, before it starts
- * anything, so `--help` and a bad option cost no server, Redis key or file.
+ * anything, so `--help`, a bad option and an unsupported Node cost no server, Redis key or file.
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
+
+// semver (a dev dependency, the one scripts/check-engines.mjs uses) ships no types.
+const semver = createRequire(import.meta.url)('semver') as {
+  satisfies(version: string, range: string): boolean;
+};
 
 export type BenchOption = {
   /** What the option does, for `--help`. */
@@ -48,6 +55,23 @@ const COLUMN = 22;
 
 /** Exit status of a refused command line (the convention of sh and getopt tools). */
 const USAGE_ERROR = 2;
+
+/** Exit status of a bench refused on a Node outside `engines` (as scripts/check-engines.mjs). */
+const UNSUPPORTED_NODE = 1;
+
+/**
+ * Why a bench may not run on Node `version`, in one line, or undefined when package.json's
+ * `engines.node` accepts it. On another Node the gateway is not the one deployed (it may fail
+ * where a supported one answers), so its figures would mislead rather than measure.
+ */
+export function nodeRefusal(version: string = process.version): string | undefined {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    engines: { node: string };
+  };
+  const range = pkg.engines.node;
+  if (semver.satisfies(version, range)) return undefined;
+  return `Node ${version} is not supported (package.json engines: node ${range}); run the bench on one of those`;
+}
 
 /** `text` broken into lines of at most `width` characters, each after `indent`. */
 function wrap(text: string, width = 80, indent = ''): string {
@@ -96,14 +120,20 @@ export function helpText(spec: BenchCommand<Record<string, BenchOption>>): strin
 }
 
 /**
- * Parses `argv` against `spec`. `--help` prints {@link helpText} on stdout and exits 0; an
- * unknown option, a positional, a missing value, a value out of `choices` or under `min` prints
- * one line and the usage on stderr and exits 2.
+ * Parses `argv` against `spec`. On a Node outside `engines` ({@link nodeRefusal}) it prints one
+ * line on stderr and exits 1, whatever `argv` says. `--help` prints {@link helpText} on stdout and
+ * exits 0; an unknown option, a positional, a missing value, a value out of `choices` or under
+ * `min` prints one line and the usage on stderr and exits 2.
  */
 export function parseBenchArgs<O extends Record<string, BenchOption>>(
   spec: BenchCommand<O>,
   argv: readonly string[] = process.argv.slice(2),
 ): BenchFlags<O> {
+  const unsupported = nodeRefusal();
+  if (unsupported !== undefined) {
+    process.stderr.write(`${spec.command}: ${unsupported}\n`);
+    process.exit(UNSUPPORTED_NODE);
+  }
   const refuse = (message: string): never => {
     process.stderr.write(
       `${spec.command}: ${message.split('\n')[0] ?? message}\n${usageLine(spec)}\n`,

@@ -1,19 +1,21 @@
 /**
  * The bench scripts' command line (bench/cli.ts): `--help` prints usage, duration and what the run
  * writes, then exits 0; a bad option prints one line and the usage and exits 2, no stack trace.
- * Both happen before a script starts anything, so these runs start no server.
+ * Both happen before a script starts anything, so these runs start no server; so does the refusal
+ * of a Node outside `engines`, whose figures would not be the gateway's.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { nodeRefusal } from '../bench/cli.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const scripts = (
-  JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
-    scripts: Record<string, string>;
-  }
-).scripts;
+const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
+  scripts: Record<string, string>;
+  engines: { node: string };
+};
+const scripts = pkg.scripts;
 
 /** Every npm script that runs a file of bench/, with that file. */
 const benches = Object.entries(scripts).flatMap(([name, command]) => {
@@ -136,4 +138,12 @@ describe('bench scripts', () => {
       expect(lines[1], what).toBe(`usage: npm run ${name} -- [--help] [options]`);
     });
   }, 60_000);
+
+  it('refuse a Node outside engines in one line naming it and the range', () => {
+    expect(nodeRefusal(process.version)).toBeUndefined();
+    const refusal = nodeRefusal('v20.20.2');
+    expect(refusal).toContain('Node v20.20.2');
+    expect(refusal).toContain(pkg.engines.node);
+    expect(refusal).not.toContain('\n');
+  });
 });
