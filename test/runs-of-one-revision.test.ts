@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { runsOfOneRevision, type RunsRead } from '../src/core/cache/runs-of-one-revision.js';
 
 type Head = { rev: number };
-type Run = { head: Head; items: string[] | null };
+type Run = { head: Head; items: string[] | null; total?: number };
 
 /**
  * An entry of `n` items read through the helper, with what it was asked: each run's start, each
@@ -13,6 +13,8 @@ const entryOf = (
   n: number,
   opts: {
     size?: number;
+    /** Whether each run tells the entry's count of items (`total`). */
+    total?: boolean;
     afterRun?: (start: number, entry: { rev: number; items: string[] | null }) => void;
     fallback?: () => Promise<string[] | null>;
   } = {},
@@ -27,6 +29,7 @@ const entryOf = (
       const run = {
         head: { rev: entry.rev },
         items: entry.items && entry.items.slice(start, start + count),
+        ...(opts.total && entry.items && { total: entry.items.length }),
       };
       opts.afterRun?.(start, entry);
       return run;
@@ -64,6 +67,21 @@ describe('runsOfOneRevision', () => {
     const empty = entryOf(0);
     expect(await runsOfOneRevision(empty.read)).toEqual([]);
     expect(empty.asked.starts).toEqual([0]);
+  });
+
+  it('stops at the run that reaches the total its runs tell, with no run past the end', async () => {
+    for (const [n, starts] of [
+      [8, [0, 4]],
+      [10, [0, 4, 8]],
+      [4, [0]],
+      [0, [0]],
+    ] as const) {
+      const told = entryOf(n, { total: true });
+      expect(await runsOfOneRevision(told.read)).toEqual(
+        Array.from({ length: n }, (_, i) => `m${i}@1`),
+      );
+      expect(told.asked.starts).toEqual(starts);
+    }
   });
 
   it('begins again from index 0 with a fresh taker when the head moved between runs', async () => {

@@ -474,27 +474,68 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     await cache.put('runs-e', 'runs', ...withAccounts('runs', put));
     const whole = await cache.get(cache.key('runs-e', 'runs'));
     expect(whole?.labels).toEqual(put.labels);
-    // The real Redis, with a real change landing after the second run.
-    let runs = 0;
-    const racing = Object.create(redis) as Redis;
-    racing.evalsha = (async (...args: Parameters<Redis['evalsha']>) => {
-      const reply: unknown = await redis.evalsha(...args);
-      if (args[1] === 2 && ++runs === 2) {
-        const change = {
-          account: 'Added',
-          reverse: 'AddedReverse',
-          member: ['added', 'O'] as const,
+    // The real Redis, with a real change landing after the runs `changeAfter` picks: a new
+    // label `<tag><n>`, at the next slot.
+    let slot = 5;
+    const racing = (tag: string, changeAfter: (run: number) => boolean) => {
+      const seen = { runs: 0, changes: 0 };
+      const client = Object.create(redis) as Redis;
+      client.multi = ((...args: Parameters<Redis['multi']>) => {
+        const transaction = redis.multi(...args);
+        const exec = transaction.exec.bind(transaction);
+        transaction.exec = async () => {
+          const replies = await exec();
+          if (changeAfter(++seen.runs)) {
+            const label = `${tag}${++seen.changes}`;
+            const change = { account: label, reverse: `R${label}`, member: [label, 'O'] as const };
+            await cache.applyChanges('runs-e', 'runs', [change], ++slot);
+          }
+          return replies;
         };
-        await cache.applyChanges('runs-e', 'runs', [change], 6);
-      }
-      return reply;
-    }) as Redis['evalsha'];
-    const entries = new SplitEntries(racing, keys, 3_600_000, 7);
-    const got = await entries.get('runs-e', 'runs');
-    expect(runs).toBeGreaterThan(10);
-    expect(got?.labels).toEqual([...put.labels, 'added'].sort());
+        return transaction;
+      }) as Redis['multi'];
+      return { seen, entries: new SplitEntries(client, keys, 3_600_000, 7) };
+    };
+    const once = racing('once', (run) => run === 2);
+    const got = await once.entries.get('runs-e', 'runs');
+    // 68 labels, then 69: the first try stopped at its third run, the second read ten.
+    expect(once.seen.runs).toBe(13);
+    expect(got?.labels).toEqual([...put.labels, 'once1'].sort());
     expect(got?.slot).toBe(6);
-    expect(await entries.get('runs-e', 'runs')).toEqual(got);
+    expect(await once.entries.get('runs-e', 'runs')).toEqual(got);
+    // A whole number of runs (70 labels) costs as many, no run past the end.
+    const quiet = racing('quiet', () => false);
+    const change = { account: 'seventy', reverse: 'Rseventy', member: ['seventy', 'O'] as const };
+    await cache.applyChanges('runs-e', 'runs', [change], ++slot);
+    expect((await quiet.entries.get('runs-e', 'runs'))?.labels).toHaveLength(70);
+    expect(quiet.seen.runs).toBe(10);
+    // A change after every run: three tries of two runs, then the entry read in one step.
+    const moving = racing('moving', () => true);
+    const last = await moving.entries.get('runs-e', 'runs');
+    expect(moving.seen.runs).toBe(7);
+    const sixMore = [1, 2, 3, 4, 5, 6].map((i) => `moving${i}`);
+    expect(last?.labels).toEqual([...put.labels, 'once1', 'seventy', ...sixMore].sort());
+    expect(last?.slot).toBe(slot - 1);
+  });
+
+  it("reads an entry's labels a run at a time as they were stored, or throws Redis's error", async () => {
+    // Labels past U+D7FF and holding NULs on both sides of a run's boundary, a run of exactly
+    // the run's size, and an entry without labels.
+    const labels = ['\0', 'a\0', 'a\0\0b', 'a', '\uffff', '\u{10ffff}', '\ud7ff', 'z', 'b\0a'];
+    const entries = new SplitEntries(redis, keys, 3_600_000, 3);
+    for (const count of [labels.length, 3, 1, 0]) {
+      const put = { ...scan(5), labels: labels.slice(0, count) };
+      await cache.put('runs-e', `runs-${count}`, ...withAccounts(`runs-${count}`, put));
+      const got = await entries.get('runs-e', `runs-${count}`);
+      expect(got?.labels).toEqual([...put.labels].sort());
+      expect(got).toEqual(await cache.get(cache.key('runs-e', `runs-${count}`)));
+    }
+    expect(await entries.get('runs-e', 'none')).toBeNull();
+    await redis.set(keys.entryMeta('runs-e', 'not-json'), 'not JSON');
+    expect(await entries.get('runs-e', 'not-json')).toBeNull();
+    await redis.set(keys.entryMeta('runs-e', 'wrong'), JSON.stringify({ fetchedAt: 1 }));
+    await redis.set(keys.entryLabels('runs-e', 'wrong'), 'a string');
+    await expect(entries.get('runs-e', 'wrong')).rejects.toThrow(/WRONGTYPE/);
   });
 
   it('indexes the reverse records a scan found as given, and refuses a put without one', async () => {

@@ -26,7 +26,8 @@ export const REDIS_NEEDS: readonly { by: string; commands: readonly string[] }[]
       ...['pttl', 'hget', 'hmget', 'hset', 'hdel', 'hkeys', 'hgetall', 'hscan', 'hincrbyfloat'],
       ...['sadd', 'scard', 'sismember', 'zadd', 'zrem', 'zincrby', 'zscore', 'zcard', 'zrange'],
       ...['zrevrange', 'zrangebyscore', 'zremrangebyrank', 'evalsha', 'eval', 'publish'],
-      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall', 'time'],
+      ...['subscribe', 'unsubscribe', 'exists', 'pttl', 'hkeys', 'hgetall', 'time', 'multi'],
+      'exec',
     ],
   },
   {

@@ -20,13 +20,26 @@ export type RunTaker<R, T> = {
   done(): T;
 };
 
+/**
+ * A run as {@link runsOfOneRevision} reads it: the entry's head as it was when the run was read,
+ * and, when the run's read can tell, how many items the entry held then.
+ */
+export type Run<H> = {
+  readonly head: H;
+  /**
+   * The entry's items at the run's revision: a run reaching that many is known to be the last, so
+   * an entry of a whole number of runs is read without a run past its end.
+   */
+  readonly total?: number;
+};
+
 /** How {@link runsOfOneRevision} reads an entry: what a run is, and what is made of the runs. */
-export type RunsRead<H, R extends { readonly head: H }, T> = {
+export type RunsRead<H, R extends Run<H>, T> = {
   /** Items a run asks for (at least 1): a run that holds fewer is the entry's last. */
   readonly size: number;
   /**
    * One round trip: `size` items of the entry from index `start`, with the entry's head as it was
-   * when they were read (one script: one revision). Its errors end the read (they propagate).
+   * when they were read (one atomic step: one revision), and the entry's `total` if it knows. Its errors end the read (they propagate).
    * @returns null without an entry: the read ends with null.
    */
   readonly run: (start: number, size: number) => Promise<R | null>;
@@ -50,14 +63,15 @@ export type RunsRead<H, R extends { readonly head: H }, T> = {
  * would be. Each run carries the entry's head; a head that moved since the try's first run begins
  * the read again from index 0 with a fresh taker, and after {@link TRIES} tries that each saw it
  * move the read comes to `read.fallback()`. Runs are read one after another from index 0, `size`
- * apart, until one holds fewer than `size` items: a try of n items costs ⌊n / size⌋ + 1 round
- * trips, one that saw the head move stops at the run that showed it.
+ * apart, until one holds fewer than `size` items or reaches the entry's `total`: a try of n items
+ * costs ⌊n / size⌋ + 1 round trips (⌈n / size⌉, at least 1, when runs tell the total), one that
+ * saw the head move stops at the run that showed it.
  *
  * @returns what the last try's taker made (`done`), null when a run found no entry or `begin` or
  *   `take` ended the read, or what the fallback came to.
  * @throws whatever `read.run`, the taker or the fallback throws, as it is.
  */
-export async function runsOfOneRevision<H, R extends { readonly head: H }, T>(
+export async function runsOfOneRevision<H, R extends Run<H>, T>(
   read: RunsRead<H, R, T>,
 ): Promise<T | null> {
   for (let tried = 0; tried < TRIES; tried++) {
@@ -68,7 +82,7 @@ export async function runsOfOneRevision<H, R extends { readonly head: H }, T>(
 }
 
 /** One try of {@link runsOfOneRevision}: what it made, null, or {@link MOVED}. */
-async function oneTry<H, R extends { readonly head: H }, T>(
+async function oneTry<H, R extends Run<H>, T>(
   read: RunsRead<H, R, T>,
 ): Promise<T | null | typeof MOVED> {
   let first: { head: H; taker: RunTaker<R, T> } | undefined;
@@ -84,6 +98,8 @@ async function oneTry<H, R extends { readonly head: H }, T>(
     }
     const taken = first.taker.take(run);
     if (taken === null) return null;
-    if (taken < read.size) return first.taker.done();
+    if (taken < read.size || (run.total !== undefined && start + taken >= run.total)) {
+      return first.taker.done();
+    }
   }
 }

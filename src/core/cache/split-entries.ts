@@ -1,6 +1,13 @@
 import type { RedisClient } from '../redis.js';
 import type { RedisKeys } from '../redis-keys.js';
-import { LuaScript, replyList, replyNumber, replyStringsOrNull } from '../lua-script.js';
+import {
+  LuaScript,
+  replyList,
+  replyNumber,
+  replyString,
+  replyStrings,
+  replyStringsOrNull,
+} from '../lua-script.js';
 import { isSlot } from '../rpc/slot.js';
 import { runsOfOneRevision } from './runs-of-one-revision.js';
 import { entryArgs, labelsOf, type CacheEntry, type EntryAccounts, type Member } from './entry.js';
@@ -102,7 +109,6 @@ const SCRIPTS = {
     return outcomeOf(outcome, ['written', 'missing'] as const);
   }),
   touch: new LuaScript(new URL('../lua/touch-entry.lua', import.meta.url), replyNumber),
-  get: new LuaScript(new URL('../lua/get-split-entry.lua', import.meta.url), replyStringsOrNull),
   getWithMembers: new LuaScript(
     new URL('../lua/get-split-members.lua', import.meta.url),
     replyStringsOrNull,
@@ -166,27 +172,30 @@ export class SplitEntries {
    * 10,000 labels at a time so that no step holds the event loop for long (the
    * labels of 100,000 subdomains took it 160 to 280 ms at once); the runs are of one revision, as
    * each carries the head and a change between two begins the read again (three times, then it
-   * is read in one step: {@link runsOfOneRevision}).
+   * is read in one step: {@link runsOfOneRevision}). A run is one transaction (MULTI: GET, ZCARD,
+   * ZRANGE), not a script, whose ZRANGE cost Redis more (its reply converted to Lua and back:
+   * BENCHMARKS.md); the count tells the last run, so no run reads past the end.
    *
    * @returns null when absent or unreadable (treated as a miss).
    */
   async get(endpointId: string, parent: string): Promise<CacheEntry | null> {
-    const keys = [
-      this.keys.entryMeta(endpointId, parent),
-      this.keys.entryLabels(endpointId, parent),
-    ];
+    const meta = this.keys.entryMeta(endpointId, parent);
+    const labelsKey = this.keys.entryLabels(endpointId, parent);
     // The head is compared as stored: parsed once, from the first run.
-    const read = async (args: string[]): Promise<LabelsReply | null> => {
-      const reply = await SCRIPTS.get.run(this.redis, keys, args);
-      return reply && { head: reply[0] ?? '', reply };
+    const read = async (start: number, stop: number): Promise<LabelsRun | null> => {
+      const [head, total, members] = execReplies(
+        await this.redis.multi().get(meta).zcard(labelsKey).zrange(labelsKey, start, stop).exec(),
+      );
+      if (head === null) return null;
+      return { head: replyString(head), total: replyNumber(total), members: replyStrings(members) };
     };
     return runsOfOneRevision({
       size: this.labelsRun,
-      run: (start, count) => read([String(start), String(count)]),
+      run: (start, count) => read(start, start + count - 1),
       sameHead: (a, b) => a === b,
       begin: LabelsRead.begin,
       fallback: async () => {
-        const whole = await read([]);
+        const whole = await read(0, -1);
         const labels = whole && LabelsRead.begin(whole.head);
         if (!whole || !labels) return null;
         labels.take(whole);
@@ -522,8 +531,25 @@ export class SplitEntries {
   }
 }
 
-/** A reply of get-split-entry.lua (`{head, members...}`), with its head apart (as stored). */
-type LabelsReply = { readonly head: string; readonly reply: readonly string[] };
+/** One run of {@link SplitEntries.get}: the head (as stored), the labels' count, its members. */
+type LabelsRun = {
+  readonly head: string;
+  readonly total: number;
+  readonly members: readonly string[];
+};
+
+/**
+ * The replies of a transaction's commands, in order.
+ * @throws the first command's error, as Redis replied it; a TypeError when the transaction
+ *   replied none (aborted).
+ */
+function execReplies(raw: Array<[Error | null, unknown]> | null): unknown[] {
+  if (raw === null) throw new TypeError('a transaction was aborted');
+  return raw.map(([err, reply]) => {
+    if (err) throw err;
+    return reply;
+  });
+}
 
 /** The labels of one read of an entry ({@link SplitEntries.get}), taken a reply at a time. */
 class LabelsRead {
@@ -539,15 +565,14 @@ class LabelsRead {
     return head && new LabelsRead(head);
   }
 
-  /** Takes the labels of a reply (each member is `label \0 account`): how many it held. */
-  take({ reply }: LabelsReply): number {
-    for (let i = 1; i < reply.length; i++) {
-      const member = reply[i] as string;
+  /** Takes the labels of a run (each member is `label \0 account`): how many it held. */
+  take({ members }: LabelsRun): number {
+    for (const member of members) {
       const label = member.slice(0, member.lastIndexOf(SEP));
       if (!this.wide && /[\0\ud800-\uffff]/.test(label)) this.wide = true;
       this.labels.push(label);
     }
-    return reply.length - 1;
+    return members.length;
   }
 
   /** The entry, its labels in answer order. */
