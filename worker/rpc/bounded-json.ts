@@ -64,6 +64,7 @@ function scan(
   bytes: Uint8Array,
   bounds: JsonBounds,
   path?: readonly string[],
+  stopAtTarget = false,
 ): { values: number; target: Target | undefined } {
   const n = bytes.length;
   const maxValues = 64 + Math.floor(n * bounds.maxValuesPerByte);
@@ -111,6 +112,7 @@ function scan(
       expectKey = b === OPEN_BRACE;
       if (b === OPEN_BRACKET && pending > 0 && ++targets === 1) {
         target = { open: i, close: -1, starts: [i + 1], ends: [], values };
+        if (stopAtTarget) return { values, target };
         inside = depth;
       }
       pending = -1;
@@ -298,12 +300,33 @@ export class JsonElements {
 export const ELEMENTS_PER_RANGE = ELEMENTS_PER_CHECK;
 
 /** What {@link parseBoundedJsonSplit} gives. */
-export type SplitJson = {
+export type SplitJson<R = never> = {
   /** The body as `JSON.parse` builds it, but the array at the path empty (when it was found). */
   readonly value: unknown;
-  /** That array's elements; undefined when the path led to no array, or to more than one. */
+  /**
+   * That array's elements; undefined when the path led to no array, or to more than one, or when
+   * `read` holds them.
+   */
   readonly elements: JsonElements | undefined;
+  /** What an {@link ArrayReader} read of that array, when it could. */
+  readonly read?: R;
 };
+
+/**
+ * Reads the array whose `[` is at `open` in `bytes` straight from the bytes, for a form of it
+ * common enough to spare its parse: what it gives must be what its caller would make of the
+ * elements `JSON.parse` builds, and each element must hold at most one value per 5 bytes (the
+ * bound every body is held to, {@link RPC_JSON_BOUNDS}). `reserve(n)` fails when `n` more bytes
+ * do not fit the heap: called before the strings of each stretch of `n` bytes are made.
+ *
+ * @returns where the array's `]` is and what was read, or undefined for an array in another
+ *   form (it is then parsed).
+ */
+export type ArrayReader<R> = (
+  bytes: Uint8Array,
+  open: number,
+  reserve: (bytes: number) => void,
+) => { close: number; read: R } | undefined;
 
 /**
  * {@link parseBoundedJson}, but the one array `path` leads to (or a leading part of it: an array
@@ -317,18 +340,49 @@ export type SplitJson = {
  * @throws as {@link parseBoundedJson}; an element's SyntaxError or JsonHeapError comes from
  *   {@link JsonElements.at}.
  */
-export function parseBoundedJsonSplit(
+export function parseBoundedJsonSplit<R = never>(
   bytes: Uint8Array,
   path: readonly string[],
   bounds: JsonBounds = RPC_JSON_BOUNDS,
   onText?: () => void,
-): SplitJson {
-  const { values, target } = scan(bytes, bounds, path);
+  reader?: ArrayReader<R>,
+): SplitJson<R> {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const fast = reader && readSplit(buf, path, bounds, reader);
+  if (fast) return fast;
+  const { values, target } = scan(bytes, bounds, path);
   if (!target) return { value: parseScanned(buf, values, onText), elements: undefined };
   const outer = Buffer.concat([buf.subarray(0, target.open + 1), buf.subarray(target.close)]);
   return {
     value: parseScanned(outer, values - target.values, undefined),
     elements: new JsonElements(bytes, target),
   };
+}
+
+/**
+ * {@link parseBoundedJsonSplit} with the array read by `reader`: the body scanned up to the array,
+ * the array read, then the rest of the body (all but the array) scanned and parsed as a body of
+ * its own, which must lead `path` to that array, and to no other. Whatever does not hold (the
+ * reader's form, the path, a bound, the JSON) gives undefined, and the body is taken the slow
+ * way, which fails as it always did; only the heap's failure propagates.
+ */
+function readSplit<R>(
+  buf: Buffer,
+  path: readonly string[],
+  bounds: JsonBounds,
+  reader: ArrayReader<R>,
+): SplitJson<R> | undefined {
+  try {
+    const open = scan(buf, bounds, path, true).target?.open;
+    if (open === undefined) return undefined;
+    const got = reader(buf, open, (bytes) => reserve(2 * bytes));
+    if (!got) return undefined;
+    const outer = Buffer.concat([buf.subarray(0, open + 1), buf.subarray(got.close)]);
+    const { values, target } = scan(outer, bounds, path);
+    if (target?.open !== open || target.starts.length !== 0) return undefined;
+    return { value: parseScanned(outer, values, undefined), elements: undefined, read: got.read };
+  } catch (err) {
+    if (err instanceof JsonHeapError) throw err;
+    return undefined;
+  }
 }

@@ -1,5 +1,6 @@
 import type { RpcOutcome } from '../../src/core/metrics.js';
 import {
+  type ArrayReader,
   JsonBoundsError,
   type JsonElements,
   JsonHeapError,
@@ -66,21 +67,28 @@ export function decodeEnvelope<T>(
  * and its elements apart, each parsed when asked for (`parseBoundedJsonSplit`), so the reply is
  * never one tree. `elements` is undefined when the body was parsed whole (no such array, or more
  * than one); then the array is in `result`, and `onText` was called as in {@link decodeEnvelope}.
+ * With `reader`, an array it can read is not parsed at all: `read` holds what it read, and
+ * `elements` is undefined.
  *
  * @throws RpcCallError as {@link decodeEnvelope}; `elements.at(i)` throws SyntaxError for an
  *   element that is not JSON, and JsonHeapError past the heap.
  */
-export function decodeEnvelopeSplit<T>(
+export function decodeEnvelopeSplit<T, R = never>(
   method: string,
   body: Uint8Array,
   id: number,
   path: readonly string[],
   onText?: () => void,
-): { result: T; elements: JsonElements | undefined } {
+  reader?: ArrayReader<R>,
+): { result: T; elements: JsonElements | undefined; read?: R } {
   const split = parsed(method, () =>
-    parseBoundedJsonSplit(body, ['result', ...path], RPC_JSON_BOUNDS, onText),
+    parseBoundedJsonSplit(body, ['result', ...path], RPC_JSON_BOUNDS, onText, reader),
   );
-  return { result: resultOf<T>(method, id, split.value), elements: split.elements };
+  return {
+    result: resultOf<T>(method, id, split.value),
+    elements: split.elements,
+    ...(split.read === undefined ? {} : { read: split.read }),
+  };
 }
 
 /** `parse()`'s value, its failures as RpcCallError (the heap's as they are). */

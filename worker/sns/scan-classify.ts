@@ -1,4 +1,5 @@
 import { ELEMENTS_PER_RANGE, type JsonElements } from '../rpc/bounded-json.js';
+import { canonicalAccounts, type CanonicalAccounts } from './canonical-accounts.js';
 import { decodeEnvelopeSplit, malformed, RpcCallError } from '../rpc/envelope.js';
 import { isSlot } from '../../src/core/rpc/slot.js';
 import type { ScannedMember } from '../../src/core/cache/scan-write.js';
@@ -51,7 +52,10 @@ export type ProgramAccountsSummary = {
 };
 
 /** A scan reply's accounts, in reply order: their keys and their slices' base64 text. */
-type Accounts = { pubkeys: string[]; texts: string[] };
+type Accounts = CanonicalAccounts;
+
+/** The reader of an account list as Agave writes it, read without its parse. */
+const CANONICAL_ACCOUNTS = canonicalAccounts(SLICE_B64_LEN);
 
 /**
  * The reply's accounts, each checked for `{ pubkey, account: { data } }` and its data for a
@@ -61,11 +65,14 @@ type Accounts = { pubkeys: string[]; texts: string[] };
 function accountList(
   reply: unknown,
   elements: JsonElements | undefined,
+  read: Accounts | undefined,
 ): Accounts & { slot: number | undefined } {
   const withContext = typeof reply === 'object' && reply !== null && !Array.isArray(reply);
   const list: unknown = withContext ? (reply as { value?: unknown }).value : reply;
   if (!Array.isArray(list)) throw malformed('getProgramAccounts: no account list');
   const slot = withContext ? (reply as { context?: { slot?: unknown } }).context?.slot : undefined;
+  // A slot that is not one (Infinity, past 2^53, negative) is never stored.
+  if (read) return { ...read, slot: isSlot(slot) ? slot : undefined };
   const count = elements ? elements.count : list.length;
   const pubkeys = new Array<string>(count);
   const texts = new Array<string>(count);
@@ -342,8 +349,15 @@ export function classifyProgramAccounts(
 ): ProgramAccountsSummary {
   // The account list is parsed a range at a time, never as one tree (docs/design.md,
   // "Replies from an RPC"); the body is freed once the accounts are out of it.
-  const { result, elements } = decodeEnvelopeSplit<unknown>(method, body, id, ['value'], release);
-  const { slot, ...accounts } = accountList(result, elements);
+  const { result, elements, read } = decodeEnvelopeSplit<unknown, Accounts>(
+    method,
+    body,
+    id,
+    ['value'],
+    release,
+    CANONICAL_ACCOUNTS,
+  );
+  const { slot, ...accounts } = accountList(result, elements, read);
   release?.();
   const reverses = readReverses(accounts);
   // Cut texts are known only once completed; subdomains pointing at them wait.

@@ -23,9 +23,10 @@ const LONG_EVERY = 64;
 export function warmUpReply(count: number): { body: Uint8Array; parentKey: Uint8Array } {
   const parentKey = domainKey(PARENT);
   const owner = domainKey(`${PARENT}-owner`);
-  const value: Array<{ pubkey: string; account: object }> = [];
+  const value: Array<{ account: object; pubkey: string }> = [];
+  // Keys in Agave's order (sorted), so the warm-up runs the reader of that form
+  // (./canonical-accounts.ts), as a real scan does.
   const account = (pubkey: Uint8Array, slice: Buffer) => ({
-    pubkey: toBase58(pubkey),
     account: {
       data: [slice.toString('base64'), 'base64'],
       executable: false,
@@ -34,6 +35,7 @@ export function warmUpReply(count: number): { body: Uint8Array; parentKey: Uint8
       rentEpoch: 0,
       space: 200,
     },
+    pubkey: toBase58(pubkey),
   });
   for (let i = 0; i < count; i++) {
     const label = i % LONG_EVERY === 0 ? `warm-up-${'x'.repeat(INLINE_TEXT_BYTES)}-${i}` : `w${i}`;

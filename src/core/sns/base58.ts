@@ -49,6 +49,21 @@ export function toBase58(bytes: Uint8Array): string {
 const DIGIT_AT = new Int8Array(128).fill(-1);
 for (let i = 0; i < ALPHABET.length; i++) DIGIT_AT[ALPHABET.charCodeAt(i)] = i;
 
+/**
+ * Where the run of base58 digits in `bytes` (ASCII) from `from` ends: the first index past
+ * `from + max - 1`, or of a byte outside the alphabet.
+ */
+export function base58RunEnd(bytes: Uint8Array, from: number, max: number): number {
+  const to = Math.min(bytes.length, from + max);
+  let i = from;
+  while (i < to) {
+    const b = bytes[i] as number;
+    if (b >= 128 || (DIGIT_AT[b] as number) < 0) break;
+    i++;
+  }
+  return i;
+}
+
 /** 58 to the power of 0 to 5: the scale of a chunk of that many digits. */
 const POW58 = [1, 58, 58 ** 2, 58 ** 3, 58 ** 4, 58 ** 5];
 
