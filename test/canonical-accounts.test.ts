@@ -3,7 +3,7 @@
  * `parseBoundedJsonSplit`: an account list written as Agave writes it is read from its bytes, and
  * gives what the parse gives; any other body is parsed, with the outcome it always had.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   JsonBoundsError,
   JsonHeapError,
@@ -180,6 +180,21 @@ describe('any other body is parsed, with the outcome it always had', () => {
     ],
   ])('%s', (_name, body) => {
     expect(outcome(body, true)).toEqual(outcome(body, false));
+  });
+
+  it('fails a list read in a body whose rest is not JSON at the one parse of that rest', () => {
+    // The slow way would split at the same list and parse the same text: a body built to fail
+    // there must not pay for two scans and two parses.
+    const body = Buffer.concat([reply(element()), Buffer.from('}')]);
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      expect(() => parseBoundedJsonSplit(body, PATH, undefined, undefined, reader)).toThrow(
+        SyntaxError,
+      );
+      expect(parse).toHaveBeenCalledTimes(1);
+    } finally {
+      parse.mockRestore();
+    }
   });
 
   it('refuses past the bounds as the parse does', () => {

@@ -315,9 +315,11 @@ export type SplitJson<R = never> = {
 /**
  * Reads the array whose `[` is at `open` in `bytes` straight from the bytes, for a form of it
  * common enough to spare its parse: what it gives must be what its caller would make of the
- * elements `JSON.parse` builds, and each element must hold at most one value per 5 bytes (the
- * bound every body is held to, {@link RPC_JSON_BOUNDS}). `reserve(n)` fails when `n` more bytes
- * do not fit the heap: called before the strings of each stretch of `n` bytes are made.
+ * elements `JSON.parse` builds, its `]` the one the scan finds, and each element must hold at
+ * most one value per 5 bytes and nest within the depth bound (the bounds every body is held to,
+ * {@link RPC_JSON_BOUNDS}), so that a body it reads passes the scan of the slow way.
+ * `reserve(n)` fails when `n` more bytes do not fit the heap: called before the strings of each
+ * stretch of `n` bytes are made.
  *
  * @returns where the array's `]` is and what was read, or undefined for an array in another
  *   form (it is then parsed).
@@ -362,9 +364,11 @@ export function parseBoundedJsonSplit<R = never>(
 /**
  * {@link parseBoundedJsonSplit} with the array read by `reader`: the body scanned up to the array,
  * the array read, then the rest of the body (all but the array) scanned and parsed as a body of
- * its own, which must lead `path` to that array, and to no other. Whatever does not hold (the
- * reader's form, the path, a bound, the JSON) gives undefined, and the body is taken the slow
- * way, which fails as it always did; only the heap's failure propagates.
+ * its own, which must lead `path` to that array, and to no other. Whatever does not hold before
+ * the parse (the reader's form, the path, a bound) gives undefined, and the body is taken the
+ * slow way, which fails as it always did; only the heap's failure propagates. The parse's own
+ * failure propagates too: the slow way would split the body at the same array and parse the same
+ * text, to the same failure, and a body built to fail there would cost two scans and two parses.
  */
 function readSplit<R>(
   buf: Buffer,
@@ -372,6 +376,7 @@ function readSplit<R>(
   bounds: JsonBounds,
   reader: ArrayReader<R>,
 ): SplitJson<R> | undefined {
+  let split: { outer: Buffer; values: number; read: R };
   try {
     const open = scan(buf, bounds, path, true).target?.open;
     if (open === undefined) return undefined;
@@ -380,9 +385,14 @@ function readSplit<R>(
     const outer = Buffer.concat([buf.subarray(0, open + 1), buf.subarray(got.close)]);
     const { values, target } = scan(outer, bounds, path);
     if (target?.open !== open || target.starts.length !== 0) return undefined;
-    return { value: parseScanned(outer, values, undefined), elements: undefined, read: got.read };
+    split = { outer, values, read: got.read };
   } catch (err) {
     if (err instanceof JsonHeapError) throw err;
     return undefined;
   }
+  return {
+    value: parseScanned(split.outer, split.values, undefined),
+    elements: undefined,
+    read: split.read,
+  };
 }
