@@ -318,8 +318,8 @@ export type SplitJson<R = never> = {
  * elements `JSON.parse` builds, its `]` the one the scan finds, and each element must hold at
  * most one value per 5 bytes and nest within the depth bound (the bounds every body is held to,
  * {@link RPC_JSON_BOUNDS}), so that a body it reads passes the scan of the slow way.
- * `reserve(n)` fails when `n` more bytes do not fit the heap: called before the strings of each
- * stretch of `n` bytes are made.
+ * `reserve(n)` fails when the strings of `n` bytes of the array (twice `n`) do not fit the heap:
+ * called before those of each stretch of `n` bytes are made.
  *
  * @returns where the array's `]` is and what was read, or undefined for an array in another
  *   form (it is then parsed).
