@@ -13,12 +13,15 @@ import {
 import { canonicalAccounts, type CanonicalAccounts } from '../worker/sns/canonical-accounts.js';
 import { classifyProgramAccounts } from '../worker/sns/discovery-decode.js';
 import { warmUpReply } from '../worker/sns/warm-up.js';
+import { toBase58 } from '../src/core/sns/base58.js';
 
 const PATH = ['result', 'value'];
 const MAX_TEXT = 132;
 const reader = canonicalAccounts(MAX_TEXT);
 const KEY_A = 'namesLPneVptA9Z5rqUDD9tMTWEJwofgaYwp8cawRkX';
 const KEY_B = '11111111111111111111111111111111';
+/** The longest key base58 writes: 44 characters. */
+const KEY_C = toBase58(Buffer.alloc(32, 0xff));
 
 /** One element as Agave writes it, each part replaceable. */
 function element(
@@ -95,8 +98,10 @@ describe('an account list as Agave writes it', () => {
       [
         element({ exec: 'true', lamports: '0', rent: '0', space: '0' }),
         element({ pubkey: KEY_A, owner: KEY_B }),
+        element({ pubkey: KEY_C, owner: KEY_C }),
       ].join(','),
     ],
+    ['padding inside the data, as the parse keeps it', element({ data: 'AA=A==AA' })],
     ['whitespace between the elements', ` \n${element()} ,\t${element({ pubkey: KEY_A })}\r\n`],
     ['no accounts', ''],
     ['no accounts, whitespace', '  \n '],
@@ -139,6 +144,7 @@ describe('any other body is parsed, with the outcome it always had', () => {
     ['a raw control character in the data', element({ data: 'AB\u0001C' })],
     ['a non-ASCII character in the data', element({ data: 'ABé' })],
     ['data longer than the slice', element({ data: 'A'.repeat(MAX_TEXT + 4) })],
+    ['data one character longer than the slice', element({ data: 'A'.repeat(MAX_TEXT + 1) })],
     ['a key too short', element({ pubkey: KEY_B.slice(1) })],
     ['a key too long', element({ pubkey: `${KEY_A}11` })],
     ['a character outside base58 in a key', element({ pubkey: `0${KEY_B.slice(1)}` })],
@@ -155,6 +161,9 @@ describe('any other body is parsed, with the outcome it always had', () => {
     ['two commas', `${element()},,${element()}`],
     ['a trailing comma', `${element()},`],
     ['garbage after an element', `${element()}x`],
+    ['a vertical tab between elements', `${element()}\u000b,${element()}`],
+    ['a form feed between elements', `${element()},\f${element()}`],
+    ['a no-break space between elements', `${element()}\u00a0,${element()}`],
   ])('%s', (_name, list) => {
     const body = reply(`${element({ pubkey: KEY_A })},${list}`);
     expect(parseBoundedJsonSplit(body, PATH, undefined, undefined, reader).read).toBeUndefined();
@@ -169,6 +178,9 @@ describe('any other body is parsed, with the outcome it always had', () => {
       reply(element(), (v) => `{"context":{"value":${v}},"value":${v}}`),
     ],
     ['a truncated body', reply(element()).subarray(0, -3)],
+    // Not JSON, and the scan finds no list there: no way may read these.
+    ['an element left open before the next', reply(`${element().slice(0, -1)} ,${element()}`)],
+    ['a brace for a comma', reply(`${element()}}${element()}`)],
     ['junk after the body', Buffer.concat([reply(element()), Buffer.from('}')])],
     [
       'nesting past the bound after the list',
