@@ -177,7 +177,7 @@ describe('HotParentCounter', () => {
       for (const c of ['10.0.0.1', '10.0.0.2'])
         for (const p of ['first1', 'first2']) counter.hit(p, c, t0);
       await counter.flush();
-      expect(await runHotParentScan(deps, t0)).toEqual({ scanned: 2, queued: 2 });
+      expect(await runHotParentScan(deps, () => t0)).toEqual({ scanned: 2, queued: 2 });
       // Two other parents overtake them within the window (colluding addresses could rotate so).
       for (const c of ['10.0.0.1', '10.0.0.2', '10.0.0.3'])
         for (const p of ['then1', 'then2']) counter.hit(p, c, t0 + 1);
@@ -186,9 +186,9 @@ describe('HotParentCounter', () => {
         'then1',
         'then2',
       ]);
-      expect(await runHotParentScan(deps, t0 + 2)).toEqual({ scanned: 2, queued: 0 });
+      expect(await runHotParentScan(deps, () => t0 + 2)).toEqual({ scanned: 2, queued: 0 });
       // The next window has its own allowance.
-      expect(await runHotParentScan(deps, t0 + windowMs)).toEqual({ scanned: 2, queued: 2 });
+      expect(await runHotParentScan(deps, () => t0 + windowMs)).toEqual({ scanned: 2, queued: 2 });
     } finally {
       await queue.close();
       connection.disconnect();
@@ -222,9 +222,54 @@ describe('HotParentCounter', () => {
       );
       const healthy = { epoch: fetchedAt - 1, healthyUntil: t0 + 3_000, mode: 'program' } as const;
       await writeFollowStatus(redis, prefix, healthy);
-      expect(await runHotParentScan(deps, t0)).toEqual({ scanned: 1, queued: 0 });
+      expect(await runHotParentScan(deps, () => t0)).toEqual({ scanned: 1, queued: 0 });
       // Past healthyUntil the clock decides again.
-      expect(await runHotParentScan(deps, t0 + 3_000)).toEqual({ scanned: 1, queued: 1 });
+      expect(await runHotParentScan(deps, () => t0 + 3_000)).toEqual({ scanned: 1, queued: 1 });
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
+  });
+
+  it('refreshes ahead no parent whose heal began after the scan did, once it reads that heal', async () => {
+    const connection = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
+    const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, { connection, prefix });
+    try {
+      const cache = new SubdomainCache(redis, prefix, windowMs, 10 * windowMs);
+      const deps = {
+        redis,
+        cache,
+        queue,
+        prefix,
+        freshMs: windowMs,
+        topN: 2,
+        minClients: 1,
+        defaultEndpointId: 'default',
+      };
+      const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
+      counter.hit('healing', '10.0.0.1', t0);
+      await counter.flush();
+      // Past its window: only the stream (or the heal under way) keeps it from a refresh.
+      const fetchedAt = t0 - 2 * windowMs;
+      await cache.put(
+        'default',
+        'healing',
+        ...withReverses('healing', { labels: [], fetchedAt, slot: 1 }, {}),
+      );
+      // The scan begins at t0 while the stream vouches; the socket is lost before it reads the
+      // status, which says a heal began at t0 + 5. Its clock read again after the status is past
+      // that.
+      const healing = {
+        epoch: fetchedAt - 1,
+        healthyUntil: 0,
+        mode: 'program',
+        healingSince: t0 + 5,
+      } as const;
+      await writeFollowStatus(redis, prefix, healing);
+      const readings = [t0, t0 + 10];
+      const clock = () => readings.shift() ?? t0 + 10;
+      expect(await runHotParentScan(deps, clock)).toEqual({ scanned: 1, queued: 0 });
+      expect(await queue.count()).toBe(0);
     } finally {
       await queue.close();
       connection.disconnect();

@@ -152,12 +152,15 @@ export type HotParentScanDeps = {
  * parents per window, as these refreshes are charged to no client. None while the daily credit
  * budget is past its soft threshold (docs/design.md, "Budget").
  *
+ * @param clock the deployment's clock (Unix ms, src/core/redis-time.ts): read when the scan
+ *   begins, and again once the follow status is read, to judge the entries against it.
  * @returns how many parents were looked at and how many refreshes were queued.
  */
 export async function runHotParentScan(
   deps: HotParentScanDeps,
-  now = Date.now(),
+  clock: () => number = Date.now,
 ): Promise<{ scanned: number; queued: number }> {
+  const now = clock();
   // Past the budget's soft threshold the credits go to the refreshes someone asks for.
   if (deps.budget && deps.budget.state(now) !== 'normal') return { scanned: 0, queued: 0 };
   const parents = await topHotParents(
@@ -172,6 +175,10 @@ export async function runHotParentScan(
   const keys = redisKeys(deps.prefix);
   if (parents.length === 0) return { scanned: 0, queued: 0 };
   const status = await readFollowStatus(deps.redis, deps.prefix);
+  // Judged by the clock read after the status, not when the scan began: a socket lost in between
+  // leaves a status whose heal began after that first reading, and `awaitsHeal` takes a heal
+  // begun later than the time it is given for none: every hot parent would be scanned during it.
+  const judgedAt = clock();
   const due: string[] = [];
   for (const parent of parents) {
     const entry = await deps.cache.head(deps.defaultEndpointId, parent);
@@ -179,9 +186,9 @@ export async function runHotParentScan(
     // heal under way vouches (docs/design.md, "Freshness").
     if (
       entry &&
-      (now - entry.fetchedAt < refreshAfterMs ||
-        followedFresh(entry, status, now) ||
-        awaitsHeal(entry, status, now))
+      (judgedAt - entry.fetchedAt < refreshAfterMs ||
+        followedFresh(entry, status, judgedAt) ||
+        awaitsHeal(entry, status, judgedAt))
     ) {
       continue;
     }

@@ -45,7 +45,7 @@ export function openScanJobs(boot: WorkerBoot): ScanJobs | undefined {
         defaultEndpointId: defaultEndpoint.id,
         budget: boot.budget,
       },
-      time.now(),
+      time.now,
     );
   const queue = kit.closes(
     'worker hot-parent scan queue',
