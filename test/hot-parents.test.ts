@@ -195,7 +195,18 @@ describe('HotParentCounter', () => {
     }
   });
 
-  it('refreshes ahead no parent the chain keeps fresh (the whole program followed, healthy, since before its fetch)', async () => {
+  /**
+   * A refresh queue and the scan's dependencies, with `parent` hot (one client at t0) and its entry
+   * fetched two windows ago, the clock alone due to refresh it; closed once `body` is done.
+   */
+  const withDueHotParent = async (
+    parent: string,
+    body: (
+      deps: Parameters<typeof runHotParentScan>[0],
+      queue: Queue<RefreshJobData>,
+      fetchedAt: number,
+    ) => Promise<void>,
+  ) => {
     const connection = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
     const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, { connection, prefix });
     try {
@@ -211,51 +222,33 @@ describe('HotParentCounter', () => {
         defaultEndpointId: 'default',
       };
       const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
-      counter.hit('followed', '10.0.0.1', t0);
+      counter.hit(parent, '10.0.0.1', t0);
       await counter.flush();
-      // Fetched two windows ago: the clock alone would refresh it.
       const fetchedAt = t0 - 2 * windowMs;
       await cache.put(
         'default',
-        'followed',
-        ...withReverses('followed', { labels: [], fetchedAt, slot: 1 }, {}),
+        parent,
+        ...withReverses(parent, { labels: [], fetchedAt, slot: 1 }, {}),
       );
+      await body(deps, queue, fetchedAt);
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
+  };
+
+  it('refreshes ahead no parent the chain keeps fresh (the whole program followed, healthy, since before its fetch)', async () => {
+    await withDueHotParent('followed', async (deps, _queue, fetchedAt) => {
       const healthy = { epoch: fetchedAt - 1, healthyUntil: t0 + 3_000, mode: 'program' } as const;
       await writeFollowStatus(redis, prefix, healthy);
       expect(await runHotParentScan(deps, () => t0)).toEqual({ scanned: 1, queued: 0 });
       // Past healthyUntil the clock decides again.
       expect(await runHotParentScan(deps, () => t0 + 3_000)).toEqual({ scanned: 1, queued: 1 });
-    } finally {
-      await queue.close();
-      connection.disconnect();
-    }
+    });
   });
 
   it('refreshes ahead no parent whose heal began after the scan did, once it reads that heal', async () => {
-    const connection = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
-    const queue = new Queue<RefreshJobData>(REFRESH_QUEUE, { connection, prefix });
-    try {
-      const cache = new SubdomainCache(redis, prefix, windowMs, 10 * windowMs);
-      const deps = {
-        redis,
-        cache,
-        queue,
-        prefix,
-        freshMs: windowMs,
-        topN: 2,
-        minClients: 1,
-        defaultEndpointId: 'default',
-      };
-      const counter = new HotParentCounter(redis, prefix, windowMs, 1000);
-      counter.hit('healing', '10.0.0.1', t0);
-      await counter.flush();
-      // Past its window: only the stream (or the heal under way) keeps it from a refresh.
-      const fetchedAt = t0 - 2 * windowMs;
-      await cache.put(
-        'default',
-        'healing',
-        ...withReverses('healing', { labels: [], fetchedAt, slot: 1 }, {}),
-      );
+    await withDueHotParent('healing', async (deps, queue, fetchedAt) => {
       // The scan begins at t0 while the stream vouches; the socket is lost before it reads the
       // status, which says a heal began at t0 + 5. Its clock read again after the status is past
       // that.
@@ -270,10 +263,7 @@ describe('HotParentCounter', () => {
       const clock = () => readings.shift() ?? t0 + 10;
       expect(await runHotParentScan(deps, clock)).toEqual({ scanned: 1, queued: 0 });
       expect(await queue.count()).toBe(0);
-    } finally {
-      await queue.close();
-      connection.disconnect();
-    }
+    });
   });
 
   it('ranks only parents that HOT_KEYS_MIN_CLIENTS clients asked for in one window', async () => {
