@@ -16,6 +16,7 @@ import {
   SCAN_SLICE,
   SLICE_AT,
 } from '../worker/sns/discovery-decode.js';
+import { scanParams } from '../worker/sns/subdomain-discovery.js';
 import type { Child } from './lib.js';
 import {
   BENCH_REDIS_URL,
@@ -656,15 +657,7 @@ function hugeVerdicts(h: HugeResult): string[][] {
  * own code and growing its heap, and the gateway, asked first, used to pay that for the SDK.
  */
 async function warmProvider(simUrl: string, parent: string): Promise<void> {
-  await rpc(simUrl, 'getProgramAccounts', [
-    toBase58(NAME_PROGRAM_ID),
-    {
-      encoding: 'base64',
-      withContext: true,
-      filters: [{ memcmp: { offset: 0, bytes: toBase58(domainKey(parent)) } }],
-      dataSlice: SCAN_SLICE,
-    },
-  ]);
+  await rpc(simUrl, 'getProgramAccounts', scanParams(domainKey(parent)));
 }
 
 /** The discovery's bytes for each candidate inline size, on the large parent. */

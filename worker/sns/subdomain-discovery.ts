@@ -127,40 +127,41 @@ export async function scanUnder(
 ): Promise<ProgramAccountsSummary> {
   const { rpc, thread } = lane;
   thread.warm(); // boots (first call only) while the RPC answers
-  return rpc.call(
-    endpoint,
-    'getProgramAccounts',
-    [
-      NAME_PROGRAM,
-      {
-        encoding: 'base64',
-        // As the subscriptions: a notification's slot is confirmed; finalized would lag ~32 slots.
-        commitment: 'confirmed',
-        withContext: true,
-        ...(minContextSlot === undefined ? {} : { minContextSlot }),
-        filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
-        dataSlice: SCAN_SLICE,
-      },
-    ],
+  return rpc.call(endpoint, 'getProgramAccounts', scanParams(parentKey, minContextSlot), {
+    signal,
+    decode: (body, { method, id }) =>
+      thread.run(
+        {
+          kind: 'program-accounts',
+          method,
+          id,
+          body: DecodeThread.transferable(body),
+          parentKey: new Uint8Array(parentKey),
+          ...(stream ? { partMembers: stream.partMembers, cutBatch: MULTIPLE_ACCOUNTS_BATCH } : {}),
+        },
+        signal,
+        stream?.onPart,
+      ),
+  });
+}
+
+/**
+ * The params of a scan's `getProgramAccounts` for the parent whose name account is `parentKey`:
+ * its accounts (`memcmp` on the parent), each cut to {@link SCAN_SLICE}, with the reply's slot.
+ */
+export function scanParams(parentKey: Uint8Array, minContextSlot?: number): unknown[] {
+  return [
+    NAME_PROGRAM,
     {
-      signal,
-      decode: (body, { method, id }) =>
-        thread.run(
-          {
-            kind: 'program-accounts',
-            method,
-            id,
-            body: DecodeThread.transferable(body),
-            parentKey: new Uint8Array(parentKey),
-            ...(stream
-              ? { partMembers: stream.partMembers, cutBatch: MULTIPLE_ACCOUNTS_BATCH }
-              : {}),
-          },
-          signal,
-          stream?.onPart,
-        ),
+      encoding: 'base64',
+      // As the subscriptions: a notification's slot is confirmed; finalized would lag ~32 slots.
+      commitment: 'confirmed',
+      withContext: true,
+      ...(minContextSlot === undefined ? {} : { minContextSlot }),
+      filters: [{ memcmp: { offset: 0, bytes: toBase58(parentKey) } }],
+      dataSlice: SCAN_SLICE,
     },
-  );
+  ];
 }
 
 /** Label bytes the subdomains waiting for cut texts will bring at least. */
