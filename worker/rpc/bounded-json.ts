@@ -148,12 +148,13 @@ function scan(
   return { values, target: targets === 1 && target && target.close >= 0 ? target : undefined };
 }
 
+/** Whether byte `b` is JSON whitespace (RFC 8259, section 2). */
+export const isJsonSpace = (b: number | undefined): boolean =>
+  b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+
 /** JSON whitespace only, from `from` to `to`. */
 function blank(bytes: Uint8Array, from: number, to: number): boolean {
-  for (let k = from; k < to; k++) {
-    const b = bytes[k];
-    if (b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) return false;
-  }
+  for (let k = from; k < to; k++) if (!isJsonSpace(bytes[k])) return false;
   return true;
 }
 

@@ -1,5 +1,5 @@
 import { base58RunEnd } from '../../src/core/sns/base58.js';
-import type { ArrayReader } from '../rpc/bounded-json.js';
+import { isJsonSpace, type ArrayReader } from '../rpc/bounded-json.js';
 
 /**
  * A `getProgramAccounts` account list read straight from the reply's bytes, without a parse, when
@@ -61,9 +61,6 @@ function keyEnd(bytes: Uint8Array, at: number): number {
   return end - at >= KEY_CHARS.min ? end : -1;
 }
 
-/** JSON whitespace. */
-const isBlank = (b: number | undefined) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
-
 /**
  * The reader of an account list in the form above ({@link ArrayReader}): each element's key and
  * data text, in order. An element in another form gives undefined, and so does a data text longer
@@ -83,7 +80,7 @@ function readAccounts(
   const texts: string[] = [];
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let i = open + 1;
-  while (isBlank(bytes[i])) i++;
+  while (isJsonSpace(bytes[i])) i++;
   if (bytes[i] === 0x5d) return { close: i, read: { pubkeys, texts } };
   let reservedTo = i;
   for (;;) {
@@ -117,11 +114,11 @@ function readAccounts(
     pubkeys.push(buf.toString('latin1', key, i));
     texts.push(buf.toString('latin1', text, textEnd));
     i += 2;
-    while (isBlank(bytes[i])) i++;
+    while (isJsonSpace(bytes[i])) i++;
     if (bytes[i] === 0x5d) return { close: i, read: { pubkeys, texts } };
     if (bytes[i] !== 0x2c) return undefined;
     i++;
-    while (isBlank(bytes[i])) i++;
+    while (isJsonSpace(bytes[i])) i++;
   }
 }
 

@@ -347,8 +347,9 @@ export function classifyProgramAccounts(
   release?: () => void,
   stream?: MemberStream,
 ): ProgramAccountsSummary {
-  // The account list is parsed a range at a time, never as one tree (docs/design.md,
-  // "Replies from an RPC"); the body is freed once the accounts are out of it.
+  // The account list is read from the bytes when Agave wrote it, else parsed a range at a time,
+  // never as one tree (docs/design.md, "Replies from an RPC"); the body is freed once the
+  // accounts are out of it.
   const { result, elements, read } = decodeEnvelopeSplit<unknown, Accounts>(
     method,
     body,
