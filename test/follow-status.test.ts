@@ -9,6 +9,7 @@ import {
   writeFollowStatus,
   type FollowStatus,
 } from '../src/core/cache/follow-status.js';
+import { healDated, registryServing } from '../src/core/cache/registry-index.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { ParentTouches } from '../src/api/subdomains/parent-touches.js';
@@ -180,6 +181,56 @@ describe('follow status', () => {
     }
     // An entry that owes a re-read is not vouched for by any heal.
     expect(awaitsHeal({ ...entry, owes: 5 }, healing, now)).toBe(false);
+  });
+
+  it('lets the registry index answer through a heal, dated from the drop, only while it would serve but for the heal, within the window', () => {
+    const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
+    const now = 10_000_000;
+    const since = now - 1_000;
+    const built = { status: 'complete' as const, startedAt: now - 100_000 };
+    const healing: FollowStatus = {
+      epoch: now - 200_000,
+      healthyUntil: 0,
+      mode: 'program',
+      healingSince: since,
+    };
+    /** The rule with the cache's window (no status), the clock at `at`. */
+    const dated = (state: Parameters<typeof healDated>[0], status: FollowStatus | null, at = now) =>
+      healDated(
+        state,
+        status,
+        at,
+        (fetchedAt) => cache.freshness({ labels: [], fetchedAt }, at) === 'fresh',
+      );
+    expect(dated(built, healing)).toBe(since);
+    // Not a state of its own: the index is `unfollowed` to readiness and the gauge meanwhile.
+    expect(registryServing(built, healing, now)).toBe('unfollowed');
+    // From the drop itself to the last moment an answer dated then is fresh by the window.
+    expect(dated(built, healing, since)).toBe(since);
+    expect(dated(built, healing, since + 60_000 - 1)).toBe(since);
+    // A Delete waiting for its read since before the drop dates the answers earlier; since after
+    // it, the drop does.
+    expect(dated(built, { ...healing, deletesSince: since - 5_000 })).toBe(since - 5_000);
+    expect(dated(built, { ...healing, deletesSince: since + 500 })).toBe(since);
+    for (const [state, status, at] of [
+      // The window has passed since the drop: the heal is stuck, the per-parent path answers.
+      [built, healing, since + 60_000],
+      // No complete build: none, building, behind (the rebuild answers per parent meanwhile).
+      [null, healing, now],
+      [{ ...built, status: 'none' as const }, healing, now],
+      [{ ...built, status: 'building' as const }, healing, now],
+      [{ ...built, status: 'behind' as const }, healing, now],
+      // A gap not healed since the build began: the epoch is past its start.
+      [built, { ...healing, epoch: built.startedAt + 1 }, now],
+      // Not the whole program followed, no heal said, a start ahead of the clock, no status.
+      [built, { ...healing, mode: 'parents' as const }, now],
+      [built, { ...healing, mode: 'off' as const }, now],
+      [built, { epoch: healing.epoch, healthyUntil: 0, mode: 'program' as const }, now],
+      [built, { ...healing, healingSince: now + 1 }, now],
+      [built, null, now],
+    ] as const) {
+      expect(dated(state, status, at)).toBeUndefined();
+    }
   });
 });
 

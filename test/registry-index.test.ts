@@ -2,7 +2,9 @@ import { PublicKey } from '@solana/web3.js';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RegistryIndex } from '../src/core/cache/registry-index.js';
+import { readFollowStatus } from '../src/core/cache/follow-status.js';
+import { RegistryIndex, REGISTRY_SERVING_VALUE } from '../src/core/cache/registry-index.js';
+import { REFRESH_QUEUE } from '../src/core/queue/refresh-queue.js';
 import { endpointId } from '../src/core/rpc/endpoint.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
@@ -28,6 +30,7 @@ import {
   waitFor,
   type Gateway,
 } from './support/gateway.js';
+import { until } from './support/wait.js';
 import { sdkSubdomains } from './support/sdk.js';
 
 const NEW_OWNER = new PublicKey('9xQeWvG816bUx9EPjHmaT23yvVM2ZWbrrpZb9PusVFin');
@@ -281,6 +284,135 @@ describe('the registry index while a Delete waits for its read', () => {
       gw.sim.setTransactionLagMs(0);
     }
   }, 60_000);
+});
+
+describe('the registry index while the follow stream heals a gap', () => {
+  // A short window, so the heal's bound passes within the test.
+  const FRESH_SECONDS = 4;
+  const FRESH_MS = FRESH_SECONDS * 1_000;
+  /** How far the gateway's clock (Redis's, src/core/redis-time.ts) may be from the test's. */
+  const CLOCK_SLACK_MS = 100;
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      chain: registryChain(),
+      env: { ...REGISTRY, CACHE_FRESH_SECONDS: String(FRESH_SECONDS) },
+    });
+    await indexServing(gw);
+  }, 90_000);
+  afterAll(() => gw.close());
+
+  /** Refresh jobs added to the configured endpoint's queue: BullMQ counts every add in `id`. */
+  const jobsAdded = async () =>
+    Number(await gw.redis.get(`${gw.config.QUEUE_PREFIX}:${REFRESH_QUEUE}:id`)) || 0;
+  const ask = async (parent: string) => {
+    const askedAt = Date.now();
+    const res = await gw.get(`/subdomains/${parent}`);
+    expect(res.status).toBe(200);
+    return {
+      askedAt,
+      answeredAt: Date.now(),
+      labels: res.body.result as string[],
+      cache: res.headers.get('x-cache'),
+      age: Number(res.headers.get('age')),
+    };
+  };
+
+  it('answers from the index, dated from the drop, within the window; per parent past it; current once healed', async () => {
+    // Parents never asked in this gateway, and what findSubdomains lists for them.
+    const listed: Record<string, string[]> = {
+      alpha: ['one', 'three', 'two'],
+      beta: ['solo'],
+      delta: ['bare', 'kept'],
+      [ZERO_PARENT]: ['byhand', 'usual'],
+      lonely: [],
+    };
+    const { run } = await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state();
+    const scansBefore = scanCalls(gw.sim);
+    const jobsBefore = await jobsAdded();
+    gw.sim.setWebsocketAvailable(false);
+    try {
+      expect(gw.sim.dropSockets()).toBeGreaterThanOrEqual(1);
+      // The worker writes at once that it stopped vouching, and since when it heals.
+      const healingSince = await until(
+        async () =>
+          (await readFollowStatus(gw.redis, gw.config.QUEUE_PREFIX))?.healingSince ?? undefined,
+        'the status saying a heal is under way',
+        5_000,
+      );
+      // The API has read that status: the index is not served (readiness and gauge unchanged).
+      await waitFor(
+        async () => (await readyzIndex(gw)) === 'unfollowed',
+        5_000,
+        'the API seeing the heal',
+      );
+      expect(await metricValue(gw, 'sns_registry_state')).toBe(REGISTRY_SERVING_VALUE.unfollowed);
+      const answered = async () => {
+        for (const [parent, want] of Object.entries(listed)) {
+          const a = await ask(parent);
+          expect(a.answeredAt).toBeLessThan(healingSince + FRESH_MS - CLOCK_SLACK_MS);
+          expect({ parent, labels: a.labels, cache: a.cache }).toEqual({
+            parent,
+            labels: want,
+            cache: 'HIT',
+          });
+          // `Age` counts from the drop, in whole seconds.
+          expect(a.age * 1_000).toBeGreaterThanOrEqual(a.askedAt - healingSince - 1_000);
+          expect(a.age * 1_000).toBeLessThanOrEqual(a.answeredAt - healingSince + 1_000);
+        }
+      };
+      await answered();
+      // Asked again two seconds into the heal: read again, each dated from the drop (an answer
+      // dated now, or kept in process, would say `Age: 0`).
+      await waitFor(
+        () => Date.now() >= healingSince + 2_000 + CLOCK_SLACK_MS,
+        FRESH_MS,
+        'two seconds since the drop',
+      );
+      await answered();
+      const details = await gw.get('/subdomains/delta/details');
+      expect(details.headers.get('x-cache')).toBe('HIT');
+      expect((details.body.result as Array<{ label: string }>).map((r) => r.label)).toEqual(
+        listed.delta,
+      );
+      // From the index: no scan, no account read, no refresh queued.
+      expect(scanCalls(gw.sim)).toBe(scansBefore);
+      expect(await jobsAdded()).toBe(jobsBefore);
+
+      // A heal that long is stuck: past the window the per-parent path answers, a scan of its own.
+      await waitFor(
+        () => Date.now() > healingSince + FRESH_MS + CLOCK_SLACK_MS,
+        FRESH_MS + 1_000,
+        'the window past since the drop',
+      );
+      const fallback = await ask('gamma');
+      expect({ labels: fallback.labels, cache: fallback.cache }).toEqual({
+        labels: ['x', 'y'],
+        cache: 'MISS',
+      });
+      expect(gw.sim.callCount('getProgramAccounts')).toBeGreaterThan(0);
+      expect(await jobsAdded()).toBeGreaterThan(jobsBefore);
+      expect(await readyzIndex(gw)).toBe('unfollowed');
+    } finally {
+      gw.sim.setWebsocketAvailable(true);
+    }
+    // The websocket back, the gap healed: the index serves again, current, no rebuild.
+    await indexServing(gw, 30_000);
+    let answer = await ask('alpha');
+    await waitFor(
+      async () => {
+        answer = await ask('alpha');
+        return answer.cache === 'HIT' && answer.age === 0;
+      },
+      10_000,
+      'a current answer from the index',
+    );
+    expect(answer.labels).toEqual(listed.alpha);
+    expect(await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state()).toMatchObject({
+      run,
+      status: 'complete',
+    });
+  }, 90_000);
 });
 
 describe('the registry audit', () => {

@@ -178,13 +178,14 @@ async function openApi(
     onError: (err) => kit.reportError(asError(err), 'api entry touch'),
   });
   const endpoints = new EndpointSelector(config, opts.resolveHost);
-  // Every parent from the index of the whole registry while it serves (docs/design.md, "The
-  // registry index").
+  // Every parent from the index of the whole registry while it serves, and through a heal's
+  // window (docs/design.md, "The registry index").
   const registry =
     config.SUBDOMAIN_INDEX === 'registry'
       ? new RegistrySource({
           index: new RegistryIndex(command, config.QUEUE_PREFIX),
           status: () => follow.current(),
+          window: cache,
           now: () => cache.now(),
           onError: (err) => kit.reportError(asError(err), 'api registry state'),
           onState: (state) => metrics.registryState.set(REGISTRY_SERVING_VALUE[state]),

@@ -35,8 +35,9 @@ export type LiveUpdatesOptions = {
   /** Streams this process holds open (`SSE_MAX_STREAMS`). */
   maxStreams: number;
   /**
-   * The registry index (`SUBDOMAIN_INDEX=registry`): while it serves, the configured endpoint's
-   * lists are read from it, and its change events (parent ids) reach the parents' streams.
+   * The registry index (`SUBDOMAIN_INDEX=registry`): while it answers (it serves, or the stream
+   * heals a gap: `RegistrySource.answers`), the configured endpoint's lists are read from it, and
+   * its change events (parent ids) reach the parents' streams.
    */
   registry?: RegistrySource;
   /** Milliseconds between heartbeat comments (15 s; tests shorten it). */
@@ -241,7 +242,7 @@ export class LiveUpdates {
     topic.missed = false;
     const { cache, registry } = this.opts;
     const fromIndex =
-      topic.registryId !== undefined && registry !== undefined && registry.serving() === 'serving';
+      topic.registryId !== undefined && registry !== undefined && registry.answers() !== undefined;
     (fromIndex
       ? registry.read(topic.parent).then((r) => r.entry)
       : cache.get(cache.keyOf(topic.endpoint, topic.parent))

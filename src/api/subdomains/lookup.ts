@@ -23,7 +23,7 @@ import type { ParentTouches } from './parent-touches.js';
 import { budgetSpent } from './refresh-charge.js';
 import { RefreshFlights } from './refresh-flights.js';
 import { RegistryCopy } from './registry-copy.js';
-import type { RegistryRead, RegistrySource } from './registry-source.js';
+import type { RegistryAnswers, RegistryRead, RegistrySource } from './registry-source.js';
 
 /** `HIT` fresh from cache, `STALE` served while a refresh runs, `MISS` waited for a refresh. */
 export type CacheState = 'HIT' | 'STALE' | 'MISS';
@@ -115,9 +115,9 @@ export type SubdomainLookupDeps = {
   /** Notes uses of the configured endpoint's entries (sliding expiry); none when absent. */
   touches?: ParentTouches;
   /**
-   * The registry index (`SUBDOMAIN_INDEX=registry`): while it serves, every parent of the
-   * configured endpoint is answered from it, no refresh, no charge (docs/design.md, "The registry
-   * index"). Absent: per-parent entries only.
+   * The registry index (`SUBDOMAIN_INDEX=registry`): while it serves, and for a window while the
+   * stream heals a gap, every parent of the configured endpoint is answered from it, no refresh,
+   * no charge (docs/design.md, "The registry index"). Absent: per-parent entries only.
    */
   registry?: RegistrySource;
 };
@@ -188,7 +188,10 @@ export class SubdomainLookup {
     client: string,
     now = this.now(),
   ): LookupResult | undefined {
-    if (this.fromRegistry(endpoint)) return this.registryKept(parent, endpoint, now);
+    const from = this.fromRegistry(endpoint);
+    if (from === 'serving') return this.registryKept(parent, endpoint, now);
+    // Answers through a heal are dated, never kept: each is read by `lookup`.
+    if (from === 'healing') return undefined;
     const entry = this.local?.peek(parent, endpoint, now);
     if (!entry) return undefined;
     this.deps.hotParents?.hit(parent, client, now);
@@ -210,7 +213,8 @@ export class SubdomainLookup {
    * @throws InternalError for other Redis or worker faults.
    */
   async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
-    if (this.fromRegistry(endpoint)) return this.registryAnswer(parent, endpoint);
+    const from = this.fromRegistry(endpoint);
+    if (from) return this.registryAnswer(parent, endpoint, from);
     const kept = this.peek(parent, endpoint, requester.client);
     if (kept) return kept;
     const { cache, metrics } = this.deps;
@@ -264,20 +268,25 @@ export class SubdomainLookup {
     return { entry: fetched.entry, state: 'MISS' };
   }
 
-  /** Whether `endpoint`'s lookups are answered from the registry index now. */
-  private fromRegistry(endpoint: RpcEndpoint): boolean {
-    return endpoint.kind === 'default' && this.deps.registry?.serving() === 'serving';
+  /** Whether, and how, `endpoint`'s lookups are answered from the registry index now. */
+  private fromRegistry(endpoint: RpcEndpoint): RegistryAnswers | undefined {
+    return endpoint.kind === 'default' ? this.deps.registry?.answers() : undefined;
   }
 
   /**
    * `parent`'s answer from the registry index: one Redis read, whatever the parent (a made-up one
-   * lists nothing, as `findSubdomains`). A hit, save while a Delete waits for its read: the answer
-   * is then dated when that Delete was reported ({@link RegistrySource.read}), a hit within the
-   * window of it and stale past it, never refreshed (the worker's read of the Delete settles it).
+   * lists nothing, as `findSubdomains`). A hit, save while a Delete waits for its read or the
+   * stream heals a gap (`from` `healing`): the answer is then dated when that Delete was reported
+   * or the stream stopped vouching ({@link RegistrySource.read}), a hit within the window of it
+   * and stale past it, never refreshed (the worker's read of the Delete, or the heal, settles it).
    * @throws InternalError when Redis fails.
    */
-  private async registryAnswer(parent: string, endpoint: RpcEndpoint): Promise<LookupResult> {
-    const kept = this.registryKept(parent, endpoint, this.now());
+  private async registryAnswer(
+    parent: string,
+    endpoint: RpcEndpoint,
+    from: RegistryAnswers,
+  ): Promise<LookupResult> {
+    const kept = from === 'serving' ? this.registryKept(parent, endpoint, this.now()) : undefined;
     if (kept) return kept;
     const registry = this.deps.registry as RegistrySource;
     const start = this.registryCopy?.begin();

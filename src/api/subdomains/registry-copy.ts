@@ -27,11 +27,19 @@ export type RegistryReadStart = {
   readonly generation: number;
   readonly stateVersion: number;
   readonly epoch: number | undefined;
-  /** A Delete waited for its read: the answer is dated, never kept. */
+  /** A Delete waited for its read, or the stream healed a gap: the answer is dated, never kept. */
   readonly dated: boolean;
 };
 
 type Kept = { read: RegistryRead; entry: CacheEntry; stateVersion: number; epoch?: number };
+
+/**
+ * Whether the index's answers are dated now, not current: a Delete waits for its read
+ * (`deletesSince`) or the stream heals a gap (`healingSince`; `healDated` in
+ * src/core/cache/registry-index.ts).
+ */
+const dated = (status: FollowStatus | null): boolean =>
+  status?.deletesSince !== undefined || status?.healingSince !== undefined;
 
 /** Whole seconds, as `Age` counts: a kept answer's entry is dated anew once a second. */
 const AGE_UNIT_MS = 1_000;
@@ -40,8 +48,8 @@ const AGE_UNIT_MS = 1_000;
  * This process's copy of the registry index's answers (docs/design.md, "The registry index"), so
  * a hot parent costs no Redis round trip: kept by parent, dropped on any change event of its
  * parent id, and dropped whole when the build's state changes (a build begun, completed or
- * behind), when the follow status's epoch moves, while a Delete waits for its read
- * (`deletesSince`: answers are dated then, read from Redis), and when events stop being trusted
+ * behind), when the follow status's epoch moves, while a Delete waits for its read or the stream
+ * heals a gap (answers are dated then, read from Redis), and when events stop being trusted
  * (the subscription lost, a lost event found by the events' count: the per-parent copy's drops).
  * The caller answers from it only while the index serves and events flow.
  */
@@ -81,14 +89,14 @@ export class RegistryCopy {
       generation: this.opts.generation(),
       stateVersion: this.opts.stateVersion(),
       epoch: status?.epoch,
-      dated: status?.deletesSince !== undefined,
+      dated: dated(status),
     };
   }
 
   /**
    * The kept answer of `parent`, its entry dated `now` at most a second ago (the index is current
    * while it serves and its events flow), or `undefined`: none kept, or the copy was just dropped
-   * (another build, another epoch, a Delete waiting).
+   * (another build, another epoch, a Delete waiting, a heal).
    *
    * @param parent a normalized single label.
    * @param now the deployment's clock, Unix ms.
@@ -96,7 +104,7 @@ export class RegistryCopy {
   get(parent: string, now: number): { entry: CacheEntry; read: RegistryRead } | undefined {
     if (this.answers.size === 0) return undefined;
     const status = this.opts.status();
-    if (status?.deletesSince !== undefined) {
+    if (dated(status)) {
       this.clear();
       return undefined;
     }
@@ -114,7 +122,7 @@ export class RegistryCopy {
 
   /**
    * Keeps `read` of `parent` unless anything came since it began: an event, a loss, a change of
-   * the build's state or of the epoch, or a Delete waiting then or now.
+   * the build's state or of the epoch, or a Delete waiting or a heal under way then or now.
    */
   remember(parent: string, read: RegistryRead, start: RegistryReadStart): void {
     const now = this.begin();

@@ -1,7 +1,12 @@
-import type { CacheEntry, EntryAccounts } from '../../core/cache/subdomain-cache.js';
+import type {
+  CacheEntry,
+  EntryAccounts,
+  SubdomainCache,
+} from '../../core/cache/subdomain-cache.js';
 import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { ownerText } from '../../core/cache/registry-value.js';
 import {
+  healDated,
   parentIdOf,
   registryServing,
   type RegistryIndex,
@@ -13,10 +18,15 @@ import { domainKey, toBase58 } from '../../core/sns/pda.js';
 export type RegistrySourceOptions = {
   index: Pick<RegistryIndex, 'state' | 'listed'>;
   /**
-   * The follow status as last read (`FollowStatusReader.current`): whether it follows, and since
-   * when a Delete waits for its read (`deletesSince`).
+   * The follow status as last read (`FollowStatusReader.current`): whether it follows, since when
+   * a Delete waits for its read (`deletesSince`), and since when it heals a gap (`healingSince`).
    */
   status: () => FollowStatus | null;
+  /**
+   * The subdomain cache, whose freshness with no status is the window (`CACHE_FRESH_SECONDS`):
+   * how long after a drop the index answers through the heal ({@link healDated}).
+   */
+  window: Pick<SubdomainCache, 'freshness'>;
   /** Reads the build's state at most this often, in ms (500). */
   intervalMs?: number;
   /** The deployment's one clock (Redis's, as the follow status is written on), Unix ms. */
@@ -39,6 +49,12 @@ export type RegistryRead = {
    */
   rowAt(i: number): { label: string; key: string; owner: string };
 };
+
+/**
+ * How the index answers `/subdomains/:parent` now ({@link RegistrySource.answers}): `serving`, or
+ * `healing` (not serving, the stream healing a gap: answers dated by the heal, `healDated`).
+ */
+export type RegistryAnswers = 'serving' | 'healing';
 
 /** Whether two reads of the build's state are of one build, as complete (shards done aside). */
 const sameBuild = (a: RegistryState | null, b: RegistryState): boolean =>
@@ -76,6 +92,23 @@ export class RegistrySource {
     return state;
   }
 
+  /**
+   * Whether the index answers now, and how: `serving` ({@link serving}), `healing` while the
+   * stream heals a gap and the window since its drop has not passed (the state stays
+   * `unfollowed`; {@link healDated}), or undefined (the per-parent path answers).
+   */
+  answers(): RegistryAnswers | undefined {
+    const serving = this.serving();
+    if (serving === 'serving') return serving;
+    if (serving !== 'unfollowed') return undefined;
+    const now = this.now();
+    const fresh = (fetchedAt: number) =>
+      this.opts.window.freshness({ labels: [], fetchedAt }, now) === 'fresh';
+    return healDated(this.state, this.opts.status(), now, fresh) === undefined
+      ? undefined
+      : 'healing';
+  }
+
   /** Reads the build's state now (sharing a read in flight). */
   refresh(): Promise<void> {
     this.inflight ??= this.opts.index
@@ -105,8 +138,10 @@ export class RegistrySource {
    * `parent`'s answer from the index: its listed subdomains as an entry (at the newest slot among
    * them) and their accounts (built when first read). A made-up parent answers an empty list, as
    * `findSubdomains` does. The entry is fetched now, or, while a Delete the stream reported waits
-   * for its read (the follow status's `deletesSince`), when that Delete was reported: the index is
-   * current only up to then, and the answer's freshness and `Age` count from it.
+   * for its read (the follow status's `deletesSince`), when that Delete was reported, and while the
+   * stream heals a gap (`healingSince`, {@link healDated}), when it stopped vouching, whichever is
+   * earliest: the index is current only up to then, and the answer's freshness and `Age` count
+   * from it.
    *
    * @param parent a normalized single label.
    * @throws what Redis throws.
@@ -115,10 +150,11 @@ export class RegistrySource {
     const parentKey = toBase58(domainKey(parent));
     const { members, slot } = await this.opts.index.listed(parentKey);
     const now = this.now();
-    const deletesSince = this.opts.status()?.deletesSince;
+    const status = this.opts.status();
     const entry: CacheEntry = {
       labels: members.map((m) => m.label),
-      fetchedAt: deletesSince === undefined ? now : Math.min(now, deletesSince),
+      // The status as last read: a heal or a Delete said while the hash was read dates it too.
+      fetchedAt: Math.min(now, status?.deletesSince ?? now, status?.healingSince ?? now),
       ...(slot === undefined ? {} : { slot }),
     };
     // Owners are base58'd only for `/details`, the one answer showing them: a list of thousands

@@ -83,7 +83,8 @@ export type RegistryState = {
  * - `serving`: built, and the stream has followed the whole program with no unhealed gap since
  *   the build began: every `/subdomains/:parent` is answered from it;
  * - `building`: a build runs (the per-parent path answers meanwhile);
- * - `unfollowed`: built, but the stream is not whole-program and healthy now;
+ * - `unfollowed`: built, but the stream is not whole-program and healthy now (while it heals a
+ *   gap, for a window, the index still answers, dated: {@link healDated});
  * - `behind`: the stream missed something since the build began: a rebuild is due;
  * - `none`: no build yet; `off`: `SUBDOMAIN_INDEX=parents`.
  */
@@ -115,6 +116,39 @@ export function registryServing(
   if (state.status === 'building') return 'building';
   if (!status || status.mode !== 'program' || now >= status.healthyUntil) return 'unfollowed';
   return 'serving';
+}
+
+/**
+ * When the index, not serving because the stream heals a gap, answers all the same, and the date
+ * of its answers (docs/design.md, "The registry index", "Serving"): the build complete and no
+ * epoch past its start (what {@link registryServing} asks but for the stream's health), the whole
+ * program followed and a heal under way (`healingSince`, which the owner writes only while it
+ * does not vouch), `now` at or past `healingSince`, and an answer dated `healingSince` still fresh
+ * by the window (`fresh`: the cache's freshness with no status, `CACHE_FRESH_SECONDS`). The index
+ * was current up to the drop, and what changed after is what the heal reads: answering it dated
+ * then is honest, where a scan per parent asked would cost each asker a charged scan of a list
+ * the index holds, wasted once the heal vouches. Past the window the heal is stuck, and the
+ * per-parent path answers. Like a Delete waiting for its read ({@link FollowStatus.deletesSince},
+ * which may date answers earlier), it makes no value of {@link RegistryServing}: the index stays
+ * `unfollowed` to `/readyz` and `sns_registry_state`.
+ *
+ * @param now Unix ms, the clock `healingSince` was written with (src/core/redis-time.ts).
+ * @param fresh whether an answer dated at `fetchedAt` (Unix ms) is fresh by the window now.
+ * @returns the date of the index's answers (Unix ms): `min(healingSince, deletesSince, now)`; or
+ *   undefined when it does not answer through a heal (then {@link registryServing} decides).
+ */
+export function healDated(
+  state: Pick<RegistryState, 'status' | 'startedAt'> | null,
+  status: FollowStatus | null,
+  now: number,
+  fresh: (fetchedAt: number) => boolean,
+): number | undefined {
+  const since = status?.healingSince;
+  if (since === undefined || status?.mode !== 'program') return undefined;
+  if (state?.status !== 'complete' || status.epoch > state.startedAt) return undefined;
+  // A start ahead of this clock (a skew, a status of another shape) is no heal to answer through.
+  if (now < since || !fresh(since)) return undefined;
+  return Math.min(since, status.deletesSince ?? since, now);
 }
 
 /**
