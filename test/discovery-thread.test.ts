@@ -349,6 +349,32 @@ describe('discovery through the discovery thread', () => {
     expect(new Set(streamed.map(([, child]) => child)).size).toBe(151);
   });
 
+  it("starts a large reply's parts small, doubling up to the part size, and says so", async () => {
+    const many = Array.from({ length: 40 }, (_, i) => subdomain(`ramp${i}`));
+    const long = subdomain(`ramp-long-${'y'.repeat(60)}`);
+    records.set(long.reverse, long.data);
+    on('getProgramAccounts', gpa([...many.flatMap((s) => s.accounts), ...long.accounts]));
+    const parts: Array<{ count: number; eager: boolean }> = [];
+    const streamed: ScannedMember[] = [];
+    const sink = (partMembers: number) => ({
+      partMembers,
+      firstPartMembers: 2,
+      add: (_slot: unknown, members: PackedMembers, eager: boolean) => {
+        parts.push({ count: members.count, eager });
+        streamed.push(...unpackMembers(members));
+      },
+    });
+    // 82 accounts: at least four parts' worth of 8, so the parts start at 2; the completed
+    // member comes last, eager too.
+    expect((await streamSubdomains(lane, endpoint, PARENT, sink(8))).listed).toBe(41);
+    expect(parts).toEqual([2, 4, 8, 8, 8, 8, 2, 1].map((count) => ({ count, eager: true })));
+    expect(new Set(streamed.map(([, child]) => child)).size).toBe(41);
+    // Fewer accounts than four parts' worth of 30: parts of 30, none eager.
+    parts.length = 0;
+    await streamSubdomains(lane, endpoint, PARENT, sink(30));
+    expect(parts).toEqual([30, 10, 1].map((count) => ({ count, eager: false })));
+  });
+
   it('fails a streamed scan past the answer bound, and one whose sink throws', async () => {
     const some = Array.from({ length: 4 }, (_, i) => subdomain(`some${i}`));
     on('getProgramAccounts', gpa(some.flatMap((s) => s.accounts)));

@@ -8,6 +8,7 @@ import {
   type CacheEntry,
 } from '../src/core/cache/subdomain-cache.js';
 import { PUT_CHUNK_MEMBERS, SplitEntries } from '../src/core/cache/split-entries.js';
+import { packMembers } from '../src/core/cache/packed-members.js';
 import { redisUrlDatabase } from '../src/core/config.js';
 import { followedFresh } from '../src/core/cache/follow-status.js';
 import { createMetrics } from '../src/core/metrics.js';
@@ -1085,6 +1086,35 @@ describe('SubdomainCache split layout (configured endpoint)', () => {
     await dropped.abandon();
     expect(await redis.keys(`${prefix}:fed:entry-staging:*`)).toEqual([]);
     expect((await local.getWithAccounts('e', 'fed'))?.entry.slot).toBe(12);
+  });
+
+  it('fed eagerly, sends a part at once and what is pending whenever no chunk is under way', async () => {
+    // A large scan's parts start small (worker/sns/scan-classify.ts): Redis starts on the first
+    // few members rather than a whole chunk later.
+    const local = new SubdomainCache(redis, `${prefix}:eager`, 60_000, 3_600_000);
+    const members = Array.from(
+      { length: 40 },
+      (_, i) => [`e${i}`, `E${i}`, `o${i % 3}`, `Q${i}`] as const,
+    );
+    const stagedMembers = async () => {
+      for (const key of await redis.keys(`${prefix}:eager:entry-staging:*`)) {
+        if ((await redis.type(key)) === 'hash') return redis.hlen(key);
+      }
+      return 0;
+    };
+    const write = local.scanWrite('e', 'eager', 7);
+    write.addPacked(packMembers(members.slice(0, 3)), true);
+    // Far short of a chunk, and no flush: staged all the same.
+    await waitFor(async () => (await stagedMembers()) === 3, 10_000, 'the first part staged');
+    // Redis is free again: the next part goes at once too, and so do the parts after it.
+    write.addPacked(packMembers(members.slice(3, 8)), true);
+    await waitFor(async () => (await stagedMembers()) === 8, 10_000, 'the second part staged');
+    write.addPacked(packMembers(members.slice(8, 20)), true);
+    write.addPacked(packMembers(members.slice(20)), true);
+    expect(await write.commit(scan(7))).toBe('written');
+    const accounts = Object.fromEntries(members.map(([l, a, o]) => [a, [l, o] as const]));
+    expect((await local.getWithAccounts('e', 'eager'))?.accounts).toEqual(accounts);
+    expect(await redis.keys(`${prefix}:eager:entry-staging:*`)).toEqual([]);
   });
 
   it('writes any label byte for byte, in one step and in chunks', async () => {

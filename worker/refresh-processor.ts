@@ -1,7 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { ScanWrite, SubdomainCache } from '../src/core/cache/subdomain-cache.js';
-import { PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
+import { FIRST_CHUNK_MEMBERS, PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
 import { occasionalWarning } from '../src/core/logger.js';
 import type { Metrics } from '../src/core/metrics.js';
 import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
@@ -231,7 +231,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
                 parent,
                 {
                   partMembers: PUT_CHUNK_MEMBERS,
-                  add: (replySlot, members) => writeAt(replySlot).addPacked(members),
+                  firstPartMembers: FIRST_CHUNK_MEMBERS,
+                  add: (replySlot, members, eager) => writeAt(replySlot).addPacked(members, eager),
                   listed: () => write?.flush(),
                 },
                 signal,

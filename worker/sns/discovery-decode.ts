@@ -100,6 +100,8 @@ export const DECODERS = {
       parentKey: Uint8Array;
       /** Members a part ({@link MemberStream}); none: no parts, the summary sorted. */
       partMembers?: number;
+      /** Members of the first part of a large reply ({@link MemberStream.first}). */
+      firstPartMembers?: number;
       /** Cut records a part at most. */
       cutBatch?: number;
       release?: () => void;
@@ -113,7 +115,12 @@ export const DECODERS = {
       task.parentKey,
       task.release,
       task.partMembers && task.emit
-        ? { size: task.partMembers, cutBatch: task.cutBatch ?? 1, emit: task.emit }
+        ? {
+            size: task.partMembers,
+            ...(task.firstPartMembers === undefined ? {} : { first: task.firstPartMembers }),
+            cutBatch: task.cutBatch ?? 1,
+            emit: task.emit,
+          }
         : undefined,
     ),
   'reverse-texts': (method, body, id, task: { count: number; maxTextBytes: number }) =>

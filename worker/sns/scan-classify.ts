@@ -202,6 +202,11 @@ export type ListedPart = {
   longestLabel: number;
   cut: string[];
   waiting: number;
+  /**
+   * The reply is large enough that its parts start small ({@link MemberStream.first}): the write
+   * should send each as soon as Redis is free rather than wait for a full chunk.
+   */
+  eager: boolean;
 };
 
 /**
@@ -210,9 +215,23 @@ export type ListedPart = {
  */
 export type MemberStream = {
   readonly size: number;
+  /**
+   * Members of the first part of a reply of at least {@link EAGER_PARTS} parts' worth of accounts,
+   * each part after twice the one before up to `size`: its write starts once the first few members
+   * are listed, not a whole part later, and each part is ready about when Redis is done with the
+   * one before. Absent: every part `size`.
+   */
+  readonly first?: number;
   readonly cutBatch: number;
   readonly emit: (part: ListedPart) => void;
 };
+
+/**
+ * Parts' worth of accounts from which a reply's parts start small ({@link MemberStream.first}):
+ * two accounts a subdomain (its name account and reverse record), so at least two parts of
+ * members, a write of several chunks.
+ */
+export const EAGER_PARTS = 4;
 
 /**
  * Lists a scan reply's accounts under their reverse records (looked up by their bytes), handing
@@ -235,6 +254,9 @@ class Lister {
   readonly claimed = new Set<string>();
   private readonly byBytes: KeySet<string>;
   private readonly ownerOf = new Map<string, string>();
+  /** Members of the part being listed (streamed), and whether parts started small. */
+  private partSize: number;
+  private readonly eager: boolean;
 
   constructor(
     private readonly accounts: Accounts,
@@ -244,6 +266,12 @@ class Lister {
     private readonly stream: MemberStream | undefined,
   ) {
     this.byBytes = keysByBytes(reverses);
+    const size = stream?.size ?? 0;
+    this.eager =
+      stream?.first !== undefined &&
+      stream.first < size &&
+      accounts.pubkeys.length >= EAGER_PARTS * size;
+    this.partSize = this.eager ? Math.max(1, stream?.first ?? size) : size;
   }
 
   /** Lists each account that is (`reverseRecords`) or is not a reverse record. */
@@ -284,7 +312,7 @@ class Lister {
     this.packedCount++;
     this.answerBytes += bytes + 3;
     if (bytes > this.longestLabel) this.longestLabel = bytes;
-    if (this.packedCount >= this.stream.size) this.handOver(this.stream);
+    if (this.packedCount >= this.partSize) this.handOver(this.stream);
   }
 
   /** Hands the members and cut records listed so far over (once more at the end: the rest). */
@@ -296,7 +324,9 @@ class Lister {
       longestLabel: this.longestLabel,
       cut: this.cut,
       waiting: this.waitingCount,
+      eager: this.eager,
     });
+    this.partSize = Math.min(stream.size, this.partSize * 2);
     this.packed = '';
     this.packedCount = 0;
     this.answerBytes = 0;

@@ -22,11 +22,17 @@ export type MemberSink = {
   /** Members in a part the decode thread hands over: at most this many a call of {@link add}. */
   readonly partMembers: number;
   /**
+   * Members of a large reply's first part, the parts after doubling up to `partMembers`
+   * (`MemberStream.first`, ./scan-classify.ts); absent: every part `partMembers`.
+   */
+  readonly firstPartMembers?: number;
+  /**
    * Takes members of the scan: each once, unsorted, in parts packed for the write (none of more
    * than `partMembers`), the first while the reply is still being decoded; `slot` is the reply's.
-   * Called synchronously; a throw fails the scan.
+   * `eager`: the reply is large and its parts start small, so the write should send them as soon
+   * as it can (`ScanWrite.addPacked`). Called synchronously; a throw fails the scan.
    */
-  add(slot: number | undefined, members: PackedMembers): void;
+  add(slot: number | undefined, members: PackedMembers, eager: boolean): void;
   /**
    * Every member has been handed over but those whose cut texts are being completed: what the
    * write holds back for a fuller chunk is worth sending now, while the completions run.
@@ -64,9 +70,11 @@ export async function streamSubdomains(
   const count = (members: readonly ScannedMember[]) => {
     for (const member of members) bounds.label(member[0]);
   };
+  // Late members (completed cut texts) go as the parts of the listing went.
+  let eager = false;
   const hand = (slot: number | undefined, members: PackedMembers) => {
     listed += members.count;
-    if (members.count > 0) sink.add(slot, members);
+    if (members.count > 0) sink.add(slot, members, eager);
   };
   // The write stages a part as it comes, whole (packed, it cannot split one): the completed
   // members (any number) go in parts no larger than the thread's.
@@ -83,9 +91,11 @@ export async function streamSubdomains(
   try {
     found = await scanUnder(lane, endpoint, domainKey(parent), signal, minContextSlot, {
       partMembers: sink.partMembers,
-      onPart: ({ slot, members, answerBytes, longestLabel, cut, waiting }) => {
+      ...(sink.firstPartMembers === undefined ? {} : { firstPartMembers: sink.firstPartMembers }),
+      onPart: ({ slot, members, answerBytes, longestLabel, cut, waiting, eager: small }) => {
         if (failure) return;
         try {
+          eager = small;
           bounds.sized(answerBytes, longestLabel);
           // Texts still to complete are longer than the inline text: no call for one that
           // cannot fit.

@@ -123,7 +123,11 @@ export async function scanUnder(
   parentKey: Buffer,
   signal?: AbortSignal,
   minContextSlot?: number,
-  stream?: { partMembers: number; onPart: (part: ListedPart) => void },
+  stream?: {
+    partMembers: number;
+    firstPartMembers?: number;
+    onPart: (part: ListedPart) => void;
+  },
 ): Promise<ProgramAccountsSummary> {
   const { rpc, thread } = lane;
   thread.warm(); // boots (first call only) while the RPC answers
@@ -137,7 +141,15 @@ export async function scanUnder(
           id,
           body: DecodeThread.transferable(body),
           parentKey: new Uint8Array(parentKey),
-          ...(stream ? { partMembers: stream.partMembers, cutBatch: MULTIPLE_ACCOUNTS_BATCH } : {}),
+          ...(stream
+            ? {
+                partMembers: stream.partMembers,
+                cutBatch: MULTIPLE_ACCOUNTS_BATCH,
+                ...(stream.firstPartMembers === undefined
+                  ? {}
+                  : { firstPartMembers: stream.firstPartMembers }),
+              }
+            : {}),
         },
         signal,
         stream?.onPart,

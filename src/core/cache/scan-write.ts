@@ -13,6 +13,13 @@ import { packMembers, type PackedMembers } from './packed-members.js';
  * Redis past the clients' command timeout.
  */
 export const PUT_CHUNK_MEMBERS = 2_000;
+/**
+ * Members of a large scan's first part, and so of its first chunk: the parts after double up to
+ * {@link PUT_CHUNK_MEMBERS}, so Redis starts on the write once the first few members are listed
+ * rather than a whole chunk later, and each part is ready about when the chunk before is written
+ * (BENCHMARKS.md, "The first cold answer where fresh memory is dear").
+ */
+export const FIRST_CHUNK_MEMBERS = 250;
 /** How long a large scan's staged chunks outlive a write that never finished. */
 const STAGING_TTL_MS = 10 * 60_000;
 
@@ -46,7 +53,9 @@ export type ScanWriteKeys = {
  * writes in one script; from that many, chunks are staged as members come (their member-parents
  * fields written then), each sent while Redis runs the one before and never more than that queued
  * on the connection, and the commit's script takes them in at once. A write fed while the scan is
- * still being decoded overlaps the two (BENCHMARKS.md, "Cold scans of a large parent").
+ * still being decoded overlaps the two (BENCHMARKS.md, "Cold scans of a large parent"). Fed
+ * eagerly (a large scan's parts, which start small), it also sends what is pending whenever no
+ * chunk is under way, so Redis never waits for a full chunk while members are listed.
  */
 export class ScanWrite {
   private readonly staging: { readonly labels: string; readonly members: string };
@@ -58,6 +67,10 @@ export class ScanWrite {
   /** The chunk sent last, which the next one waits behind. */
   private last: Promise<number> | undefined;
   private staged = false;
+  /** Chunks staged and not yet written (or failed). */
+  private inFlight = 0;
+  /** Fed eagerly ({@link addPacked}): pending members go whenever no chunk is under way. */
+  private eager = false;
   private failure: { error: unknown } | undefined;
   private done = false;
 
@@ -76,17 +89,21 @@ export class ScanWrite {
 
   /**
    * Adds members of the scan (each account once over the write), packed where they were listed;
-   * stages a chunk once {@link PUT_CHUNK_MEMBERS} or more are pending. A part is never split (its
-   * text is not read here): a chunk holds each of its members, in one script however many, so
-   * callers hand over parts of at most {@link PUT_CHUNK_MEMBERS}.
+   * stages a chunk once {@link PUT_CHUNK_MEMBERS} or more are pending, or, once fed `eager`
+   * (a scan of several chunks, whose first parts are small), whenever no chunk is under way. A
+   * part is never split (its text is not read here): a chunk holds each of its members, in one
+   * script however many, so callers hand over parts of at most {@link PUT_CHUNK_MEMBERS}.
    */
-  addPacked(members: PackedMembers): void {
+  addPacked(members: PackedMembers, eager = false): void {
     if (this.done) throw new Error('a scan write is added to after its commit');
+    if (eager) this.eager = true;
     if (members.count === 0) return;
     this.pending.push(members.text);
     this.pendingCount += members.count;
-    // Staged as soon as there is a chunk: more members may come.
-    if (this.pendingCount >= PUT_CHUNK_MEMBERS) this.stage(this.takePending());
+    // Staged as soon as there is a chunk, or Redis is free for an eager write: more may come.
+    if (this.pendingCount >= PUT_CHUNK_MEMBERS || (this.eager && this.inFlight === 0)) {
+      this.stage(this.takePending());
+    }
   }
 
   /**
@@ -172,20 +189,36 @@ export class ScanWrite {
   /** Queues `chunk` (packed members) behind the chunks before it. */
   private stage(chunk: string): void {
     this.staged = true;
+    this.inFlight++;
     this.chain = this.chain.then(async () => {
-      if (this.failure) return;
+      if (this.failure) {
+        this.inFlight--;
+        return;
+      }
       const sent = SCRIPTS.putChunk.run(
         this.redis,
         [this.staging.labels, this.staging.members, this.at.split[3]],
         [this.at.parent, String(STAGING_TTL_MS), String(this.memberSlot), chunk],
       );
-      sent.catch((error: unknown) => {
-        this.failure ??= { error };
-      });
+      sent.then(
+        () => this.written(),
+        (error: unknown) => {
+          this.failure ??= { error };
+          this.inFlight--;
+        },
+      );
       const before = this.last;
       this.last = sent;
       await before?.catch(() => undefined);
     });
+  }
+
+  /** A chunk is written: an eager write then sends what is pending if no other is under way. */
+  private written(): void {
+    this.inFlight--;
+    if (this.eager && !this.done && this.inFlight === 0 && this.pendingCount > 0) {
+      this.stage(this.takePending());
+    }
   }
 
   /** Resolves once every chunk is done. @throws the first chunk's failure. */

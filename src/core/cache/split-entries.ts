@@ -11,9 +11,14 @@ import {
 import { isSlot } from '../rpc/slot.js';
 import { runsOfOneRevision } from './runs-of-one-revision.js';
 import { entryArgs, labelsOf, type CacheEntry, type EntryAccounts, type Member } from './entry.js';
-import { PUT_CHUNK_MEMBERS, ScanWrite, type ScannedMember } from './scan-write.js';
+import {
+  FIRST_CHUNK_MEMBERS,
+  PUT_CHUNK_MEMBERS,
+  ScanWrite,
+  type ScannedMember,
+} from './scan-write.js';
 
-export { PUT_CHUNK_MEMBERS, ScanWrite, type ScannedMember };
+export { FIRST_CHUNK_MEMBERS, PUT_CHUNK_MEMBERS, ScanWrite, type ScannedMember };
 
 /** One change to one member of a parent's entry, as {@link SplitEntries.applyChanges} takes it. */
 export type MemberChange = {
