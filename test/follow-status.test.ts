@@ -9,7 +9,8 @@ import {
   writeFollowStatus,
   type FollowStatus,
 } from '../src/core/cache/follow-status.js';
-import { healDated, registryServing } from '../src/core/cache/registry-index.js';
+import { healDated, RegistryIndex, registryServing } from '../src/core/cache/registry-index.js';
+import { RegistrySource } from '../src/api/subdomains/registry-source.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { redisKeys } from '../src/core/redis-keys.js';
 import { ParentTouches } from '../src/api/subdomains/parent-touches.js';
@@ -230,6 +231,41 @@ describe('follow status', () => {
       [built, null, now],
     ] as const) {
       expect(dated(state, status, at)).toBeUndefined();
+    }
+  });
+
+  it("dates the registry index's answer by a heal under way when its hash was read, though the heal ends before the read does", async () => {
+    const now = 10_000_000;
+    const since = now - 2_000;
+    const epoch = now - 200_000;
+    const healing: FollowStatus = { epoch, healthyUntil: 0, mode: 'program', healingSince: since };
+    const healed: FollowStatus = { epoch, healthyUntil: now + 3_000, mode: 'program' };
+    const waiting: FollowStatus = { ...healed, deletesSince: since };
+    const index = new RegistryIndex(redis, prefix);
+    for (const [during, after] of [
+      [healing, healed],
+      [waiting, healed],
+      [healed, healing],
+    ] as const) {
+      let status = during;
+      const source = new RegistrySource({
+        // The API's status read lands while the hash is read (one connection, replies in order,
+        // another request's read sent after it): the hash was read under the first status.
+        index: {
+          state: () => index.state(),
+          listed: (parentKey) => {
+            const read = index.listed(parentKey);
+            status = after;
+            return read;
+          },
+        },
+        status: () => status,
+        window: new SubdomainCache(redis, prefix, 60_000, 3_600_000),
+        now: () => now,
+      });
+      const { entry } = await source.read('alpha');
+      // What the hash held is current only up to the heal's start or the waiting Delete's.
+      expect(entry.fetchedAt).toBe(since);
     }
   });
 });

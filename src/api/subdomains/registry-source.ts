@@ -56,6 +56,13 @@ export type RegistryRead = {
  */
 export type RegistryAnswers = 'serving' | 'healing';
 
+/**
+ * Until when `status` says the index is current, at most `now` (Unix ms): a waiting Delete's
+ * `deletesSince` or a heal's `healingSince`, whichever is earlier.
+ */
+const datedBy = (status: FollowStatus | null, now: number): number =>
+  Math.min(now, status?.deletesSince ?? now, status?.healingSince ?? now);
+
 /** Whether two reads of the build's state are of one build, as complete (shards done aside). */
 const sameBuild = (a: RegistryState | null, b: RegistryState): boolean =>
   a !== null &&
@@ -140,21 +147,25 @@ export class RegistrySource {
    * `findSubdomains` does. The entry is fetched now, or, while a Delete the stream reported waits
    * for its read (the follow status's `deletesSince`), when that Delete was reported, and while the
    * stream heals a gap (`healingSince`, {@link healDated}), when it stopped vouching, whichever is
-   * earliest: the index is current only up to then, and the answer's freshness and `Age` count
-   * from it.
+   * earliest, by the status as read before the hash and after: the index is current only up to
+   * then, and the answer's freshness and `Age` count from it.
    *
    * @param parent a normalized single label.
    * @throws what Redis throws.
    */
   async read(parent: string): Promise<RegistryRead> {
     const parentKey = toBase58(domainKey(parent));
+    // The status as last read before the hash is read and after: a heal or a Delete said by
+    // either dates the answer (one said after is one said while the hash was read; one said
+    // before is not undone by a status read meanwhile that says it is over, as the hash may
+    // predate its end).
+    const before = this.opts.status();
     const { members, slot } = await this.opts.index.listed(parentKey);
     const now = this.now();
-    const status = this.opts.status();
+    const after = this.opts.status();
     const entry: CacheEntry = {
       labels: members.map((m) => m.label),
-      // The status as last read: a heal or a Delete said while the hash was read dates it too.
-      fetchedAt: Math.min(now, status?.deletesSince ?? now, status?.healingSince ?? now),
+      fetchedAt: Math.min(datedBy(before, now), datedBy(after, now)),
       ...(slot === undefined ? {} : { slot }),
     };
     // Owners are base58'd only for `/details`, the one answer showing them: a list of thousands
