@@ -375,6 +375,23 @@ describe('discovery through the discovery thread', () => {
     expect(parts).toEqual([30, 10, 1].map((count) => ({ count, eager: false })));
   });
 
+  it('keeps a reply of many accounts but fewer members than a part whole, not eager', async () => {
+    // Subdomains without reverse records are accounts of the reply but no members: a scan of
+    // fewer members than a chunk is written by the commit's one script (ScanWrite), which an
+    // eager part defeats (it is staged at once, however small).
+    const bare = Array.from({ length: 37 }, (_, i) => subdomain(`bare${i}`).accounts[0] as Account);
+    const listed = Array.from({ length: 3 }, (_, i) => subdomain(`listed${i}`));
+    on('getProgramAccounts', gpa([...bare, ...listed.flatMap((s) => s.accounts)]));
+    const parts: Array<{ count: number; eager: boolean }> = [];
+    const head = await streamSubdomains(lane, endpoint, PARENT, {
+      partMembers: 8,
+      firstPartMembers: 2,
+      add: (_slot, members, eager) => parts.push({ count: members.count, eager }),
+    });
+    expect(head.listed).toBe(3);
+    expect(parts.filter((p) => p.eager)).toEqual([]);
+  });
+
   it('fails a streamed scan past the answer bound, and one whose sink throws', async () => {
     const some = Array.from({ length: 4 }, (_, i) => subdomain(`some${i}`));
     on('getProgramAccounts', gpa(some.flatMap((s) => s.accounts)));

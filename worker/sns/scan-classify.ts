@@ -216,8 +216,8 @@ export type ListedPart = {
 export type MemberStream = {
   readonly size: number;
   /**
-   * Members of the first part of a reply of at least {@link EAGER_PARTS} parts' worth of accounts,
-   * each part after twice the one before up to `size`: its write starts once the first few members
+   * Members of the first part of a reply that may list at least {@link EAGER_PARTS} parts' worth
+   * of members, each part after twice the one before up to `size`: its write starts once the first few members
    * are listed, not a whole part later, and each part is ready about when Redis is done with the
    * one before. Absent: every part `size`.
    */
@@ -227,11 +227,11 @@ export type MemberStream = {
 };
 
 /**
- * Parts' worth of accounts from which a reply's parts start small ({@link MemberStream.first}):
- * two accounts a subdomain (its name account and reverse record), so at least two parts of
- * members, a write of several chunks.
+ * Parts' worth of members a reply may list from which its parts start small
+ * ({@link MemberStream.first}): a write of several chunks. What it may list is bounded by the
+ * fewer of its reverse records and its other accounts (a member is one of each).
  */
-export const EAGER_PARTS = 4;
+export const EAGER_PARTS = 2;
 
 /**
  * Lists a scan reply's accounts under their reverse records (looked up by their bytes), handing
@@ -267,10 +267,11 @@ class Lister {
   ) {
     this.byBytes = keysByBytes(reverses);
     const size = stream?.size ?? 0;
+    // A member is a reverse record and another account: the fewer of the two bounds them.
+    const reverseRecords = reverses.labels.size;
+    const mostMembers = Math.min(reverseRecords, accounts.pubkeys.length - reverseRecords);
     this.eager =
-      stream?.first !== undefined &&
-      stream.first < size &&
-      accounts.pubkeys.length >= EAGER_PARTS * size;
+      stream?.first !== undefined && stream.first < size && mostMembers >= EAGER_PARTS * size;
     this.partSize = this.eager ? Math.max(1, stream?.first ?? size) : size;
   }
 
@@ -312,7 +313,11 @@ class Lister {
     this.packedCount++;
     this.answerBytes += bytes + 3;
     if (bytes > this.longestLabel) this.longestLabel = bytes;
-    if (this.packedCount >= this.partSize) this.handOver(this.stream);
+    if (this.packedCount >= this.partSize) {
+      this.handOver(this.stream);
+      // Parts handed over for their cut records leave the ramp where it was.
+      this.partSize = Math.min(this.stream.size, this.partSize * 2);
+    }
   }
 
   /** Hands the members and cut records listed so far over (once more at the end: the rest). */
@@ -326,7 +331,6 @@ class Lister {
       waiting: this.waitingCount,
       eager: this.eager,
     });
-    this.partSize = Math.min(stream.size, this.partSize * 2);
     this.packed = '';
     this.packedCount = 0;
     this.answerBytes = 0;
