@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import type { Lease } from '../worker/follow/ownership.js';
+import { healDated } from '../src/core/cache/registry-index.js';
+import { PROBE_EVERY_MS } from '../worker/follow/silence.js';
 import { FakeClock, FakeRpc, fakeFollower } from './support/follow-fakes.js';
 
 /**
@@ -113,5 +115,67 @@ describe('since when a heal is under way', () => {
     expect(statuses.length).toBeGreaterThan(written);
     expect(statuses.at(-1)).toMatchObject({ healthyUntil: 0, healingSince: droppedAt });
     await follower.close();
+  });
+});
+
+/**
+ * The registry index answers through a heal dated by the status (`healDated`,
+ * src/core/cache/registry-index.ts): the index is claimed current up to that date. It holds only
+ * if the stream vouched right up to it, so the date is the last vouch (`vouchedAt`), never the
+ * heal's start (`healingSince`), which may be much later; and with the last vouch unknown, none.
+ */
+describe('since when a heal is under way, as the date of the registry index', () => {
+  const WINDOW_MS = 60_000;
+  const dated = (status: FollowRecord | undefined, now: number) =>
+    healDated(
+      { status: 'complete', startedAt: (status?.epoch ?? 0) + 1 },
+      status ?? null,
+      now,
+      (fetchedAt) => now - fetchedAt < WINDOW_MS,
+    );
+
+  it('is never later than the last vouch, after a refused probe stopped the vouching', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const f = fakeFollower({ rpc });
+    await f.open();
+    await f.clock.advance(2_500);
+    expect(f.follower.healthy).toBe(true);
+    // The provider refuses the probe: the stream vouches for nothing from here.
+    rpc.failSignatures = true;
+    await f.clock.advance(PROBE_EVERY_MS + 1_000);
+    expect(f.statuses.at(-1)?.healthyUntil).toBe(0);
+    const vouchedUntil = Math.max(...f.statuses.map((s) => s.healthyUntil));
+    await f.clock.advance(20_000);
+    // The socket closes well after: the heal it opens begins now, the vouching ended before.
+    f.reopen();
+    await f.clock.advance(500);
+    const status = f.statuses.at(-1);
+    expect(status?.healthyUntil).toBe(0);
+    const date = dated(status, f.clock.now());
+    // Within the window of the last vouch the index answers, dated no later than it.
+    expect(date).toBeDefined();
+    expect(date).toBeLessThanOrEqual(vouchedUntil);
+    await f.follower.close();
+  });
+
+  it('says nothing of a takeover from a status that neither vouched nor healed', async () => {
+    for (const mode of ['program', 'parents'] as const) {
+      const clock = new FakeClock();
+      const { follower, statuses } = await takingOver(clock, {
+        epoch: EPOCH,
+        healthyUntil: 0,
+        mode,
+        lastSignature: 'last',
+      });
+      await clock.advance(1_000);
+      expect(statuses.at(-1)).toMatchObject({ healthyUntil: 0, mode: 'program' });
+      // When the stream last vouched is unknown: no date can be given to the index's answers.
+      expect({ mode, date: dated(statuses.at(-1), clock.now()) }).toEqual({
+        mode,
+        date: undefined,
+      });
+      await follower.close();
+    }
   });
 });

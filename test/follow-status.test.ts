@@ -63,6 +63,19 @@ describe('follow status', () => {
     await expect(
       writeFollowStatus(redis, prefix, { ...status, healingSince: 1.5 }),
     ).rejects.toThrow(TypeError);
+    // So is the stream's last vouch, beside it.
+    const unvouched = { ...healing, vouchedAt: 7_500 };
+    expect(await writeFollowStatus(redis, prefix, unvouched)).toEqual(unvouched);
+    expect(await readFollowStatus(redis, prefix)).toEqual(unvouched);
+    expect(await writeFollowStatus(redis, prefix, { ...status, epoch: 6_000 })).toEqual({
+      ...status,
+      epoch: 6_000,
+    });
+    for (const vouchedAt of [1.5, -1, Number.NaN]) {
+      await expect(writeFollowStatus(redis, prefix, { ...healing, vouchedAt })).rejects.toThrow(
+        TypeError,
+      );
+    }
     await redis.set(redisKeys(prefix).followStatus, '{"epoch":"x"}');
     expect(await readFollowStatus(redis, prefix)).toBeNull();
     // A waiting Delete whose time is not a number still waits: never read as none.
@@ -80,6 +93,17 @@ describe('follow status', () => {
       epoch: 1,
       healthyUntil: 0,
       mode: 'program',
+    });
+    // A last vouch that is not a time is unknown: nothing is dated by it.
+    await redis.set(
+      redisKeys(prefix).followStatus,
+      '{"epoch":1,"healthyUntil":0,"mode":"program","healingSince":5,"vouchedAt":"x"}',
+    );
+    expect(await readFollowStatus(redis, prefix)).toEqual({
+      epoch: 1,
+      healthyUntil: 0,
+      mode: 'program',
+      healingSince: 5,
     });
   });
 
@@ -184,16 +208,19 @@ describe('follow status', () => {
     expect(awaitsHeal({ ...entry, owes: 5 }, healing, now)).toBe(false);
   });
 
-  it('lets the registry index answer through a heal, dated from the drop, only while it would serve but for the heal, within the window', () => {
+  it('lets the registry index answer through a heal, dated from the last vouch, only while it would serve but for the heal, within the window', () => {
     const cache = new SubdomainCache(redis, prefix, 60_000, 3_600_000);
     const now = 10_000_000;
     const since = now - 1_000;
+    // The vouching stopped before the heal began (a refused probe, then the socket closed).
+    const vouched = since - 20_000;
     const built = { status: 'complete' as const, startedAt: now - 100_000 };
     const healing: FollowStatus = {
       epoch: now - 200_000,
       healthyUntil: 0,
       mode: 'program',
       healingSince: since,
+      vouchedAt: vouched,
     };
     /** The rule with the cache's window (no status), the clock at `at`. */
     const dated = (state: Parameters<typeof healDated>[0], status: FollowStatus | null, at = now) =>
@@ -203,19 +230,30 @@ describe('follow status', () => {
         at,
         (fetchedAt) => cache.freshness({ labels: [], fetchedAt }, at) === 'fresh',
       );
-    expect(dated(built, healing)).toBe(since);
+    // Dated from the last vouch, not from the heal's start.
+    expect(dated(built, healing)).toBe(vouched);
+    expect(dated(built, { ...healing, vouchedAt: since })).toBe(since);
     // Not a state of its own: the index is `unfollowed` to readiness and the gauge meanwhile.
     expect(registryServing(built, healing, now)).toBe('unfollowed');
-    // From the drop itself to the last moment an answer dated then is fresh by the window.
-    expect(dated(built, healing, since)).toBe(since);
-    expect(dated(built, healing, since + 60_000 - 1)).toBe(since);
-    // A Delete waiting for its read since before the drop dates the answers earlier; since after
-    // it, the drop does.
-    expect(dated(built, { ...healing, deletesSince: since - 5_000 })).toBe(since - 5_000);
-    expect(dated(built, { ...healing, deletesSince: since + 500 })).toBe(since);
+    // From the heal's start to the last moment an answer dated at the last vouch is fresh by the
+    // window: the window counts from the vouch.
+    expect(dated(built, healing, since)).toBe(vouched);
+    expect(dated(built, healing, vouched + 60_000 - 1)).toBe(vouched);
+    // A Delete waiting for its read since before the last vouch dates the answers earlier; since
+    // after it, the vouch does.
+    expect(dated(built, { ...healing, deletesSince: vouched - 5_000 })).toBe(vouched - 5_000);
+    expect(dated(built, { ...healing, deletesSince: vouched + 500 })).toBe(vouched);
+    const unknownVouch: FollowStatus = {
+      epoch: healing.epoch,
+      healthyUntil: 0,
+      mode: 'program',
+      healingSince: since,
+    };
     for (const [state, status, at] of [
-      // The window has passed since the drop: the heal is stuck, the per-parent path answers.
-      [built, healing, since + 60_000],
+      // The window has passed since the last vouch, though not since the heal's start.
+      [built, healing, vouched + 60_000],
+      // When the stream last vouched is not known: no date can be given, the per-parent path.
+      [built, unknownVouch, now],
       // No complete build: none, building, behind (the rebuild answers per parent meanwhile).
       [null, healing, now],
       [{ ...built, status: 'none' as const }, healing, now],
@@ -223,24 +261,37 @@ describe('follow status', () => {
       [{ ...built, status: 'behind' as const }, healing, now],
       // A gap not healed since the build began: the epoch is past its start.
       [built, { ...healing, epoch: built.startedAt + 1 }, now],
-      // Not the whole program followed, no heal said, a start ahead of the clock, no status.
+      // Not the whole program followed, no heal said (a refused probe alone: the socket is open
+      // and nothing heals), a time ahead of the clock, no status.
       [built, { ...healing, mode: 'parents' as const }, now],
       [built, { ...healing, mode: 'off' as const }, now],
       [built, { epoch: healing.epoch, healthyUntil: 0, mode: 'program' as const }, now],
+      [
+        built,
+        { epoch: healing.epoch, healthyUntil: 0, mode: 'program' as const, vouchedAt: vouched },
+        now,
+      ],
       [built, { ...healing, healingSince: now + 1 }, now],
+      [built, { ...healing, vouchedAt: now + 1 }, now],
       [built, null, now],
     ] as const) {
       expect(dated(state, status, at)).toBeUndefined();
     }
   });
 
-  it("dates the registry index's answer by a heal under way when its hash was read, though the heal ends before the read does", async () => {
+  it("dates the registry index's answer by the last vouch when its hash was read, though the heal ends before the read does", async () => {
     const now = 10_000_000;
-    const since = now - 2_000;
+    const vouched = now - 5_000;
     const epoch = now - 200_000;
-    const healing: FollowStatus = { epoch, healthyUntil: 0, mode: 'program', healingSince: since };
+    const healing: FollowStatus = {
+      epoch,
+      healthyUntil: 0,
+      mode: 'program',
+      healingSince: now - 2_000,
+      vouchedAt: vouched,
+    };
     const healed: FollowStatus = { epoch, healthyUntil: now + 3_000, mode: 'program' };
-    const waiting: FollowStatus = { ...healed, deletesSince: since };
+    const waiting: FollowStatus = { ...healed, deletesSince: vouched };
     const index = new RegistryIndex(redis, prefix);
     for (const [during, after] of [
       [healing, healed],
@@ -264,8 +315,8 @@ describe('follow status', () => {
         now: () => now,
       });
       const { entry } = await source.read('alpha');
-      // What the hash held is current only up to the heal's start or the waiting Delete's.
-      expect(entry.fetchedAt).toBe(since);
+      // What the hash held is current only up to the last vouch or the waiting Delete's report.
+      expect(entry.fetchedAt).toBe(vouched);
     }
   });
 });

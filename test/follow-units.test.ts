@@ -3,13 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
 import { DELETE_READ_GRACE_MS, Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
-import type { FollowRecord } from '../src/core/cache/follow-status.js';
+import type { FollowMode, FollowRecord } from '../src/core/cache/follow-status.js';
+import { healDated } from '../src/core/cache/registry-index.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';
 import { MAX_PENDING_PER_PARENT, PAIRING_MS, Patcher } from '../worker/follow/patcher.js';
 import { PROBE_EVERY_MS, PROBE_GRACE_MS, SilenceProbe } from '../worker/follow/silence.js';
 import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
+import { HEALTHY_FOR_MS, StatusReport, type StreamState } from '../worker/follow/status-report.js';
 import { FollowStream } from '../worker/follow/stream.js';
 import { nameWrites } from '../worker/follow/transaction.js';
 import type { AccountNote } from '../worker/follow/types.js';
@@ -874,5 +876,193 @@ describe('follower taking the stream over', () => {
     // The heal is over, failed: no refresh waits for it any more.
     expect(statuses.at(-1)?.healingSince).toBeUndefined();
     await follower.close();
+  });
+});
+
+/**
+ * A status report on fakes (clock, status store), owning the stream: `beat` writes one status and
+ * returns it; `stored` is what a takeover reads (`'fails'`: the read fails).
+ */
+function reportOn(stored?: FollowRecord | 'fails') {
+  const clock = new FakeClock();
+  const statuses: FollowRecord[] = [];
+  const report = new StatusReport({
+    clock,
+    slots: { newest: undefined },
+    store: { markOwed: async () => false },
+    changed: () => undefined,
+    status: {
+      read: async () => {
+        if (stored === 'fails') throw new Error('Redis down');
+        return stored;
+      },
+      write: async (status) => void statuses.push(status),
+    },
+    deletesSince: () => undefined,
+    ...quietDeps(),
+  });
+  const beat = async (
+    healthy: boolean,
+    gap: StreamState['gap'] = healthy ? 'healed' : 'healing',
+    mode: FollowMode = 'program',
+  ) => {
+    await report.write({ owner: true, healthy, mode, gap });
+    const status = statuses.at(-1);
+    if (!status) throw new Error('no status written');
+    return status;
+  };
+  return { report, clock, statuses, beat };
+}
+
+/**
+ * When the stream last vouched (the status's `vouchedAt`): what the registry index's answers
+ * through a heal are dated from (`healDated`), so never later than the last beat that vouched.
+ */
+describe('status report: when the stream last vouched', () => {
+  /** The date the index's answers would take under `status` (a complete build, a long window). */
+  const datedBy = (status: FollowRecord, now: number) =>
+    healDated({ status: 'complete', startedAt: status.epoch }, status, now, () => true);
+
+  it('is the last beat that vouched when the socket closes, and is not said while vouching', async () => {
+    const { report, clock, beat } = reportOn();
+    const vouching = [await beat(true)];
+    await clock.advance(1_000);
+    vouching.push(await beat(true));
+    const lastVouch = clock.now();
+    for (const status of vouching) {
+      expect(status.healthyUntil).toBeGreaterThan(0);
+      expect(status.vouchedAt).toBeUndefined();
+    }
+    await clock.advance(400);
+    report.socketClosed();
+    const closed = await beat(false, 'closed');
+    expect(closed).toMatchObject({
+      healthyUntil: 0,
+      healingSince: clock.now(),
+      vouchedAt: lastVouch,
+    });
+    await clock.advance(1_000);
+    expect(await beat(false, 'healing')).toMatchObject({
+      healingSince: closed.healingSince,
+      vouchedAt: lastVouch,
+    });
+    expect(datedBy(closed, clock.now())).toBe(lastVouch);
+  });
+
+  it('is the last beat that vouched, not the close, when the vouching stopped well before it', async () => {
+    const { report, clock, beat } = reportOn();
+    await beat(true);
+    await clock.advance(1_000);
+    await beat(true);
+    const lastVouch = clock.now();
+    // A refused silence probe: the socket stays open, its gap healed, and nothing is vouched for.
+    for (let i = 0; i < 20; i++) {
+      await clock.advance(1_000);
+      const status = await beat(false, 'healed');
+      expect(status).toEqual({
+        epoch: status.epoch,
+        healthyUntil: 0,
+        mode: 'program',
+        vouchedAt: lastVouch,
+      });
+    }
+    await clock.advance(500);
+    report.socketClosed();
+    const closed = await beat(false, 'closed');
+    expect(closed).toMatchObject({ healingSince: clock.now(), vouchedAt: lastVouch });
+    expect(datedBy(closed, clock.now())).toBe(lastVouch);
+  });
+
+  it('is cleared by a beat that vouches again, and is that beat once the vouching stops again', async () => {
+    const { report, clock, beat } = reportOn();
+    await beat(true);
+    const firstVouch = clock.now();
+    await clock.advance(1_000);
+    report.socketClosed();
+    expect(await beat(false, 'closed')).toMatchObject({ vouchedAt: firstVouch });
+    await clock.advance(3_000);
+    const healed = await beat(true);
+    expect(healed.healthyUntil).toBeGreaterThan(clock.now());
+    expect(healed.vouchedAt).toBeUndefined();
+    expect(healed.healingSince).toBeUndefined();
+    const againVouch = clock.now();
+    await clock.advance(1_000);
+    report.socketClosed();
+    expect(await beat(false, 'closed')).toMatchObject({ vouchedAt: againVouch });
+  });
+
+  it("is the last owner's on a takeover: its vouchedAt, else the beat of its vouching status", async () => {
+    const now = new FakeClock().now();
+    const base = { epoch: 1_600_000_000_000, mode: 'program' as const, lastSignature: 'last' };
+    for (const [stored, vouchedAt, healingSince] of [
+      // A heal under way, its last vouch said: both go on.
+      [
+        { ...base, healthyUntil: 0, healingSince: now - 4_000, vouchedAt: now - 9_000 },
+        now - 9_000,
+        now - 4_000,
+      ],
+      // A last vouch said with no heal (a refused probe): it goes on, and the heal starts here.
+      [{ ...base, healthyUntil: 0, vouchedAt: now - 9_000 }, now - 9_000, now],
+      // The last owner died while it vouched: its last beat, not the horizon it wrote.
+      [{ ...base, healthyUntil: now - 10_000 }, now - 10_000 - HEALTHY_FOR_MS, now - 10_000],
+      // Its status still vouches (its lease lost a moment ago): the beat that wrote it.
+      [{ ...base, healthyUntil: now + 1_000 }, now + 1_000 - HEALTHY_FOR_MS, now],
+      // A beat ahead of this clock (a skew): no later than now.
+      [{ ...base, healthyUntil: now + 60_000 }, now, now],
+    ] as const) {
+      const { report, beat } = reportOn(stored);
+      await report.resume();
+      expect({ stored, status: await beat(false, 'healing') }).toMatchObject({
+        stored,
+        status: { healthyUntil: 0, vouchedAt, healingSince },
+      });
+    }
+  });
+
+  it('is not said on a takeover of a status that never vouched, nor when none could be read', async () => {
+    const base = { epoch: 1_600_000_000_000, healthyUntil: 0, lastSignature: 'last' };
+    for (const stored of [
+      { ...base, mode: 'program' as const },
+      { ...base, mode: 'parents' as const },
+      { ...base, mode: 'off' as const },
+      // A heal under way whose last vouch was never known: the heal goes on, the vouch stays unknown.
+      { ...base, mode: 'program' as const, healingSince: base.epoch + 5 },
+      // A status vouching for some parents only never vouched for the whole program.
+      { ...base, healthyUntil: new FakeClock().now() + 1_000, mode: 'parents' as const },
+      undefined,
+      'fails' as const,
+    ]) {
+      const { report, clock, beat } = reportOn(stored);
+      await report.resume();
+      const status = await beat(false, 'healing');
+      expect({ stored, vouchedAt: status.vouchedAt }).toEqual({ stored, vouchedAt: undefined });
+      expect(datedBy(status, clock.now())).toBeUndefined();
+    }
+  });
+
+  it('is not said when the whole-program stream is tried again after off, never having vouched', async () => {
+    const { clock, beat } = reportOn();
+    for (const mode of ['parents', 'off'] as const) {
+      await clock.advance(1_000);
+      expect((await beat(false, 'closed', mode)).vouchedAt).toBeUndefined();
+    }
+    await clock.advance(3_600_000);
+    const retried = await beat(false, 'healing');
+    expect(retried).toMatchObject({ mode: 'program', healingSince: clock.now() });
+    expect(retried.vouchedAt).toBeUndefined();
+    expect(datedBy(retried, clock.now())).toBeUndefined();
+  });
+
+  it('stays the last whole-program vouch across hours in another mode', async () => {
+    const { clock, beat } = reportOn();
+    await beat(true);
+    const lastVouch = clock.now();
+    for (const mode of ['parents', 'off'] as const) {
+      await clock.advance(1_000);
+      expect(await beat(false, 'closed', mode)).toMatchObject({ vouchedAt: lastVouch });
+    }
+    await clock.advance(3_600_000);
+    // An hour after it: the index's window has long passed (the per-parent path answers).
+    expect(await beat(false, 'healing')).toMatchObject({ vouchedAt: lastVouch });
   });
 });

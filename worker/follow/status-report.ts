@@ -7,7 +7,7 @@ import type { SlotClock } from '../../src/core/rpc/slot.js';
 import type { Clock, FollowStore } from './types.js';
 
 /** How long a status written now vouches for the stream: three writes. */
-const HEALTHY_FOR_MS = 3_000;
+export const HEALTHY_FOR_MS = 3_000;
 
 /** Where the follow status is read and written (./status-store.ts in the runtime). */
 export type FollowStatusIO = {
@@ -58,6 +58,11 @@ export class StatusReport {
    * ({@link write} says when); the status carries it while it does not vouch.
    */
   private healingSince: number | undefined;
+  /**
+   * When (Unix ms) the stream last vouched: this owner's last beat that did, or the last owner's
+   * ({@link resume}); undefined while unknown. The status carries it while it does not vouch.
+   */
+  private vouchedAt: number | undefined;
   /** Re-reads marked owed while the budget is spent, by parent: the slot marked (written once). */
   private readonly owedMarked = new Map<string, number>();
   /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
@@ -71,17 +76,24 @@ export class StatusReport {
    * Taking the stream over: the epoch and last signature the last owner wrote, if readable, and
    * since when the stream has not vouched, if it stopped: the heal under way here goes on from
    * the last owner's (its `healingSince`, or when its vouching ended), so the bound on waiting for
-   * a heal is not started again by each takeover (a flaky Redis losing leases, a crash loop).
+   * a heal is not started again by each takeover (a flaky Redis losing leases, a crash loop). The
+   * last vouch is the last owner's `vouchedAt`, else, if its status vouched, the beat that wrote
+   * it (`healthyUntil` less {@link HEALTHY_FOR_MS}: the beat, not the horizon it vouched up to),
+   * else unknown.
    */
   async resume(): Promise<void> {
     const status = await this.deps.status.read().catch(() => undefined);
+    const now = this.deps.clock.now();
     this.epoch = status?.epoch;
     this.lastSignature = status?.lastSignature;
-    const vouchedUntil =
-      status && status.healthyUntil > 0
-        ? Math.min(status.healthyUntil, this.deps.clock.now())
-        : undefined;
+    const vouched = status !== undefined && status.healthyUntil > 0;
+    const vouchedUntil = vouched ? Math.min(status.healthyUntil, now) : undefined;
     this.healingSince = status?.healingSince ?? vouchedUntil;
+    this.vouchedAt =
+      status?.vouchedAt ??
+      (vouched && status.mode === 'program'
+        ? Math.min(status.healthyUntil - HEALTHY_FOR_MS, now)
+        : undefined);
   }
 
   /** Whether the day's credit budget is spent (re-reads are then refused). */
@@ -132,7 +144,8 @@ export class StatusReport {
   /**
    * One beat of the status: the owed re-reads marked (while the budget is spent), the healthy
    * gauge set, and, by the owner, the status written (vouching for {@link HEALTHY_FOR_MS} when
-   * healthy; else saying since when a heal is under way, if one is).
+   * healthy; else saying since when a heal is under way, if one is, and when the stream last
+   * vouched, if known).
    */
   async write({ owner, healthy, mode, gap = 'healed' }: StreamState): Promise<void> {
     const { deps } = this;
@@ -151,6 +164,11 @@ export class StatusReport {
     // without a stream.
     if (mode !== 'program' || gap === 'healed') this.healingSince = undefined;
     else if (gap === 'healing') this.healingSince ??= now;
+    // The last vouch is this beat's, not the horizon it writes: what the stream brings after this
+    // beat is vouched for only by a later beat, which a refused probe or a close may never write.
+    // Only a vouch of the whole program vouches for the registry index (the follower says
+    // `healthy` of no other mode; the mode is checked here all the same).
+    if (healthy && mode === 'program') this.vouchedAt = now;
     const deletesSince = deps.deletesSince(now);
     await deps.status.write({
       epoch: this.epoch ?? now,
@@ -158,6 +176,7 @@ export class StatusReport {
       mode,
       ...(deletesSince === undefined ? {} : { deletesSince }),
       ...(healthy || this.healingSince === undefined ? {} : { healingSince: this.healingSince }),
+      ...(healthy || this.vouchedAt === undefined ? {} : { vouchedAt: this.vouchedAt }),
       ...(this.lastSignature === undefined ? {} : { lastSignature: this.lastSignature }),
     });
   }

@@ -277,7 +277,7 @@ export class SubdomainLookup {
    * `parent`'s answer from the registry index: one Redis read, whatever the parent (a made-up one
    * lists nothing, as `findSubdomains`). A hit, save while a Delete waits for its read or the
    * stream heals a gap (`from` `healing`): the answer is then dated when that Delete was reported
-   * or the stream stopped vouching ({@link RegistrySource.read}), a hit within the window of it
+   * or the stream last vouched ({@link RegistrySource.read}), a hit within the window of it
    * and stale past it, never refreshed (the worker's read of the Delete, or the heal, settles it).
    * @throws InternalError when Redis fails.
    */

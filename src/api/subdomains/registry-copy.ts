@@ -35,11 +35,13 @@ type Kept = { read: RegistryRead; entry: CacheEntry; stateVersion: number; epoch
 
 /**
  * Whether the index's answers are dated now, not current: a Delete waits for its read
- * (`deletesSince`) or the stream heals a gap (`healingSince`; `healDated` in
- * src/core/cache/registry-index.ts).
+ * (`deletesSince`), or the stream heals a gap or does not vouch (`healingSince`, `vouchedAt`;
+ * `healDated` in src/core/cache/registry-index.ts).
  */
 const dated = (status: FollowStatus | null): boolean =>
-  status?.deletesSince !== undefined || status?.healingSince !== undefined;
+  status?.deletesSince !== undefined ||
+  status?.healingSince !== undefined ||
+  status?.vouchedAt !== undefined;
 
 /** Whole seconds, as `Age` counts: a kept answer's entry is dated anew once a second. */
 const AGE_UNIT_MS = 1_000;

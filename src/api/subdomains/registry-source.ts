@@ -19,12 +19,13 @@ export type RegistrySourceOptions = {
   index: Pick<RegistryIndex, 'state' | 'listed'>;
   /**
    * The follow status as last read (`FollowStatusReader.current`): whether it follows, since when
-   * a Delete waits for its read (`deletesSince`), and since when it heals a gap (`healingSince`).
+   * a Delete waits for its read (`deletesSince`), since when it heals a gap (`healingSince`), and
+   * when it last vouched (`vouchedAt`).
    */
   status: () => FollowStatus | null;
   /**
    * The subdomain cache, whose freshness with no status is the window (`CACHE_FRESH_SECONDS`):
-   * how long after a drop the index answers through the heal ({@link healDated}).
+   * how long after the stream's last vouch the index answers through a heal ({@link healDated}).
    */
   window: Pick<SubdomainCache, 'freshness'>;
   /** Reads the build's state at most this often, in ms (500). */
@@ -52,16 +53,18 @@ export type RegistryRead = {
 
 /**
  * How the index answers `/subdomains/:parent` now ({@link RegistrySource.answers}): `serving`, or
- * `healing` (not serving, the stream healing a gap: answers dated by the heal, `healDated`).
+ * `healing` (not serving, the stream healing a gap: answers dated from its last vouch,
+ * `healDated`).
  */
 export type RegistryAnswers = 'serving' | 'healing';
 
 /**
  * Until when `status` says the index is current, at most `now` (Unix ms): a waiting Delete's
- * `deletesSince` or a heal's `healingSince`, whichever is earlier.
+ * `deletesSince` or the stream's last vouch (`vouchedAt`, said while it does not vouch),
+ * whichever is earlier.
  */
 const datedBy = (status: FollowStatus | null, now: number): number =>
-  Math.min(now, status?.deletesSince ?? now, status?.healingSince ?? now);
+  Math.min(now, status?.deletesSince ?? now, status?.vouchedAt ?? now);
 
 /** Whether two reads of the build's state are of one build, as complete (shards done aside). */
 const sameBuild = (a: RegistryState | null, b: RegistryState): boolean =>
@@ -101,7 +104,7 @@ export class RegistrySource {
 
   /**
    * Whether the index answers now, and how: `serving` ({@link serving}), `healing` while the
-   * stream heals a gap and the window since its drop has not passed (the state stays
+   * stream heals a gap and the window since its last vouch has not passed (the state stays
    * `unfollowed`; {@link healDated}), or undefined (the per-parent path answers).
    */
   answers(): RegistryAnswers | undefined {
@@ -146,9 +149,9 @@ export class RegistrySource {
    * them) and their accounts (built when first read). A made-up parent answers an empty list, as
    * `findSubdomains` does. The entry is fetched now, or, while a Delete the stream reported waits
    * for its read (the follow status's `deletesSince`), when that Delete was reported, and while the
-   * stream heals a gap (`healingSince`, {@link healDated}), when it stopped vouching, whichever is
-   * earliest, by the status as read before the hash and after: the index is current only up to
-   * then, and the answer's freshness and `Age` count from it.
+   * stream does not vouch (a heal under way, {@link healDated}), when it last vouched
+   * (`vouchedAt`), whichever is earliest, by the status as read before the hash and after: the
+   * index is current only up to then, and the answer's freshness and `Age` count from it.
    *
    * @param parent a normalized single label.
    * @throws what Redis throws.

@@ -35,6 +35,17 @@ export type FollowStatus = {
    * way.
    */
   readonly healingSince?: number;
+  /**
+   * Unix ms of the last beat at which the owner vouched for the stream (a status written with
+   * `healthyUntil` > 0), or, on a takeover, the last owner's (its `vouchedAt`, else its
+   * `healthyUntil` less the few seconds a status vouches for): nothing has been vouched for since,
+   * so what the stream feeds is current up to it and no later. The owner writes it only while
+   * `healthyUntil` is 0, beside `healingSince`. The registry index answers through a heal dated
+   * from it (`healDated` in ./registry-index.ts). Absent: the status vouches, or when the stream
+   * last vouched is not known (a fresh start, a takeover of a status that never vouched): the index
+   * then does not answer through a heal.
+   */
+  readonly vouchedAt?: number;
 };
 
 /**
@@ -128,15 +139,21 @@ const STATUS_TTL_MS = 24 * 3_600_000;
  * stored one.
  *
  * @returns the status as stored.
- * @throws TypeError when `epoch`, `healthyUntil`, `deletesSince` or `healingSince` is not a safe
- *   non-negative integer, or `mode` not a mode.
+ * @throws TypeError when `epoch`, `healthyUntil`, `deletesSince`, `healingSince` or `vouchedAt`
+ *   is not a safe non-negative integer, or `mode` not a mode.
  */
 export async function writeFollowStatus(
   redis: RedisClient,
   prefix: string,
   status: FollowStatus,
 ): Promise<FollowStatus> {
-  for (const field of ['epoch', 'healthyUntil', 'deletesSince', 'healingSince'] as const) {
+  for (const field of [
+    'epoch',
+    'healthyUntil',
+    'deletesSince',
+    'healingSince',
+    'vouchedAt',
+  ] as const) {
     const value = status[field];
     if (field !== 'epoch' && field !== 'healthyUntil' && value === undefined) continue;
     if (!Number.isSafeInteger(value) || (value ?? 0) < 0) {
@@ -154,6 +171,7 @@ export async function writeFollowStatus(
       STATUS_TTL_MS,
       status.deletesSince ?? '',
       status.healingSince ?? '',
+      status.vouchedAt ?? '',
     ],
   );
   return parseFollowStatus(stored) ?? status;
@@ -187,6 +205,8 @@ function parseFollowStatus(raw: string | null): FollowStatus | null {
           : { deletesSince: typeof v.deletesSince === 'number' ? v.deletesSince : 0 }),
         // A heal whose start is not a time is read as none: its entries are refreshed as before.
         ...(typeof v.healingSince === 'number' ? { healingSince: v.healingSince } : {}),
+        // A last vouch that is not a time is read as unknown: nothing is dated by it.
+        ...(typeof v.vouchedAt === 'number' ? { vouchedAt: v.vouchedAt } : {}),
       };
       return status;
     }

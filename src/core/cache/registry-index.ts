@@ -122,19 +122,22 @@ export function registryServing(
  * When the index, not serving because the stream heals a gap, answers all the same, and the date
  * of its answers (docs/design.md, "The registry index", "Serving"): the build complete and no
  * epoch past its start (what {@link registryServing} asks but for the stream's health), the whole
- * program followed and a heal under way (`healingSince`, which the owner writes only while it
- * does not vouch), `now` at or past `healingSince`, and an answer dated `healingSince` still fresh
- * by the window (`fresh`: the cache's freshness with no status, `CACHE_FRESH_SECONDS`). The index
- * was current up to the drop, and what changed after is what the heal reads: answering it dated
- * then is honest, where a scan per parent asked would cost each asker a charged scan of a list
- * the index holds, wasted once the heal vouches. Past the window the heal is stuck, and the
- * per-parent path answers. Like a Delete waiting for its read ({@link FollowStatus.deletesSince},
- * which may date answers earlier), it makes no value of {@link RegistryServing}: the index stays
- * `unfollowed` to `/readyz` and `sns_registry_state`.
+ * program followed, a heal under way (`healingSince`) and when the stream last vouched known
+ * (`vouchedAt`; the owner writes both only while it does not vouch), `now` at or past both, and an
+ * answer dated `vouchedAt` still fresh by the window (`fresh`: the cache's freshness with no
+ * status, `CACHE_FRESH_SECONDS`). The index was current up to the last vouch, and what changed
+ * after is what the heal reads: answering it dated then is honest, where a scan per parent asked
+ * would cost each asker a charged scan of a list the index holds, wasted once the heal vouches.
+ * Dated from the heal's start instead, an answer would be dated later than its data whenever the
+ * vouching stopped before the heal began (a refused silence probe, a takeover of a status that
+ * neither vouched nor healed). With the last vouch unknown it does not answer; past the window the
+ * heal is stuck; either way the per-parent path answers. Like a Delete waiting for its read
+ * ({@link FollowStatus.deletesSince}, which may date answers earlier), it makes no value of
+ * {@link RegistryServing}: the index stays `unfollowed` to `/readyz` and `sns_registry_state`.
  *
- * @param now Unix ms, the clock `healingSince` was written with (src/core/redis-time.ts).
+ * @param now Unix ms, the clock the status was written with (src/core/redis-time.ts).
  * @param fresh whether an answer dated at `fetchedAt` (Unix ms) is fresh by the window now.
- * @returns the date of the index's answers (Unix ms): `min(healingSince, deletesSince, now)`; or
+ * @returns the date of the index's answers (Unix ms): `min(vouchedAt, deletesSince, now)`; or
  *   undefined when it does not answer through a heal (then {@link registryServing} decides).
  */
 export function healDated(
@@ -144,11 +147,14 @@ export function healDated(
   fresh: (fetchedAt: number) => boolean,
 ): number | undefined {
   const since = status?.healingSince;
-  if (since === undefined || status?.mode !== 'program') return undefined;
+  const vouchedAt = status?.vouchedAt;
+  if (since === undefined || vouchedAt === undefined || status?.mode !== 'program') {
+    return undefined;
+  }
   if (state?.status !== 'complete' || status.epoch > state.startedAt) return undefined;
-  // A start ahead of this clock (a skew, a status of another shape) is no heal to answer through.
-  if (now < since || !fresh(since)) return undefined;
-  return Math.min(since, status.deletesSince ?? since, now);
+  // A time ahead of this clock (a skew, a status of another shape) is no heal to answer through.
+  if (now < since || now < vouchedAt || !fresh(vouchedAt)) return undefined;
+  return Math.min(vouchedAt, status.deletesSince ?? vouchedAt, now);
 }
 
 /**
