@@ -50,10 +50,14 @@ const AGE_UNIT_MS = 1_000;
  * This process's copy of the registry index's answers (docs/design.md, "The registry index"), so
  * a hot parent costs no Redis round trip: kept by parent, dropped on any change event of its
  * parent id, and dropped whole when the build's state changes (a build begun, completed or
- * behind), when the follow status's epoch moves, while a Delete waits for its read or the stream
- * heals a gap (answers are dated then, read from Redis), and when events stop being trusted
- * (the subscription lost, a lost event found by the events' count: the per-parent copy's drops).
- * The caller answers from it only while the index serves and events flow.
+ * behind), when the follow status's epoch moves, while a Delete waits for its read (answers are
+ * dated then, read from Redis), and when events stop being trusted (the subscription lost, a lost
+ * event found by the events' count: the per-parent copy's drops). The caller answers from it only
+ * while the index serves and events flow. While the index answers through a heal it does not ask
+ * the copy (those answers are dated, read from Redis, never kept), so what was kept before the
+ * drop survives the heal and is served again once the stream vouches. That is sound: each write
+ * the heal makes to the index publishes a change event of its parent, which drops that parent's
+ * answer, and a heal that fails moves the epoch, which drops them all.
  */
 export class RegistryCopy {
   private readonly answers: LRUCache<string, Kept>;
@@ -98,7 +102,8 @@ export class RegistryCopy {
   /**
    * The kept answer of `parent`, its entry dated `now` at most a second ago (the index is current
    * while it serves and its events flow), or `undefined`: none kept, or the copy was just dropped
-   * (another build, another epoch, a Delete waiting, a heal).
+   * (another build, another epoch, a Delete waiting; a status saying a heal too, though the caller
+   * asks only while the index serves, which such a status never lets it).
    *
    * @param parent a normalized single label.
    * @param now the deployment's clock, Unix ms.
