@@ -22,6 +22,7 @@ import { registryChangePublisher } from '../worker/registry-jobs.js';
 import { SHARDS } from '../worker/registry/build.js';
 import { ownersOf } from '../worker/registry/pages.js';
 import { SimChain, startRpcSimulator, type RpcSimulator } from '../tools/rpc-sim/index.js';
+import type { Fault } from '../tools/rpc-sim/faults.js';
 import { indexServing, readyzIndex, REGISTRY } from './support/freshness.js';
 import {
   deletePrefix,
@@ -438,6 +439,126 @@ describe('the registry index while the follow stream heals a gap', () => {
       status: 'complete',
     });
   }, 90_000);
+});
+
+describe('the registry index once a heal vouches again', () => {
+  /** How far the gateway's clock (Redis's, src/core/redis-time.ts) may be from the test's. */
+  const CLOCK_SLACK_MS = 100;
+  let gw: Gateway;
+  beforeAll(async () => {
+    gw = await startGateway({ chain: registryChain(), env: REGISTRY });
+    await indexServing(gw);
+  }, 90_000);
+  afterAll(() => gw.close());
+
+  const ask = async (parent: string) => {
+    const res = await gw.get(`/subdomains/${parent}`);
+    expect(res.status).toBe(200);
+    return {
+      labels: res.body.result as string[],
+      cache: res.headers.get('x-cache'),
+      age: Number(res.headers.get('age')),
+    };
+  };
+  type Answer = Awaited<ReturnType<typeof ask>>;
+
+  /**
+   * Drops the socket, makes `change` on the chain in the gap once the API knows of the heal, and
+   * lets the websocket back once an answer dated from the stream's last vouch (before the drop)
+   * says `Age: 1` or more (so `Age: 0` then means dated now); `slow` arms faults just before.
+   */
+  const gap = async (change: () => void, slow: Fault[] = []) => {
+    gw.sim.setWebsocketAvailable(false);
+    try {
+      expect(gw.sim.dropSockets()).toBeGreaterThanOrEqual(1);
+      const healingSince = await until(
+        async () =>
+          (await readFollowStatus(gw.redis, gw.config.QUEUE_PREFIX))?.healingSince ?? undefined,
+        'the status saying a heal is under way',
+        5_000,
+      );
+      // The API has read that status: an answer it dates now is dated after the change.
+      await waitFor(
+        async () => (await readyzIndex(gw)) === 'unfollowed',
+        5_000,
+        'the API seeing the heal',
+      );
+      change();
+      await waitFor(
+        () => Date.now() >= healingSince + 1_000 + CLOCK_SLACK_MS,
+        5_000,
+        'a second since the drop',
+      );
+      gw.sim.setFaults(slow);
+    } finally {
+      gw.sim.setWebsocketAvailable(true);
+    }
+  };
+
+  /**
+   * Asks `parent` until `done` holds of a current answer (`HIT`, `Age: 0`), keeping every current
+   * answer `wrong` says misses the gap's change.
+   */
+  const current = async (
+    parent: string,
+    done: (a: Answer) => boolean,
+    wrong: (a: Answer) => boolean,
+  ) => {
+    const missed: Answer[] = [];
+    let answer = await ask(parent);
+    await waitFor(
+      async () => {
+        answer = await ask(parent);
+        const now = answer.cache === 'HIT' && answer.age === 0;
+        if (now && wrong(answer)) missed.push(answer);
+        return now && done(answer);
+      },
+      30_000,
+      `a current answer of ${parent} with the gap's change`,
+    );
+    return { answer, missed };
+  };
+
+  it("never answers a parent current without a long label made in the gap, while the heal's whole read is slow", async () => {
+    const { run } = await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state();
+    expect(await ask('beta')).toEqual({ labels: ['solo'], cache: 'HIT', age: 0 });
+    // Longer than the stream's slice: the feed completes it with a whole read after the heal.
+    const long = 'a-label-made-in-the-gap-longer-than-the-slice';
+    // Every account read slow: the heal's sliced one, then the feed's whole one of the label.
+    await gap(
+      () => gw.sim.chain.addSubdomain('beta', long),
+      [{ kind: 'delay', ms: 3_000, method: 'getMultipleAccounts', times: 2 }],
+    );
+    const { answer, missed } = await current(
+      'beta',
+      (a) => a.labels.includes(long),
+      (a) => !a.labels.includes(long),
+    );
+    // Dated from the last vouch until the label is in, never current without it.
+    expect(missed).toEqual([]);
+    expect(answer.labels).toEqual([long, 'solo']);
+    expect(await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state()).toMatchObject({
+      run,
+      status: 'complete',
+    });
+  }, 60_000);
+
+  it('never answers a parent current with a subdomain deleted in the gap', async () => {
+    const { run } = await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state();
+    expect(await ask('gamma')).toEqual({ labels: ['x', 'y'], cache: 'HIT', age: 0 });
+    await gap(() => gw.sim.chain.deleteSubdomain('gamma', 'y'));
+    const { answer, missed } = await current(
+      'gamma',
+      (a) => !a.labels.includes('y'),
+      (a) => a.labels.includes('y'),
+    );
+    expect(missed).toEqual([]);
+    expect(answer.labels).toEqual(['x']);
+    expect(await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state()).toMatchObject({
+      run,
+      status: 'complete',
+    });
+  }, 60_000);
 });
 
 describe('the registry audit', () => {

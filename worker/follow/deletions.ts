@@ -64,7 +64,10 @@ export type DeletionsDeps = {
   lost: (signature: string) => void;
   metrics: Metrics;
   logger: Logger;
-  /** Every name-program account a readable transaction deleted, whatever its parent (the registry index). */
+  /**
+   * Every name-program account a transaction deleted, whatever its parent (the registry index):
+   * one the logs reported, or one a gap read found ({@link Deletions.removeDeleted}).
+   */
   deleted?: (accounts: readonly string[], slot: number) => void;
 };
 
@@ -136,13 +139,16 @@ export class Deletions {
 
   /**
    * Removes the members whose name account (or reverse record) is among `accounts`, deleted at
-   * `slot`; accounts of no cached parent are skipped. A slot past the clock's ceiling is not
-   * believed: the parent is re-read instead.
+   * `slot`, and hands them all to `deleted` (the registry index, whatever their parent); accounts
+   * of no cached parent are skipped. A slot past the clock's ceiling is not believed: the parent
+   * is re-read instead.
    *
    * @returns how many entries changed.
    */
   async removeDeleted(accounts: readonly string[], slot: number): Promise<number> {
     const { store, slots } = this.deps;
+    // A gap's Deletes come only through here: the index needs them as the logs' own.
+    if (accounts.length > 0) this.deps.deleted?.(accounts, slot);
     const byParent = new Map<string, Map<string, string>>();
     const found = await store.parentsOfMembers(accounts);
     for (const member of found) {
@@ -216,7 +222,6 @@ export class Deletions {
       // A transaction that failed changed nothing.
       if (writes === 'failed') return;
       if (writes) {
-        if (writes.deleted.length > 0) this.deps.deleted?.(writes.deleted, writes.slot);
         await this.removeDeleted(writes.deleted, writes.slot);
         return;
       }

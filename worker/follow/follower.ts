@@ -74,6 +74,8 @@ export type FollowerDeps = {
   registry?: {
     onAccount(note: AccountNote): void;
     onDeleted(accounts: readonly string[], slot: number): void;
+    /** Resolves once what it was handed so far is written (or given up: the index behind). */
+    settled(): Promise<void>;
   };
 };
 
@@ -363,6 +365,10 @@ export class Follower {
 
   /** A heal is over: it vouches for the stream only if its socket is still the one open. */
   private async healed(session: SocketSession | undefined): Promise<void> {
+    // What the gap read is in the registry index before the stream vouches for it: until then
+    // the index's answers stay dated from the drop (docs/design.md, "Serving"), not current
+    // without a change the heal found.
+    await this.deps.registry?.settled();
     // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
     if (session && this.socket.session === session && this.stream.subscribed) {
       session.healed = true;

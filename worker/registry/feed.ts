@@ -65,10 +65,25 @@ export type RegistryFeedDeps = {
  * completed by one read of the name account.
  */
 export class RegistryFeed {
-  private queue: RegistryOp[] = [];
+  private queue: Array<{ op: RegistryOp; origin: number }> = [];
   private draining: Promise<void> | undefined;
-  /** Cut reverse records waiting for their whole read: pubkey -> the slot it must be read at. */
-  private wholeWaiting = new Map<string, number>();
+  /**
+   * Cut reverse records waiting for their whole read: pubkey -> the slot it must be read at, and
+   * the facts (their origins, {@link hold}) it completes.
+   */
+  private wholeWaiting = new Map<string, { slot: number; origins: number[] }>();
+  /** The origin of the last fact taken in: each notification, gap read or deletion is one. */
+  private taken = 0;
+  /**
+   * Facts not written yet, by origin: how many ops, reads and owner reads still carry each. Work
+   * done for a fact (its whole read, the owner read its label needs) carries the fact's origin,
+   * and is held before the work that led to it is released, so an origin leaves only once all of
+   * it is written or given up. Origins are taken in increasing order and never held again once
+   * released: the first key is the oldest fact not written.
+   */
+  private readonly unwritten = new Map<number, number>();
+  /** Callers of {@link settled}: resolved once no origin up to theirs is unwritten. */
+  private settling: Array<{ upTo: number; resolve: () => void }> = [];
   private readonly owners = new LRUCache<
     string,
     { parentKey: string; owner: string; slot: number }
@@ -83,15 +98,59 @@ export class RegistryFeed {
 
   /** An account notification of the name program (any parent), or one read for a gap. */
   onAccount(note: AccountNote): void {
-    this.take(note, false);
+    this.take(note, false, ++this.taken);
   }
 
-  /** An account as the stream or a read saw it; `whole`: read whole already (never again). */
-  private take(note: AccountNote, whole: boolean): void {
+  /**
+   * Resolves once every fact taken in before the call (an account, a deletion) is written to the
+   * index or given up (the index then marked behind), its whole read and owner read included:
+   * what a heal read is in the index before the stream vouches for it again (docs/design.md, "The
+   * registry index", "Stitching"). Facts taken in later are not waited for, so a busy stream
+   * cannot hold it. Never rejects; bounded by the feed's own tries.
+   */
+  settled(): Promise<void> {
+    const upTo = this.taken;
+    if (this.oldestUnwritten() > upTo) return Promise.resolve();
+    return new Promise((resolve) => this.settling.push({ upTo, resolve }));
+  }
+
+  /** The origin of the oldest fact not written yet (Infinity: none). */
+  private oldestUnwritten(): number {
+    for (const origin of this.unwritten.keys()) return origin;
+    return Infinity;
+  }
+
+  private hold(origin: number): void {
+    this.unwritten.set(origin, (this.unwritten.get(origin) ?? 0) + 1);
+  }
+
+  private release(origin: number): void {
+    const left = (this.unwritten.get(origin) ?? 1) - 1;
+    if (left > 0) {
+      this.unwritten.set(origin, left);
+      return;
+    }
+    this.unwritten.delete(origin);
+    const oldest = this.oldestUnwritten();
+    if (this.settling.length === 0 || (this.settling[0]?.upTo ?? Infinity) >= oldest) return;
+    const still = [];
+    for (const waiter of this.settling) {
+      if (waiter.upTo < oldest) waiter.resolve();
+      else still.push(waiter);
+    }
+    this.settling = still;
+  }
+
+  /**
+   * An account as the stream or a read saw it; `whole`: read whole already (never again);
+   * `origin`: the fact it belongs to.
+   */
+  private take(note: AccountNote, whole: boolean, origin: number): void {
     const head = note.head;
     if (!head || head.length < 32) {
       // A length that is not ours: read what it is now.
-      void this.readHeads([note.pubkey]);
+      this.hold(origin);
+      void this.readHeads([note.pubkey], false, origin).finally(() => this.release(origin));
       return;
     }
     const parentKey = toBase58(head.subarray(0, 32));
@@ -104,45 +163,48 @@ export class RegistryFeed {
     switch (change.kind) {
       case 'subdomain': {
         this.owners.set(note.pubkey, { parentKey, owner: change.owner, slot: note.slot });
-        this.push({
-          op: 'owner',
-          slot: note.slot,
-          parentKey,
-          account: note.pubkey,
-          owner: change.owner,
-        });
+        this.push(
+          { op: 'owner', slot: note.slot, parentKey, account: note.pubkey, owner: change.owner },
+          origin,
+        );
         return;
       }
       case 'reverse': {
-        this.push({
-          op: 'label',
-          slot: note.slot,
-          parentKey,
-          account: change.subdomain,
-          reverse: note.pubkey,
-          label: change.label,
-        });
-        const seen = this.owners.get(change.subdomain);
-        if (seen && seen.parentKey === parentKey) {
-          this.push({
-            op: 'owner',
-            slot: seen.slot,
+        this.push(
+          {
+            op: 'label',
+            slot: note.slot,
             parentKey,
             account: change.subdomain,
-            owner: seen.owner,
-          });
+            reverse: note.pubkey,
+            label: change.label,
+          },
+          origin,
+        );
+        const seen = this.owners.get(change.subdomain);
+        if (seen && seen.parentKey === parentKey) {
+          this.push(
+            {
+              op: 'owner',
+              slot: seen.slot,
+              parentKey,
+              account: change.subdomain,
+              owner: seen.owner,
+            },
+            origin,
+          );
         }
         return;
       }
       case 'empty':
         // A text the SDK does not list: the reverse record no longer names a subdomain.
-        this.push({ op: 'delete', slot: note.slot, account: note.pubkey });
+        this.push({ op: 'delete', slot: note.slot, account: note.pubkey }, origin);
         return;
       case 'unproven':
         // A reverse text cut at the slice (a long label): read whole. Anything else (a record made
         // by hand whose key is not derived from its text, a text past the longest label) is the
         // audit's to find.
-        if (isReverseSlice(slice) && !whole) this.wantWhole(note.pubkey, note.slot);
+        if (isReverseSlice(slice) && !whole) this.wantWhole(note.pubkey, note.slot, origin);
         else this.deps.logger.debug({ account: note.pubkey }, 'registry: reverse text unproven');
         return;
     }
@@ -152,14 +214,24 @@ export class RegistryFeed {
    * Queues the reverse record `pubkey` to be read whole at `slot` or later: the records cut in one
    * turn of the event loop (a transaction's, a gap read's) are read together, in one call.
    */
-  private wantWhole(pubkey: string, slot: number): void {
+  private wantWhole(pubkey: string, slot: number, origin: number): void {
     const first = this.wholeWaiting.size === 0;
-    this.wholeWaiting.set(pubkey, Math.max(slot, this.wholeWaiting.get(pubkey) ?? 0));
+    this.hold(origin);
+    const waiting = this.wholeWaiting.get(pubkey);
+    if (waiting) {
+      waiting.slot = Math.max(slot, waiting.slot);
+      waiting.origins.push(origin);
+    } else {
+      this.wholeWaiting.set(pubkey, { slot, origins: [origin] });
+    }
     if (!first) return;
     setImmediate(() => {
       const waiting = this.wholeWaiting;
       this.wholeWaiting = new Map();
-      void this.readWhole(waiting);
+      void this.readWhole(waiting).finally(() => {
+        for (const { origins } of waiting.values())
+          for (const origin of origins) this.release(origin);
+      });
     });
   }
 
@@ -169,10 +241,12 @@ export class RegistryFeed {
    * nothing to add (its Delete comes through the logs). Never read that late within
    * {@link WHOLE_TRIES}: facts lost, the index behind.
    */
-  private async readWhole(waiting: ReadonlyMap<string, number>): Promise<void> {
+  private async readWhole(
+    waiting: ReadonlyMap<string, { slot: number; origins: readonly number[] }>,
+  ): Promise<void> {
     const keys = [...waiting.keys()];
     let slot = 0;
-    for (const at of waiting.values()) slot = Math.max(slot, at);
+    for (const at of waiting.values()) slot = Math.max(slot, at.slot);
     let wait = WHOLE_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -181,7 +255,9 @@ export class RegistryFeed {
         if (readAt !== undefined && readAt >= slot) {
           read.accounts.forEach((found, i) => {
             const pubkey = keys[i] as string;
-            if (found) this.take({ slot: readAt, pubkey, head: found.head }, true);
+            // The oldest fact it completes: the others are released with it, after its write.
+            const origin = Math.min(...(waiting.get(pubkey)?.origins ?? [this.taken]));
+            if (found) this.take({ slot: readAt, pubkey, head: found.head }, true, origin);
           });
           return;
         }
@@ -202,7 +278,8 @@ export class RegistryFeed {
 
   /** Accounts deleted at `slot` (a Delete found in a transaction the logs stream reported). */
   onDeleted(accounts: readonly string[], slot: number): void {
-    for (const account of accounts) this.push({ op: 'delete', slot, account });
+    const origin = ++this.taken;
+    for (const account of accounts) this.push({ op: 'delete', slot, account }, origin);
   }
 
   /** Resolves once nothing waits to be written. */
@@ -210,12 +287,14 @@ export class RegistryFeed {
     while (this.draining) await this.draining;
   }
 
-  private push(op: RegistryOp): void {
+  private push(op: RegistryOp, origin: number): void {
     if (this.queue.length >= FEED_MAX_QUEUED) {
-      this.queue.shift();
+      const dropped = this.queue.shift();
       this.deps.lost('registry feed queue full');
+      if (dropped) this.release(dropped.origin);
     }
-    this.queue.push(op);
+    this.hold(origin);
+    this.queue.push({ op, origin });
     this.drain();
   }
 
@@ -224,13 +303,17 @@ export class RegistryFeed {
     this.draining = (async () => {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, FEED_BATCH);
+        // The owners a label needs complete its fact: read before the batch's facts are released.
+        const origin = Math.min(...batch.map((b) => b.origin));
         try {
-          const { changed, needOwner } = await this.deps.index.apply(batch);
+          const { changed, needOwner } = await this.deps.index.apply(batch.map((b) => b.op));
           if (changed.length > 0) this.deps.changed?.(changed);
-          if (needOwner.length > 0) await this.readHeads(needOwner, true);
+          if (needOwner.length > 0) await this.readHeads(needOwner, true, origin);
         } catch (err) {
           this.deps.logger.warn({ err: String(err) }, 'registry: a write of the stream failed');
           this.deps.lost('registry write failed');
+        } finally {
+          for (const b of batch) this.release(b.origin);
         }
       }
     })().finally(() => (this.draining = undefined));
@@ -242,7 +325,11 @@ export class RegistryFeed {
    * still fed, at {@link FILL_ONLY_SLOT}: what it fills was unknown, so nothing is lost or brought
    * back, and the index is not declared behind (a rebuild) for a slot it could not date.
    */
-  private async readHeads(keys: readonly string[], fillOnly = false): Promise<void> {
+  private async readHeads(
+    keys: readonly string[],
+    fillOnly: boolean,
+    origin: number,
+  ): Promise<void> {
     try {
       const read = await this.deps.rpc.accounts(keys);
       const { accounts } = read;
@@ -253,7 +340,7 @@ export class RegistryFeed {
       }
       accounts.forEach((found, i) => {
         const pubkey = keys[i] as string;
-        if (found) this.onAccount({ slot, pubkey, head: found.head });
+        if (found) this.take({ slot, pubkey, head: found.head }, false, origin);
       });
     } catch (err) {
       this.deps.logger.warn({ err: String(err) }, 'registry: an owner read failed');
