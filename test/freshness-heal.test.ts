@@ -285,7 +285,6 @@ describe('a drop of every websocket', () => {
       g.sim.setWebsocketAvailable(false);
       g.sim.setFaults([{ kind: 'rpc-error', method: 'getProgramAccounts' }]);
     });
-    const seenAt = Date.now();
     const answers: Asked[] = [];
     // Past the bound, and a window more of refreshes tried and refused.
     const end = heal.healingSince + HEAL_GRACE_MS + g.config.CACHE_FRESH_MS;
@@ -297,8 +296,14 @@ describe('a drop of every websocket', () => {
       HEAL_GRACE_MS + 20_000,
       'a window past the bound, refreshes tried',
     );
-    const asked = answers.filter((a) => a.askedAt >= seenAt + READ_LAG_MS);
-    expect(asked.length).toBeGreaterThan(0);
+    // The entry is past its window: its first STALE answer is the API's first read of a status
+    // that does not vouch (or of the last one past its `healthyUntil`). Statuses are read one
+    // after another and none vouches again here, so no answer after it may be a hit, whatever
+    // the load (a bound on how soon the API reads it would be a bound on time).
+    const first = answers.findIndex((a) => a.state === 'STALE');
+    expect(first).toBeGreaterThanOrEqual(0);
+    const asked = answers.slice(first);
+    expect(asked.length).toBeGreaterThan(1);
     for (const a of asked) {
       expect(vouches(a.after)).toBe(false);
       expect(a.state).toBe('STALE');
