@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import type { Lease } from '../worker/follow/ownership.js';
-import { healDated } from '../src/core/cache/registry-index.js';
+import { healDated } from '../src/core/cache/registry-serving.js';
 import { PROBE_EVERY_MS } from '../worker/follow/silence.js';
 import { FakeClock, FakeRpc, fakeFollower } from './support/follow-fakes.js';
 

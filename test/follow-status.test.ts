@@ -9,7 +9,8 @@ import {
   writeFollowStatus,
   type FollowStatus,
 } from '../src/core/cache/follow-status.js';
-import { healDated, RegistryIndex, registryServing } from '../src/core/cache/registry-index.js';
+import { RegistryIndex } from '../src/core/cache/registry-index.js';
+import { healDated, registryServing } from '../src/core/cache/registry-serving.js';
 import { RegistrySource } from '../src/api/subdomains/registry-source.js';
 import { SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { redisKeys } from '../src/core/redis-keys.js';

@@ -4,7 +4,7 @@ import { domainKey, toBase58 } from '../src/core/sns/pda.js';
 import { Backstop, BACKSTOP_MAX_MS } from '../worker/follow/backstop.js';
 import { DELETE_READ_GRACE_MS, Deletions, TRANSACTION_TRIES } from '../worker/follow/deletions.js';
 import type { FollowMode, FollowRecord } from '../src/core/cache/follow-status.js';
-import { healDated } from '../src/core/cache/registry-index.js';
+import { healDated } from '../src/core/cache/registry-serving.js';
 import { healGap } from '../worker/follow/gaps.js';
 import { Ownership, type Lease } from '../worker/follow/ownership.js';
 import { ParentIndex, REPLAY_MAX, REPLAY_MS } from '../worker/follow/parent-index.js';

@@ -1,10 +1,6 @@
 import type { Worker } from 'bullmq';
-import {
-  RegistryIndex,
-  REGISTRY_EVENTS,
-  REGISTRY_SERVING_VALUE,
-  registryServing,
-} from '../src/core/cache/registry-index.js';
+import { RegistryIndex, REGISTRY_EVENTS } from '../src/core/cache/registry-index.js';
+import { REGISTRY_SERVING_VALUE, registryServing } from '../src/core/cache/registry-serving.js';
 import { readFollowStatus } from '../src/core/cache/follow-status.js';
 import { publishChange } from '../src/core/queue/refresh-events.js';
 import type { RpcEndpoint } from '../src/core/rpc/endpoint.js';

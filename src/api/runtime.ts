@@ -2,11 +2,8 @@ import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { FollowStatusReader } from '../core/cache/follow-status.js';
-import {
-  RegistryIndex,
-  REGISTRY_SERVING_VALUE,
-  type RegistryServing,
-} from '../core/cache/registry-index.js';
+import { RegistryIndex } from '../core/cache/registry-index.js';
+import { REGISTRY_SERVING_VALUE, type RegistryServing } from '../core/cache/registry-serving.js';
 import { RegistrySource } from './subdomains/registry-source.js';
 import { SubdomainCache } from '../core/cache/subdomain-cache.js';
 import type { Config } from '../core/config.js';

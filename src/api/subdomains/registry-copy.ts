@@ -36,7 +36,7 @@ type Kept = { read: RegistryRead; entry: CacheEntry; stateVersion: number; epoch
 /**
  * Whether the index's answers are dated now, not current: a Delete waits for its read
  * (`deletesSince`), or the stream heals a gap or does not vouch (`healingSince`, `vouchedAt`;
- * `healDated` in src/core/cache/registry-index.ts).
+ * `healDated` in src/core/cache/registry-serving.ts).
  */
 const dated = (status: FollowStatus | null): boolean =>
   status?.deletesSince !== undefined ||

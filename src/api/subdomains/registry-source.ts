@@ -6,13 +6,15 @@ import type {
 import type { FollowStatus } from '../../core/cache/follow-status.js';
 import { ownerText } from '../../core/cache/registry-value.js';
 import {
-  healDated,
   parentIdOf,
-  registryServing,
   type RegistryIndex,
-  type RegistryServing,
   type RegistryState,
 } from '../../core/cache/registry-index.js';
+import {
+  healDated,
+  registryServing,
+  type RegistryServing,
+} from '../../core/cache/registry-serving.js';
 import { domainKey, toBase58 } from '../../core/sns/pda.js';
 
 export type RegistrySourceOptions = {

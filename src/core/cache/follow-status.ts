@@ -41,7 +41,7 @@ export type FollowStatus = {
    * `healthyUntil` less the few seconds a status vouches for): nothing has been vouched for since,
    * so what the stream feeds is current up to it and no later. The owner writes it only while
    * `healthyUntil` is 0, beside `healingSince`. The registry index answers through a heal dated
-   * from it (`healDated` in ./registry-index.ts). Absent: the status vouches, or when the stream
+   * from it (`healDated` in ./registry-serving.ts). Absent: the status vouches, or when the stream
    * last vouched is not known (a fresh start, a takeover of a status that never vouched): the index
    * then does not answer through a heal.
    */
