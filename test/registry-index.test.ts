@@ -13,6 +13,7 @@ import { Writable } from 'node:stream';
 import { SlotClock } from '../src/core/rpc/slot.js';
 import { laneRpc } from '../worker/follow/lane-rpc.js';
 import { auditParent, auditRound } from '../worker/registry/audit.js';
+import { DELETE_READ_GRACE_MS } from '../worker/follow/deletions.js';
 import { RpcClient } from '../worker/rpc/client.js';
 import { Agents } from '../worker/rpc/transport.js';
 import { DecodeThread } from '../worker/sns/decode-thread.js';
@@ -543,6 +544,61 @@ describe('the registry index once a heal vouches again', () => {
       status: 'complete',
     });
   }, 60_000);
+
+  it("never answers a parent current without a long label the stream reported, while the feed's whole read is slow", async () => {
+    const { run } = await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state();
+    const before = await ask('alpha');
+    expect(before).toMatchObject({ cache: 'HIT', age: 0 });
+    // No heal: the stream vouches throughout, and the feed reads the label's whole text slowly.
+    const long = 'a-label-the-stream-reported-longer-than-its-slice';
+    // Past this after the change, an answer dated now must list it: the grace a waiting fact gets,
+    // the status's next write (every second), the API's next read of it (every 500 ms), and the
+    // second `Age: 0` may hide.
+    const lagMs = DELETE_READ_GRACE_MS + 1_000 + 500 + 1_000 + CLOCK_SLACK_MS;
+    gw.sim.setFaults([{ kind: 'delay', ms: 6_000, method: 'getMultipleAccounts', times: 2 }]);
+    try {
+      const madeAt = Date.now();
+      gw.sim.chain.addSubdomain('alpha', long);
+      const answers: Array<Answer & { after: number }> = [];
+      await waitFor(
+        async () => {
+          const after = Date.now() - madeAt;
+          const answer = await ask('alpha');
+          answers.push({ ...answer, after });
+          return answer.labels.includes(long);
+        },
+        30_000,
+        'an answer of alpha listing the long label',
+      );
+      const missing = answers.filter((a) => !a.labels.includes(long));
+      // An answer `HIT` with `Age: 0` asked that late is dated after the chain had the label.
+      const missed = missing.filter((a) => a.cache === 'HIT' && a.age === 0 && a.after >= lagMs);
+      const late = missing.filter((a) => a.after >= lagMs);
+      const shown = (a: (typeof answers)[number]) => `${a.after} ms: ${a.cache}, Age ${a.age}`;
+      console.log(
+        `without the label: ${missing.length} answers, ${late.length} asked ${lagMs} ms or more`,
+        `after it was made, ${missed.length} of them current;`,
+        `first ${late.slice(0, 1).map(shown).join('')}, last ${late.slice(-1).map(shown).join('')}`,
+      );
+      // The read was slow enough to judge: answers without it were asked past the bound.
+      expect(late.length).toBeGreaterThan(0);
+      expect(missed).toEqual([]);
+      expect(answers.at(-1)?.labels).toEqual([...before.labels, long].sort());
+      // Current again once written: the status's next write, then the API's next read of it.
+      const { answer } = await current(
+        'alpha',
+        (a) => a.labels.includes(long),
+        () => false,
+      );
+      expect(answer.labels).toEqual([...before.labels, long].sort());
+    } finally {
+      gw.sim.setFaults([]);
+    }
+    expect(await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state()).toMatchObject({
+      run,
+      status: 'complete',
+    });
+  }, 90_000);
 
   it('never answers a parent current with a subdomain deleted in the gap', async () => {
     const { run } = await new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX).state();

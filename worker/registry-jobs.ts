@@ -83,6 +83,7 @@ export function openRegistryJobs(boot: WorkerBoot, endpoint: RpcEndpoint): Regis
     index,
     rpc,
     logger,
+    now: () => boot.clock.now(),
     changed: publishChanged,
     lost: (why) => {
       logger.warn({ why }, 'registry: the stream lost facts; the index is behind');

@@ -38,8 +38,15 @@ const MAX_READ_WAIT_MS = 60_000;
  * How long a reported Delete may wait for its read before the follow status says so
  * (`deletesSince`, src/core/cache/follow-status.ts) and stops vouching: a read on a node a little
  * behind the websocket takes a try or two, and the stream's patches are "within seconds" anyway.
+ * A fact the registry feed holds unwritten gets the same grace (worker/registry/feed.ts).
  */
 export const DELETE_READ_GRACE_MS = 2_000;
+/**
+ * The earlier of two times (Unix ms) either of which may be absent; undefined when both are: what
+ * the follow status says of a waiting Delete and a registry feed's waiting fact (`deletesSince`).
+ */
+export const earlier = (a: number | undefined, b: number | undefined): number | undefined =>
+  a === undefined ? b : b === undefined ? a : Math.min(a, b);
 /** Signatures read (or given up) remembered, so one reported again is not read again. */
 const RECENT_MAX = 4_096;
 

@@ -3,8 +3,9 @@ import type { FollowMode } from '../../src/core/cache/follow-status.js';
 import type { Metrics } from '../../src/core/metrics.js';
 import type { CreditBudget } from '../../src/core/rpc/budget.js';
 import type { SlotClock } from '../../src/core/rpc/slot.js';
+import type { RegistryFeed } from '../registry/feed.js';
 import { Backstop } from './backstop.js';
-import { Deletions } from './deletions.js';
+import { Deletions, earlier } from './deletions.js';
 import { FollowedParents, JOIN_EVERY_MS, RELOAD_EVERY_MS } from './followed-parents.js';
 import { GapHealer } from './healer.js';
 import type { LogsNote } from './notifications.js';
@@ -69,14 +70,10 @@ export type FollowerDeps = {
   connect: (hooks: ConnectionHooks) => Connection;
   /**
    * The registry index's feed (docs/design.md, "The registry index"): every account the stream or a
-   * gap read reports, and every deletion, whatever the parent. None in `SUBDOMAIN_INDEX=parents`.
+   * gap read reports, and every deletion, whatever the parent; a heal waits for it to settle, and
+   * its waiting facts count in `deletesSince` ("Stitching"). None in `SUBDOMAIN_INDEX=parents`.
    */
-  registry?: {
-    onAccount(note: AccountNote): void;
-    onDeleted(accounts: readonly string[], slot: number): void;
-    /** Resolves once what it was handed so far is written (or given up: the index behind). */
-    settled(): Promise<void>;
-  };
+  registry?: Pick<RegistryFeed, 'onAccount' | 'onDeleted' | 'settled' | 'waitingSince'>;
 };
 
 /**
@@ -124,7 +121,8 @@ export class Follower {
       ...(deps.owed ? { owed: deps.owed } : {}),
       changed: deps.changed,
       status: deps.status,
-      deletesSince: (now) => this.deletions.waitingSince(now),
+      deletesSince: (now) =>
+        earlier(this.deletions.waitingSince(now), deps.registry?.waitingSince(now)),
       metrics,
       logger,
     });

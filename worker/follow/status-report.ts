@@ -24,7 +24,10 @@ export type StatusReportDeps = {
   owed?: () => Iterable<readonly [parent: string, slot: number]>;
   changed: (parent: string) => void;
   status: FollowStatusIO;
-  /** When the oldest Delete still waiting for its read was reported, at `now` (./deletions.ts). */
+  /**
+   * When the oldest fact still waiting for its read past the grace was reported, at `now`: a
+   * Delete (./deletions.ts) or a registry feed's fact (worker/registry/feed.ts).
+   */
   deletesSince: (now: number) => number | undefined;
   metrics: Metrics;
   logger: Logger;

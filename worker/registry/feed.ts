@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { LRUCache } from 'lru-cache';
 import type { RegistryIndex, RegistryOp } from '../../src/core/cache/registry-index.js';
 import { ROOT_DOMAIN_ACCOUNT, toBase58 } from '../../src/core/sns/pda.js';
+import { DELETE_READ_GRACE_MS } from '../follow/deletions.js';
 import type { AccountNote } from '../follow/types.js';
 import { scanSliceOf } from '../follow/name-program.js';
 import { classifyChange } from '../sns/change.js';
@@ -55,6 +56,11 @@ export type RegistryFeedDeps = {
   changed?: (parentKeys: readonly string[]) => void;
   /** Facts were dropped (queue past its bound, a failed write): the index may be behind. */
   lost: (why: string) => void;
+  /**
+   * The clock the follow status is written on (Unix ms; the deployment's, Redis's): when each fact
+   * was taken in ({@link RegistryFeed.waitingSince}). `Date.now` when absent.
+   */
+  now?: () => number;
 };
 
 /**
@@ -79,9 +85,10 @@ export class RegistryFeed {
    * done for a fact (its whole read, the owner read its label needs) carries the fact's origin,
    * and is held before the work that led to it is released, so an origin leaves only once all of
    * it is written or given up. Origins are taken in increasing order and never held again once
-   * released: the first key is the oldest fact not written.
+   * released: the first key is the oldest fact not written. `since`: when it was first held, which
+   * is when it was taken in (every fact holds at once, in the turn that takes it).
    */
-  private readonly unwritten = new Map<number, number>();
+  private readonly unwritten = new Map<number, { count: number; since: number }>();
   /** Callers of {@link settled}: resolved once no origin up to theirs is unwritten. */
   private settling: Array<{ upTo: number; resolve: () => void }> = [];
   private readonly owners = new LRUCache<
@@ -114,6 +121,20 @@ export class RegistryFeed {
     return new Promise((resolve) => this.settling.push({ upTo, resolve }));
   }
 
+  /**
+   * When the oldest fact taken in and not written yet was taken in (Unix ms, {@link
+   * RegistryFeedDeps.now}), if it has waited {@link DELETE_READ_GRACE_MS} or more by `now`;
+   * undefined when none has. Until it is written (its whole read, its owner read) or given up (the
+   * index then marked behind), the index lacks a change the stream reported: the follower says so
+   * in the follow status beside a waiting Delete (`deletesSince`), and the index's answers are
+   * dated then (docs/design.md, "The registry index", "Stitching").
+   */
+  waitingSince(now: number): number | undefined {
+    for (const { since } of this.unwritten.values())
+      return now - since >= DELETE_READ_GRACE_MS ? since : undefined;
+    return undefined;
+  }
+
   /** The origin of the oldest fact not written yet (Infinity: none). */
   private oldestUnwritten(): number {
     for (const origin of this.unwritten.keys()) return origin;
@@ -121,13 +142,15 @@ export class RegistryFeed {
   }
 
   private hold(origin: number): void {
-    this.unwritten.set(origin, (this.unwritten.get(origin) ?? 0) + 1);
+    const held = this.unwritten.get(origin);
+    if (held) held.count++;
+    else this.unwritten.set(origin, { count: 1, since: (this.deps.now ?? Date.now)() });
   }
 
   private release(origin: number): void {
-    const left = (this.unwritten.get(origin) ?? 1) - 1;
-    if (left > 0) {
-      this.unwritten.set(origin, left);
+    const held = this.unwritten.get(origin);
+    if (held && held.count > 1) {
+      held.count--;
       return;
     }
     this.unwritten.delete(origin);

@@ -27,16 +27,20 @@ export type RegistryReadStart = {
   readonly generation: number;
   readonly stateVersion: number;
   readonly epoch: number | undefined;
-  /** A Delete waited for its read, or the stream healed a gap: the answer is dated, never kept. */
+  /**
+   * A fact (a Delete, a feed's fact) waited for its read, or the stream healed a gap: the answer
+   * is dated, never kept.
+   */
   readonly dated: boolean;
 };
 
 type Kept = { read: RegistryRead; entry: CacheEntry; stateVersion: number; epoch?: number };
 
 /**
- * Whether the index's answers are dated now, not current: a Delete waits for its read
- * (`deletesSince`), or the stream heals a gap or does not vouch (`healingSince`, `vouchedAt`;
- * `healDated` in src/core/cache/registry-serving.ts).
+ * Whether the index's answers are dated now, not current: a fact the stream reported waits for its
+ * read (`deletesSince`: a Delete, or a fact the index's feed holds unwritten), or the stream heals
+ * a gap or does not vouch (`healingSince`, `vouchedAt`; `healDated` in
+ * src/core/cache/registry-serving.ts).
  */
 const dated = (status: FollowStatus | null): boolean =>
   status?.deletesSince !== undefined ||
@@ -47,17 +51,18 @@ const dated = (status: FollowStatus | null): boolean =>
 const AGE_UNIT_MS = 1_000;
 
 /**
- * This process's copy of the registry index's answers (docs/design.md, "The registry index"), so
- * a hot parent costs no Redis round trip: kept by parent, dropped on any change event of its
- * parent id, and dropped whole when the build's state changes (a build begun, completed or
- * behind), when the follow status's epoch moves, while a Delete waits for its read (answers are
- * dated then, read from Redis), and when events stop being trusted (the subscription lost, a lost
- * event found by the events' count: the per-parent copy's drops). The caller answers from it only
- * while the index serves and events flow. While the index answers through a heal it does not ask
- * the copy (those answers are dated, read from Redis, never kept), so what was kept before the
- * drop survives the heal and is served again once the stream vouches. That is sound: each write
- * the heal makes to the index publishes a change event of its parent, which drops that parent's
- * answer, and a heal that fails moves the epoch, which drops them all.
+ * This process's copy of the registry index's answers (docs/design.md, "The registry index"), so a
+ * hot parent costs no Redis round trip: kept by parent, dropped on any change event of its parent
+ * id, and dropped whole when the build's state changes (a build begun, completed or behind), when
+ * the follow status's epoch moves, while a fact waits for its read (`deletesSince`: a Delete, or a
+ * fact of the index's feed; answers are dated then, read from Redis), and when events stop being
+ * trusted (the subscription lost, a lost event found by the events' count: the per-parent copy's
+ * drops). The caller answers from it only while the index serves and events flow. While the index
+ * answers through a heal it does not ask the copy (those answers are dated, read from Redis, never
+ * kept), so what was kept before the drop survives the heal and is served again once the stream
+ * vouches. That is sound: each write the heal makes to the index publishes a change event of its
+ * parent, which drops that parent's answer, and a heal that fails moves the epoch, which drops them
+ * all.
  */
 export class RegistryCopy {
   private readonly answers: LRUCache<string, Kept>;

@@ -21,8 +21,9 @@ export type RegistrySourceOptions = {
   index: Pick<RegistryIndex, 'state' | 'listed'>;
   /**
    * The follow status as last read (`FollowStatusReader.current`): whether it follows, since when
-   * a Delete waits for its read (`deletesSince`), since when it heals a gap (`healingSince`), and
-   * when it last vouched (`vouchedAt`).
+   * a fact the stream reported waits for its read (`deletesSince`: a Delete, or a fact the index's
+   * feed holds unwritten), since when it heals a gap (`healingSince`), and when it last vouched
+   * (`vouchedAt`).
    */
   status: () => FollowStatus | null;
   /**
@@ -61,9 +62,9 @@ export type RegistryRead = {
 export type RegistryAnswers = 'serving' | 'healing';
 
 /**
- * Until when `status` says the index is current, at most `now` (Unix ms): a waiting Delete's
- * `deletesSince` or the stream's last vouch (`vouchedAt`, said while it does not vouch),
- * whichever is earlier.
+ * Until when `status` says the index is current, at most `now` (Unix ms): a waiting fact's
+ * `deletesSince` (a Delete, or a fact the feed holds unwritten) or the stream's last vouch
+ * (`vouchedAt`, said while it does not vouch), whichever is earlier.
  */
 const datedBy = (status: FollowStatus | null, now: number): number =>
   Math.min(now, status?.deletesSince ?? now, status?.vouchedAt ?? now);
@@ -149,11 +150,12 @@ export class RegistrySource {
   /**
    * `parent`'s answer from the index: its listed subdomains as an entry (at the newest slot among
    * them) and their accounts (built when first read). A made-up parent answers an empty list, as
-   * `findSubdomains` does. The entry is fetched now, or, while a Delete the stream reported waits
-   * for its read (the follow status's `deletesSince`), when that Delete was reported, and while the
-   * stream does not vouch (a heal under way, {@link healDated}), when it last vouched
-   * (`vouchedAt`), whichever is earliest, by the status as read before the hash and after: the
-   * index is current only up to then, and the answer's freshness and `Age` count from it.
+   * `findSubdomains` does. The entry is fetched now, or, while a fact the stream reported waits for
+   * its read (the follow status's `deletesSince`: a Delete, or a fact the index's feed holds
+   * unwritten), when that fact was reported, and while the stream does not vouch (a heal under way,
+   * {@link healDated}), when it last vouched (`vouchedAt`), whichever is earliest, by the status as
+   * read before the hash and after: the index is current only up to then, and the answer's
+   * freshness and `Age` count from it.
    *
    * @param parent a normalized single label.
    * @throws what Redis throws.

@@ -23,9 +23,13 @@ export type FollowStatus = {
   readonly healthyUntil: number;
   readonly mode: FollowMode;
   /**
-   * Unix ms since when a Delete the logs stream reported has waited for its transaction's read
-   * past a short bound (worker/follow/deletions.ts): the stream vouches for nothing after it until
-   * the read. Absent: no Delete waits.
+   * Unix ms since when a fact the stream reported has waited for its read past a short bound
+   * (`DELETE_READ_GRACE_MS`, worker/follow/deletions.ts): a Delete the logs stream reported,
+   * waiting for its transaction's read (which entries it changes is unknown until then), or a fact
+   * the registry index's feed holds unwritten (a long label's whole read, an owner read;
+   * `RegistryFeed.waitingSince`, worker/registry/feed.ts); the earlier of the two. The stream
+   * vouches for nothing after it until the read. Absent: no fact waits. Named for Deletes, which
+   * it first held: the name is kept, as every version reads it.
    */
   readonly deletesSince?: number;
   /**
@@ -59,8 +63,8 @@ const MODES: ReadonlySet<string> = new Set<FollowMode>(['program', 'parents', 'o
 /**
  * Whether `entry` is fresh by following the chain: the stream covers every parent (`program`),
  * is healthy now, has missed nothing since the entry was fetched (`fetchedAt >= epoch`), has no
- * Delete waiting for its read (`deletesSince`: which entries it changes is unknown until then),
- * and owes it no re-read it could not make (`owes`, ./entry.ts). The
+ * fact waiting for its read (`deletesSince`: a Delete, whose entries are unknown until then, or a
+ * registry feed's fact), and owes it no re-read it could not make (`owes`, ./entry.ts). The
  * other half of the rule, the window, is {@link SubdomainCache.freshness}'s.
  *
  * @param now Unix ms.
@@ -97,9 +101,10 @@ export const HEAL_GRACE_MS = 10_000;
  * Whether the refresh of `entry`, not fresh now, waits for the heal under way (docs/design.md,
  * "Freshness"): the whole program is followed, a heal began less than {@link HEAL_GRACE_MS} ago,
  * and once it vouches again the entry would be fresh ({@link followedFresh}'s other terms: fetched
- * since the epoch, no Delete waiting, no re-read owed). A scan of it meanwhile would be wasted
- * when the heal succeeds; when the heal fails the epoch moves past the entry and this no longer
- * holds, and past the bound neither. Never makes an entry fresh: it is still answered `STALE`.
+ * since the epoch, no fact waiting for its read, no re-read owed). A scan of it meanwhile would be
+ * wasted when the heal succeeds; when the heal fails the epoch moves past the entry and this no
+ * longer holds, and past the bound neither. Never makes an entry fresh: it is still answered
+ * `STALE`.
  *
  * @param now Unix ms, the clock `healingSince` was written with (src/core/redis-time.ts).
  */

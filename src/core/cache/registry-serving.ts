@@ -60,9 +60,10 @@ export function registryServing(
  * Dated from the heal's start instead, an answer would be dated later than its data whenever the
  * vouching stopped before the heal began (a refused silence probe, a takeover of a status that
  * neither vouched nor healed). With the last vouch unknown it does not answer; past the window the
- * heal is stuck; either way the per-parent path answers. Like a Delete waiting for its read
- * ({@link FollowStatus.deletesSince}, which may date answers earlier), it makes no value of
- * {@link RegistryServing}: the index stays `unfollowed` to `/readyz` and `sns_registry_state`.
+ * heal is stuck; either way the per-parent path answers. Like a fact waiting for its read (a
+ * Delete, a feed's fact: {@link FollowStatus.deletesSince}, which may date answers earlier), it
+ * makes no value of {@link RegistryServing}: the index stays `unfollowed` to `/readyz` and
+ * `sns_registry_state`.
  *
  * @param now Unix ms, the clock the status was written with (src/core/redis-time.ts).
  * @param fresh whether an answer dated at `fetchedAt` (Unix ms) is fresh by the window now.
