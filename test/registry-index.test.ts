@@ -102,13 +102,25 @@ const scanCalls = (sim: RpcSimulator) =>
   sim.callCount('getProgramAccountsV2') +
   sim.callCount('getMultipleAccounts');
 
+/**
+ * A gateway on {@link registryChain} whose index serves, `env` added to {@link REGISTRY}: what each
+ * block below starts once.
+ */
+async function servingGateway(env: Record<string, string> = {}): Promise<Gateway> {
+  const gw = await startGateway({ chain: registryChain(), env: { ...REGISTRY, ...env } });
+  await indexServing(gw);
+  return gw;
+}
+
+/** How far the gateway's clock (Redis's, src/core/redis-time.ts) may be from the test's. */
+const CLOCK_SLACK_MS = 100;
+
 describe('the registry index (SUBDOMAIN_INDEX=registry)', () => {
   let gw: Gateway;
   let index: RegistryIndex;
   beforeAll(async () => {
-    gw = await startGateway({ chain: registryChain(), env: REGISTRY });
+    gw = await servingGateway();
     index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
-    await indexServing(gw);
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -239,11 +251,7 @@ describe('the registry index while a Delete waits for its read', () => {
   const FRESH_SECONDS = 3;
   let gw: Gateway;
   beforeAll(async () => {
-    gw = await startGateway({
-      chain: registryChain(),
-      env: { ...REGISTRY, CACHE_FRESH_SECONDS: String(FRESH_SECONDS) },
-    });
-    await indexServing(gw);
+    gw = await servingGateway({ CACHE_FRESH_SECONDS: String(FRESH_SECONDS) });
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -294,15 +302,9 @@ describe('the registry index while the follow stream heals a gap', () => {
   // at once after the drop come well within it.
   const FRESH_SECONDS = 6;
   const FRESH_MS = FRESH_SECONDS * 1_000;
-  /** How far the gateway's clock (Redis's, src/core/redis-time.ts) may be from the test's. */
-  const CLOCK_SLACK_MS = 100;
   let gw: Gateway;
   beforeAll(async () => {
-    gw = await startGateway({
-      chain: registryChain(),
-      env: { ...REGISTRY, CACHE_FRESH_SECONDS: String(FRESH_SECONDS) },
-    });
-    await indexServing(gw);
+    gw = await servingGateway({ CACHE_FRESH_SECONDS: String(FRESH_SECONDS) });
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -444,12 +446,9 @@ describe('the registry index while the follow stream heals a gap', () => {
 });
 
 describe('the registry index once a heal vouches again', () => {
-  /** How far the gateway's clock (Redis's, src/core/redis-time.ts) may be from the test's. */
-  const CLOCK_SLACK_MS = 100;
   let gw: Gateway;
   beforeAll(async () => {
-    gw = await startGateway({ chain: registryChain(), env: REGISTRY });
-    await indexServing(gw);
+    gw = await servingGateway();
   }, 90_000);
   afterAll(() => gw.close());
 
@@ -622,9 +621,8 @@ describe('the registry audit', () => {
   let gw: Gateway;
   let index: RegistryIndex;
   beforeAll(async () => {
-    gw = await startGateway({ chain: registryChain(), env: REGISTRY });
+    gw = await servingGateway();
     index = new RegistryIndex(gw.redis, gw.config.QUEUE_PREFIX);
-    await indexServing(gw);
   }, 90_000);
   afterAll(() => gw.close());
 
