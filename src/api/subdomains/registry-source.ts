@@ -12,6 +12,7 @@ import {
 } from '../../core/cache/registry-index.js';
 import {
   healDated,
+  indexCurrentUpTo,
   registryServing,
   type RegistryServing,
 } from '../../core/cache/registry-serving.js';
@@ -60,14 +61,6 @@ export type RegistryRead = {
  * `healDated`).
  */
 export type RegistryAnswers = 'serving' | 'healing';
-
-/**
- * Until when `status` says the index is current, at most `now` (Unix ms): a waiting fact's
- * `deletesSince` (a Delete, or a fact the feed holds unwritten) or the stream's last vouch
- * (`vouchedAt`, said while it does not vouch), whichever is earlier.
- */
-const datedBy = (status: FollowStatus | null, now: number): number =>
-  Math.min(now, status?.deletesSince ?? now, status?.vouchedAt ?? now);
 
 /** Whether two reads of the build's state are of one build, as complete (shards done aside). */
 const sameBuild = (a: RegistryState | null, b: RegistryState): boolean =>
@@ -172,7 +165,7 @@ export class RegistrySource {
     const after = this.opts.status();
     const entry: CacheEntry = {
       labels: members.map((m) => m.label),
-      fetchedAt: Math.min(datedBy(before, now), datedBy(after, now)),
+      fetchedAt: Math.min(indexCurrentUpTo(before, now), indexCurrentUpTo(after, now)),
       ...(slot === undefined ? {} : { slot }),
     };
     // Owners are base58'd only for `/details`, the one answer showing them: a list of thousands

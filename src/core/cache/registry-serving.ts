@@ -48,6 +48,16 @@ export function registryServing(
 }
 
 /**
+ * Until when `status` says the index is current, at most `now` (Unix ms): the date of its answers.
+ * A waiting fact's `deletesSince` (a Delete, or a fact the feed holds unwritten) or the stream's
+ * last vouch (`vouchedAt`, said while it does not vouch), whichever is earlier; `now` when neither
+ * is said.
+ */
+export function indexCurrentUpTo(status: FollowStatus | null, now: number): number {
+  return Math.min(now, status?.deletesSince ?? now, status?.vouchedAt ?? now);
+}
+
+/**
  * When the index, not serving because the stream heals a gap, answers all the same, and the date
  * of its answers (docs/design.md, "The registry index", "Serving"): the build complete and no
  * epoch past its start (what {@link registryServing} asks but for the stream's health), the whole
@@ -67,8 +77,8 @@ export function registryServing(
  *
  * @param now Unix ms, the clock the status was written with (src/core/redis-time.ts).
  * @param fresh whether an answer dated at `fetchedAt` (Unix ms) is fresh by the window now.
- * @returns the date of the index's answers (Unix ms): `min(vouchedAt, deletesSince, now)`; or
- *   undefined when it does not answer through a heal (then {@link registryServing} decides).
+ * @returns the date of the index's answers (Unix ms, {@link indexCurrentUpTo}); or undefined when
+ *   it does not answer through a heal (then {@link registryServing} decides).
  */
 export function healDated(
   state: Pick<RegistryState, 'status' | 'startedAt'> | null,
@@ -84,5 +94,5 @@ export function healDated(
   if (state?.status !== 'complete' || status.epoch > state.startedAt) return undefined;
   // A time ahead of this clock (a skew, a status of another shape) is no heal to answer through.
   if (now < since || now < vouchedAt || !fresh(vouchedAt)) return undefined;
-  return Math.min(vouchedAt, status.deletesSince ?? vouchedAt, now);
+  return indexCurrentUpTo(status, now);
 }
