@@ -877,6 +877,89 @@ describe('follower taking the stream over', () => {
     expect(statuses.at(-1)?.healingSince).toBeUndefined();
     await follower.close();
   });
+
+  it('takes the newest transaction for the anchor after a gap it could not heal: the next heal reads from it', async () => {
+    const rpc = new FakeRpc();
+    // The anchor is not among the node's signatures (too old, or of another cluster).
+    rpc.sigs = [{ signature: 'now', slot: 90, failed: false }];
+    const { follower, clock, statuses, reconnect } = await confirmed(
+      { epoch: 1_600_000_000_000, healthyUntil: 0, mode: 'program', lastSignature: 'gone' },
+      rpc,
+      new FakeStore(),
+    );
+    await clock.advance(2_500);
+    expect(follower.healthy).toBe(true);
+    const epoch = statuses.at(-1)?.epoch;
+    expect(statuses.at(-1)).toMatchObject({ lastSignature: 'now' });
+    // A drop before the stream reported anything: its gap is healed from 'now', no new epoch.
+    rpc.sigs = [{ signature: 'later', slot: 95, failed: false }, ...rpc.sigs];
+    rpc.setTx('later', tx(95, []));
+    await clock.advance(1_000);
+    reconnect([]);
+    await clock.advance(2_500);
+    expect(follower.healthy).toBe(true);
+    expect(statuses.at(-1)).toMatchObject({ epoch, lastSignature: 'later' });
+    await follower.close();
+  });
+
+  it('heals a return to the whole program from where it was last followed, past the logs of parents mode', async () => {
+    const rpc = new FakeRpc();
+    rpc.sigs = [{ signature: 'last', slot: 5, failed: false }];
+    const first = fakeFollower({ rpc });
+    await first.open();
+    await first.clock.advance(2_500);
+    expect(first.follower.healthy).toBe(true);
+    first.logs('followed');
+    // The socket drops; the next one takes the logs but refuses the whole program: `parents`.
+    first.reopen();
+    const whole = first.sent.findIndex((m) => m.method === 'programSubscribe');
+    const id = first.sent.splice(whole, 1)[0]?.id;
+    const error = { code: -32602, message: 'a filter is required' };
+    first.hooks()?.onMessage(Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, error })));
+    first.confirm();
+    first.logs('away');
+    await first.clock.advance(1_000);
+    const away = first.statuses.at(-1);
+    expect(away).toMatchObject({ mode: 'parents', lastSignature: 'followed' });
+    await first.follower.close();
+
+    // Another worker takes the whole program over: it reads the gap back to 'followed'.
+    const store = new FakeStore();
+    const added = sub('rambutan');
+    store.put(PARENT, 10, {});
+    rpc.sigs = [
+      { signature: 'away', slot: 92, failed: false },
+      { signature: 'followed', slot: 90, failed: false },
+      { signature: 'last', slot: 5, failed: false },
+    ];
+    rpc.setTx(
+      'away',
+      tx(92, [
+        [0, added.account],
+        [0, added.reverse],
+      ]),
+    );
+    rpc.accountsByKey.set(added.account, {
+      owner: NAME_PROGRAM,
+      head: added.subNote(0).head as Buffer,
+    });
+    rpc.accountsByKey.set(added.reverse, {
+      owner: NAME_PROGRAM,
+      head: added.reverseNote(0).head as Buffer,
+    });
+    const second = await confirmed(away, rpc, store);
+    // Logs before its gap is healed do not move the anchor either.
+    second.logs('early');
+    await second.clock.advance(1_000);
+    expect(second.statuses.at(-1)?.lastSignature).toBe('followed');
+    await second.clock.advance(1_500);
+    await second.follower.patcher.idle();
+    expect(rpc.calls).toContain('getTransaction away');
+    expect(store.labels(PARENT)).toEqual(['rambutan']);
+    expect(second.statuses.at(-1)).toMatchObject({ epoch: away?.epoch, lastSignature: 'away' });
+    expect(second.follower.healthy).toBe(true);
+    await second.follower.close();
+  });
 });
 
 /**

@@ -272,7 +272,7 @@ export class Follower {
     this.heard();
     this.sawSlot(note.slot);
     this.seen.add(note.signature);
-    this.report.lastSignature = note.signature;
+    this.healer.reported(note.signature);
     if (this.stream.mode === 'program') {
       this.socket.session?.expectAccounts(note, this.deps.clock.now());
     }

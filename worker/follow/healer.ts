@@ -50,6 +50,17 @@ export class GapHealer {
     this.gapFrom = signature;
   }
 
+  /**
+   * The logs stream reported `signature`: the anchor the next heal reads back to (a takeover's
+   * too), but only on a socket whose gap is healed, which only a heal of the whole-program stream
+   * does (a fall to `parents` unheals it). In `parents` mode the logs come without most parents'
+   * accounts, and before a heal they are newer than what is known: a heal from either would pass
+   * over changes no entry and no index has (docs/design.md, "Gaps").
+   */
+  reported(signature: string): void {
+    if (this.deps.session()?.healed === true) this.deps.report.lastSignature = signature;
+  }
+
   /** A socket closed: the gap starts here (the next stream reports newer ones before it is healed). */
   gapOpened(): void {
     this.gapFrom ??= this.deps.report.lastSignature;
@@ -110,10 +121,14 @@ export class GapHealer {
         deps.logger.warn({ why: outcome.why }, 'follow: gap not healed: a new epoch');
       }
       report.epoch = subscribedAt;
-      if (report.lastSignature === undefined) {
+      if (report.lastSignature === undefined || report.lastSignature === until) {
+        // An anchor the gap could not be read back to would fail the next heal too. The newest
+        // transaction is one if this socket, subscribed since the new epoch, is still open once
+        // it is read: it streamed everything since.
         const [newest] = await deps.rpc.signatures({ limit: 1 }).catch(() => []);
-        // Only if the stream has not reported a newer one meanwhile.
-        report.lastSignature ??= newest?.signature;
+        if (newest && session && deps.session() === session) {
+          report.lastSignature = newest.signature;
+        }
       }
     }
     // The newest transaction known now: the silence probe must not take it for one the stream

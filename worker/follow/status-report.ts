@@ -47,14 +47,17 @@ export type StreamState = {
 
 /**
  * What the follower vouches with (docs/design.md, "Follow status"): the epoch since which no
- * change was missed, the last transaction the stream reported (where the next owner's gap read
- * stops), and the re-reads the spent budget cannot pay for, each marked on its entry. Written
- * every second by the owner; only a new epoch moves the epoch.
+ * change was missed, the last transaction the whole-program stream reported (where the next
+ * owner's gap read stops), and the re-reads the spent budget cannot pay for, each marked on its
+ * entry. Written every second by the owner; only a new epoch moves the epoch.
  */
 export class StatusReport {
   /** Since when no change was missed (Unix ms); none until this owner knows. */
   epoch: number | undefined;
-  /** The last transaction the stream reported, or a gap read found. */
+  /**
+   * The anchor the next heal reads back to: the last transaction the whole-program stream reported
+   * on a healed socket, or the newest a heal read (./healer.ts; the follower moves it).
+   */
   lastSignature: string | undefined;
   /**
    * Since when (Unix ms) a gap of the whole-program stream has been healing, while one is

@@ -54,7 +54,8 @@ export type FollowStatus = {
 
 /**
  * What the worker that owns the stream keeps (worker/follow/status-store.ts): the status, and
- * beside it the last signature the stream reported, from which the next owner heals the gap.
+ * beside it the anchor from which the next owner heals the gap: the last signature the stream
+ * reported while it followed the whole program with its gap healed (docs/design.md, "Gaps").
  */
 export type FollowRecord = FollowStatus & { readonly lastSignature?: string };
 
