@@ -1,10 +1,10 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { ScanWrite, SubdomainCache } from '../src/core/cache/subdomain-cache.js';
+import type { EarlyAnswer, ScanWrite, SubdomainCache } from '../src/core/cache/subdomain-cache.js';
 import { FIRST_CHUNK_MEMBERS, PUT_CHUNK_MEMBERS } from '../src/core/cache/split-entries.js';
 import { occasionalWarning } from '../src/core/logger.js';
 import type { Metrics } from '../src/core/metrics.js';
-import { publishRefreshEvent } from '../src/core/queue/refresh-events.js';
+import { publishEarlyAnswer, publishRefreshEvent } from '../src/core/queue/refresh-events.js';
 import type { RefreshJobData } from '../src/core/queue/refresh-queue.js';
 import { RpcCallError } from './rpc/client.js';
 import { chargedTo, CreditBudgetRefusal, type CreditAccount } from './rpc/credits.js';
@@ -143,6 +143,22 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
     await deps.publisher.set(known, '1', 'PX', PARENT_EXISTS_TTL_MS);
     return { exists: true };
   };
+  /**
+   * Lists a large scan's answer before its write and tells the requests waiting on it
+   * (docs/design.md, "Early answers"). Never throws: a request that misses it gets the entry's
+   * own event once the write is done.
+   */
+  const answerEarly = async (endpointId: string, parent: string, answer: EarlyAnswer) => {
+    try {
+      await deps.cache.putEarlyAnswer(endpointId, parent, answer);
+      await publishEarlyAnswer(deps.publisher, deps.prefix, endpointId, parent);
+    } catch (err) {
+      deps.logger.warn(
+        { err: err instanceof Error ? err.message : String(err), parent },
+        'could not list a scan’s answer before its write',
+      );
+    }
+  };
   return (job: Job<RefreshJobData>, token?: string, signal?: AbortSignal) => {
     const { client } = job.data;
     // Every credit of the refresh is charged to the client that started it, or to the proactive
@@ -181,6 +197,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
       }
       let minContextSlot = isSlot(job.data.minContextSlot) ? job.data.minContextSlot : undefined;
       let found: ScanHead;
+      let early: Promise<void> | undefined;
       for (let scan = 1; ; scan++) {
         // A scan counts from when it began: a change made while it ran may be missing from it, so
         // `fetchedAt` (what the window and the stream's epoch compare with) is its start, never
@@ -234,6 +251,7 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
                   firstPartMembers: FIRST_CHUNK_MEMBERS,
                   add: (replySlot, members, eager) => writeAt(replySlot).addPacked(members, eager),
                   listed: () => write?.flush(),
+                  answer: scan === 1 && job.data.coldMiss === true,
                 },
                 signal,
                 minContextSlot,
@@ -243,6 +261,14 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         } catch (err) {
           await write?.abandon().catch(() => undefined);
           throw err;
+        }
+        // A request waits on a large scan: answered from its labels while the write goes on.
+        if (found.answer) {
+          early = answerEarly(endpoint.id, parent, {
+            labels: found.answer,
+            fetchedAt: scannedAt,
+            slot: storedSlot(found.slot),
+          });
         }
         if (deps.checkParents && found.listed > 0) {
           await deps.publisher.set(
@@ -268,6 +294,8 @@ export function createRefreshProcessor(deps: RefreshProcessorDeps) {
         if (stored?.slot === undefined || newerScan || scan >= MAX_SCANS_PER_REFRESH) break;
         minContextSlot = stored.slot;
       }
+      // The entry's event after the early one: a request that got neither waits on the entry.
+      await early;
       await publishRefreshEvent(deps.publisher, deps.prefix, {
         endpointId: endpoint.id,
         parent,

@@ -100,6 +100,13 @@ export function redisKeys(prefix: string) {
         members: `${prefix}:entry-staging:${endpointId}:${token}:members`,
       }),
     /**
+     * A large scan's answer while its write runs: a JSON string of its sorted labels, `fetchedAt`
+     * and `slot` (./cache/early-answers.ts), read by the API requests that wait on the scan; it
+     * expires on its own soon after.
+     */
+    earlyAnswer: (endpointId: string, parent: string) =>
+      `${prefix}:early-answer:${endpointId}:${parent}`,
+    /**
      * Which parent lists an account: a hash, subdomain name account -> `<parent> <account>
      * <reverse record>`, its reverse record -> `<parent> <account>`.
      */

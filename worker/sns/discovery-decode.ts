@@ -104,6 +104,8 @@ export const DECODERS = {
       firstPartMembers?: number;
       /** Cut records a part at most. */
       cutBatch?: number;
+      /** A request waits on the scan ({@link MemberStream.answer}). */
+      answer?: boolean;
       release?: () => void;
       emit?: (part: ListedPart) => void;
     },
@@ -120,6 +122,7 @@ export const DECODERS = {
             ...(task.firstPartMembers === undefined ? {} : { first: task.firstPartMembers }),
             cutBatch: task.cutBatch ?? 1,
             emit: task.emit,
+            ...(task.answer === true ? { answer: true } : {}),
           }
         : undefined,
     ),

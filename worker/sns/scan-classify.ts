@@ -38,6 +38,11 @@ export type ProgramAccountsSummary = {
   truncated: string[];
   slot: number | undefined;
   accounts: number;
+  /**
+   * Streamed with {@link MemberStream.answer} and large ({@link ListedPart.eager}): every label
+   * handed over, sorted, for the scan's answer before its write.
+   */
+  answer?: string[];
 };
 
 /** A scan reply's accounts, in reply order: their keys and their slices' base64 text. */
@@ -144,6 +149,12 @@ export type MemberStream = {
   readonly first?: number;
   readonly cutBatch: number;
   readonly emit: (part: ListedPart) => void;
+  /**
+   * A request waits on the scan: a reply large enough that its parts start small also lists its
+   * labels, sorted, in the summary ({@link ProgramAccountsSummary.answer}), so that the request is
+   * answered before the write is done (docs/design.md, "Early answers").
+   */
+  readonly answer?: boolean;
 };
 
 /**
@@ -177,6 +188,8 @@ class Lister {
   /** Members of the part being listed (streamed), and whether parts started small. */
   private partSize: number;
   private readonly eager: boolean;
+  /** Labels handed over, for {@link ProgramAccountsSummary.answer}; none when not asked. */
+  readonly answerLabels: string[] | undefined;
 
   constructor(
     private readonly accounts: Accounts,
@@ -193,6 +206,7 @@ class Lister {
     this.eager =
       stream?.first !== undefined && stream.first < size && mostMembers >= EAGER_PARTS * size;
     this.partSize = this.eager ? Math.max(1, stream?.first ?? size) : size;
+    this.answerLabels = this.eager && stream?.answer === true ? [] : undefined;
   }
 
   /** Lists each account that is (`reverseRecords`) or is not a reverse record. */
@@ -229,6 +243,7 @@ class Lister {
       return;
     }
     const bytes = Buffer.byteLength(label);
+    this.answerLabels?.push(label);
     this.packed += packMember(label, bytes, account, this.owner(i), reverse);
     this.packedCount++;
     this.answerBytes += bytes + 3;
@@ -336,6 +351,7 @@ export function classifyProgramAccounts(
     truncated: cut,
     slot,
     accounts: accounts.pubkeys.length,
+    ...(lister.answerLabels ? { answer: lister.answerLabels.sort() } : {}),
   };
 }
 

@@ -38,6 +38,11 @@ export type MemberSink = {
    * write holds back for a fuller chunk is worth sending now, while the completions run.
    */
   listed?(): void;
+  /**
+   * A request waits on the scan: when the reply is large (its parts start small), the scan's
+   * labels come back sorted ({@link ScanHead.answer}) for its answer before the write is done.
+   */
+  readonly answer?: boolean;
 };
 
 /** What a streamed scan found, its members aside. */
@@ -47,6 +52,11 @@ export type ScanHead = {
   accounts: number;
   /** Members handed to the sink. */
   listed: number;
+  /**
+   * Every label handed to the sink, sorted: only when {@link MemberSink.answer} asked for it and
+   * the reply was large.
+   */
+  answer?: string[];
 };
 
 /**
@@ -91,6 +101,7 @@ export async function streamSubdomains(
   try {
     found = await scanUnder(lane, endpoint, domainKey(parent), signal, minContextSlot, {
       partMembers: sink.partMembers,
+      ...(sink.answer === true ? { answer: true } : {}),
       ...(sink.firstPartMembers === undefined ? {} : { firstPartMembers: sink.firstPartMembers }),
       onPart: ({ slot, members, answerBytes, longestLabel, cut, waiting, eager: small }) => {
         if (failure) return;
@@ -137,7 +148,15 @@ export async function streamSubdomains(
   }
   count(late);
   handAll(slot, late);
-  return { slot, accounts, listed };
+  const answer = found.answer && withLate(found.answer, late);
+  return { slot, accounts, listed, ...(answer ? { answer } : {}) };
+}
+
+/** `sorted` labels with those of the `late` members, sorted as answers list them. */
+function withLate(sorted: string[], late: readonly ScannedMember[]): string[] {
+  if (late.length === 0) return sorted;
+  for (const [label] of late) sorted.push(label);
+  return sorted.sort();
 }
 
 /**

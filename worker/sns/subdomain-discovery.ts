@@ -126,6 +126,8 @@ export async function scanUnder(
   stream?: {
     partMembers: number;
     firstPartMembers?: number;
+    /** A request waits on the scan: a large one lists its labels ({@link ProgramAccountsSummary.answer}). */
+    answer?: boolean;
     onPart: (part: ListedPart) => void;
   },
 ): Promise<ProgramAccountsSummary> {
@@ -145,6 +147,7 @@ export async function scanUnder(
             ? {
                 partMembers: stream.partMembers,
                 cutBatch: MULTIPLE_ACCOUNTS_BATCH,
+                ...(stream.answer === true ? { answer: true } : {}),
                 ...(stream.firstPartMembers === undefined
                   ? {}
                   : { firstPartMembers: stream.firstPartMembers }),

@@ -4,7 +4,7 @@ import { boundedMemo } from '../../core/cache/bounded-memo.js';
 import type { EndpointSelector } from '../../core/rpc/endpoint.js';
 import { parseParentLabel } from '../sns/names.js';
 import type { PageRequest } from '../subdomains/page-selection.js';
-import type { LookupResult, SubdomainLookup } from '../subdomains/lookup.js';
+import type { LookupOptions, LookupResult, SubdomainLookup } from '../subdomains/lookup.js';
 import { cacheHeaders, setCacheHeaders, type CachedReply } from './cache-headers.js';
 import { requesterOf } from './cold-miss.js';
 import { pageRequestOf } from './paged-answer.js';
@@ -47,10 +47,15 @@ export type CachedAnswers = ReturnType<typeof cachedAnswers>;
  * the default endpoint is answered synchronously from the process's copy: no promise, no Redis.
  *
  * @param app the plugin's instance (its `createRateLimit()` is the cold-miss limit).
+ * @param options how the route uses its answers ({@link LookupOptions}).
  * @throws (from `answer`) InvalidInputError for a bad parent, page or `?rpc=`; NotConfiguredError
  *   without `?rpc=` and RPC_URL; whatever the lookup throws.
  */
-export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
+export function cachedAnswers(
+  app: FastifyInstance,
+  deps: CachedAnswerDeps,
+  options: LookupOptions = {},
+) {
   const checkColdMiss = app.createRateLimit();
   const headers = cacheHeaders(deps.freshSeconds, deps.staleSeconds);
   const parentOf = boundedMemo(parseParentLabel, { maxEntries: 10_000, maxInputLength: 64 });
@@ -65,7 +70,7 @@ export function cachedAnswers(app: FastifyInstance, deps: CachedAnswerDeps) {
   ) => {
     const requester = requesterOf(req, checkColdMiss);
     const endpoint = await deps.endpoints.select(req.query.rpc, requester.charge);
-    const found = await deps.lookup.lookup(parent, endpoint, requester);
+    const found = await deps.lookup.lookup(parent, endpoint, requester, options);
     return send({ reply, endpoint, found, page, parent, now: deps.lookup.now() });
   };
 

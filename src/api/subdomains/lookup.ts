@@ -21,7 +21,7 @@ import {
 import { InProcessCopy } from './in-process-copy.js';
 import type { ParentTouches } from './parent-touches.js';
 import { budgetSpent } from './refresh-charge.js';
-import { RefreshFlights } from './refresh-flights.js';
+import { RefreshFlights, type EntryRead } from './refresh-flights.js';
 import { RegistryCopy } from './registry-copy.js';
 import type { RegistryAnswers, RegistryRead, RegistrySource } from './registry-source.js';
 
@@ -70,13 +70,14 @@ export type Requester = {
   readonly charge: () => Promise<void>;
 };
 
-/**
- * An entry read from Redis (null: none), and the in-process copy's generation of when the read
- * began ({@link InProcessCopy.generation}).
- */
-export type EntryRead<E extends CacheEntry | null = CacheEntry | null> = {
-  entry: E;
-  generation: number;
+/** How a lookup's answer is used. */
+export type LookupOptions = {
+  /**
+   * The answer renders its labels only (`/subdomains`): a cold miss may then be answered from its
+   * scan before the write is done (docs/design.md, "Early answers"). `/details`, which renders
+   * the entry's accounts too, waits for the entry.
+   */
+  readonly labelsOnly?: boolean;
 };
 
 export type SubdomainLookupDeps = {
@@ -138,7 +139,11 @@ export class SubdomainLookup {
   private readonly registryCopy: RegistryCopy | undefined;
 
   constructor(private readonly deps: SubdomainLookupDeps) {
-    this.refreshes = new RefreshFlights({ ...deps, read: (key) => this.read(key) });
+    this.refreshes = new RefreshFlights({
+      ...deps,
+      read: (key) => this.read(key),
+      readEarly: (endpoint, parent) => this.readEarly(endpoint, parent),
+    });
     const maxBytes = deps.localCacheBytes ?? 0;
     if (maxBytes > 0 && deps.localEndpointId !== undefined) {
       const follow = deps.follow;
@@ -204,6 +209,7 @@ export class SubdomainLookup {
    * @param parent a normalized single label.
    * @param requester who asks: counted for the hot-parent ranking once answered, and charged for a
    *   new refresh (a stale hit over its limit is still answered, with no refresh queued).
+   * @param options how the answer is used ({@link LookupOptions}).
    * @throws RpcUnavailableError when the refresh failed on the RPC side or took longer than the wait.
    * @throws OverloadedError when the queue is full and this miss would start a new refresh.
    * @throws BudgetExhaustedError (503) for a miss of the configured endpoint once the day's
@@ -212,7 +218,12 @@ export class SubdomainLookup {
    * @throws UnavailableError (503) when Redis dropped while the request waited on its refresh.
    * @throws InternalError for other Redis or worker faults.
    */
-  async lookup(parent: string, endpoint: RpcEndpoint, requester: Requester): Promise<LookupResult> {
+  async lookup(
+    parent: string,
+    endpoint: RpcEndpoint,
+    requester: Requester,
+    options: LookupOptions = {},
+  ): Promise<LookupResult> {
     const from = this.fromRegistry(endpoint);
     if (from) return this.registryAnswer(parent, endpoint, from);
     const kept = this.peek(parent, endpoint, requester.client);
@@ -262,9 +273,10 @@ export class SubdomainLookup {
       await requester.charge();
       throw budgetSpent(parent, this.deps.budget);
     }
-    const fetched = await this.refreshes.wait(key, parent, endpoint, requester);
+    const early = options.labelsOnly === true;
+    const fetched = await this.refreshes.wait(key, parent, endpoint, requester, early);
     this.counted(parent, endpoint, requester);
-    this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
+    if (!fetched.early) this.local?.remember(parent, endpoint, fetched.entry, fetched.generation);
     return { entry: fetched.entry, state: 'MISS' };
   }
 
@@ -354,6 +366,19 @@ export class SubdomainLookup {
    */
   close(graceMs = 0): void {
     this.refreshes.close(graceMs);
+  }
+
+  /**
+   * Reads the early answer of (endpoint, parent) as an entry read (`early`), undefined when there
+   * is none. @throws what Redis throws.
+   */
+  private async readEarly(
+    endpoint: RpcEndpoint,
+    parent: string,
+  ): Promise<EntryRead<CacheEntry> | undefined> {
+    const generation = this.local?.generation ?? 0;
+    const answer = await this.deps.cache.earlyAnswer(endpoint.id, parent);
+    return answer ? { entry: answer, generation, early: true } : undefined;
   }
 
   /** Reads the entry, with the in-process copy's generation of when the read began. */

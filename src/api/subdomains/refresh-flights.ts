@@ -16,8 +16,22 @@ import {
   type RefreshJobData,
 } from '../../core/queue/refresh-queue.js';
 import type { RpcEndpoint } from '../../core/rpc/endpoint.js';
-import type { EntryRead, Requester, SubdomainLookupDeps } from './lookup.js';
+import type { Requester, SubdomainLookupDeps } from './lookup.js';
 import { budgetSpent, chargeRefresh, shareSpent } from './refresh-charge.js';
+
+/**
+ * An entry read from Redis (null: none), and the in-process copy's generation of when the read
+ * began (`InProcessCopy.generation`).
+ */
+export type EntryRead<E extends CacheEntry | null = CacheEntry | null> = {
+  entry: E;
+  generation: number;
+  /**
+   * A large scan's answer before its write (docs/design.md, "Early answers"), not the entry:
+   * never kept in process.
+   */
+  early?: true;
+};
 
 /** What {@link RefreshFlights} needs: a part of the lookup's deps, and its read. */
 export type RefreshFlightsDeps = Pick<
@@ -26,6 +40,24 @@ export type RefreshFlightsDeps = Pick<
 > & {
   /** Reads an entry by its cache key (the lookup's read). */
   read(key: string): Promise<EntryRead>;
+  /**
+   * Reads the early answer of (endpoint, parent) (`SubdomainCache.earlyAnswer`), undefined when
+   * there is none.
+   */
+  readEarly(endpoint: RpcEndpoint, parent: string): Promise<EntryRead<CacheEntry> | undefined>;
+};
+
+/**
+ * A refresh this process waits on: the scan's early answer (docs/design.md, "Early answers") and
+ * the entry it writes.
+ */
+type Flight = {
+  /**
+   * The early answer, or undefined when the entry's event (or a failure, or the end of the wait)
+   * came first, or the answer could not be read. Never rejects.
+   */
+  readonly early: Promise<EntryRead<CacheEntry> | undefined>;
+  readonly done: Promise<EntryRead<CacheEntry>>;
 };
 
 /**
@@ -35,7 +67,7 @@ export type RefreshFlightsDeps = Pick<
  * to its requester (./refresh-charge.ts); one that joins a job never is.
  */
 export class RefreshFlights {
-  private readonly inflight = new Map<string, Promise<EntryRead<CacheEntry>>>();
+  private readonly inflight = new Map<string, Flight>();
   /** Aborted by {@link close}: requests waiting for a refresh then answer 503 at once. */
   private readonly closing = new AbortController();
   private readonly closed = new Promise<'closed'>((resolve) =>
@@ -53,6 +85,8 @@ export class RefreshFlights {
    * flight's end and the resumes), the others join it. Only the starter's own request was over
    * its limit.
    *
+   * @param early the request takes the scan's early answer, when it comes before the entry
+   *   (`EntryRead.early`): it renders the labels only.
    * @throws as {@link SubdomainLookup.lookup} says of a miss.
    */
   async wait(
@@ -60,12 +94,13 @@ export class RefreshFlights {
     parent: string,
     endpoint: RpcEndpoint,
     requester: Requester,
+    early = false,
   ): Promise<EntryRead<CacheEntry>> {
     try {
-      return await this.flight(key, parent, endpoint, requester);
+      return await this.flight(key, parent, endpoint, requester, early);
     } catch (err) {
       if (!(err instanceof JoinedRefusal)) throw err;
-      return this.flight(key, parent, endpoint, requester).catch((again: unknown) => {
+      return this.flight(key, parent, endpoint, requester, early).catch((again: unknown) => {
         throw again instanceof JoinedRefusal ? again.refusal : again;
       });
     }
@@ -118,21 +153,36 @@ export class RefreshFlights {
     parent: string,
     endpoint: RpcEndpoint,
     requester: Requester,
+    early: boolean,
   ): Promise<EntryRead<CacheEntry>> {
-    const joined = this.inflight.get(key);
-    if (joined) {
-      try {
-        return await joined;
-      } catch (err) {
-        if (err instanceof RateLimitedError) throw new JoinedRefusal(err);
-        throw err;
-      }
+    let flight = this.inflight.get(key);
+    const joined = flight !== undefined;
+    if (!flight) {
+      flight = this.start(key, parent, endpoint, requester);
+      this.inflight.set(key, flight);
     }
-    const started = this.refreshAndWait(key, parent, endpoint, requester).finally(() =>
-      this.inflight.delete(key),
-    );
-    this.inflight.set(key, started);
-    return started;
+    try {
+      return (early ? await flight.early : undefined) ?? (await flight.done);
+    } catch (err) {
+      if (joined && err instanceof RateLimitedError) throw new JoinedRefusal(err);
+      throw err;
+    }
+  }
+
+  /** Starts the single flight of `key`: its refresh and wait, and its early answer's read. */
+  private start(key: string, parent: string, endpoint: RpcEndpoint, requester: Requester): Flight {
+    let settle: (read: EntryRead<CacheEntry> | undefined) => void = () => undefined;
+    const early = new Promise<EntryRead<CacheEntry> | undefined>((resolve) => (settle = resolve));
+    // Each early event reads the answer; the first read settles it (a later one is ignored).
+    const onEarly = () =>
+      void this.deps.readEarly(endpoint, parent).then(settle, () => settle(undefined));
+    const done = this.refreshAndWait(key, parent, endpoint, requester, onEarly).finally(() => {
+      this.inflight.delete(key);
+      settle(undefined);
+    });
+    // A flight whose requests all took its early answer has no other reader of its failure.
+    done.catch(() => undefined);
+    return { early, done };
   }
 
   private async refreshAndWait(
@@ -140,10 +190,11 @@ export class RefreshFlights {
     parent: string,
     endpoint: RpcEndpoint,
     requester: Requester,
+    onEarly: () => void,
   ): Promise<EntryRead<CacheEntry>> {
     // Listen before queueing, then look again: a refresh that was already running may have
     // finished between the first read and now, and its event would be lost to us.
-    const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs);
+    const wait = this.deps.listener.next(endpoint.id, parent, this.deps.waitMs, onEarly);
     try {
       const raced = await this.deps.read(key);
       if (raced.entry) {
@@ -204,7 +255,11 @@ export class RefreshFlights {
           throw new OverloadedError(`${waiting} refreshes waiting`, 5);
         }
       }
-      await addRefreshJob(queue, jobData(key, parent, endpoint, requester.client), 'coldMiss');
+      await addRefreshJob(
+        queue,
+        { ...jobData(key, parent, endpoint, requester.client), coldMiss: true },
+        'coldMiss',
+      );
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw new InternalError('could not queue a refresh', { cause: err });

@@ -2,6 +2,7 @@ import type { RedisClient } from '../redis.js';
 import { redisKeys, type RedisKeys } from '../redis-keys.js';
 import type { RpcEndpoint } from '../rpc/endpoint.js';
 import type { CacheEntry, EntryAccounts, Freshness } from './entry.js';
+import { getEarlyAnswer, putEarlyAnswer, type EarlyAnswer } from './early-answers.js';
 import { followedFresh, type FollowStatus } from './follow-status.js';
 import { MemberIndex, type MemberParent } from './member-index.js';
 import { OverrideEntries, type OverrideBudget } from './override-entries.js';
@@ -16,6 +17,7 @@ import {
 } from './split-entries.js';
 
 export type { CacheEntry, EntryAccounts, Freshness, Member } from './entry.js';
+export type { EarlyAnswer } from './early-answers.js';
 export { labelsOf } from './entry.js';
 export type { MemberParent } from './member-index.js';
 export type { OverrideBudget } from './override-entries.js';
@@ -45,7 +47,7 @@ export class SubdomainCache {
   readonly memberIndex: MemberIndex;
 
   constructor(
-    redis: RedisClient,
+    private readonly redis: RedisClient,
     prefix: string,
     private readonly freshMs: number,
     staleMs: number,
@@ -217,6 +219,16 @@ export class SubdomainCache {
     now = Date.now(),
   ): Promise<'written' | 'kept'> {
     return this.overrideEntries.put(endpointId, parent, entry, now);
+  }
+
+  /** ./early-answers.ts `putEarlyAnswer`: a large scan's answer, before its write. */
+  putEarlyAnswer(endpointId: string, parent: string, answer: EarlyAnswer): Promise<void> {
+    return putEarlyAnswer(this.redis, this.keys, endpointId, parent, answer);
+  }
+
+  /** ./early-answers.ts `getEarlyAnswer`: the early answer of (endpoint, parent), or null. */
+  earlyAnswer(endpointId: string, parent: string): Promise<EarlyAnswer | null> {
+    return getEarlyAnswer(this.redis, this.keys, endpointId, parent);
   }
 
   /**

@@ -19,6 +19,13 @@ const FAILURE_REASONS: ReadonlySet<string> = new Set<FailureReason>([
   'share',
 ]);
 
+/**
+ * A large scan's answer is listed before its write ({@link publishEarlyAnswer}): "it can be read
+ * now", not "the entry is written". It carries no `ok`, so a listener that does not know it
+ * ignores it.
+ */
+export type EarlyEvent = { endpointId: string; parent: string; early: true };
+
 /** Waiters' and live topics' key of (endpoint, parent); a parent label never holds a space. */
 export const waitKey = (endpointId: string, parent: string) => `${endpointId} ${parent}`;
 
@@ -45,6 +52,27 @@ export async function publishRefreshEvent(
     ...(event.ok ? [redis.incr(keys.refreshEventsSent)] : []),
     redis.publish(keys.refreshEvents(db), JSON.stringify({ ...event, prefix, db })),
   ]);
+}
+
+/**
+ * Tells the requests waiting on (endpoint, parent) that its scan's early answer is listed
+ * (`SubdomainCache.putEarlyAnswer`). Not counted in `<prefix>:refresh-events-sent`: no entry
+ * changed, and a listener that misses it still gets the entry's own event.
+ *
+ * @throws what Redis throws.
+ */
+export async function publishEarlyAnswer(
+  redis: RedisClient,
+  prefix: string,
+  endpointId: string,
+  parent: string,
+): Promise<void> {
+  const db = databaseOf(redis);
+  const event: EarlyEvent = { endpointId, parent, early: true };
+  await redis.publish(
+    redisKeys(prefix).refreshEvents(db),
+    JSON.stringify({ ...event, prefix, db }),
+  );
 }
 
 /** How many times a failed publish of an entry's change is tried again, and the first wait. */
@@ -84,7 +112,7 @@ export function parseRefreshEvent(
   message: string,
   prefix: string,
   db: number,
-): RefreshEvent | null {
+): RefreshEvent | EarlyEvent | null {
   let value: unknown;
   try {
     value = JSON.parse(message);
@@ -96,6 +124,7 @@ export function parseRefreshEvent(
   if (m.prefix !== prefix || m.db !== db) return null;
   if (typeof m.endpointId !== 'string' || typeof m.parent !== 'string') return null;
   const { endpointId, parent } = m;
+  if (m.early === true) return { endpointId, parent, early: true };
   if (m.ok === true) return { endpointId, parent, ok: true };
   if (m.ok !== false) return null;
   const reason =
@@ -105,7 +134,10 @@ export function parseRefreshEvent(
   return { endpointId, parent, ok: false, reason };
 }
 
-type Waiter = (event: RefreshEvent | null) => void;
+type Waiter = ((event: RefreshEvent | null) => void) & {
+  /** Called on each early event of the waiter's key; the waiter goes on waiting. */
+  early?: () => void;
+};
 
 /**
  * One subscription per process, not `job.waitUntilFinished` per request (docs/design.md, "The
@@ -175,11 +207,13 @@ export class RefreshListener {
 
   /**
    * The next event about (endpoint, parent): null on time-out (`timeoutMs`), `cancel()` or close.
+   * Early events ({@link EarlyEvent}) do not end the wait: each calls `onEarly`, when given.
    */
   next(
     endpointId: string,
     parent: string,
     timeoutMs: number,
+    onEarly?: () => void,
   ): { event: Promise<RefreshEvent | null>; cancel: () => void } {
     const key = waitKey(endpointId, parent);
     let cancel: () => void = () => undefined;
@@ -192,6 +226,7 @@ export class RefreshListener {
         if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
         resolve(ev);
       };
+      if (onEarly) waiter.early = onEarly;
       const timer = setTimeout(() => waiter(null), timeoutMs);
       set.add(waiter);
       cancel = () => waiter(null);
@@ -218,6 +253,11 @@ export class RefreshListener {
     // Another deployment's event would send a waiter to an entry that is not there (500).
     const event = parseRefreshEvent(message, this.prefix, this.db);
     if (!event) return;
+    if ('early' in event) {
+      const set = this.waiters.get(waitKey(event.endpointId, event.parent));
+      if (set) for (const w of [...set]) w.early?.();
+      return;
+    }
     if (event.ok) {
       this.receivedOk++;
       for (const handler of this.refreshedHandlers) handler(event.endpointId, event.parent);

@@ -65,6 +65,11 @@ export type RefreshJobData = {
    * proactive share pays (refresh ahead, a re-read after a change). docs/design.md, "Budget".
    */
   client?: string;
+  /**
+   * Queued by a cold miss, whose request waits on the refresh: a large scan is then answered
+   * before its write is done (docs/design.md, "Early answers").
+   */
+  coldMiss?: boolean;
 };
 
 /** Dedup id of a cache key: BullMQ forbids `:` in ids; a hash keeps labels out of its keys. */

@@ -46,7 +46,9 @@ const WRONG_SHAPE_DETAIL =
  */
 export const subdomainRoutes: FastifyPluginAsyncTypebox<SubdomainRouteDeps> = async (app, deps) => {
   useSchemas(app, [errorEnvelopeSchema, subdomainList]);
-  const cached = cachedAnswers(app, deps);
+  // The list renders labels only: a large cold miss is answered from its scan (docs/design.md,
+  // "Early answers").
+  const cached = cachedAnswers(app, deps, { labelsOnly: true });
 
   /** Sends the whole list, or the page asked for (same caching headers) with `X-Total-Count`. */
   const send = (answer: FoundAnswer): undefined => {
