@@ -3,6 +3,8 @@
  * "Early answers"): with the real API, worker, Redis and simulator, the write's last step held
  * until the test lets it go, so what is answered before it is known to come from the scan.
  */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { seedParent } from '../bench/seed-parent.js';
 import { ScanWrite } from '../src/core/cache/scan-write.js';
@@ -15,6 +17,7 @@ import {
   RefreshListener,
 } from '../src/core/queue/refresh-events.js';
 import { redisKeys } from '../src/core/redis-keys.js';
+import { startRpcSimulator } from '../tools/rpc-sim/index.js';
 import { seedDemo, startGateway, waitFor, type Gateway } from './support/gateway.js';
 
 /** Subdomains of the large parent: enough that its scan is written in several chunks. */
@@ -59,6 +62,38 @@ async function keysLike(g: Gateway, pattern: string): Promise<string[]> {
     found.push(...batch);
   } while (cursor !== '0');
   return found;
+}
+
+/**
+ * A loopback RPC in front of `target` whose scan replies list every account twice, as a faulty
+ * RPC might: the entry's write keeps an account once.
+ */
+async function listingTwice(target: string): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const scan = body.includes('getProgramAccounts');
+      void fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+        .then(async (got) => {
+          let text = await got.text();
+          if (scan) {
+            const reply = JSON.parse(text) as { result: { value: unknown[] } };
+            reply.result.value = [...reply.result.value, ...reply.result.value];
+            text = JSON.stringify(reply);
+          }
+          res.writeHead(got.status, { 'content-type': 'application/json' }).end(text);
+        })
+        .catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 describe('early answers', () => {
@@ -165,6 +200,30 @@ describe('early answers', () => {
     expect(got.body.result).toEqual([...labels].sort());
     expect(await keysLike(g, 'entry:*:big')).toHaveLength(1);
     expect(await g.redis.get(keys.refreshEventsSent)).toBe('1');
+  });
+
+  it('lists none from a reply that lists an account twice: the entry lists it once', async () => {
+    const chain = seedDemo();
+    const { labels } = seedParent(chain, { parent: 'big', count: LARGE, seed: 4 });
+    const sim = await startRpcSimulator({ chain });
+    const rpc = await listingTwice(sim.url);
+    try {
+      gw = await startGateway({ sim, env: { RPC_URL: rpc.url } });
+      const g = gw;
+      const hold = holdCommits();
+      const list = g.get('/subdomains/big');
+      await waitFor(() => hold.held() === 1);
+      hold.open();
+      const got = await list;
+      expect(got.status).toBe(200);
+      expect(got.body.result).toEqual([...labels].sort());
+      expect(await keysLike(g, 'early-answer:*')).toEqual([]);
+    } finally {
+      await gw?.close();
+      gw = undefined;
+      await rpc.close();
+      await sim.close();
+    }
   });
 });
 

@@ -53,8 +53,8 @@ export type ScanHead = {
   /** Members handed to the sink. */
   listed: number;
   /**
-   * Every label handed to the sink, sorted: only when {@link MemberSink.answer} asked for it and
-   * the reply was large.
+   * Every label handed to the sink, sorted: only when {@link MemberSink.answer} asked for it, the
+   * reply was large and no label came twice.
    */
   answer?: string[];
 };
@@ -148,7 +148,7 @@ export async function streamSubdomains(
   }
   count(late);
   handAll(slot, late);
-  const answer = found.answer && withLate(found.answer, late);
+  const answer = found.answer && distinct(withLate(found.answer, late));
   return { slot, accounts, listed, ...(answer ? { answer } : {}) };
 }
 
@@ -157,6 +157,16 @@ function withLate(sorted: string[], late: readonly ScannedMember[]): string[] {
   if (late.length === 0) return sorted;
   for (const [label] of late) sorted.push(label);
   return sorted.sort();
+}
+
+/**
+ * `sorted` when no label in it comes twice, else undefined. A reply that lists an account twice
+ * lists its label twice, and the write keeps an account once: such an answer would hold more than
+ * the entry. Two accounts of one label cost only the early answer.
+ */
+function distinct(sorted: string[]): string[] | undefined {
+  for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) return undefined;
+  return sorted;
 }
 
 /**
