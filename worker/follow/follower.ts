@@ -363,10 +363,9 @@ export class Follower {
 
   /** A heal is over: it vouches for the stream only if its socket is still the one open. */
   private async healed(session: SocketSession | undefined): Promise<void> {
-    // What the gap read is in the registry index before the stream vouches for it: until then
-    // the index's answers stay dated from the drop (docs/design.md, "Serving"), not current
-    // without a change the heal found.
-    await this.deps.registry?.settled();
+    // What the gap read is in the entries and the registry index before the stream vouches for
+    // them (docs/design.md, "Gaps", "Stitching"): never current without a change the heal found.
+    await Promise.all([this.patcher.settled(), this.deps.registry?.settled()]);
     // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
     if (session && this.socket.session === session && this.stream.subscribed) {
       session.healed = true;

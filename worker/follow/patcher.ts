@@ -9,6 +9,7 @@ import type { SlotClock } from '../../src/core/rpc/slot.js';
 import { fromBase58, reverseKeyFromDomainKey, toBase58 } from '../../src/core/sns/pda.js';
 import { classifyChange, type Change } from '../sns/change.js';
 import { scanSliceOf } from './name-program.js';
+import { Settling } from './settling.js';
 import type { AccountNote, Clock, FollowStore, Member, Reread } from './types.js';
 
 /**
@@ -42,14 +43,21 @@ export type PatcherDeps = {
   logger: Logger;
 };
 
-type Pair = { slot: number; cancel: () => void };
+/** `origin`: the oldest of the notifications it settles ({@link Patcher.settled}), held by it. */
+type Pair = { slot: number; cancel: () => void; origin: number };
+
+/** A waiting notification, and the oldest origin it carries (it replaced older ones). */
+type Waiting = { note: AccountNote; origin: number };
 
 type ParentState = {
   parentKey: Buffer;
   /** Waiting notifications by account, the newest of each; one loop applies them in order. */
-  pending: Map<string, AccountNote>;
-  /** A re-read owed, at this slot or later (undefined: at what the RPC has). */
-  owed?: { slot: number | undefined };
+  pending: Map<string, Waiting>;
+  /**
+   * A re-read owed, at this slot or later (undefined: at what the RPC has), and the oldest origin
+   * of the notifications it settles.
+   */
+  owed?: { slot: number | undefined; origin: number };
   draining?: Promise<void>;
   /** Reverse records notified before their subdomain name account: account -> label, slot. */
   reverses: Map<string, Pair & { label: string }>;
@@ -70,6 +78,8 @@ type ParentState = {
 export class Patcher {
   private readonly parents = new Map<string, ParentState>();
   private pendingTotal = 0;
+  /** Notifications handed in and not settled yet ({@link settled}), by origin (./settling.ts). */
+  private readonly settling = new Settling();
   private readonly warnAhead: ReturnType<typeof occasionalWarning>;
 
   constructor(private readonly deps: PatcherDeps) {
@@ -89,33 +99,53 @@ export class Patcher {
    */
   notify(parent: string, parentKey: string, note: AccountNote): void {
     const state = this.stateOf(parent, parentKey);
+    const origin = this.settling.take();
     const coalesced = (n: number) =>
       this.deps.metrics.wsNotifications.inc({ outcome: WS_NOTIFICATION_OUTCOME.coalesced }, n);
     const waiting = state.pending.get(note.pubkey);
     if (waiting) {
       coalesced(1);
-      if (waiting.slot <= note.slot) state.pending.set(note.pubkey, note);
+      // The waiting one's older origin stays held until what replaces it is applied.
+      if (waiting.note.slot <= note.slot)
+        state.pending.set(note.pubkey, { note, origin: waiting.origin });
     } else if (state.pending.size >= MAX_PENDING_PER_PARENT || this.pendingTotal >= MAX_PENDING) {
       coalesced(state.pending.size + 1);
-      this.owe(state, [...[...state.pending.values()].map((n) => n.slot), note.slot]);
+      const dropped = [...state.pending.values()];
+      const origins = dropped.map((w) => w.origin);
+      this.owe(
+        state,
+        [...dropped.map((w) => w.note.slot), note.slot],
+        Math.min(origin, ...origins),
+      );
+      this.settling.release(origins);
       this.pendingTotal -= state.pending.size;
       state.pending.clear();
     } else {
-      state.pending.set(note.pubkey, note);
+      this.settling.hold(origin);
+      state.pending.set(note.pubkey, { note, origin });
       this.pendingTotal++;
     }
     this.drain(parent, state);
+  }
+
+  /**
+   * Resolves once every notification handed in before the call is settled: written to its entry,
+   * or its parent's re-read asked (a half whose pair never came, a change nothing proves, a
+   * failed patch), or its parent let go. What a heal read is in the entries, or owed a re-read,
+   * before the stream vouches for them again (docs/design.md, "Gaps"). Notifications handed in
+   * later are not waited for, so a busy stream cannot hold it. Never rejects; bounded by the
+   * store's writes and {@link PAIRING_MS}.
+   */
+  settled(): Promise<void> {
+    return this.settling.settled();
   }
 
   /** Stops patching `parent`: its waiting notifications and pairs are dropped. */
   forget(parent: string): void {
     const state = this.parents.get(parent);
     if (!state) return;
-    for (const pair of state.reverses.values()) pair.cancel();
-    for (const pair of state.seen.values()) pair.cancel();
-    this.pendingTotal -= state.pending.size;
-    state.pending.clear();
     this.parents.delete(parent);
+    this.dropAll(state);
   }
 
   /** Resolves once every parent's loop is idle (tests, shutdown). */
@@ -142,15 +172,38 @@ export class Patcher {
     return state;
   }
 
-  /** Owes one re-read at the highest of `slots` believed (else the newest the RPC has shown). */
-  private owe(state: ParentState, slots: number[]): void {
+  /**
+   * Owes one re-read at the highest of `slots` believed (else the newest the RPC has shown), which
+   * settles the notifications it stands for once asked: `origin`, the oldest, is held until then.
+   */
+  private owe(state: ParentState, slots: number[], origin: number): void {
     const clock = this.deps.slots;
     let slot = state.owed?.slot;
     for (const s of slots) {
       const at = clock.trusts(s) ? s : clock.newest;
       if (at !== undefined) slot = Math.max(slot ?? at, at);
     }
-    state.owed = { slot };
+    const before = state.owed?.origin;
+    const oldest = Math.min(before ?? origin, origin);
+    this.settling.hold(oldest);
+    if (before !== undefined) this.settling.release([before]);
+    state.owed = { slot, origin: oldest };
+  }
+
+  /** A parent let go: what it waits for is dropped, and settles. */
+  private dropAll(state: ParentState): void {
+    for (const pairs of [state.reverses, state.seen]) {
+      for (const pair of pairs.values()) {
+        pair.cancel();
+        this.settling.release([pair.origin]);
+      }
+      pairs.clear();
+    }
+    this.settling.release([...state.pending.values()].map((w) => w.origin));
+    this.pendingTotal -= state.pending.size;
+    state.pending.clear();
+    if (state.owed) this.settling.release([state.owed.origin]);
+    state.owed = undefined;
   }
 
   private drain(parent: string, state: ParentState): void {
@@ -159,24 +212,28 @@ export class Patcher {
     state.draining = (async () => {
       while (current()) {
         if (state.owed) {
-          const { slot } = state.owed;
+          const { slot, origin } = state.owed;
           state.owed = undefined;
           this.deps.reread(parent, slot);
+          this.settling.release([origin]);
           continue;
         }
         const next = state.pending.values().next();
         if (next.done) return;
-        const note = next.value;
+        const { note, origin } = next.value;
         state.pending.delete(note.pubkey);
         this.pendingTotal--;
-        await this.apply(parent, state, note).catch((err: unknown) => {
+        await this.apply(parent, state, note, origin).catch((err: unknown) => {
           this.deps.logger.warn({ err: String(err), parent }, 'follow: a patch failed: re-read');
-          this.owe(state, [note.slot]);
+          this.owe(state, [note.slot], origin);
         });
+        this.settling.release([origin]);
       }
     })().finally(() => {
       state.draining = undefined;
-      if (current() && (state.owed || state.pending.size > 0)) this.drain(parent, state);
+      // Let go meanwhile: what the last patch left waiting (a half, a re-read) is dropped too.
+      if (!current()) this.dropAll(state);
+      else if (state.owed || state.pending.size > 0) this.drain(parent, state);
     });
   }
 
@@ -184,7 +241,13 @@ export class Patcher {
     this.deps.metrics.wsNotifications.inc({ outcome });
   }
 
-  private async apply(parent: string, state: ParentState, note: AccountNote): Promise<void> {
+  /** Applies `note` (whose origin is `origin`); what waits after it holds `origin`. */
+  private async apply(
+    parent: string,
+    state: ParentState,
+    note: AccountNote,
+    origin: number,
+  ): Promise<void> {
     const { slots, store } = this.deps;
     const { slot } = note;
     if (!slots.trusts(slot)) {
@@ -196,7 +259,7 @@ export class Patcher {
         );
       }
       this.count(WS_NOTIFICATION_OUTCOME.reread);
-      this.owe(state, [slot]);
+      this.owe(state, [slot], origin);
       return;
     }
     const change: Change = note.head
@@ -206,7 +269,7 @@ export class Patcher {
       case 'unproven':
       case 'empty':
         this.count(WS_NOTIFICATION_OUTCOME.reread);
-        this.owe(state, [slot]);
+        this.owe(state, [slot], origin);
         return;
       case 'subdomain': {
         const { subdomain, owner } = change;
@@ -220,7 +283,7 @@ export class Patcher {
             subdomain,
             [waiting.label, owner],
             Math.max(slot, waiting.slot),
-          );
+          ).finally(() => this.settling.release([waiting.origin]));
         }
         const listed = await store.member(parent, subdomain);
         // A listed subdomain's own header changed: a transfer (a new owner), or nothing.
@@ -228,7 +291,7 @@ export class Patcher {
         // A new name account: listed once its reverse record comes (usually in the same
         // transaction). If none comes, only a scan tells (a name re-created under a record that
         // stayed, or no record at all).
-        this.wait(parent, state, state.seen, subdomain, { slot, owner });
+        this.wait(parent, state, state.seen, subdomain, { slot, owner }, origin);
         return;
       }
       case 'reverse': {
@@ -243,47 +306,59 @@ export class Patcher {
             subdomain,
             [label, seen.owner],
             Math.max(slot, seen.slot),
-          );
+          ).finally(() => this.settling.release([seen.origin]));
         }
         const listed = await store.member(parent, subdomain);
         if (listed) return this.write(parent, state, subdomain, [label, listed.owner], slot);
-        this.wait(parent, state, state.reverses, subdomain, { slot, label });
+        this.wait(parent, state, state.reverses, subdomain, { slot, label }, origin);
         return;
       }
     }
   }
 
-  /** Waits {@link PAIRING_MS} for the other half of `subdomain`; then the parent is re-read. */
+  /**
+   * Waits {@link PAIRING_MS} for the other half of `subdomain`; then the parent is re-read. The
+   * half settles `origin` (the note's, held by the caller) and what a half it replaces carried.
+   */
   private wait<T extends Pair>(
     parent: string,
     state: ParentState,
     pairs: Map<string, T>,
     subdomain: string,
-    half: Omit<T, 'cancel'>,
+    half: Omit<T, 'cancel' | 'origin'>,
+    origin: number,
   ): void {
-    pairs.get(subdomain)?.cancel();
+    const replaced = pairs.get(subdomain);
+    replaced?.cancel();
     pairs.delete(subdomain);
+    const carried = Math.min(replaced?.origin ?? origin, origin);
+    this.settling.hold(carried);
+    if (replaced) this.settling.release([replaced.origin]);
     if (pairs.size >= MAX_PENDING_PER_PARENT) {
       const slots: number[] = [];
+      const origins: number[] = [];
       for (const pair of pairs.values()) {
         pair.cancel();
         slots.push(pair.slot);
+        origins.push(pair.origin);
       }
       this.deps.metrics.wsNotifications.inc(
         { outcome: WS_NOTIFICATION_OUTCOME.coalesced },
         pairs.size,
       );
       pairs.clear();
-      this.owe(state, slots);
+      this.owe(state, slots, Math.min(...origins));
+      this.settling.release(origins);
     }
     const cancel = this.deps.clock.after(PAIRING_MS, () => {
       if (pairs.get(subdomain)?.cancel !== cancel) return;
       pairs.delete(subdomain);
       this.count(WS_NOTIFICATION_OUTCOME.reread);
-      this.owe(state, [half.slot]);
+      this.owe(state, [half.slot], carried);
+      this.settling.release([carried]);
       this.drain(parent, state);
     });
-    pairs.set(subdomain, { ...half, cancel } as T);
+    pairs.set(subdomain, { ...half, cancel, origin: carried } as T);
   }
 
   private async write(
