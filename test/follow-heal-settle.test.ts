@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { FollowRecord } from '../src/core/cache/follow-status.js';
 import { HEAD_SLICE, NAME_PROGRAM } from '../worker/follow/name-program.js';
 import { PAIRING_MS, Patcher } from '../worker/follow/patcher.js';
+import { StatusReport } from '../worker/follow/status-report.js';
 import type { ApplyVerdict, MemberChange } from '../worker/follow/types.js';
 import { SimChain } from '../tools/rpc-sim/index.js';
 import { domainKey, toBase58 } from '../src/core/sns/pda.js';
@@ -34,16 +35,24 @@ const STORED: FollowRecord = {
   lastSignature: 'before',
 };
 
-/** A store whose member writes wait, while `held`, until `release` is called. */
+/** A store whose member writes and owed marks wait, while `held`, until `release` is called. */
 class GatedStore extends FakeStore {
   held = true;
   private waiting: Array<() => void> = [];
   /** Member writes begun (waiting or done). */
   writes = 0;
+  /** Owed marks begun (waiting or done). */
+  marks = 0;
 
   release(): void {
     this.held = false;
     for (const go of this.waiting.splice(0)) go();
+  }
+
+  override async markOwed(parent: string, slot: number): Promise<boolean> {
+    this.marks++;
+    if (this.held) await new Promise<void>((go) => this.waiting.push(go));
+    return super.markOwed(parent, slot);
   }
 
   override async applyChanges(
@@ -140,6 +149,32 @@ describe('a heal vouches only once the entries hold what its gap read', () => {
     expect(follower.healthy).toBe(true);
     await follower.close();
   });
+
+  it('marks owed, before it vouches, an entry whose change the heal left to a re-read', async () => {
+    const store = new GatedStore();
+    const rpc = new FakeRpc();
+    store.put(PARENT, 10, {});
+    // Longer than the stream's slice: its reverse record proves nothing, the parent is re-read.
+    const long = 'a-label-made-in-the-gap-longer-than-the-slice';
+    const made = chain.addSubdomain(PARENT, long, { owner: new PublicKey(Buffer.alloc(32, 5)) });
+    gapWrites(rpc, 'long', 90, [made.reverseKey]);
+    const { follower, clock, rereads, statuses } = await healing(store, rpc);
+
+    await clock.advance(2_500);
+    expect(rereads).toEqual([[PARENT, 100]]);
+    expect(store.labels(PARENT)).toEqual([]);
+    // The re-read is a scan that may take seconds: until it is stored the entry is not vouched
+    // for, so the heal vouches only once the entry says so.
+    await clock.advance(3_000);
+    expect(store.marks).toBe(1);
+    expect(follower.healthy).toBe(false);
+    store.release();
+    await clock.advance(1_000);
+    expect(store.owed.get(PARENT)).toBe(100);
+    expect(follower.healthy).toBe(true);
+    expect(statuses.at(-1)).toMatchObject({ epoch: EPOCH, lastSignature: 'long' });
+    await follower.close();
+  });
 });
 
 describe('what the patcher settles', () => {
@@ -192,5 +227,31 @@ describe('what the patcher settles', () => {
     expect(second).toBe(true);
     await clock.advance(PAIRING_MS);
     expect(rereads).toEqual([]);
+  });
+});
+
+describe('a re-read asked during a heal', () => {
+  it('marks its entry owed at its slot, and marks nothing, with no new epoch, at no slot known', async () => {
+    const store = new FakeStore();
+    store.put(PARENT, 10, {});
+    const statuses: FollowRecord[] = [];
+    const report = new StatusReport({
+      clock: new FakeClock(),
+      slots: { newest: undefined },
+      store,
+      changed: () => undefined,
+      status: { read: async () => STORED, write: async (s) => void statuses.push(s) },
+      deletesSince: () => undefined,
+      ...quietDeps(),
+    });
+    await report.resume();
+    report.asked(PARENT, undefined, true);
+    report.asked(PARENT, 40, false);
+    await report.marked();
+    expect(store.owed.size).toBe(0);
+    report.asked(PARENT, 50, true);
+    await report.marked();
+    expect(store.owed.get(PARENT)).toBe(50);
+    expect(report.epoch).toBe(EPOCH);
   });
 });

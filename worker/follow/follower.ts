@@ -35,7 +35,7 @@ const SEEN_MAX = 4_096;
 export type FollowerDeps = {
   /**
    * Makes the store every unit writes through, given the follower's own re-read (the one the
-   * units ask for, which marks the entry owed while the budget is spent): the store re-reads a
+   * units ask for, which may mark the entry owed, `StatusReport.asked`): the store re-reads a
    * parent itself when a change meets an entry no change can be judged against ('unsound').
    */
   store: (reread: Reread) => FollowStore;
@@ -106,10 +106,10 @@ export class Follower {
 
   constructor(private readonly deps: FollowerDeps) {
     const { clock, metrics, logger } = deps;
-    // A change only a re-read can settle, once the budget is spent, is not "nothing new": the
-    // re-read will be refused, so the entry it would correct stops being vouched for.
+    // The entry a re-read corrects may stop being vouched for meanwhile (StatusReport.asked).
     const reread: Reread = (parent, minContextSlot) => {
-      if (this.report.budgetSpent()) this.report.owe(parent, minContextSlot);
+      const healing = this.owner && this.stream.mode === 'program' && !this.socket.session?.healed;
+      this.report.asked(parent, minContextSlot, healing);
       deps.reread(parent, minContextSlot);
     };
     const store = deps.store(reread);
@@ -363,9 +363,10 @@ export class Follower {
 
   /** A heal is over: it vouches for the stream only if its socket is still the one open. */
   private async healed(session: SocketSession | undefined): Promise<void> {
-    // What the gap read is in the entries and the registry index before the stream vouches for
-    // them (docs/design.md, "Gaps", "Stitching"): never current without a change the heal found.
-    await Promise.all([this.patcher.settled(), this.deps.registry?.settled()]);
+    // What the gap read is in the entries, or their re-reads marked owed, and in the registry
+    // index before the stream vouches (docs/design.md, "Gaps", "Stitching").
+    const marked = this.patcher.settled().then(() => this.report.marked());
+    await Promise.all([marked, this.deps.registry?.settled()]);
     // A socket lost meanwhile left a gap of its own: healed only by the read that follows it.
     if (session && this.socket.session === session && this.stream.subscribed) {
       session.healed = true;

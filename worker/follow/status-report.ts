@@ -69,8 +69,10 @@ export class StatusReport {
    * ({@link resume}); undefined while unknown. The status carries it while it does not vouch.
    */
   private vouchedAt: number | undefined;
-  /** Re-reads marked owed while the budget is spent, by parent: the slot marked (written once). */
+  /** Re-reads marked owed, by parent: the slot marked (written once while the budget is spent). */
   private readonly owedMarked = new Map<string, number>();
+  /** Owed marks being written ({@link marked}). */
+  private readonly marking = new Set<Promise<void>>();
   /** New epochs in a burst (a flood of unreadable Deletes) write one line a minute. */
   private readonly warnEpoch: ReturnType<typeof occasionalWarning>;
 
@@ -114,12 +116,26 @@ export class StatusReport {
   }
 
   /**
-   * A re-read of `parent` the spent budget cannot pay for: that entry alone stops being vouched
-   * for until a scan reaches `slot` (the newest slot believed when the re-read names none). The
-   * entries of other parents missed nothing, so they stay fresh. When the slot is unknown or the
-   * mark cannot be written, every entry is given up instead (a new epoch): never a wrong HIT.
+   * A re-read of `parent` at `slot` was asked. While the spent budget refuses it, and while a heal
+   * is under way (`healing`: the heal vouches for the stream before the scan is stored), the
+   * change it would bring is not "nothing new": that entry is marked owed ({@link owe}). During a
+   * heal a re-read at no slot known (the slot clock has no anchor yet) is not marked: a mark needs
+   * the slot a scan must reach, and a new epoch for it would stale every entry (docs/design.md,
+   * "Additions and transfers").
    */
-  owe(parent: string, slot: number | undefined): void {
+  asked(parent: string, slot: number | undefined, healing: boolean): void {
+    if (this.budgetSpent()) this.owe(parent, slot);
+    else if (healing && (slot ?? this.deps.slots.newest) !== undefined) this.owe(parent, slot);
+  }
+
+  /**
+   * A re-read of `parent` the stream cannot vouch for until it is stored ({@link asked}): that
+   * entry alone stops being vouched for until a scan reaches `slot` (the newest slot believed
+   * when the re-read names none). The entries of other parents missed nothing, so they stay
+   * fresh. When the slot is unknown or the mark cannot be written, every entry is given up
+   * instead (a new epoch): never a wrong HIT.
+   */
+  private owe(parent: string, slot: number | undefined): void {
     const at = slot ?? this.deps.slots.newest;
     if (at === undefined) {
       this.newEpoch('a re-read the spent budget cannot pay for, at an unknown slot');
@@ -127,7 +143,7 @@ export class StatusReport {
     }
     if ((this.owedMarked.get(parent) ?? -1) >= at) return;
     this.owedMarked.set(parent, at);
-    this.deps.store.markOwed(parent, at).then(
+    const mark = this.deps.store.markOwed(parent, at).then(
       (written) => {
         if (written) this.deps.changed(parent);
       },
@@ -137,6 +153,16 @@ export class StatusReport {
         this.newEpoch('an owed re-read could not be marked');
       },
     );
+    this.marking.add(mark);
+    void mark.then(() => this.marking.delete(mark));
+  }
+
+  /**
+   * Resolves once every owed mark begun before the call is written, or its failure has started a
+   * new epoch: a heal vouches only after (./follower.ts). Never rejects.
+   */
+  async marked(): Promise<void> {
+    await Promise.all(this.marking);
   }
 
   /**

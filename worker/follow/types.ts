@@ -61,9 +61,9 @@ export interface FollowStore {
     epoch: number,
   ): Promise<number>;
   /**
-   * Records that a re-read of `parent` at `slot` is owed and cannot be made (the budget spent):
-   * the stream stops vouching for that entry alone until a scan that far is stored. False when
-   * there is no entry.
+   * Records that a re-read of `parent` at `slot` is owed and cannot be made (the budget spent) or
+   * may land after a heal vouches: the stream stops vouching for that entry alone until a scan
+   * that far is stored. False when there is no entry.
    */
   markOwed(parent: string, slot: number): Promise<boolean>;
 }

@@ -26,8 +26,8 @@ export type CacheEntry = {
   readonly scannedAt?: number;
   /**
    * The slot a re-read of the entry must reach that the follower owes and could not make (the
-   * day's budget spent): while set, the stream does not vouch for the entry (it is fresh by its
-   * window only). A scan that far clears it.
+   * day's budget spent) or asked during a heal: while set, the stream does not vouch for the
+   * entry (it is fresh by its window only). A scan that far clears it.
    */
   readonly owes?: number;
   /**

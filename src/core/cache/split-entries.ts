@@ -493,8 +493,9 @@ export class SplitEntries {
 
   /**
    * Records a re-read of (endpoint, parent) that the stream owes and cannot make (the day's
-   * budget spent): the head's `owes` is raised to `slot`, and until a scan that far is stored the
-   * entry is not fresh by following ({@link CacheEntry.owes}). Bumps the revision.
+   * budget spent), or that may land after a heal vouches: the head's `owes` is raised to `slot`,
+   * and until a scan that far is stored the entry is not fresh by following
+   * ({@link CacheEntry.owes}). Bumps the revision.
    *
    * @returns 'missing' when there is no entry (nothing to vouch for).
    * @throws TypeError when `slot` is not a safe non-negative integer.

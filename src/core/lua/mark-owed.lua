@@ -1,4 +1,5 @@
--- A re-read the stream owes and cannot make (the day's budget spent). KEYS: M. ARGV: 1 the slot
+-- A re-read the stream owes and cannot make (the day's budget spent), or asked during a heal
+-- (which vouches before the re-read lands). KEYS: M. ARGV: 1 the slot
 -- the re-read must reach. Raises the head's `owes` to it (a scan that far clears it,
 -- put-split-entry.lua): until then the stream does not vouch for the entry, which is served by its
 -- window alone. Bumps the revision. Returns `{outcome, rev}`, 'missing' without an entry.
